@@ -1,0 +1,1 @@
+"""rewardlab: batched environments in torch."""

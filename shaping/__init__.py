@@ -1,0 +1,1 @@
+"""rewardlab: potential-based reward shaping."""
