@@ -1,17 +1,19 @@
 """The ``rewardlab`` command.
 
-Subcommands live with the code they drive and are gathered here through the
-``rewardlab.commands`` entry-point group: each entry point names a function
-``register(subparsers)`` that adds one subcommand whose ``func`` attribute runs it.
+Subcommands live with the code they drive and are gathered here: each entry of
+``COMMANDS`` names a function ``register(subparsers)`` (as ``"module:function"``)
+that adds one subcommand whose ``func`` default runs it. Modules are imported
+only when the command line is built, so this file depends on none of them.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
-from importlib.metadata import PackageNotFoundError, entry_points, version
+from importlib import import_module
+from importlib.metadata import PackageNotFoundError, version
 
-COMMAND_GROUP = "rewardlab.commands"
+COMMANDS: list[str] = []
 
 
 def package_version() -> str:
@@ -28,8 +30,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"rewardlab {package_version()}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for entry in sorted(entry_points(group=COMMAND_GROUP), key=lambda e: e.name):
-        entry.load()(subparsers)
+    for target in COMMANDS:
+        module_name, function_name = target.split(":")
+        getattr(import_module(module_name), function_name)(subparsers)
     return parser
 
 
