@@ -1,0 +1,266 @@
+"""Potential-based shaping wrappers for Gymnasium envs, vector envs and batched torch envs.
+
+All of them add ``F = scale * (gamma * phi(s') - phi(s))`` to the reward, with
+``phi(s') = 0`` on termination, the real last observation on truncation, and
+``F = 0`` on the reset step of next-step autoreset (see :mod:`shaping.core`).
+The env's own reward stays visible as ``info["reward_components"]["extrinsic"]``
+and the shaping term as ``info["reward_components"][name]``.
+
+They compose with Gymnasium's reward wrappers: put ``TransformReward``,
+``ClipReward`` or ``NormalizeReward`` *outside* the shaping wrapper to transform
+the shaped reward, or inside it to shape a transformed reward (the
+``"extrinsic"`` component then holds the transformed reward).
+"""
+
+from __future__ import annotations
+
+from typing import Any, SupportsFloat
+
+import gymnasium as gym
+import numpy as np
+import torch
+from gymnasium.vector import AutoresetMode, VectorEnv, VectorWrapper
+
+from shaping.core import Potential, PotentialTracker
+
+
+def check_name(name: str) -> str:
+    """Return ``name`` if it can name a reward component, else raise ``ValueError``."""
+    if not isinstance(name, str) or not name or name == "extrinsic":
+        raise ValueError(
+            f"name={name!r} must be a non-empty string other than 'extrinsic' "
+            "(the env's own reward keeps that name)"
+        )
+    return name
+
+
+def with_component(components: dict | None, extrinsic: Any, name: str, value: Any) -> dict:
+    """A new components dict: the old one (or ``{"extrinsic": extrinsic}``) plus ``name``."""
+    updated = dict(components) if components else {"extrinsic": extrinsic}
+    if name in updated:
+        raise ValueError(
+            f"reward component {name!r} is already reported by an inner wrapper; give this "
+            "shaping wrapper another name="
+        )
+    updated[name] = value
+    return updated
+
+
+def batch_of_one(obs: Any) -> Any:
+    """A single observation as a batch of one (arrays, tensors and dicts of them)."""
+    if isinstance(obs, dict):
+        return {key: batch_of_one(value) for key, value in obs.items()}
+    if isinstance(obs, torch.Tensor):
+        return obs.unsqueeze(0)
+    return np.asarray(obs)[None]
+
+
+def stack_final(obs: Any, ended: np.ndarray, final: Any) -> Any:
+    """A full batch of true last observations: ``final[i]`` where ``ended[i]``, else ``obs[i]``.
+
+    ``obs`` is an array or a dict of arrays (then each ``final[i]`` is a dict too).
+    """
+    if isinstance(obs, dict):
+        return {
+            key: stack_final(value, ended, [f[key] if f is not None else None for f in final])
+            for key, value in obs.items()
+        }
+    rows = [final[i] if ended[i] else obs[i] for i in range(len(obs))]
+    return np.stack([np.asarray(row) for row in rows])
+
+
+class PotentialShaping(gym.Wrapper):
+    """Adds the potential-based shaping term to a Gymnasium env's reward.
+
+    ``F = scale * (gamma * phi(s') - phi(s))``, ``phi(s') = 0`` when the episode
+    terminates; a truncated episode keeps ``phi`` of its last observation. This
+    leaves the optimal policy unchanged (Ng et al., 1999) when ``gamma`` is the
+    learner's discount.
+
+    Example:
+        >>> import gymnasium as gym
+        >>> from shaping import PotentialShaping, potentials
+        >>> env = PotentialShaping(gym.make("MountainCar-v0"), potentials.for_env("MountainCar-v0"))
+        >>> obs, info = env.reset(seed=0)
+        >>> obs, reward, terminated, truncated, info = env.step(2)
+        >>> sorted(info["reward_components"])
+        ['extrinsic', 'shaping']
+
+    :param env: the env to wrap.
+    :param potential: ``phi(obs_batch) -> (N,)``, or ``phi(obs_batch, t=...)`` for a
+        dynamic potential (``t`` counts the transitions seen by this wrapper).
+    :param gamma: the learner's discount factor, in (0, 1].
+    :param scale: multiplies the shaping term.
+    :param name: the component name under ``info["reward_components"]``.
+    """
+
+    def __init__(
+        self,
+        env: gym.Env,
+        potential: Potential,
+        gamma: float = 0.99,
+        scale: float = 1.0,
+        name: str = "shaping",
+    ):
+        super().__init__(env)
+        self.tracker = PotentialTracker(potential, gamma, scale)
+        self.name = check_name(name)
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        obs, info = self.env.reset(seed=seed, options=options)
+        self.tracker.reset(batch_of_one(obs))
+        return obs, info
+
+    def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict]:
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        shaping = float(self.tracker.step(batch_of_one(obs), [terminated])[0])
+        info = dict(info)
+        info["reward_components"] = with_component(
+            info.get("reward_components"), float(reward), self.name, shaping
+        )
+        return obs, float(reward) + shaping, terminated, truncated, info
+
+
+class PotentialShapingVector(VectorWrapper):
+    """Adds the potential-based shaping term to a Gymnasium vector env's rewards.
+
+    Exact under every autoreset mode the env declares in
+    ``metadata["autoreset_mode"]``: next-step (the reset step gets ``F = 0``),
+    same-step (the true last observation comes from ``info["final_obs"]``) and
+    disabled (``reset(options={"reset_mask": mask})`` restarts only those envs).
+
+    Example:
+        >>> import gymnasium as gym
+        >>> from shaping import PotentialShapingVector, potentials
+        >>> envs = gym.make_vec("CartPole-v1", num_envs=4)
+        >>> envs = PotentialShapingVector(envs, potentials.for_env("CartPole-v1"))
+        >>> obs, info = envs.reset(seed=0)
+        >>> obs, rewards, terminated, truncated, info = envs.step(envs.action_space.sample())
+        >>> info["reward_components"]["shaping"].shape
+        (4,)
+
+    :param env: the vector env to wrap.
+    :param potential: ``phi(obs_batch) -> (N,)`` on numpy batches.
+    :param gamma: the learner's discount factor, in (0, 1].
+    :param scale: multiplies the shaping term.
+    :param name: the component name under ``info["reward_components"]``.
+    """
+
+    def __init__(
+        self,
+        env: VectorEnv,
+        potential: Potential,
+        gamma: float = 0.99,
+        scale: float = 1.0,
+        name: str = "shaping",
+    ):
+        super().__init__(env)
+        self.tracker = PotentialTracker(potential, gamma, scale)
+        self.name = check_name(name)
+        self.autoreset_mode = AutoresetMode(env.metadata.get("autoreset_mode", AutoresetMode.NEXT_STEP))
+        self._restarting = np.zeros(self.num_envs, dtype=bool)
+
+    def reset(self, *, seed: int | list[int] | None = None, options: dict | None = None):
+        obs, info = self.env.reset(seed=seed, options=options)
+        mask = None if options is None else options.get("reset_mask")
+        self.tracker.reset(obs, mask)
+        if mask is None:
+            self._restarting[:] = False
+        else:
+            self._restarting[np.asarray(mask, dtype=bool)] = False
+        return obs, info
+
+    def step(self, actions: Any):
+        obs, rewards, terminated, truncated, info = self.env.step(actions)
+        terminated = np.asarray(terminated, dtype=bool)
+        ended = terminated | np.asarray(truncated, dtype=bool)
+        if self.autoreset_mode is AutoresetMode.SAME_STEP:
+            final_obs = None
+            if ended.any():
+                final_obs = stack_final(obs, info["_final_obs"], info["final_obs"])
+            shaping = self.tracker.step(obs, terminated, ended=ended, final_obs=final_obs)
+        elif self.autoreset_mode is AutoresetMode.NEXT_STEP:
+            shaping = self.tracker.step(obs, terminated, restarting=self._restarting)
+            self._restarting = ended
+        else:
+            shaping = self.tracker.step(obs, terminated)
+        rewards = np.asarray(rewards, dtype=np.float64)
+        info = dict(info)
+        info["reward_components"] = with_component(
+            info.get("reward_components"), rewards, self.name, shaping
+        )
+        info["_reward_components"] = np.ones(self.num_envs, dtype=bool)
+        return obs, rewards + shaping, terminated, truncated, info
+
+
+class BatchedPotentialShaping:
+    """Adds the potential-based shaping term to a batched torch env (``envs.make``).
+
+    The env follows rewardlab's batched-env contract: tensors on one device,
+    same-step autoreset with the true last observations in ``info["final_obs"]``.
+    The potential receives tensors and must return a tensor ``(N,)`` on the same
+    device; nothing crosses to the host.
+
+    Example:
+        >>> import envs
+        >>> from shaping import BatchedPotentialShaping, potentials
+        >>> env = envs.make("MountainCar-v0", num_envs=16, seed=0)
+        >>> env = BatchedPotentialShaping(env, potentials.for_env("MountainCar-v0"))
+        >>> obs, info = env.reset()
+        >>> obs, reward, terminated, truncated, info = env.step(env.action_space.sample())
+        >>> info["reward_components"]["shaping"].shape
+        torch.Size([16])
+
+    :param env: the batched env to wrap.
+    :param potential: ``phi(obs_batch) -> (N,)`` on tensors.
+    :param gamma: the learner's discount factor, in (0, 1].
+    :param scale: multiplies the shaping term.
+    :param name: the component name under ``info["reward_components"]``.
+    """
+
+    def __init__(
+        self,
+        env: Any,
+        potential: Potential,
+        gamma: float = 0.99,
+        scale: float = 1.0,
+        name: str = "shaping",
+    ):
+        for attribute in ("num_envs", "device", "step", "reset"):
+            if not hasattr(env, attribute):
+                raise ValueError(
+                    f"env={env!r} is not a batched env (it has no {attribute!r}); use "
+                    "PotentialShaping for a gymnasium.Env, PotentialShapingVector for a "
+                    "gymnasium VectorEnv and VecPotentialShaping for an SB3 VecEnv"
+                )
+        self.env = env
+        self.tracker = PotentialTracker(potential, gamma, scale)
+        self.name = check_name(name)
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return getattr(self.env, name)
+
+    @property
+    def unwrapped(self) -> Any:
+        return getattr(self.env, "unwrapped", self.env)
+
+    def reset(self, seed: int | None = None, options: dict | None = None):
+        obs, info = self.env.reset(seed=seed, options=options)
+        self.tracker.reset(obs)
+        return obs, info
+
+    def step(self, actions: Any):
+        obs, reward, terminated, truncated, info = self.env.step(actions)
+        shaping = self.tracker.step(
+            obs, terminated, ended=terminated | truncated, final_obs=info["final_obs"]
+        ).to(reward.dtype)
+        info = dict(info)
+        info["reward_components"] = with_component(
+            info.get("reward_components"), reward, self.name, shaping
+        )
+        return obs, reward + shaping, terminated, truncated, info
+
+    def close(self) -> None:
+        self.env.close()
