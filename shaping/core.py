@@ -55,7 +55,8 @@ def evaluate_potential(potential: Potential, obs: Batch, t: int | None = None) -
     :param t: the step count passed to a dynamic potential; ``None`` for a static one.
     :return: the potentials, shape ``(N,)``, the same kind as ``obs``.
     :raises ValueError: if the potential cannot take ``obs`` or returns a wrong
-        shape, kind, NaN or inf.
+        shape, kind, NaN or inf. On a GPU, NaN and inf are not checked here, since the
+        check would wait for the device at every step.
     """
     n = batch_size(obs)
     try:
@@ -84,8 +85,12 @@ def evaluate_potential(potential: Potential, obs: Batch, t: int | None = None) -
             f"potential {_name(potential)} returned shape {tuple(values.shape)} for a batch "
             f"of {n} observations; it must return one value per observation, shape ({n},)"
         )
-    finite = torch.isfinite(values).all() if isinstance(values, torch.Tensor) else np.isfinite(values).all()
-    if not bool(finite):
+    if isinstance(values, torch.Tensor):
+        finite = bool(torch.isfinite(values).all()) if values.device.type == "cpu" else True
+    else:
+        # One reduction instead of an elementwise test: a NaN or inf anywhere makes the sum so.
+        finite = bool(np.isfinite(values.sum())) or bool(np.isfinite(values).all())
+    if not finite:
         raise ValueError(
             f"potential {_name(potential)} returned NaN or inf ({values}); a potential must be "
             "finite on every observation the env can produce"
@@ -116,8 +121,8 @@ def _name(potential: Potential) -> str:
     return getattr(potential, "__name__", None) or type(potential).__name__
 
 
-def _where(mask: Batch, a: Batch, b: Batch) -> Batch:
-    if isinstance(a, torch.Tensor):
+def _where(mask: Batch, a: Batch | float, b: Batch) -> Batch:
+    if isinstance(b, torch.Tensor):
         return torch.where(mask, a, b)
     return np.where(mask, a, b)
 
@@ -187,21 +192,19 @@ class PotentialTracker:
         self.num_transitions += batch_size(next_obs)
         phi_obs = self.evaluate(next_obs)
         phi_next = phi_obs
-        if ended is not None:
-            ended = _as_mask(ended, phi_obs)
-            if bool(ended.any()):
-                if final_obs is None:
-                    raise ValueError(
-                        "episodes ended with a same-step reset but no final observation was "
-                        "given; pass the true last observations as final_obs"
-                    )
-                phi_next = _where(ended, self.evaluate(final_obs), phi_obs)
-        terminated = _as_mask(terminated, phi_obs)
-        phi_next = _where(terminated, phi_next * 0, phi_next)
-        shaping = self.scale * (self.gamma * phi_next - self.phi)
+        if final_obs is not None:
+            phi_next = _where(_as_mask(ended, phi_obs), self.evaluate(final_obs), phi_obs)
+        elif ended is not None and _as_mask(ended, phi_obs).any():
+            raise ValueError(
+                "episodes ended with a same-step reset but no final observation was given; "
+                "pass the true last observations as final_obs"
+            )
+        phi_next = _where(_as_mask(terminated, phi_obs), 0.0, phi_next)
+        shaping = self.gamma * phi_next - self.phi
+        if self.scale != 1.0:
+            shaping = self.scale * shaping
         if restarting is not None:
-            restarting = _as_mask(restarting, phi_obs)
-            shaping = _where(restarting, shaping * 0, shaping)
+            shaping = _where(_as_mask(restarting, phi_obs), 0.0, shaping)
         # The next transition starts from the observation returned: for an env that was
         # reset inside this step (same-step, or the reset step of next-step autoreset)
         # that is the first observation of its new episode.

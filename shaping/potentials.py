@@ -64,25 +64,30 @@ class MountainCarEnergy:
 
 
 class CartPoleUpright:
-    """How far the pole and cart are from failing: ``weight * mean(1 - (theta/theta_max)^2, 1 - (x/x_max)^2)``.
+    """How far the cart and pole are from failing: ``weight * mean(1 - (x/x_max)^2, 1 - (theta/theta_max)^2)``.
 
-    Non-negative, so falling (``phi(terminal) = 0``) costs what was left.
+    Each term is clipped at 0. Non-negative, so falling (``phi(terminal) = 0``)
+    costs what was left.
 
     :param weight: the potential's magnitude, in units of reward.
     """
 
-    theta_max = 12 * 2 * math.pi / 360
     x_max = 2.4
+    theta_max = 12 * 2 * math.pi / 360
 
     def __init__(self, weight: float = 1.0):
         self.weight = check_scale(weight)
+        self._inverse_limits = np.array([1 / self.x_max, 1 / self.theta_max], dtype=np.float32)
 
     def __call__(self, obs: Batch) -> Batch:
         _check_width(self, obs, 4)
-        xp = _xp(obs)
-        upright = xp.maximum(1 - (obs[:, 2] / self.theta_max) ** 2, 0 * obs[:, 2])
-        centred = xp.maximum(1 - (obs[:, 0] / self.x_max) ** 2, 0 * obs[:, 0])
-        return self.weight * 0.5 * (upright + centred)
+        if isinstance(obs, torch.Tensor):
+            scaled = obs[:, 0::2] * torch.as_tensor(self._inverse_limits, device=obs.device)
+            left = torch.relu(1.0 - scaled * scaled)
+        else:
+            scaled = obs[:, 0::2] * self._inverse_limits  # columns x and theta
+            left = np.maximum(1.0 - scaled * scaled, 0.0)
+        return (left[:, 0] + left[:, 1]) * (0.5 * self.weight)
 
 
 class AcrobotTipHeight:
