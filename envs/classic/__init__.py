@@ -1,0 +1,5 @@
+"""Gymnasium's classic-control tasks as batched torch envs."""
+
+from envs.classic.cartpole import CartPoleEnv
+
+__all__ = ["CartPoleEnv"]

@@ -1,0 +1,461 @@
+"""Base classes of the batched environments: :class:`BatchedEnv` and :class:`BatchedWrapper`.
+
+A batched environment keeps the state of ``num_envs`` copies of one task in torch
+tensors on one device and advances them all with one call of pure tensor math (no
+Python loop over envs). The contract is in ``docs/batched_envs.md``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import gymnasium
+import numpy as np
+import torch
+from gymnasium import spaces
+from gymnasium.vector import AutoresetMode
+from gymnasium.vector.utils import batch_space
+
+Actions = torch.Tensor | np.ndarray
+StepReturn = tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, dict[str, Any]]
+
+# Reset states are drawn in bulk: each env has REFILL_EVERY pre-drawn reset states (the
+# "pool") and takes the next one each time its episode ends. An env ends at most one
+# episode per step, so refilling the taken states every REFILL_EVERY steps is enough.
+# A step then draws no random numbers and reads nothing back from the device; the
+# refill, which draws exactly as many states as were taken, is the only host sync.
+REFILL_EVERY = 16
+
+
+def resolve_device(device: str | torch.device) -> torch.device:
+    """Turn ``device`` into a :class:`torch.device`, checking that it exists here.
+
+    :param device: a device such as ``"cpu"``, ``"cuda"`` or ``"cuda:1"``
+    :return: the device, with the current CUDA index filled in for a bare ``"cuda"``
+    """
+    try:
+        resolved = torch.device(device)
+    except (RuntimeError, TypeError) as error:
+        raise ValueError(
+            f"device={device!r} is not a torch device; use 'cpu', 'cuda' or 'cuda:<index>'"
+        ) from error
+    if resolved.type == "cuda":
+        if not torch.cuda.is_available():
+            raise ValueError(
+                f"device={device!r} was asked for but CUDA is not available on this machine; "
+                "use device='cpu'"
+            )
+        index = torch.cuda.current_device() if resolved.index is None else resolved.index
+        if index >= torch.cuda.device_count():
+            raise ValueError(
+                f"device={device!r} does not exist: this machine has "
+                f"{torch.cuda.device_count()} CUDA device(s)"
+            )
+        resolved = torch.device("cuda", index)
+    elif resolved.type != "cpu":
+        raise ValueError(f"device={device!r} is not supported; use 'cpu' or 'cuda'")
+    return resolved
+
+
+class BatchedEnv:
+    """``num_envs`` copies of one environment, stepped together as torch tensors on ``device``.
+
+    Subclasses describe one task as pure batched functions and this class does the rest:
+    action checks, the time limit, same-step autoreset with ``info["final_obs"]``,
+    seeding, rendering through Gymnasium and the Gymnasium / SB3 adapters.
+
+    A subclass sets ``gymnasium_id``, ``state_dim``, the single spaces and implements
+
+    - :meth:`reset_bounds`: the box that reset states are drawn from, uniformly;
+    - :meth:`transition`: ``(state, actions) -> (next_state, reward, terminated)``;
+    - :meth:`observe`: ``state -> observation``.
+
+    States are held variable-major, ``(state_dim, num_envs)``, so that each state variable
+    is one contiguous row: compiled steps then run as SIMD loops over envs (with an
+    env-major layout torch.compile emits scalar code, about twice as slow).
+
+    Example::
+
+        >>> import envs
+        >>> env = envs.make("CartPole-v1", num_envs=4, seed=0)
+        >>> obs, info = env.reset()
+        >>> obs.shape
+        torch.Size([4, 4])
+        >>> obs, reward, terminated, truncated, info = env.step(torch.ones(4, dtype=torch.int64))
+        >>> sorted(info)
+        ['final_obs', 'reward_components']
+
+    :param num_envs: how many copies to run, at least 1
+    :param single_observation_space: the observation space of one copy
+    :param single_action_space: the action space of one copy (``Discrete`` or ``Box``)
+    :param device: the torch device that holds the state (``"cpu"`` or ``"cuda[:i]"``)
+    :param seed: seed of the env's random generator; ``None`` seeds it from the OS
+    :param max_episode_steps: the time limit; ``None`` takes Gymnasium's for ``gymnasium_id``
+    :param compile: run the step through ``torch.compile`` (fast, but the first call takes
+        tens of seconds)
+    :param validate_actions: check that discrete actions are in range at every step; the
+        check reads one value back from the device, so turn it off in GPU training loops
+        whose actions come from a policy
+    """
+
+    gymnasium_id: str
+    state_dim: int
+    state_dtype: torch.dtype = torch.float32
+    metadata: dict[str, Any] = {
+        "render_modes": ["rgb_array"],
+        "autoreset_mode": AutoresetMode.SAME_STEP,
+    }
+    render_mode = "rgb_array"
+
+    def __init__(
+        self,
+        num_envs: int,
+        single_observation_space: spaces.Box,
+        single_action_space: spaces.Discrete | spaces.Box,
+        device: str | torch.device = "cpu",
+        seed: int | None = None,
+        max_episode_steps: int | None = None,
+        compile: bool = False,
+        validate_actions: bool = True,
+    ):
+        if isinstance(num_envs, bool) or not isinstance(num_envs, int | np.integer):
+            raise TypeError(f"num_envs must be an int, got {num_envs!r}")
+        if num_envs < 1:
+            raise ValueError(f"num_envs must be at least 1, got {num_envs}")
+        if not isinstance(single_action_space, spaces.Discrete | spaces.Box):
+            raise TypeError(
+                f"single_action_space must be Discrete or Box, got {single_action_space}"
+            )
+        if max_episode_steps is None:
+            max_episode_steps = gymnasium.spec(self.gymnasium_id).max_episode_steps
+        if not isinstance(max_episode_steps, int | np.integer) or max_episode_steps < 1:
+            raise ValueError(f"max_episode_steps must be a positive int, got {max_episode_steps!r}")
+        self.num_envs = int(num_envs)
+        self.device = resolve_device(device)
+        self.max_episode_steps = int(max_episode_steps)
+        self.spec_id = self.gymnasium_id
+        self.validate_actions = validate_actions
+        self.single_observation_space = single_observation_space
+        self.single_action_space = single_action_space
+        self.observation_space = batch_space(single_observation_space, self.num_envs)
+        self.action_space = batch_space(single_action_space, self.num_envs)
+        self.generator = torch.Generator(device=self.device)
+        if seed is None:
+            self.generator.seed()
+        else:
+            self.generator.manual_seed(seed)
+
+        # Discrete actions must lie in this range; Box actions are clipped by the task itself.
+        self._action_range = (
+            (
+                int(single_action_space.start),
+                int(single_action_space.start + single_action_space.n - 1),
+            )
+            if isinstance(single_action_space, spaces.Discrete)
+            else (-np.inf, np.inf)
+        )
+        self._state: torch.Tensor | None = None
+        self._last_actions: torch.Tensor | None = None
+        self._render_env: gymnasium.Env | None = None
+        self._advance: Callable[..., tuple[torch.Tensor, ...]] = self._advance_eager
+        if compile:
+            self._advance = torch.compile(self._advance_eager, fullgraph=True, dynamic=False)
+
+    # ----------------------------------------------------------------- the task
+    def reset_bounds(
+        self, options: dict[str, Any] | None
+    ) -> tuple[Sequence[float], Sequence[float]]:
+        """The box ``[low, high]`` (one value per state dimension) that reset states are drawn from.
+
+        :param options: the ``options`` given to :meth:`reset`, as Gymnasium's env takes them
+        :return: ``(low, high)``
+        """
+        raise NotImplementedError
+
+    def transition(
+        self, state: torch.Tensor, actions: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Advance every copy by one step, without time limit or reset.
+
+        :param state: ``(state_dim, num_envs)`` states
+        :param actions: checked actions, ``(num_envs,)`` int64 or ``(num_envs, *shape)`` float32
+        :return: ``(next_state, reward, terminated)``: ``(state_dim, num_envs)`` states, float32
+            and bool ``(num_envs,)``
+        """
+        raise NotImplementedError
+
+    def observe(self, state: torch.Tensor) -> torch.Tensor:
+        """The float32 observations ``(num_envs, *obs_shape)`` of ``state``.
+
+        :param state: ``(state_dim, num_envs)`` states
+        """
+        raise NotImplementedError
+
+    # ------------------------------------------------------------- the contract
+    @property
+    def state(self) -> torch.Tensor:
+        """The current state as ``(num_envs, state_dim)``; row ``i`` is Gymnasium's ``env.state``."""
+        if self._state is None:
+            raise RuntimeError(f"{self} has no state yet: call reset() first")
+        return self._state.T
+
+    @property
+    def unwrapped(self) -> BatchedEnv:
+        """This env (wrappers return the env at the bottom of the stack)."""
+        return self
+
+    def reset(
+        self, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[torch.Tensor, dict[str, Any]]:
+        """Start a new episode in every copy.
+
+        :param seed: reseed the env's generator first (``None`` continues its stream)
+        :param options: passed to :meth:`reset_bounds` (e.g. ``{"low": -0.1, "high": 0.1}``);
+            the bounds stay in force for the autoresets that follow, as in Gymnasium
+        :return: ``(obs, info)`` with obs float32 ``(num_envs, *obs_shape)``
+        """
+        if seed is not None:
+            self.generator.manual_seed(seed)
+        low, high = self.reset_bounds(options)
+        self._reset_low = torch.as_tensor(low, dtype=self.state_dtype, device=self.device)[:, None]
+        self._reset_high = torch.as_tensor(high, dtype=self.state_dtype, device=self.device)[
+            :, None
+        ]
+        self._state = self._draw_reset_states(self.num_envs)
+        self._elapsed = torch.zeros(self.num_envs, dtype=torch.int32, device=self.device)
+        # Pool column k * num_envs + i holds env i's k-th next reset state.
+        self._pool = self._draw_reset_states(REFILL_EVERY * self.num_envs)
+        self._taken = torch.zeros(self.num_envs, dtype=torch.int64, device=self.device)
+        self._steps_since_refill = 0
+        self._last_actions = None
+        return self.observe(self._state).clone(), {}
+
+    def step(self, actions: Actions) -> StepReturn:
+        """Advance every copy by one step; copies whose episode ends are reset in the same call.
+
+        :param actions: ``(num_envs,)`` integers for ``Discrete``, ``(num_envs, *shape)``
+            floats for ``Box``; a tensor or numpy array
+        :return: ``(obs, reward, terminated, truncated, info)``; ``info["final_obs"]`` holds
+            the last observation of the episodes that ended and ``info["reward_components"]``
+            the reward by name (``"extrinsic"``)
+        """
+        actions = self.as_action_tensor(actions)
+        if self._state is None:
+            raise RuntimeError(f"{self} has no state yet: call reset() first")
+        (state, elapsed, taken, obs, reward, terminated, truncated, final_obs, invalid) = (
+            self._advance(self._state, self._elapsed, actions, self._pool, self._taken)
+        )
+        # The range check is computed inside the step (one fused kernel when compiled) and
+        # read back here, before anything is committed.
+        if self.validate_actions and bool(invalid):
+            self._raise_out_of_range(actions)
+        self._state, self._elapsed, self._taken = state, elapsed, taken
+        self._last_actions = actions
+        self._steps_since_refill += 1
+        if self._steps_since_refill == REFILL_EVERY:
+            self._refill_pool()
+        info = {"final_obs": final_obs, "reward_components": {"extrinsic": reward}}
+        return obs, reward, terminated, truncated, info
+
+    def as_action_tensor(self, actions: Actions) -> torch.Tensor:
+        """Check the type, shape and dtype of a batch of actions and move it to ``device``.
+
+        Discrete actions become int64 and Box actions float32. Whether discrete actions are
+        in range is checked by :meth:`step` (see ``validate_actions``).
+
+        :param actions: the actions given to :meth:`step`
+        :raises TypeError: not a tensor or array, or of the wrong kind of dtype
+        :raises ValueError: of the wrong shape
+        """
+        if isinstance(actions, np.ndarray):
+            actions = torch.from_numpy(actions)
+        elif not isinstance(actions, torch.Tensor):
+            raise TypeError(
+                f"actions must be a torch.Tensor or numpy array, got {type(actions).__name__}"
+            )
+        space = self.single_action_space
+        expected = (self.num_envs, *space.shape)
+        if tuple(actions.shape) != expected:
+            raise ValueError(
+                f"actions have shape {tuple(actions.shape)} but {self.spec_id} with "
+                f"num_envs={self.num_envs} takes shape {expected}"
+            )
+        if isinstance(space, spaces.Discrete):
+            if (
+                actions.dtype.is_floating_point
+                or actions.dtype.is_complex
+                or actions.dtype == torch.bool
+            ):
+                raise TypeError(
+                    f"actions for the Discrete({space.n}) space of {self.spec_id} must be "
+                    f"integers, got dtype {actions.dtype}; cast them with .long()"
+                )
+            return actions.to(self.device, torch.int64)
+        if not actions.dtype.is_floating_point:
+            raise TypeError(
+                f"actions for the Box space of {self.spec_id} must be floats, got dtype "
+                f"{actions.dtype}; cast them with .float()"
+            )
+        return actions.to(self.device, torch.float32)
+
+    def _raise_out_of_range(self, actions: torch.Tensor) -> None:
+        low, high = self._action_range
+        index = int(((actions < low) | (actions > high)).nonzero()[0, 0])
+        raise ValueError(
+            f"action {int(actions[index])} of env {index} is outside the "
+            f"{self.single_action_space} space of {self.spec_id}: discrete actions must be "
+            f"in [{low}, {high}]"
+        )
+
+    def render(self, index: int = 0) -> np.ndarray:
+        """Draw copy ``index`` with Gymnasium's own renderer.
+
+        :param index: which copy to draw
+        :return: an RGB array ``(height, width, 3)`` of uint8
+        """
+        if not 0 <= index < self.num_envs:
+            raise ValueError(f"index={index} is not a copy of this env: use 0..{self.num_envs - 1}")
+        if self._render_env is None:
+            os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
+            self._render_env = gymnasium.make(self.gymnasium_id, render_mode="rgb_array").unwrapped
+            self._render_env.reset()
+        self.write_gymnasium_state(self._render_env, index)
+        return self._render_env.render()
+
+    def write_gymnasium_state(self, gymnasium_env: gymnasium.Env, index: int) -> None:
+        """Put copy ``index``'s state into an unwrapped Gymnasium env of the same task.
+
+        :param gymnasium_env: e.g. ``gymnasium.make("CartPole-v1").unwrapped``, after reset
+        :param index: which copy to copy
+        """
+        gymnasium_env.state = self.state[index].cpu().numpy().astype(np.float64)
+
+    def close(self) -> None:
+        """Release the renderer, if one was made."""
+        if self._render_env is not None:
+            self._render_env.close()
+            self._render_env = None
+
+    def to_gymnasium(self) -> gymnasium.vector.VectorEnv:
+        """This env as a Gymnasium ``VectorEnv`` (numpy at the boundary, same-step autoreset)."""
+        from envs.adapters import GymnasiumVectorEnv
+
+        return GymnasiumVectorEnv(self)
+
+    def to_sb3(self) -> Any:
+        """This env as a Stable-Baselines3 ``VecEnv`` (reset inside ``step``)."""
+        from envs.adapters import SB3VecEnv
+
+        return SB3VecEnv(self)
+
+    def __repr__(self) -> str:
+        return (
+            f"{type(self).__name__}({self.spec_id}, num_envs={self.num_envs}, device={self.device})"
+        )
+
+    # ------------------------------------------------------------ the machinery
+    def _draw_reset_states(self, count: int) -> torch.Tensor:
+        uniform = torch.rand(
+            (self.state_dim, count),
+            generator=self.generator,
+            device=self.device,
+            dtype=self.state_dtype,
+        )
+        return self._reset_low + (self._reset_high - self._reset_low) * uniform
+
+    def _refill_pool(self) -> None:
+        generations = torch.arange(REFILL_EVERY, device=self.device).unsqueeze(1)
+        taken = (generations < self._taken).view(-1)
+        count = int(taken.sum())
+        if count:
+            self._pool[:, taken] = self._draw_reset_states(count)
+        self._taken = torch.zeros_like(self._taken)
+        self._steps_since_refill = 0
+
+    def _advance_eager(
+        self,
+        state: torch.Tensor,
+        elapsed: torch.Tensor,
+        actions: torch.Tensor,
+        pool: torch.Tensor,
+        taken: torch.Tensor,
+    ) -> tuple[torch.Tensor, ...]:
+        next_state, reward, terminated = self.transition(state, actions)
+        elapsed = elapsed + 1
+        truncated = elapsed >= self.max_episode_steps
+        done = terminated | truncated
+        final_obs = self.observe(next_state)
+        slots = taken * self.num_envs + torch.arange(self.num_envs, device=self.device)
+        state = torch.where(done, pool[:, slots], next_state)
+        obs = torch.where(
+            done.view(-1, *([1] * (final_obs.dim() - 1))), self.observe(state), final_obs
+        )
+        elapsed = torch.where(done, 0, elapsed)
+        taken = taken + done
+        low, high = self._action_range
+        invalid = ((actions < low) | (actions > high)).any()
+        return state, elapsed, taken, obs, reward, terminated, truncated, final_obs, invalid
+
+
+class BatchedWrapper:
+    """Base class of wrappers around a batched env.
+
+    Unknown attributes and methods are looked up on the wrapped env, so a wrapper that only
+    changes the reward overrides :meth:`step` and nothing else.
+
+    Example::
+
+        >>> class ScaleReward(BatchedWrapper):
+        ...     def step(self, actions):
+        ...         obs, reward, terminated, truncated, info = self.env.step(actions)
+        ...         return obs, 0.1 * reward, terminated, truncated, info
+
+    :param env: the batched env (or wrapper) to wrap
+    """
+
+    def __init__(self, env: BatchedEnv | BatchedWrapper):
+        self.env = env
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__") or name == "env":
+            raise AttributeError(name)
+        return getattr(self.env, name)
+
+    @property
+    def unwrapped(self) -> BatchedEnv:
+        """The env at the bottom of the stack of wrappers."""
+        return self.env.unwrapped
+
+    def reset(
+        self, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[torch.Tensor, dict[str, Any]]:
+        """Reset the wrapped env; see :meth:`BatchedEnv.reset`.
+
+        :param seed: the seed, or ``None``
+        :param options: the reset options, or ``None``
+        """
+        return self.env.reset(seed=seed, options=options)
+
+    def step(self, actions: Actions) -> StepReturn:
+        """Step the wrapped env; see :meth:`BatchedEnv.step`.
+
+        :param actions: the batch of actions
+        """
+        return self.env.step(actions)
+
+    def to_gymnasium(self) -> gymnasium.vector.VectorEnv:
+        """This wrapped env as a Gymnasium ``VectorEnv``; see :meth:`BatchedEnv.to_gymnasium`."""
+        from envs.adapters import GymnasiumVectorEnv
+
+        return GymnasiumVectorEnv(self)
+
+    def to_sb3(self) -> Any:
+        """This wrapped env as an SB3 ``VecEnv``; see :meth:`BatchedEnv.to_sb3`."""
+        from envs.adapters import SB3VecEnv
+
+        return SB3VecEnv(self)
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__}{self.env!r}>"

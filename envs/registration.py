@@ -1,0 +1,63 @@
+"""The registry of batched envs: :func:`register`, :func:`registered` and :func:`make`."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from envs.core import BatchedEnv
+
+EnvFactory = Callable[..., BatchedEnv]
+
+_REGISTRY: dict[str, EnvFactory] = {}
+
+
+def register(env_id: str, factory: EnvFactory) -> None:
+    """Make ``env_id`` available to :func:`make`.
+
+    :param env_id: the id, Gymnasium style (``"Name-v0"``)
+    :param factory: called as ``factory(num_envs, device=..., seed=..., **kwargs)``; usually
+        a :class:`BatchedEnv` subclass
+    :raises ValueError: ``env_id`` is already registered
+    """
+    if env_id in _REGISTRY:
+        raise ValueError(f"env_id {env_id!r} is already registered (by {_REGISTRY[env_id]!r})")
+    _REGISTRY[env_id] = factory
+
+
+def registered() -> list[str]:
+    """The ids :func:`make` knows, sorted."""
+    return sorted(_REGISTRY)
+
+
+def make(
+    env_id: str,
+    num_envs: int,
+    device: str | torch.device = "cpu",
+    seed: int | None = None,
+    **kwargs: Any,
+) -> BatchedEnv:
+    """Create ``num_envs`` copies of ``env_id`` as one batched env on ``device``.
+
+    Example::
+
+        >>> import envs
+        >>> env = envs.make("CartPole-v1", num_envs=1024, device="cpu", seed=0)
+        >>> obs, info = env.reset()
+
+    :param env_id: a registered id, see :func:`registered`
+    :param num_envs: how many copies, at least 1
+    :param device: ``"cpu"``, ``"cuda"`` or ``"cuda:<index>"``
+    :param seed: seed of the env's generator, used by the first :meth:`~BatchedEnv.reset`
+    :param kwargs: passed to the env, e.g. ``compile=True`` or ``max_episode_steps=100``
+    :raises ValueError: unknown ``env_id``, ``num_envs < 1`` or an unavailable device
+    """
+    if env_id not in _REGISTRY:
+        raise ValueError(
+            f"unknown env_id {env_id!r}; registered ids are: {', '.join(registered())}"
+        )
+    env = _REGISTRY[env_id](num_envs, device=device, seed=seed, **kwargs)
+    env.spec_id = env_id
+    return env
