@@ -8,6 +8,7 @@ Example::
     >>> obs, reward, terminated, truncated, info = env.step(env.action_space.sample())
 """
 
+from envs import deepsea  # noqa: F401  (registers DeepSea-v0)
 from envs.classic import CartPoleEnv
 from envs.core import BatchedEnv, BatchedWrapper
 from envs.registration import make, register, registered
