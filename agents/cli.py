@@ -13,7 +13,9 @@ import sys
 from importlib import import_module
 from importlib.metadata import PackageNotFoundError, version
 
-COMMANDS: list[str] = []
+COMMANDS: list[str] = [
+    "agents.quickstart:register_quickstart",
+]
 
 
 def package_version() -> str:

@@ -72,7 +72,7 @@ def markdown(runs: list[dict], args: argparse.Namespace, machine: dict) -> str:
             f"| {run['train_seconds']:.0f} |"
         )
     lines += ["", "| reward | seeds reaching the goal | mean true eval return |", "|---|---|---|"]
-    for shaped in (False, True):
+    for shaped in sorted({r["shaped"] for r in runs}):
         group = [r for r in runs if r["shaped"] == shaped]
         lines.append(
             f"| {'shaped' if shaped else 'plain'} | {sum(r['reached_goal'] for r in group)} of {len(group)} "
@@ -87,13 +87,14 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=100_000)
     parser.add_argument("--weight", type=float, default=potentials.MountainCarEnergy().weight)
     parser.add_argument("--eval-episodes", type=int, default=10)
+    parser.add_argument("--rewards", default="plain,shaped", help="which of plain,shaped to run")
     parser.add_argument("--out", default=str(RESULTS / "shaping_mountaincar"))
     args = parser.parse_args()
     torch.set_num_threads(1)
     seeds = [int(s) for s in args.seeds.split(",")]
     runs = []
     for seed in seeds:
-        for shaped in (False, True):
+        for shaped in [name == "shaped" for name in args.rewards.split(",")]:
             run = train_and_evaluate(shaped, seed, args.steps, args.weight, args.eval_episodes)
             print(json.dumps(run))
             runs.append(run)
