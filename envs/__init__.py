@@ -9,10 +9,31 @@ Example::
 """
 
 from envs import deepsea  # noqa: F401  (registers DeepSea-v0)
-from envs.classic import CartPoleEnv
+from envs.classic import (
+    AcrobotEnv,
+    CartPoleEnv,
+    ContinuousMountainCarEnv,
+    MountainCarEnv,
+    PendulumEnv,
+)
 from envs.core import BatchedEnv, BatchedWrapper
 from envs.registration import make, register, registered
 
 register("CartPole-v1", CartPoleEnv)
+register("MountainCar-v0", MountainCarEnv)
+register("MountainCarContinuous-v0", ContinuousMountainCarEnv)
+register("Acrobot-v1", AcrobotEnv)
+register("Pendulum-v1", PendulumEnv)
 
-__all__ = ["BatchedEnv", "BatchedWrapper", "CartPoleEnv", "make", "register", "registered"]
+__all__ = [
+    "AcrobotEnv",
+    "BatchedEnv",
+    "BatchedWrapper",
+    "CartPoleEnv",
+    "ContinuousMountainCarEnv",
+    "MountainCarEnv",
+    "PendulumEnv",
+    "make",
+    "register",
+    "registered",
+]
