@@ -1,1 +1,24 @@
-"""rewardlab: agents."""
+"""rewardlab: agents.
+
+Names are imported on first use (``from agents import PPO`` loads ``agents.ppo`` then),
+so ``import agents`` stays fast and does not pull in torch.
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from agents.ppo import PPO
+
+# public name -> the module that defines it
+_LAZY: dict[str, str] = {"PPO": "agents.ppo"}
+
+__all__ = ["PPO"]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'agents' has no attribute {name!r}")

@@ -1,0 +1,1135 @@
+"""Proximal Policy Optimisation on batched torch environments, with a decomposed critic.
+
+The whole algorithm reads top to bottom in ``PPO.learn``: collect a rollout, score it
+(behaviour log-probabilities, values, intrinsic rewards), turn rewards into advantages
+per value head, update, log. Every detail that decides whether PPO works is written out
+where it happens:
+
+- the env and the networks live on one device and nothing crosses to numpy in the loop;
+  the rollout loop does the least it can per step (normalise, act, step, store) and
+  everything else is batched over the whole rollout afterwards;
+- truncated episodes bootstrap from ``info["final_obs"]`` (the true last observation of
+  an episode that a same-step autoreset replaced): ``delta = r + gamma * V(final_obs)``
+  when truncated, ``r`` alone when terminated;
+- one value head per reward component (``value_heads=``), each with its own GAE and
+  discount; the policy follows the weighted sum of the heads' advantages. With heads
+  ``extrinsic`` (episodic) and ``intrinsic`` (non-episodic) this is RND's two-stream critic;
+- running observation normalisation, frozen during a rollout and its update (so the
+  behaviour log-probabilities stay exact) and refreshed after;
+- reward scaling by the running std of the discounted return, per head (SB3's
+  ``VecNormalize``); advantage normalisation per minibatch; SB3's clipped value loss;
+  linear learning-rate annealing; gradient-norm clipping; early stop on target KL.
+
+Example::
+
+    import envs
+    from agents import PPO
+
+    env = envs.make("CartPole-v1", num_envs=64, device="cpu", seed=0)
+    model = PPO(env, seed=0, n_steps=32, learning_rate=1e-3)
+    model.learn(100_000)
+    actions, _ = model.predict(env.reset()[0])
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+import os
+import time
+import warnings
+from collections import deque
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import gymnasium
+import numpy as np
+import torch
+from torch import nn
+
+from agents.logger import TensorBoardLogger
+from agents.networks import mlp
+from agents.running_stats import RunningMeanStd
+
+HEAD_OPTIONS = ("gamma", "weight", "episodic")
+SUMMED_REWARD_HEAD = "reward"
+INTRINSIC_COMPONENT = "intrinsic"
+
+
+class IntrinsicModule(Protocol):
+    """What ``PPO(intrinsic=...)`` needs: a batched bonus and a way to learn from a rollout."""
+
+    name: str
+
+    def compute(
+        self, obs: torch.Tensor, actions: torch.Tensor, next_obs: torch.Tensor
+    ) -> torch.Tensor:
+        """The bonus of each transition, shape ``(B,)``."""
+        ...
+
+    def update(self, obs: torch.Tensor, actions: torch.Tensor, next_obs: torch.Tensor) -> None:
+        """Learn from the rollout's transitions."""
+        ...
+
+
+@dataclass(frozen=True)
+class ValueHead:
+    """One value head of the critic: the reward component it predicts and how.
+
+    :param component: name of the reward component (``SUMMED_REWARD_HEAD`` for the env's reward).
+    :param gamma: its discount.
+    :param weight: its advantage's weight in the policy loss.
+    :param episodic: whether its returns stop at episode ends (False: RND's intrinsic stream).
+    """
+
+    component: str
+    gamma: float
+    weight: float = 1.0
+    episodic: bool = True
+
+
+def compute_gae(
+    rewards: torch.Tensor,
+    values: torch.Tensor,
+    next_values: torch.Tensor,
+    terminated: torch.Tensor,
+    episode_ended: torch.Tensor,
+    gamma: float | torch.Tensor,
+    gae_lambda: float,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Generalised advantage estimation over a rollout, bootstrapping truncated episodes.
+
+    ``next_values[t]`` is the value of the state that step ``t`` really led to: for an env
+    whose episode ended at ``t`` that is ``V(info["final_obs"])``, not the value of the
+    reset observation. Then::
+
+        delta[t] = rewards[t] + gamma * next_values[t] * (1 - terminated[t]) - values[t]
+        A[t]     = delta[t] + gamma * gae_lambda * (1 - episode_ended[t]) * A[t + 1]
+
+    so a terminated step adds no future, a truncated step adds ``gamma * V(final_obs)``
+    (what SB3 adds to its reward), and no advantage leaks across an episode end. For a
+    non-episodic stream pass the next rollout value as ``next_values`` and all-False flags.
+
+    :param rewards: ``(T, N, ...)``.
+    :param values: ``V(obs[t])``, same shape.
+    :param next_values: the value of the state reached at each step, same shape.
+    :param terminated: bool, broadcastable to ``rewards``.
+    :param episode_ended: bool (terminated or truncated), broadcastable to ``rewards``.
+    :param gamma: discount, a float or a tensor broadcastable to one step (per value head).
+    :param gae_lambda: GAE's lambda.
+    :return: ``(advantages, returns)`` with ``returns = advantages + values``.
+    """
+    not_terminated = (~terminated).to(rewards.dtype)
+    continues = gamma * gae_lambda * (~episode_ended).to(rewards.dtype)
+    deltas = rewards + gamma * next_values * not_terminated - values
+    advantages = torch.empty_like(deltas)
+    running = torch.zeros_like(deltas[0])
+    for t in reversed(range(deltas.shape[0])):
+        running = deltas[t] + continues[t] * running
+        advantages[t] = running
+    return advantages, advantages + values
+
+
+class ActorCritic(nn.Module):
+    """Separate actor and critic MLPs; the critic has one output per value head.
+
+    Discrete actions: a categorical over logits. Box actions: a diagonal Gaussian with a
+    state-independent log-std (SB3's and CleanRL's default); samples are not squashed,
+    and the env is given them clipped to the action bounds.
+
+    :param observation_space: one env's observation space (a ``Box``).
+    :param action_space: one env's action space (``Discrete`` or 1-D ``Box``).
+    :param pi_sizes: hidden sizes of the actor.
+    :param vf_sizes: hidden sizes of the critic.
+    :param num_heads: number of value heads.
+    :param activation: ``"tanh"`` or ``"relu"``.
+    :param log_std_init: initial log-std of the Gaussian.
+    """
+
+    def __init__(
+        self,
+        observation_space: gymnasium.spaces.Box,
+        action_space: gymnasium.spaces.Space,
+        pi_sizes: Sequence[int],
+        vf_sizes: Sequence[int],
+        num_heads: int,
+        activation: str,
+        log_std_init: float,
+    ) -> None:
+        super().__init__()
+        obs_dim = int(np.prod(observation_space.shape))
+        self.discrete = isinstance(action_space, gymnasium.spaces.Discrete)
+        action_dim = int(action_space.n) if self.discrete else int(action_space.shape[0])
+        flatten: list[nn.Module] = [nn.Flatten()] if len(observation_space.shape) > 1 else []
+        self.actor = nn.Sequential(*flatten, mlp(obs_dim, pi_sizes, action_dim, activation, 0.01))
+        self.critic = nn.Sequential(*flatten, mlp(obs_dim, vf_sizes, num_heads, activation, 1.0))
+        if not self.discrete:
+            self.log_std = nn.Parameter(torch.full((action_dim,), float(log_std_init)))
+
+    def value(self, obs: torch.Tensor) -> torch.Tensor:
+        """Values of each head, ``(B, num_heads)``.
+
+        :param obs: normalised observations ``(B, *obs_shape)``.
+        """
+        return self.critic(obs)
+
+    def act(
+        self, obs: torch.Tensor, generator: torch.Generator | None, deterministic: bool = False
+    ) -> torch.Tensor:
+        """Sample actions (or take the mode when ``deterministic``).
+
+        :param obs: normalised observations ``(B, *obs_shape)``.
+        :param generator: the random stream to sample from (None: torch's global one).
+        :param deterministic: take the most likely action.
+        """
+        out = self.actor(obs)
+        if self.discrete:
+            if deterministic:
+                return out.argmax(dim=-1)
+            return torch.multinomial(out.softmax(dim=-1), 1, generator=generator).squeeze(-1)
+        if deterministic:
+            return out
+        noise = torch.randn(out.shape, generator=generator, device=out.device, dtype=out.dtype)
+        return out + self.log_std.exp() * noise
+
+    def log_prob_and_entropy(
+        self, obs: torch.Tensor, actions: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Log-probability of ``actions`` and the policy's entropy, both ``(B,)``.
+
+        :param obs: normalised observations ``(B, *obs_shape)``.
+        :param actions: actions as sampled (unclipped for Box actions).
+        """
+        out = self.actor(obs)
+        if self.discrete:
+            log_probs = out.log_softmax(dim=-1)
+            log_prob = log_probs.gather(-1, actions.unsqueeze(-1)).squeeze(-1)
+            entropy = -(log_probs.exp() * log_probs).sum(dim=-1)
+            return log_prob, entropy
+        log_std = self.log_std.expand_as(out)
+        z = (actions - out) * torch.exp(-log_std)
+        log_prob = (-0.5 * z.square() - log_std - 0.5 * math.log(2 * math.pi)).sum(dim=-1)
+        entropy = (0.5 + 0.5 * math.log(2 * math.pi) + log_std).sum(dim=-1)
+        return log_prob, entropy
+
+
+@dataclass
+class _Rollout:
+    """Preallocated on-device storage for one rollout of ``n_steps`` x ``num_envs``."""
+
+    obs: torch.Tensor  # raw observations the policy acted on, (T, N, *obs_shape)
+    final_obs: torch.Tensor  # the state each step led to (true last obs where an episode ended)
+    actions: torch.Tensor  # (T, N) or (T, N, action_dim), as sampled
+    rewards: torch.Tensor  # the env's (summed) reward, (T, N)
+    terminated: torch.Tensor  # bool (T, N)
+    truncated: torch.Tensor  # bool (T, N)
+    components: torch.Tensor | None = None  # (C, T, N), allocated at the first step
+
+
+class PPO:
+    """PPO for batched torch environments (``envs.make`` and wrappers around them).
+
+    Hyperparameters keep SB3's names and, where they still make sense for hundreds of
+    batched envs, SB3's defaults; ``n_steps`` is per env, so a rollout has
+    ``n_steps * env.num_envs`` transitions.
+
+    :param env: a batched env following ``docs/batched_envs.md`` (``num_envs``, ``device``,
+        ``single_observation_space``, ``single_action_space``, same-step autoreset with
+        ``info["final_obs"]`` and ``info["reward_components"]``).
+    :param seed: seeds the network initialisation, the action sampling, the minibatch
+        shuffling and the env's first reset.
+    :param device: where the networks live; must be the env's device (default: the env's).
+    :param learning_rate: Adam's step size.
+    :param anneal_lr: decay the learning rate linearly to 0 over each ``learn`` call.
+    :param n_steps: steps per env per rollout.
+    :param batch_size: minibatch size; None: a quarter of the rollout.
+    :param n_epochs: passes over each rollout.
+    :param gamma: discount (the default for every value head).
+    :param gae_lambda: GAE's lambda.
+    :param clip_range: PPO's ratio clip.
+    :param clip_range_vf: clip of the value prediction around its rollout value (SB3's:
+        the clipped prediction replaces the unclipped one); None: no clipping.
+    :param normalize_advantage: normalise the (weighted) advantages per minibatch.
+    :param ent_coef: entropy bonus coefficient.
+    :param vf_coef: value-loss coefficient (the value loss sums the heads' MSEs).
+    :param max_grad_norm: clip of the global gradient norm.
+    :param target_kl: stop an update's epochs once a minibatch's approximate KL exceeds
+        ``1.5 * target_kl`` (SB3's rule; reading the KL costs a host sync per minibatch);
+        None: never stop early.
+    :param normalize_obs: whiten observations with running statistics.
+    :param normalize_reward: scale each head's reward by the running std of its discounted
+        return (each head is scaled on its own, as RND does with its intrinsic stream).
+    :param clip_obs: bound on normalised observations.
+    :param clip_reward: bound on scaled rewards.
+    :param net_arch: hidden sizes shared by actor and critic, or ``{"pi": [...], "vf": [...]}``.
+    :param activation: ``"tanh"`` or ``"relu"``.
+    :param log_std_init: initial log-std of the Gaussian policy (Box actions).
+    :param value_heads: None: one head on the env's summed reward. Otherwise the reward
+        components to give a head each, as a list of names or a dict ``name -> {"gamma":
+        float, "weight": float, "episodic": bool}`` (defaults: ``gamma``, 1.0, True).
+        Names must be in ``info["reward_components"]`` or be ``"intrinsic"`` when an
+        ``intrinsic`` module is given. Reward not covered by a head is not learned from.
+    :param intrinsic: a module with ``name``, ``compute(obs, actions, next_obs) -> (B,)``
+        and ``update(obs, actions, next_obs)``, called on each whole rollout (raw
+        observations; ``next_obs`` is the true last observation where an episode ended).
+        Its bonus is component ``"intrinsic"``: the ``intrinsic`` head's reward if there
+        is one, else added to the summed reward.
+    :param tensorboard_log: folder for TensorBoard runs; None: no logging.
+    """
+
+    def __init__(
+        self,
+        env: Any,
+        seed: int = 0,
+        device: torch.device | str | None = None,
+        *,
+        learning_rate: float = 3e-4,
+        anneal_lr: bool = False,
+        n_steps: int = 128,
+        batch_size: int | None = None,
+        n_epochs: int = 10,
+        gamma: float = 0.99,
+        gae_lambda: float = 0.95,
+        clip_range: float = 0.2,
+        clip_range_vf: float | None = None,
+        normalize_advantage: bool = True,
+        ent_coef: float = 0.0,
+        vf_coef: float = 0.5,
+        max_grad_norm: float = 0.5,
+        target_kl: float | None = None,
+        normalize_obs: bool = False,
+        normalize_reward: bool = False,
+        clip_obs: float = 10.0,
+        clip_reward: float = 10.0,
+        net_arch: Sequence[int] | Mapping[str, Sequence[int]] = (64, 64),
+        activation: str = "tanh",
+        log_std_init: float = 0.0,
+        value_heads: Sequence[str] | Mapping[str, Mapping[str, Any]] | None = None,
+        intrinsic: IntrinsicModule | None = None,
+        tensorboard_log: str | os.PathLike[str] | None = None,
+    ) -> None:
+        _check_batched(env)
+        if device is not None and torch.device(device) != torch.device(env.device):
+            raise ValueError(
+                f"device={device!r} but the env lives on {env.device}; the env and the "
+                "network must share one device (make the env there, or leave device=None)"
+            )
+        hyperparameters = dict(
+            learning_rate=learning_rate, anneal_lr=anneal_lr, n_steps=n_steps,
+            batch_size=batch_size, n_epochs=n_epochs, gamma=gamma, gae_lambda=gae_lambda,
+            clip_range=clip_range, clip_range_vf=clip_range_vf,
+            normalize_advantage=normalize_advantage, ent_coef=ent_coef, vf_coef=vf_coef,
+            max_grad_norm=max_grad_norm, target_kl=target_kl, normalize_obs=normalize_obs,
+            normalize_reward=normalize_reward, clip_obs=clip_obs, clip_reward=clip_reward,
+            net_arch=net_arch, activation=activation, log_std_init=log_std_init,
+            value_heads=value_heads, tensorboard_log=tensorboard_log,
+        )  # fmt: skip
+        self._build(
+            env.single_observation_space, env.single_action_space, env.device, seed,
+            hyperparameters, intrinsic,
+        )  # fmt: skip
+        self.set_env(env)
+
+    def _build(
+        self,
+        observation_space: gymnasium.spaces.Space,
+        action_space: gymnasium.spaces.Space,
+        device: torch.device | str,
+        seed: int,
+        hyperparameters: dict[str, Any],
+        intrinsic: IntrinsicModule | None,
+    ) -> None:
+        """Check the hyperparameters and make the networks, optimiser and statistics."""
+        _check_spaces(observation_space, action_space)
+        hp = _checked_hyperparameters(hyperparameters)
+        self.heads = _parse_value_heads(hp["value_heads"], hp["gamma"])
+        _check_intrinsic(intrinsic, self.heads, hp["value_heads"] is not None)
+        # Every hyperparameter becomes an attribute of the same name (model.n_steps, ...).
+        self.__dict__.update(hp)
+        self.hyperparameters = hp
+        self.seed = seed
+        self.device = torch.device(device)
+        self.observation_space = observation_space
+        self.action_space = action_space
+        self.intrinsic = intrinsic
+        # Modules that track episodes take the episode-end flags as compute(..., dones=).
+        self._intrinsic_takes_dones = (
+            intrinsic is not None and "dones" in inspect.signature(intrinsic.compute).parameters
+        )
+
+        torch.manual_seed(seed)
+        self._generator = torch.Generator(self.device).manual_seed(seed)
+        pi_sizes, vf_sizes = _split_net_arch(self.net_arch)
+        self.policy = ActorCritic(
+            observation_space, action_space, pi_sizes, vf_sizes, len(self.heads),
+            self.activation, self.log_std_init,
+        ).to(self.device)  # fmt: skip
+        self.optimizer = torch.optim.Adam(
+            self.policy.parameters(), lr=self.learning_rate, eps=1e-5, fused=True
+        )
+        self.obs_rms = RunningMeanStd(observation_space.shape, device=self.device)
+        self.reward_rms = RunningMeanStd((len(self.heads),), device=self.device)
+        self._head_gammas = torch.tensor([h.gamma for h in self.heads], device=self.device)
+        self._head_weights = torch.tensor([h.weight for h in self.heads], device=self.device)
+        self._head_episodic = torch.tensor([h.episodic for h in self.heads], device=self.device)
+        if not self.policy.discrete:
+            self._action_low = torch.as_tensor(action_space.low, device=self.device)
+            self._action_high = torch.as_tensor(action_space.high, device=self.device)
+
+        self.num_timesteps = 0
+        self.ep_info_buffer: deque[dict[str, float]] = deque(maxlen=100)
+        self.env: Any = None
+        self._n_updates = 0
+        self._last_obs: torch.Tensor | None = None
+
+    def set_env(self, env: Any) -> None:
+        """Attach a batched env (spaces and device must match the model's); the next
+        ``learn`` starts by resetting it.
+
+        :param env: a batched env, as for the constructor.
+        """
+        _check_batched(env)
+        if torch.device(env.device) != self.device:
+            raise ValueError(
+                f"the env lives on {env.device} but the model on {self.device}; load the "
+                "model with device=env.device or make the env on the model's device"
+            )
+        for kind, mine, theirs in (
+            ("observation", self.observation_space, env.single_observation_space),
+            ("action", self.action_space, env.single_action_space),
+        ):
+            if not _same_space(mine, theirs):
+                raise ValueError(f"the env's {kind} space {theirs} differs from the model's {mine}")
+        rollout_size = self.n_steps * env.num_envs
+        if self.batch_size is not None and self.batch_size > rollout_size:
+            raise ValueError(
+                f"batch_size={self.batch_size} exceeds the rollout size n_steps * num_envs = "
+                f"{self.n_steps} * {env.num_envs} = {rollout_size}"
+            )
+        self.env = env
+        self._last_obs = None
+        if hasattr(self.intrinsic, "set_num_envs"):
+            self.intrinsic.set_num_envs(env.num_envs)  # how many envs its batches interleave
+        T, N, obs_shape = self.n_steps, env.num_envs, tuple(self.observation_space.shape)
+        if self.policy.discrete:
+            actions = torch.zeros((T, N), dtype=torch.int64, device=self.device)
+        else:
+            actions = torch.zeros((T, N, *self.action_space.shape), device=self.device)
+        self._rollout = _Rollout(
+            obs=torch.zeros((T, N, *obs_shape), device=self.device),
+            final_obs=torch.zeros((T, N, *obs_shape), device=self.device),
+            actions=actions,
+            rewards=torch.zeros((T, N), device=self.device),
+            terminated=torch.zeros((T, N), dtype=torch.bool, device=self.device),
+            truncated=torch.zeros((T, N), dtype=torch.bool, device=self.device),
+        )
+        self._component_names: list[str] | None = None
+
+    def learn(
+        self,
+        total_timesteps: int,
+        callback: Callable[[dict[str, Any]], bool | None] | None = None,
+        progress_bar: bool = False,
+        tb_log_name: str = "PPO",
+        reset_num_timesteps: bool = True,
+    ) -> PPO:
+        """Train for at least ``total_timesteps`` env steps (whole rollouts).
+
+        :param total_timesteps: env steps to train for, summed over the batched envs.
+        :param callback: called as ``callback(locals())`` after each rollout and its update,
+            with ``learn``'s local variables (``self``, ``iteration``, ``stats``, the dict of
+            logged values, ...); returning False stops training. SB3 callback objects are
+            not supported: wrap the check in a function.
+        :param progress_bar: show a tqdm bar over env steps.
+        :param tb_log_name: run-folder prefix under ``tensorboard_log``.
+        :param reset_num_timesteps: start the step count (and the TensorBoard run) afresh
+            and reset the env; False continues both.
+        :return: self.
+        """
+        if not isinstance(total_timesteps, int | np.integer) or total_timesteps < 1:
+            raise ValueError(f"total_timesteps must be a positive integer, got {total_timesteps!r}")
+        if callback is not None and not callable(callback):
+            raise TypeError(
+                f"callback must be a function callback(locals_dict) -> bool | None, got "
+                f"{type(callback).__name__}"
+            )
+        if self.env is None:
+            raise ValueError("this model has no env: pass env= to PPO.load or call set_env(env)")
+        env, rollout = self.env, self._rollout
+        if reset_num_timesteps:
+            self.num_timesteps = 0
+        if reset_num_timesteps or self._last_obs is None:
+            first_reset = self._component_names is None
+            self._last_obs, _ = env.reset(seed=self.seed if first_reset else None)
+            num_heads, num_envs = len(self.heads), env.num_envs
+            self._discounted_returns = torch.zeros((num_envs, num_heads), device=self.device)
+            self._episode_sums: torch.Tensor | None = None
+        logger = (
+            TensorBoardLogger(self.tensorboard_log, tb_log_name, new_run=reset_num_timesteps)
+            if self.tensorboard_log is not None
+            else None
+        )
+        bar = _progress_bar(total_timesteps) if progress_bar else None
+
+        rollout_size = self.n_steps * env.num_envs
+        batch_size = self.batch_size or max(rollout_size // 4, 1)
+        num_iterations = math.ceil(total_timesteps / rollout_size)
+        start_time, start_timesteps = time.perf_counter(), self.num_timesteps
+        for iteration in range(1, num_iterations + 1):
+            # Learning-rate annealing (CleanRL): linear from learning_rate to 0 over this call.
+            progress_remaining = 1.0 - (iteration - 1) / num_iterations
+            learning_rate = self.learning_rate * (progress_remaining if self.anneal_lr else 1.0)
+            for group in self.optimizer.param_groups:
+                group["lr"] = learning_rate
+
+            self._collect_rollout()
+            self.num_timesteps += rollout_size
+
+            # Score the rollout in batches, with the observation statistics the policy acted on.
+            T, N = self.n_steps, env.num_envs
+            with torch.no_grad():
+                obs = self._normalize_obs(rollout.obs)
+                flat_obs = obs.reshape(T * N, *obs.shape[2:])
+                flat_actions = rollout.actions.reshape(T * N, *rollout.actions.shape[2:])
+                old_log_prob, _ = self.policy.log_prob_and_entropy(flat_obs, flat_actions)
+                next_obs = self._normalize_obs(self._last_obs)
+                values = self.policy.value(torch.cat([flat_obs, next_obs])).reshape(T + 1, N, -1)
+                final_obs = self._normalize_obs(rollout.final_obs).reshape(flat_obs.shape)
+                final_values = self.policy.value(final_obs).reshape(T, N, -1)
+
+            # Intrinsic reward on the whole rollout, flattened time-major (row t * N + env);
+            # next_obs is the true successor (final_obs where an episode ended).
+            episode_ended = rollout.terminated | rollout.truncated
+            intrinsic_reward = None
+            if self.intrinsic is not None:
+                raw_obs = rollout.obs.reshape(T * N, *rollout.obs.shape[2:])
+                raw_next = rollout.final_obs.reshape(raw_obs.shape)
+                extra = {"dones": episode_ended.reshape(-1)} if self._intrinsic_takes_dones else {}
+                with torch.no_grad():
+                    intrinsic_reward = self.intrinsic.compute(
+                        raw_obs, flat_actions, raw_next, **extra
+                    )
+                intrinsic_reward = _checked_intrinsic_reward(
+                    intrinsic_reward, T * N, self.intrinsic
+                )
+                intrinsic_reward = intrinsic_reward.reshape(T, N)
+                self.intrinsic.update(raw_obs, flat_actions, raw_next)
+
+            stats = self._episode_statistics(intrinsic_reward, episode_ended)
+
+            # Rewards per head: a component, or the summed reward (plus any intrinsic bonus).
+            head_rewards = self._head_rewards(intrinsic_reward)
+            if self.normalize_reward:
+                head_rewards = self._scale_rewards(head_rewards, episode_ended)
+
+            # GAE per head. Episodic heads bootstrap from V(final_obs) and stop at episode
+            # ends (terminated: no bootstrap); non-episodic heads run on through resets.
+            episodic = self._head_episodic
+            next_values = torch.where(episodic, final_values, values[1:])
+            terminated = rollout.terminated.unsqueeze(-1) & episodic
+            ended = episode_ended.unsqueeze(-1) & episodic
+            advantages, returns = compute_gae(
+                head_rewards, values[:-1], next_values, terminated, ended,
+                self._head_gammas, self.gae_lambda,
+            )  # fmt: skip
+
+            stats |= self._update(
+                flat_obs, flat_actions, old_log_prob, advantages.reshape(T * N, -1),
+                returns.reshape(T * N, -1), values[:-1].reshape(T * N, -1), batch_size,
+            )  # fmt: skip
+            if self.normalize_obs:
+                self.obs_rms.update(rollout.obs.reshape(T * N, *rollout.obs.shape[2:]))
+
+            # One host sync for all statistics of this iteration.
+            values_read = torch.stack(list(stats.values())).tolist()
+            logged: dict[str, float] = dict(zip(stats, values_read, strict=True))
+            logged["train/learning_rate"] = learning_rate
+            logged["train/n_updates"] = self._n_updates
+            logged["time/fps"] = int(
+                (self.num_timesteps - start_timesteps) / (time.perf_counter() - start_time)
+            )
+            if self.ep_info_buffer:
+                logged["rollout/ep_rew_mean"] = float(
+                    np.mean([e["r"] for e in self.ep_info_buffer])
+                )
+                logged["rollout/ep_len_mean"] = float(
+                    np.mean([e["l"] for e in self.ep_info_buffer])
+                )
+            if logger is not None:
+                logger.record(logged, self.num_timesteps)
+            if bar is not None:
+                bar.update(rollout_size)
+            if callback is not None and callback(locals()) is False:
+                break
+        if logger is not None:
+            logger.close()
+        if bar is not None:
+            bar.close()
+        return self
+
+    def _collect_rollout(self) -> None:
+        """Step the env ``n_steps`` times, storing what the batched scoring needs.
+
+        Only acting and copying happen here; log-probabilities, values and episode
+        statistics are computed afterwards over the whole rollout, so this loop has no
+        host syncs and few ops per step.
+        """
+        env, rollout, obs = self.env, self._rollout, self._last_obs
+        discrete = self.policy.discrete
+        with torch.no_grad():
+            for t in range(self.n_steps):
+                rollout.obs[t] = obs
+                actions = self.policy.act(self._normalize_obs(obs), self._generator)
+                rollout.actions[t] = actions
+                if not discrete:
+                    actions = torch.maximum(
+                        torch.minimum(actions, self._action_high), self._action_low
+                    )
+                obs, reward, terminated, truncated, info = env.step(actions)
+                rollout.rewards[t] = reward
+                rollout.terminated[t] = terminated
+                rollout.truncated[t] = truncated
+                rollout.final_obs[t] = info["final_obs"]
+                components = info["reward_components"]
+                if self._component_names is None:
+                    self._first_step_checks(reward, components)
+                for i, name in enumerate(self._component_names):
+                    rollout.components[i, t] = components[name]
+        self._last_obs = obs
+
+    def _first_step_checks(
+        self, reward: torch.Tensor, components: Mapping[str, torch.Tensor]
+    ) -> None:
+        """Check the reward components against the value heads and allocate their storage."""
+        names = list(components)
+        if "extrinsic" not in components:
+            raise ValueError(
+                f"the env reports no 'extrinsic' reward component (it reports {names}); "
+                "batched envs must put their own reward in info['reward_components']['extrinsic']"
+            )
+        from_intrinsic_module = {INTRINSIC_COMPONENT} if self.intrinsic is not None else set()
+        missing = [
+            h.component for h in self.heads
+            if h.component not in (*names, SUMMED_REWARD_HEAD, *from_intrinsic_module)
+        ]  # fmt: skip
+        if missing:
+            raise ValueError(
+                f"value_heads names {missing}, which the env does not report in "
+                f"info['reward_components'] (it reports {names}); add the wrapper that "
+                "produces them, pass intrinsic= for 'intrinsic', or drop those heads"
+            )
+        headed = [h.component for h in self.heads if h.component in components]
+        if headed and not torch.allclose(sum(components[c] for c in headed), reward, atol=1e-5):
+            uncovered = [c for c in names if c not in headed]
+            warnings.warn(
+                f"the value heads {headed} do not add up to the env's reward; the rest "
+                f"(components {uncovered}) is not learned from. Give it a head if it should be.",
+                stacklevel=4,
+            )
+        self._component_names = names
+        T, N = self.n_steps, self.env.num_envs
+        self._rollout.components = torch.zeros((len(names), T, N), device=self.device)
+
+    def _normalize_obs(self, obs: torch.Tensor) -> torch.Tensor:
+        """Whiten observations with the running statistics, if ``normalize_obs``."""
+        if not self.normalize_obs:
+            return obs
+        return self.obs_rms.normalize(obs, self.clip_obs)
+
+    def _episode_statistics(
+        self, intrinsic_reward: torch.Tensor | None, episode_ended: torch.Tensor
+    ) -> dict[str, torch.Tensor]:
+        """Per-step means and finished-episode sums of every component; fills ``ep_info_buffer``.
+
+        Episode sums carry over from one rollout to the next; reading the finished
+        episodes is this method's one host sync.
+        """
+        rollout, names = self._rollout, list(self._component_names or [])
+        assert rollout.components is not None
+        columns = [rollout.components[i] for i in range(len(names))]
+        if intrinsic_reward is not None:
+            names.append(f"intrinsic/{self.intrinsic.name}")
+            columns.append(intrinsic_reward)
+        columns.append(torch.ones_like(rollout.rewards))  # episode length
+        per_step = torch.stack(columns, dim=-1)  # (T, N, C + 1)
+
+        running = (
+            self._episode_sums if self._episode_sums is not None else torch.zeros_like(per_step[0])
+        )
+        at_episode_end = torch.empty_like(per_step)
+        for t in range(per_step.shape[0]):
+            running = running + per_step[t]
+            at_episode_end[t] = running
+            running = running * (~episode_ended[t]).unsqueeze(-1)
+        self._episode_sums = running
+        finished = at_episode_end[episode_ended]  # (E, C + 1), in time order
+
+        stats = {f"reward/{name}": per_step[..., i].mean() for i, name in enumerate(names)}
+        if len(finished):
+            means = finished.mean(dim=0)
+            stats |= {f"episode/{name}": means[i] for i, name in enumerate(names)}
+            elapsed = time.perf_counter()
+            extrinsic = names.index("extrinsic")
+            for row in finished[-self.ep_info_buffer.maxlen :].tolist():
+                self.ep_info_buffer.append({"r": row[extrinsic], "l": int(row[-1]), "t": elapsed})
+        return stats
+
+    def _head_rewards(self, intrinsic_reward: torch.Tensor | None) -> torch.Tensor:
+        """The reward each value head learns from, ``(T, N, H)``."""
+        rollout, names = self._rollout, self._component_names or []
+        assert rollout.components is not None
+        per_head = []
+        for head in self.heads:
+            if head.component == SUMMED_REWARD_HEAD:
+                summed = rollout.rewards
+                per_head.append(summed if intrinsic_reward is None else summed + intrinsic_reward)
+            elif head.component == INTRINSIC_COMPONENT and intrinsic_reward is not None:
+                per_head.append(intrinsic_reward)
+            else:
+                per_head.append(rollout.components[names.index(head.component)])
+        return torch.stack(per_head, dim=-1)
+
+    def _scale_rewards(
+        self, head_rewards: torch.Tensor, episode_ended: torch.Tensor
+    ) -> torch.Tensor:
+        """Divide each head's reward by the running std of its discounted return, then clip.
+
+        As SB3's ``VecNormalize``: ``R = gamma * R + r``, reset at episode ends (episodic
+        heads only), its variance tracked over all steps, rewards not centred.
+        """
+        keeps = ~(episode_ended.unsqueeze(-1) & self._head_episodic)
+        running = self._discounted_returns
+        discounted = torch.empty_like(head_rewards)
+        for t in range(head_rewards.shape[0]):
+            running = running * self._head_gammas + head_rewards[t]
+            discounted[t] = running
+            running = running * keeps[t]
+        self._discounted_returns = running
+        self.reward_rms.update(discounted.reshape(-1, discounted.shape[-1]))
+        return self.reward_rms.scale(head_rewards).clamp(-self.clip_reward, self.clip_reward)
+
+    def _update(
+        self,
+        obs: torch.Tensor,
+        actions: torch.Tensor,
+        old_log_prob: torch.Tensor,
+        advantages: torch.Tensor,
+        returns: torch.Tensor,
+        old_values: torch.Tensor,
+        batch_size: int,
+    ) -> dict[str, torch.Tensor]:
+        """``n_epochs`` passes of clipped-surrogate minibatch updates over the rollout.
+
+        :return: the ``train/*`` statistics as 0-d tensors (read once by the caller).
+        """
+        size = obs.shape[0]
+        # The policy follows the weighted sum of the heads' advantages.
+        policy_advantages = (advantages * self._head_weights).sum(dim=-1)
+        pg_losses, value_losses, entropy_losses, approx_kls, clip_fractions = [], [], [], [], []
+        for _ in range(self.n_epochs):
+            stop = False
+            permutation = torch.randperm(size, generator=self._generator, device=self.device)
+            for start in range(0, size, batch_size):
+                idx = permutation[start : start + batch_size]
+                log_prob, entropy = self.policy.log_prob_and_entropy(obs[idx], actions[idx])
+                new_values = self.policy.value(obs[idx])
+
+                log_ratio = log_prob - old_log_prob[idx]
+                ratio = log_ratio.exp()
+                mb_advantages = policy_advantages[idx]
+                if self.normalize_advantage and len(idx) > 1:
+                    mb_advantages = (mb_advantages - mb_advantages.mean()) / (
+                        mb_advantages.std() + 1e-8
+                    )
+                pg_loss = -torch.min(
+                    mb_advantages * ratio,
+                    mb_advantages * ratio.clamp(1 - self.clip_range, 1 + self.clip_range),
+                ).mean()
+
+                if self.clip_range_vf is not None:
+                    new_values = old_values[idx] + (new_values - old_values[idx]).clamp(
+                        -self.clip_range_vf, self.clip_range_vf
+                    )
+                value_loss = (
+                    (returns[idx] - new_values).square().mean(dim=0).sum()
+                )  # sum over heads
+                entropy_loss = -entropy.mean()
+                loss = pg_loss + self.ent_coef * entropy_loss + self.vf_coef * value_loss
+
+                with torch.no_grad():
+                    approx_kl = ((ratio - 1) - log_ratio).mean()  # the low-variance k3 estimator
+                    clip_fractions.append(((ratio - 1).abs() > self.clip_range).float().mean())
+                approx_kls.append(approx_kl)
+                if self.target_kl is not None and approx_kl.item() > 1.5 * self.target_kl:
+                    stop = True
+                    break
+
+                self.optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                nn.utils.clip_grad_norm_(self.policy.parameters(), self.max_grad_norm, foreach=True)
+                self.optimizer.step()
+                pg_losses.append(pg_loss.detach())
+                value_losses.append(value_loss.detach())
+                entropy_losses.append(entropy_loss.detach())
+            self._n_updates += 1
+            if stop:
+                break
+
+        weighted_values = (old_values * self._head_weights).sum(dim=-1)
+        weighted_returns = (returns * self._head_weights).sum(dim=-1)
+        stats = {
+            "train/policy_gradient_loss": _mean(pg_losses, obs),
+            "train/value_loss": _mean(value_losses, obs),
+            "train/entropy_loss": _mean(entropy_losses, obs),
+            "train/approx_kl": _mean(approx_kls, obs),
+            "train/clip_fraction": _mean(clip_fractions, obs),
+            "train/explained_variance": explained_variance(weighted_values, weighted_returns),
+        }
+        if not self.policy.discrete:
+            stats["train/std"] = self.policy.log_std.detach().exp().mean()
+        return stats
+
+    def predict(
+        self,
+        observation: np.ndarray | torch.Tensor,
+        state: Any = None,
+        episode_start: Any = None,
+        deterministic: bool = True,
+    ) -> tuple[np.ndarray | torch.Tensor, Any]:
+        """Actions for one observation or a batch, returned in the form given (SB3's signature).
+
+        Numpy in, numpy out (on the CPU); a tensor in, a tensor out on the model's device.
+        Box actions are clipped to the action bounds. Random actions
+        (``deterministic=False``) use torch's global generator, not the training stream.
+
+        :param observation: ``obs_shape`` or ``(B, *obs_shape)``.
+        :param state: ignored (no recurrent state); returned as is.
+        :param episode_start: ignored; accepted for SB3's ``evaluate_policy``.
+        :param deterministic: take the most likely action instead of sampling.
+        :return: ``(actions, state)``.
+        """
+        del episode_start
+        as_numpy = not isinstance(observation, torch.Tensor)
+        obs = torch.as_tensor(np.asarray(observation) if as_numpy else observation)
+        obs = obs.to(device=self.device, dtype=torch.float32)
+        obs_shape = tuple(self.observation_space.shape)
+        single = tuple(obs.shape) == obs_shape
+        if single:
+            obs = obs.unsqueeze(0)
+        if tuple(obs.shape[1:]) != obs_shape:
+            raise ValueError(
+                f"observation has shape {tuple(obs.shape)}; expected {obs_shape} or (batch, *{obs_shape})"
+            )
+        with torch.no_grad():
+            actions = self.policy.act(self._normalize_obs(obs), None, deterministic)
+            if not self.policy.discrete:
+                actions = torch.maximum(torch.minimum(actions, self._action_high), self._action_low)
+        if single:
+            actions = actions[0]
+        return (actions.cpu().numpy() if as_numpy else actions), state
+
+    def save(self, path: str | os.PathLike[str]) -> None:
+        """Write the model (hyperparameters, networks, optimiser, statistics) to ``path``.
+
+        The intrinsic module is not saved: pass it again to ``PPO.load``.
+
+        :param path: file to write (a ``torch.save`` archive of plain data and tensors).
+        """
+        torch.save(
+            {
+                "format": "rewardlab.agents.PPO/1",
+                "seed": self.seed,
+                "hyperparameters": _plain(self.hyperparameters),
+                "observation_space": _space_to_dict(self.observation_space),
+                "action_space": _space_to_dict(self.action_space),
+                "policy": self.policy.state_dict(),
+                "optimizer": self.optimizer.state_dict(),
+                "obs_rms": self.obs_rms.state_dict(),
+                "reward_rms": self.reward_rms.state_dict(),
+                "num_timesteps": self.num_timesteps,
+                "n_updates": self._n_updates,
+            },
+            path,
+        )
+
+    @classmethod
+    def load(
+        cls,
+        path: str | os.PathLike[str],
+        env: Any = None,
+        device: torch.device | str | None = None,
+        intrinsic: IntrinsicModule | None = None,
+    ) -> PPO:
+        """Load a model written by ``save``.
+
+        :param path: the file.
+        :param env: a batched env to continue training in (optional for ``predict``).
+        :param device: where to put the model (default: the env's device, else the CPU).
+        :param intrinsic: the intrinsic module, if the model was trained with one.
+        """
+        data = torch.load(path, map_location="cpu", weights_only=True)
+        if not isinstance(data, dict) or data.get("format") != "rewardlab.agents.PPO/1":
+            raise ValueError(f"{os.fspath(path)!r} is not a file written by rewardlab's PPO.save")
+        if device is None:
+            device = env.device if env is not None else "cpu"
+        model = cls.__new__(cls)
+        model._build(
+            _space_from_dict(data["observation_space"]), _space_from_dict(data["action_space"]),
+            device, data["seed"], data["hyperparameters"], intrinsic,
+        )  # fmt: skip
+        model.policy.load_state_dict(data["policy"])
+        model.optimizer.load_state_dict(data["optimizer"])
+        model.obs_rms.load_state_dict(data["obs_rms"])
+        model.reward_rms.load_state_dict(data["reward_rms"])
+        model.num_timesteps = data["num_timesteps"]
+        model._n_updates = data["n_updates"]
+        if env is not None:
+            model.set_env(env)
+        return model
+
+
+def explained_variance(predictions: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """``1 - Var[targets - predictions] / Var[targets]`` (NaN when the targets are constant).
+
+    :param predictions: predicted values.
+    :param targets: the returns they predict.
+    """
+    var_targets = targets.var()
+    return 1 - (targets - predictions).var() / var_targets
+
+
+def _mean(values: list[torch.Tensor], like: torch.Tensor) -> torch.Tensor:
+    """Mean of 0-d tensors, NaN for an empty list (no minibatch ran)."""
+    if not values:
+        return torch.tensor(float("nan"), device=like.device)
+    return torch.stack(values).mean()
+
+
+def _check_batched(env: Any) -> None:
+    missing = [
+        attr for attr in ("num_envs", "device", "single_observation_space", "single_action_space", "step", "reset")
+        if not hasattr(env, attr)
+    ]  # fmt: skip
+    if missing:
+        raise TypeError(
+            f"PPO needs a batched torch env (docs/batched_envs.md); {type(env).__name__} has no "
+            f"{', '.join(missing)}. Use envs.make(env_id, num_envs, device, seed), or wrap a "
+            "Gymnasium env in one of envs' adapters; for a plain gymnasium.Env use SB3's PPO."
+        )
+
+
+def _check_spaces(
+    observation_space: gymnasium.spaces.Space, action_space: gymnasium.spaces.Space
+) -> None:
+    if not isinstance(observation_space, gymnasium.spaces.Box):
+        raise ValueError(f"PPO needs a Box observation space, got {observation_space}")
+    if isinstance(action_space, gymnasium.spaces.Discrete):
+        if int(action_space.start) != 0:
+            raise ValueError(f"PPO needs Discrete actions starting at 0, got {action_space}")
+    elif not (isinstance(action_space, gymnasium.spaces.Box) and len(action_space.shape) == 1):
+        raise ValueError(f"PPO supports Discrete and 1-D Box action spaces, got {action_space}")
+
+
+def _same_space(a: gymnasium.spaces.Space, b: gymnasium.spaces.Space) -> bool:
+    if isinstance(a, gymnasium.spaces.Discrete):
+        return isinstance(b, gymnasium.spaces.Discrete) and int(a.n) == int(b.n)
+    return type(a) is type(b) and tuple(a.shape) == tuple(b.shape)
+
+
+def _checked_hyperparameters(hp: dict[str, Any]) -> dict[str, Any]:
+    """Check every hyperparameter, naming the one that is wrong; return them unchanged."""
+
+    def fail(name: str, requirement: str) -> None:
+        raise ValueError(f"{name} must be {requirement}, got {name}={hp[name]!r}")
+
+    def number(name: str) -> bool:
+        value = hp[name]
+        return (
+            isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+        )
+
+    for name in ("n_steps", "n_epochs"):
+        if not isinstance(hp[name], int) or isinstance(hp[name], bool) or hp[name] < 1:
+            fail(name, "a positive integer")
+    if hp["batch_size"] is not None:
+        smallest = 2 if hp["normalize_advantage"] else 1
+        if not isinstance(hp["batch_size"], int) or hp["batch_size"] < smallest:
+            fail(
+                "batch_size",
+                f"None or an integer >= {smallest} (advantages are normalised per minibatch)",
+            )
+    for name in ("gamma", "gae_lambda"):
+        if not number(name) or not 0.0 <= hp[name] <= 1.0:
+            fail(name, "a number in [0, 1]")
+    for name in ("learning_rate", "clip_range", "clip_obs", "clip_reward"):
+        if not number(name) or hp[name] <= 0:
+            fail(name, "a positive number")
+    if not (isinstance(hp["max_grad_norm"], int | float) and hp["max_grad_norm"] > 0):
+        fail("max_grad_norm", "a positive number (math.inf: no clipping)")
+    for name in ("clip_range_vf", "target_kl"):
+        if hp[name] is not None and (not number(name) or hp[name] <= 0):
+            fail(name, "None or a positive number")
+    for name in ("ent_coef", "vf_coef"):
+        if not number(name) or hp[name] < 0:
+            fail(name, "a number >= 0")
+    if not number("log_std_init"):
+        fail("log_std_init", "a finite number")
+    for name in ("anneal_lr", "normalize_advantage", "normalize_obs", "normalize_reward"):
+        if not isinstance(hp[name], bool):
+            fail(name, "True or False")
+    if hp["activation"] not in ("tanh", "relu"):
+        fail("activation", "'tanh' or 'relu'")
+    _split_net_arch(hp["net_arch"])
+    tb = hp["tensorboard_log"]
+    if tb is not None and not isinstance(tb, str | os.PathLike):
+        fail("tensorboard_log", "None or a folder path")
+    return hp
+
+
+def _split_net_arch(net_arch: Any) -> tuple[list[int], list[int]]:
+    """``(pi_sizes, vf_sizes)`` from a list of sizes or ``{"pi": [...], "vf": [...]}``."""
+
+    def sizes(value: Any) -> list[int]:
+        if (
+            isinstance(value, str | bytes)
+            or not isinstance(value, Sequence)
+            or not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in value)
+        ):
+            raise ValueError(
+                "net_arch must be a list of positive layer sizes or {'pi': [...], 'vf': [...]}, "
+                f"got net_arch={net_arch!r}"
+            )
+        return list(value)
+
+    if isinstance(net_arch, Mapping):
+        if set(net_arch) != {"pi", "vf"}:
+            raise ValueError(
+                f"net_arch as a dict needs exactly the keys 'pi' and 'vf', got net_arch={net_arch!r}"
+            )
+        return sizes(net_arch["pi"]), sizes(net_arch["vf"])
+    return sizes(net_arch), sizes(net_arch)
+
+
+def _parse_value_heads(value_heads: Any, gamma: float) -> list[ValueHead]:
+    """The value heads from ``value_heads=``: None, a list of names, or names -> options."""
+    if value_heads is None:
+        return [ValueHead(SUMMED_REWARD_HEAD, gamma)]
+    if (
+        isinstance(value_heads, str)
+        or not isinstance(value_heads, Sequence | Mapping)
+        or not value_heads
+    ):
+        raise ValueError(
+            "value_heads must be None, a non-empty list of reward component names, or a dict "
+            f"name -> {{'gamma', 'weight', 'episodic'}}, got value_heads={value_heads!r}"
+        )
+    items = (
+        value_heads.items() if isinstance(value_heads, Mapping) else [(n, {}) for n in value_heads]
+    )
+    heads, seen = [], set()
+    for name, options in items:
+        if not isinstance(name, str) or not name or name == SUMMED_REWARD_HEAD or name in seen:
+            raise ValueError(
+                f"value_heads names must be distinct reward component names (not "
+                f"{SUMMED_REWARD_HEAD!r}, the summed reward), got {name!r} in value_heads={value_heads!r}"
+            )
+        seen.add(name)
+        if not isinstance(options, Mapping) or set(options) - set(HEAD_OPTIONS):
+            raise ValueError(
+                f"value_heads[{name!r}] must be a dict with keys among {HEAD_OPTIONS}, got {options!r}"
+            )
+        head = ValueHead(
+            name,
+            gamma=options.get("gamma", gamma),
+            weight=options.get("weight", 1.0),
+            episodic=options.get("episodic", True),
+        )
+        if not isinstance(head.gamma, int | float) or not 0.0 <= head.gamma <= 1.0:
+            raise ValueError(
+                f"value_heads[{name!r}]['gamma'] must be in [0, 1], got {head.gamma!r}"
+            )
+        if not isinstance(head.weight, int | float) or not math.isfinite(head.weight):
+            raise ValueError(
+                f"value_heads[{name!r}]['weight'] must be a finite number, got {head.weight!r}"
+            )
+        if not isinstance(head.episodic, bool):
+            raise ValueError(
+                f"value_heads[{name!r}]['episodic'] must be True or False, got {head.episodic!r}"
+            )
+        heads.append(head)
+    return heads
+
+
+def _check_intrinsic(intrinsic: Any, heads: list[ValueHead], explicit_heads: bool) -> None:
+    if intrinsic is None:
+        return
+    for attr in ("compute", "update"):
+        if not callable(getattr(intrinsic, attr, None)):
+            raise TypeError(
+                f"intrinsic={intrinsic!r} has no {attr}() method; an intrinsic module needs "
+                "name, compute(obs, actions, next_obs) -> (B,) and update(obs, actions, next_obs)"
+            )
+    if not isinstance(getattr(intrinsic, "name", None), str):
+        raise TypeError(
+            f"intrinsic={intrinsic!r} needs a string attribute 'name' (used in log keys)"
+        )
+    if explicit_heads and INTRINSIC_COMPONENT not in [h.component for h in heads]:
+        raise ValueError(
+            f"value_heads={[h.component for h in heads]} has no 'intrinsic' head for the bonus of "
+            f"intrinsic={intrinsic.name!r}; add one (e.g. {{'intrinsic': {{'gamma': 0.99, "
+            "'episodic': False}}) or leave value_heads=None to add the bonus to the reward"
+        )
+
+
+def _checked_intrinsic_reward(reward: Any, size: int, module: IntrinsicModule) -> torch.Tensor:
+    if not isinstance(reward, torch.Tensor) or tuple(reward.shape) != (size,):
+        shape = tuple(reward.shape) if isinstance(reward, torch.Tensor) else type(reward).__name__
+        raise ValueError(
+            f"intrinsic module {module.name!r}.compute returned {shape}; expected a tensor of "
+            f"shape ({size},), one bonus per transition of the flattened rollout"
+        )
+    return reward.to(torch.float32)
+
+
+def _space_to_dict(space: gymnasium.spaces.Space) -> dict[str, Any]:
+    if isinstance(space, gymnasium.spaces.Discrete):
+        return {"type": "Discrete", "n": int(space.n)}
+    return {
+        "type": "Box",
+        "low": torch.as_tensor(space.low),
+        "high": torch.as_tensor(space.high),
+        "dtype": str(np.dtype(space.dtype)),
+    }
+
+
+def _space_from_dict(data: dict[str, Any]) -> gymnasium.spaces.Space:
+    if data["type"] == "Discrete":
+        return gymnasium.spaces.Discrete(data["n"])
+    dtype = np.dtype(data["dtype"])
+    return gymnasium.spaces.Box(data["low"].numpy(), data["high"].numpy(), dtype=dtype)
+
+
+def _plain(hp: dict[str, Any]) -> dict[str, Any]:
+    """Hyperparameters as plain data that ``torch.load(weights_only=True)`` accepts."""
+    out = dict(hp)
+    out["tensorboard_log"] = (
+        None if hp["tensorboard_log"] is None else os.fspath(hp["tensorboard_log"])
+    )
+    arch = hp["net_arch"]
+    out["net_arch"] = (
+        {k: list(v) for k, v in arch.items()} if isinstance(arch, Mapping) else list(arch)
+    )
+    heads = hp["value_heads"]
+    if heads is not None:
+        heads = (
+            {n: dict(o) for n, o in heads.items()} if isinstance(heads, Mapping) else list(heads)
+        )
+    out["value_heads"] = heads
+    return out
+
+
+def _progress_bar(total: int) -> Any:
+    from tqdm import tqdm
+
+    return tqdm(total=total, unit="steps")
