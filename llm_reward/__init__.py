@@ -1,1 +1,48 @@
-"""rewardlab: llm_reward."""
+"""rewardlab: LLM-written reward programs, checked, sandboxed and evaluated.
+
+    >>> import llm_reward
+    >>> print(llm_reward.describe("CartPole-v1").to_prompt())  # doctest: +SKIP
+    >>> program = llm_reward.RewardProgram.from_llm_answer(answer_text)  # doctest: +SKIP
+    >>> result = llm_reward.evaluate(program, "CartPole-v1", steps=50_000)  # doctest: +SKIP
+
+- :func:`describe` / :func:`register_description`: what a reward program may know of an env;
+- :class:`RewardProgram`: source found in an LLM answer and statically checked
+  (:class:`CheckError` lists the findings);
+- :func:`evaluate`: trains ``agents.PPO`` on the program's reward inside a sandboxed
+  process and measures the task's true fitness (:class:`EvalResult`);
+- :func:`reference_programs`: the env's own (sparse) reward and a human-written dense one,
+  as programs, for baselines.
+"""
+
+from llm_reward.checks import CheckError, Finding
+from llm_reward.descriptions import (
+    ActionVariable,
+    EnvDescription,
+    StateVariable,
+    describe,
+    register_description,
+    registered_descriptions,
+)
+from llm_reward.evaluation import EvalResult, Failure, SeedRun, evaluate
+from llm_reward.program import ProgramError, RewardProgram
+from llm_reward.references import reference_programs
+from llm_reward.training import Checkpoint
+
+__all__ = [
+    "ActionVariable",
+    "CheckError",
+    "Checkpoint",
+    "EnvDescription",
+    "EvalResult",
+    "Failure",
+    "Finding",
+    "ProgramError",
+    "RewardProgram",
+    "SeedRun",
+    "StateVariable",
+    "describe",
+    "evaluate",
+    "reference_programs",
+    "register_description",
+    "registered_descriptions",
+]

@@ -1,0 +1,363 @@
+"""Run a job on untrusted code in a separate, limited process and get its JSON result back.
+
+:func:`run_sandboxed` starts one worker process (multiprocessing, ``"forkserver"`` by
+default so that torch is imported once, or ``"spawn"``) that
+
+1. becomes the leader of a new process group (so the whole group can be killed) and asks
+   the kernel to kill it if its parent dies (Linux);
+2. moves into its run directory, points ``HOME`` and ``TMPDIR`` there, replaces the
+   environment variables with a minimal set (nothing secret to read) and sends its
+   standard output and error to ``<run_dir>/worker.log``;
+3. sets OS limits: CPU time (``RLIMIT_CPU``), address space (``RLIMIT_AS``), open files
+   (``RLIMIT_NOFILE``), file size (``RLIMIT_FSIZE``), no core dumps, and, for non-root
+   users, the number of processes (``RLIMIT_NPROC``; root ignores it, so the audit hooks
+   are what stop forks there);
+4. installs the :class:`~llm_reward.guard.Guard` (audit hooks: no network, no processes,
+   no writes outside the run directory, ...), then calls the job.
+
+The parent waits for the result with a wall-clock timeout and kills the worker's process
+group (SIGKILL) when time is up or once the result is in. The result travels as JSON
+bytes over a pipe; the parent never unpickles anything the worker sends.
+
+A job is a function ``job(payload: dict, guard: Guard) -> dict`` named ``"module:function"``;
+its payload and result are JSON data.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import multiprocessing
+import os
+import resource
+import signal
+import sys
+import tempfile
+import time
+import traceback
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from multiprocessing.connection import Connection, wait
+from pathlib import Path
+from typing import Any
+
+__all__ = ["Limits", "SandboxRun", "run_sandboxed"]
+
+MAX_RESULT_BYTES = 16 * 2**20
+LOG_NAME = "worker.log"
+START_METHODS = ("forkserver", "spawn")
+# A worker that sent its result gets this long to exit before it is killed.
+EXIT_GRACE_S = 5.0
+# Kept from the parent's environment (Python and library locations, locale); the rest is dropped.
+_KEPT_ENVIRONMENT = ("PATH", "PYTHONPATH", "VIRTUAL_ENV", "LANG", "LC_ALL", "CUDA_VISIBLE_DEVICES")
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Resource limits of one sandboxed worker.
+
+    :param timeout_s: wall-clock limit of the whole job, in seconds.
+    :param memory_mb: address-space limit (``RLIMIT_AS``). torch maps a lot of address
+        space it never touches: importing it takes about 0.7 GB and a small PPO run about
+        1.3 GB, so leave room (4096 by default).
+    :param cpu_s: CPU-time limit (``RLIMIT_CPU``, all threads together); ``None``:
+        ``timeout_s * (threads + 1)``, a backstop for when the parent is gone.
+    :param max_open_files: ``RLIMIT_NOFILE``.
+    :param max_file_mb: the largest file the worker may write (``RLIMIT_FSIZE``).
+    :param threads: torch's intra-op threads in the worker.
+    """
+
+    timeout_s: float = 600.0
+    memory_mb: int = 4096
+    cpu_s: float | None = None
+    max_open_files: int = 256
+    max_file_mb: int = 1024
+    threads: int = 1
+
+    def __post_init__(self) -> None:
+        for name in ("timeout_s", "memory_mb", "max_open_files", "max_file_mb", "threads"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
+                raise ValueError(f"{name} must be a positive number, got {name}={value!r}")
+        if self.cpu_s is not None and not self.cpu_s > 0:
+            raise ValueError(f"cpu_s must be None or a positive number, got cpu_s={self.cpu_s!r}")
+
+    @property
+    def cpu_limit_s(self) -> int:
+        """The CPU-time limit in whole seconds."""
+        cpu = self.cpu_s if self.cpu_s is not None else self.timeout_s * (self.threads + 1)
+        return max(1, int(cpu + 0.999))
+
+
+@dataclass
+class SandboxRun:
+    """What came back from a sandboxed job.
+
+    :param result: the job's result (parsed JSON, untrusted data), or ``None``.
+    :param violation: the first thing the guard refused, if any (even if the code caught it).
+    :param error: why the job failed outside the job's own result (timeout, limit, crash,
+        an exception escaping the job), or ``None``.
+    :param error_kind: ``"timeout"``, ``"limit"``, ``"crash"`` or ``"error"``; ``None`` when
+        ``error`` is.
+    :param wall_s: wall time from start to result (or kill), in seconds.
+    :param exit_code: the worker's exit code (negative: killed by that signal).
+    :param log_tail: the end of ``worker.log`` when the job failed, for debugging.
+    """
+
+    result: dict[str, Any] | None
+    violation: str | None
+    error: str | None
+    error_kind: str | None
+    wall_s: float
+    exit_code: int | None
+    log_tail: str = ""
+
+
+def run_sandboxed(
+    job: str,
+    payload: Mapping[str, Any],
+    run_dir: str | os.PathLike[str],
+    limits: Limits | None = None,
+    start_method: str = "forkserver",
+    preload: Sequence[str] = (),
+) -> SandboxRun:
+    """Run ``job(payload, guard)`` in a sandboxed worker and return what came back.
+
+    Never raises for anything the job does; raises only for bad arguments.
+
+    :param job: ``"module:function"``; the function takes ``(payload, guard)`` and returns
+        a JSON-serialisable dict.
+    :param payload: JSON-serialisable input of the job.
+    :param run_dir: an existing directory, the only place the worker may write.
+    :param limits: resource limits (defaults of :class:`Limits` when ``None``).
+    :param start_method: ``"forkserver"`` (torch and the job's module are imported once, in
+        the fork server) or ``"spawn"`` (a fresh interpreter per job). Either way, a script
+        that calls this must keep its top-level work under ``if __name__ == "__main__":``,
+        as for any multiprocessing code (SB3's ``SubprocVecEnv`` too).
+    :param preload: more modules for the fork server to import once for all workers
+        (modules the job would otherwise import in every worker).
+    """
+    limits = limits or Limits()
+    if start_method not in START_METHODS:
+        raise ValueError(f"start_method={start_method!r}; use one of {START_METHODS}")
+    module_name, _, function_name = job.partition(":")
+    if not module_name or not function_name:
+        raise ValueError(f"job={job!r} must be 'module:function'")
+    run_dir = Path(run_dir).resolve()
+    if not run_dir.is_dir():
+        raise ValueError(f"run_dir={os.fspath(run_dir)!r} is not an existing directory")
+    payload_json = json.dumps(payload)
+
+    context = multiprocessing.get_context(start_method)
+    if start_method == "forkserver":
+        context.set_forkserver_preload(["llm_reward.sandbox", module_name, *preload])
+    receiver, sender = context.Pipe(duplex=False)
+    process = context.Process(
+        target=_worker_main,
+        args=(job, payload_json, os.fspath(run_dir), asdict(limits), sender),
+        name="rewardlab-sandbox",
+    )
+    start = time.monotonic()
+    process.start()
+    sender.close()
+    data, timed_out = _wait_for_result(receiver, process, start + limits.timeout_s)
+    wall_s = time.monotonic() - start
+    if data is not None:
+        process.join(EXIT_GRACE_S)
+    _kill_group(process)
+    process.join()
+    exit_code = process.exitcode
+    receiver.close()
+    process.close()
+    return _outcome(data, timed_out, wall_s, exit_code, run_dir, limits)
+
+
+def _wait_for_result(
+    receiver: Connection, process: Any, deadline: float
+) -> tuple[bytes | None, bool]:
+    while True:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            return None, True
+        ready = wait([receiver, process.sentinel], timeout=remaining)
+        if receiver in ready or (ready and receiver.poll(0)):
+            try:
+                return receiver.recv_bytes(MAX_RESULT_BYTES), False
+            except (EOFError, OSError):
+                return None, False
+        if process.sentinel in ready:
+            return None, False
+
+
+def _kill_group(process: Any) -> None:
+    pid = process.pid
+    if pid is None:
+        return
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    if process.is_alive():
+        process.kill()
+
+
+def _outcome(
+    data: bytes | None,
+    timed_out: bool,
+    wall_s: float,
+    exit_code: int | None,
+    run_dir: Path,
+    limits: Limits,
+) -> SandboxRun:
+    if data is not None:
+        try:
+            envelope = json.loads(data)
+        except ValueError:
+            envelope = None
+        if isinstance(envelope, dict) and isinstance(envelope.get("result"), dict | None):
+            error = envelope.get("error")
+            violation = envelope.get("violation")
+            return SandboxRun(
+                result=envelope.get("result"),
+                violation=violation if isinstance(violation, str) else None,
+                error=error if isinstance(error, str) else None,
+                error_kind="error" if isinstance(error, str) else None,
+                wall_s=wall_s,
+                exit_code=exit_code,
+                log_tail="" if envelope.get("result") is not None else _log_tail(run_dir),
+            )
+        return SandboxRun(None, None, "the worker sent a malformed result", "crash", wall_s,
+                          exit_code, _log_tail(run_dir))
+    if timed_out:
+        error, kind = (f"timed out: the job ran past its wall-clock limit of {limits.timeout_s:g} s "
+                       "and was killed"), "timeout"
+    else:
+        error, kind = _describe_exit(exit_code, limits)
+    return SandboxRun(None, None, error, kind, wall_s, exit_code, _log_tail(run_dir))
+
+
+def _describe_exit(exit_code: int | None, limits: Limits) -> tuple[str, str]:
+    if exit_code is not None and exit_code < 0:
+        number = -exit_code
+        name = signal.Signals(number).name if number in signal.Signals._value2member_map_ else str(number)
+        if number == signal.SIGXCPU:
+            return (f"the job used up its CPU-time limit of {limits.cpu_limit_s} s and was killed "
+                    "(SIGXCPU)"), "limit"
+        if number == signal.SIGKILL:
+            return ("the worker was killed (SIGKILL): it hit its CPU-time limit, ran out of "
+                    f"memory (limit {limits.memory_mb} MB) or the system killed it"), "limit"
+        if number == signal.SIGXFSZ:
+            return (f"the job wrote a file larger than {limits.max_file_mb} MB and was killed "
+                    "(SIGXFSZ)"), "limit"
+        return f"the worker died from signal {name}", "crash"
+    return f"the worker exited (code {exit_code}) without sending a result", "crash"
+
+
+def _log_tail(run_dir: Path, limit: int = 2000) -> str:
+    try:
+        with open(run_dir / LOG_NAME, "rb") as log:
+            log.seek(0, os.SEEK_END)
+            size = log.tell()
+            log.seek(max(0, size - limit))
+            return log.read().decode("utf-8", errors="replace")
+    except OSError:
+        return ""
+
+
+# ---------------------------------------------------------------- in the worker
+def _worker_main(
+    job: str, payload_json: str, run_dir: str, limits: dict[str, Any], sender: Connection
+) -> None:
+    """Entry point of the worker process (see the module docstring for the steps)."""
+    envelope: dict[str, Any] = {"result": None}
+    guard = None
+    try:
+        _isolate(run_dir, Limits(**limits))
+        module_name, _, function_name = job.partition(":")
+        function = getattr(importlib.import_module(module_name), function_name)
+        payload = json.loads(payload_json)
+        from llm_reward.guard import Guard
+
+        guard = Guard(writable=[run_dir])
+        guard.install()
+        envelope["result"] = function(payload, guard)
+    except BaseException as error:  # noqa: B036 - report anything, the worker exits next
+        envelope["error"] = _describe_error(error)
+    if guard is not None and guard.violation:
+        envelope["violation"] = guard.violation
+    try:
+        message = json.dumps(envelope).encode()
+    except (TypeError, ValueError) as error:
+        message = json.dumps({"result": None, "error": f"the job's result is not JSON: {error}"}).encode()
+    try:
+        sender.send_bytes(message)
+        sender.close()
+    finally:
+        os._exit(0)
+
+
+def _describe_error(error: BaseException) -> str:
+    try:
+        text = "".join(traceback.format_exception(type(error), error, error.__traceback__))
+    except Exception:
+        text = type(error).__name__
+    return text[-4000:]
+
+
+def _isolate(run_dir: str, limits: Limits) -> None:
+    os.setsid()
+    _die_with_parent()
+    os.chdir(run_dir)
+    temporary = os.path.join(run_dir, "tmp")
+    os.makedirs(temporary, exist_ok=True)
+    kept = {name: os.environ[name] for name in _KEPT_ENVIRONMENT if name in os.environ}
+    os.environ.clear()
+    os.environ.update(kept, HOME=run_dir, TMPDIR=temporary, OMP_NUM_THREADS=str(limits.threads),
+                      MKL_NUM_THREADS=str(limits.threads), PYTHONDONTWRITEBYTECODE="1")
+    tempfile.tempdir = temporary
+    log = os.open(os.path.join(run_dir, LOG_NAME), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    os.dup2(log, 1)
+    os.dup2(log, 2)
+    os.close(log)
+    _set_limit(resource.RLIMIT_CORE, 0)
+    _set_limit(resource.RLIMIT_CPU, limits.cpu_limit_s, limits.cpu_limit_s + 5)
+    _set_limit(resource.RLIMIT_AS, int(limits.memory_mb * 2**20))
+    _set_limit(resource.RLIMIT_NOFILE, int(limits.max_open_files))
+    _set_limit(resource.RLIMIT_FSIZE, int(limits.max_file_mb * 2**20))
+    if os.getuid() != 0:
+        # Counts every task (thread) of this user on the machine, hence the margin.
+        _set_limit(resource.RLIMIT_NPROC, _user_task_count() + 64)
+    import torch
+
+    torch.set_num_threads(int(limits.threads))
+
+
+def _set_limit(which: int, soft: int, hard: int | None = None) -> None:
+    hard = soft if hard is None else hard
+    current_soft, current_hard = resource.getrlimit(which)
+    if current_hard != resource.RLIM_INFINITY:
+        hard = min(hard, current_hard)
+        soft = min(soft, hard)
+    resource.setrlimit(which, (soft, hard))
+
+
+def _die_with_parent() -> None:
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+
+    pr_set_pdeathsig = 1
+    ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, int(signal.SIGKILL), 0, 0, 0)
+
+
+def _user_task_count() -> int:
+    uid, count = os.getuid(), 0
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            if entry.stat().st_uid == uid:
+                count += len(os.listdir(f"/proc/{entry.name}/task"))
+        except OSError:
+            continue
+    return count
