@@ -15,6 +15,7 @@ from importlib.metadata import PackageNotFoundError, version
 
 COMMANDS: list[str] = [
     "agents.quickstart:register_quickstart",
+    "agents.train:register_train",
 ]
 
 
