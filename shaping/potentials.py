@@ -50,7 +50,7 @@ class MountainCarEnergy:
 
     gravity = 0.0025
 
-    def __init__(self, weight: float = 10.0, goal_position: float = 0.5):
+    def __init__(self, weight: float = 100.0, goal_position: float = 0.5):
         self.weight = check_scale(weight)
         self.goal_energy = self.gravity / 3 * math.sin(3 * goal_position)
         self.valley_energy = -self.gravity / 3
@@ -241,7 +241,7 @@ def linear_schedule(start: float, end: float, steps: int) -> Callable[[int], flo
 _BUILT_IN: dict[str, tuple[Callable[..., Potential], str]] = {
     "MountainCar-v0": (MountainCarEnergy, "mechanical energy of the car relative to the goal"),
     "MountainCarContinuous-v0": (
-        lambda **kwargs: MountainCarEnergy(**{"weight": 1.0, **kwargs}),
+        lambda **kwargs: MountainCarEnergy(**{"weight": 10.0, **kwargs}),
         "mechanical energy of the car relative to the goal",
     ),
     "CartPole-v1": (CartPoleUpright, "pole angle and cart position left before failing"),
