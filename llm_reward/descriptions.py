@@ -230,10 +230,11 @@ class EnvDescription:
         lines += [
             "",
             "",
-            f"def compute_reward({first}: Tensor, {NEXT_PREFIX}{first}: Tensor, {ACTION}: Tensor, "
-            "...) -> tuple[Tensor, dict[str, Tensor]]:",
-            '    """The reward (N,) and its named components, each (N,). Only math, numpy and '
-            'torch may be imported."""',
+            f"def compute_reward({first}: Tensor, {NEXT_PREFIX}{first}: Tensor, {ACTION}: Tensor"
+            ") -> tuple[Tensor, dict[str, Tensor]]:",
+            '    """Take any of the variables above as arguments; return the reward (N,) and its',
+            "    named components, each (N,). Only math, numpy and torch may be imported.",
+            '    """',
         ]
         return "\n".join(lines)
 

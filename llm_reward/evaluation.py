@@ -159,8 +159,10 @@ def evaluate(
     ppo_kwargs: Mapping[str, Any] | None = None,
     num_checkpoints: int = 10,
     eval_episodes: int = 10,
+    cpu_s: float | None = None,
     threads: int = 1,
     start_method: str = "forkserver",
+    static_checks: bool = True,
 ) -> EvalResult:
     """Check ``program``, then train ``agents.PPO`` on its reward in the sandbox and measure fitness.
 
@@ -186,23 +188,29 @@ def evaluate(
     :param ppo_kwargs: hyperparameters for ``agents.PPO`` (JSON data), else its defaults.
     :param num_checkpoints: how many points to measure at.
     :param eval_episodes: evaluation episodes per checkpoint.
+    :param cpu_s: the worker's CPU-time limit (default: see :class:`~llm_reward.sandbox.Limits`).
     :param threads: torch threads in the worker.
-    :param start_method: ``"forkserver"`` or ``"spawn"`` (see :func:`~llm_reward.sandbox.run_sandboxed`).
+    :param start_method: ``"forkserver"`` or ``"spawn"`` (see :func:`~llm_reward.sandbox.run_sandboxed`);
+        scripts calling ``evaluate`` need the ``if __name__ == "__main__":`` guard.
+    :param static_checks: False runs the program without the static checks, to test the
+        sandbox on its own; never for programs an LLM wrote.
     :raises ValueError: bad arguments (unknown env, non-positive budget, non-JSON ``ppo_kwargs``).
     """
     payload = _payload(program, env_id, steps, seeds, num_envs, device, ppo_kwargs,
                        num_checkpoints, eval_episodes)
-    limits = Limits(timeout_s=timeout_s, memory_mb=memory_mb, threads=threads)
+    limits = Limits(timeout_s=timeout_s, memory_mb=memory_mb, cpu_s=cpu_s, threads=threads)
     keep = run_dir is not None
     directory = Path(run_dir) if keep else Path(tempfile.mkdtemp(prefix="rewardlab-eval-"))
     directory.mkdir(parents=True, exist_ok=True)
     start = time.monotonic()
     try:
-        try:
-            checked = RewardProgram.from_source(program.source)
-            checked.check(env_id)
-        except CheckError as error:
-            return _check_failure(error, env_id, steps, start, directory if keep else None, program.source)
+        checked = program
+        if static_checks:
+            try:
+                checked = RewardProgram.from_source(program.source)
+                checked.check(env_id)
+            except CheckError as error:
+                return _check_failure(error, env_id, steps, start, directory if keep else None, program.source)
         payload["program"] = asdict(checked)
         payload["tensorboard_log"] = os.fspath(directory.resolve() / "tensorboard") if keep else None
         if keep:

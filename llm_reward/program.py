@@ -172,12 +172,15 @@ class ProgramError(Exception):
 
     :param reason: what went wrong, in words fit to send back to an LLM.
     :param traceback: the traceback cut to the program's own lines (may be empty).
+    :param kind: ``"program"`` (it raised or returned something wrong), ``"limit"`` (it ran
+        out of memory) or ``"sandbox"`` (the sandbox's guard refused something it did).
     """
 
-    def __init__(self, reason: str, traceback: str = ""):
+    def __init__(self, reason: str, traceback: str = "", kind: str = "program"):
         super().__init__(reason)
         self.reason = reason
         self.traceback = traceback
+        self.kind = kind
 
 
 def clip_message(text: str, limit: int = MAX_MESSAGE_CHARS) -> str:
@@ -313,11 +316,7 @@ class RewardFunction:
             )
             exec(code, namespace)
         except Exception as error:
-            self._raise_if_check_fails()
-            raise ProgramError(
-                f"running the program's top level failed: {_describe_exception(error)}",
-                program_traceback(error),
-            ) from None
+            raise self._failure(error, "running the program's top level") from None
         self._raise_if_check_fails()
         function = namespace.get(program.function_name)
         if not callable(function):
@@ -353,12 +352,11 @@ class RewardFunction:
             with torch.no_grad():
                 result = self._function(**inputs)
         except Exception as error:
-            self._raise_if_check_fails()
-            raise ProgramError(
-                f"`{self.program.function_name}` raised {_describe_exception(error)} (call "
-                f"{self.calls}, after {(self.calls - 1) * num_envs} env steps)",
-                program_traceback(error),
-            ) from None
+            where = (
+                f"`{self.program.function_name}` (call {self.calls}, after "
+                f"{(self.calls - 1) * num_envs} env steps)"
+            )
+            raise self._failure(error, where) from None
         self._raise_if_check_fails()
         reward, components = self._check_result(result, num_envs, obs.device)
         for name, original in originals.items():
@@ -372,7 +370,22 @@ class RewardFunction:
     def _raise_if_check_fails(self) -> None:
         reason = self._check() if self._check is not None else None
         if reason:
-            raise ProgramError(reason)
+            raise ProgramError(reason, kind="sandbox")
+
+    def _failure(self, error: Exception, where: str) -> ProgramError:
+        """The :class:`ProgramError` for an exception raised while running ``where``."""
+        self._raise_if_check_fails()
+        described = _describe_exception(error)
+        if isinstance(error, MemoryError) or (
+            isinstance(error, RuntimeError) and "can't allocate memory" in str(error)
+        ):
+            return ProgramError(
+                f"{where} ran out of memory ({described}); the sandbox limits its memory, so "
+                "use smaller tensors",
+                program_traceback(error),
+                kind="limit",
+            )
+        return ProgramError(f"{where} raised {described}", program_traceback(error))
 
     def _check_result(
         self, result: Any, num_envs: int, device: torch.device

@@ -8,8 +8,9 @@ form, so they go through the same checks, sandbox and training as any candidate:
 - ``"human"`` is the env's reward plus potential-based shaping
   ``F = gamma * phi(s') * (1 - terminated) - phi(s)`` with the formula of the env's built-in
   potential in ``shaping.potentials`` (cart-pole margin, mountain-car energy, acrobot tip
-  height, pendulum energy) and ``gamma = 0.99``, PPO's default discount; components
-  ``"task"`` and ``"shaping"``. Shaping of this form leaves the optimal policy unchanged.
+  height, pendulum energy; weights 1, 100 (continuous: 10, goal at 0.45), 10 and 5) and
+  ``gamma = 0.99``, PPO's default discount; components ``"task"`` and ``"shaping"``.
+  Shaping of this form leaves the optimal policy unchanged.
 
     >>> import llm_reward
     >>> programs = llm_reward.reference_programs("CartPole-v1")
@@ -136,12 +137,12 @@ _SOURCES: dict[str, dict[str, str]] = {
     },
     "MountainCar-v0": {
         "sparse": _sparse("position", "-torch.ones_like(position)"),
-        "human": _MOUNTAIN_CAR_HUMAN.format(goal=0.5, weight=10.0, task="-torch.ones_like(position)"),
+        "human": _MOUNTAIN_CAR_HUMAN.format(goal=0.5, weight=100.0, task="-torch.ones_like(position)"),
     },
     "MountainCarContinuous-v0": {
         "sparse": _sparse("action, terminated", "100.0 * terminated.float() - 0.1 * action**2"),
         "human": _MOUNTAIN_CAR_HUMAN.format(
-            goal=0.45, weight=1.0, task="100.0 * terminated.float() - 0.1 * action**2"
+            goal=0.45, weight=10.0, task="100.0 * terminated.float() - 0.1 * action**2"
         ),
     },
     "Acrobot-v1": {

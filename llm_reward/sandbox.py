@@ -134,8 +134,10 @@ def run_sandboxed(
         the fork server) or ``"spawn"`` (a fresh interpreter per job). Either way, a script
         that calls this must keep its top-level work under ``if __name__ == "__main__":``,
         as for any multiprocessing code (SB3's ``SubprocVecEnv`` too).
-    :param preload: more modules for the fork server to import once for all workers
-        (modules the job would otherwise import in every worker).
+    :param preload: modules the worker imports before the guard is installed (by the fork
+        server, once for all workers, with ``"forkserver"``): those the job needs that would
+        otherwise be imported under the guard, which refuses what some imports do (``ctypes``
+        calls), or in every worker.
     """
     limits = limits or Limits()
     if start_method not in START_METHODS:
@@ -154,7 +156,7 @@ def run_sandboxed(
     receiver, sender = context.Pipe(duplex=False)
     process = context.Process(
         target=_worker_main,
-        args=(job, payload_json, os.fspath(run_dir), asdict(limits), sender),
+        args=(job, payload_json, os.fspath(run_dir), asdict(limits), tuple(preload), sender),
         name="rewardlab-sandbox",
     )
     start = time.monotonic()
@@ -266,13 +268,20 @@ def _log_tail(run_dir: Path, limit: int = 2000) -> str:
 
 # ---------------------------------------------------------------- in the worker
 def _worker_main(
-    job: str, payload_json: str, run_dir: str, limits: dict[str, Any], sender: Connection
+    job: str,
+    payload_json: str,
+    run_dir: str,
+    limits: dict[str, Any],
+    preload: tuple[str, ...],
+    sender: Connection,
 ) -> None:
     """Entry point of the worker process (see the module docstring for the steps)."""
     envelope: dict[str, Any] = {"result": None}
     guard = None
     try:
         _isolate(run_dir, Limits(**limits))
+        for module in preload:
+            importlib.import_module(module)
         module_name, _, function_name = job.partition(":")
         function = getattr(importlib.import_module(module_name), function_name)
         payload = json.loads(payload_json)

@@ -31,8 +31,10 @@ from llm_reward.wrapper import ProgramReward
 
 __all__ = ["Checkpoint", "evaluate_policy", "evaluation_job", "train_program"]
 
-# Imported once by the fork server for all evaluation workers (see evaluation_job).
-PRELOAD = ("torch._dynamo",)
+# Imported by the worker before its guard is installed: PPO's optimiser imports
+# torch._dynamo on first use, which replaces torch.manual_seed (the guard's snapshot must
+# come after); TensorBoard's import chain calls ctypes, which the guard refuses.
+PRELOAD = ("torch._dynamo", "torch.utils.tensorboard")
 
 _REWARD_PREFIX = "reward/"
 
@@ -183,10 +185,6 @@ def evaluation_job(payload: Mapping[str, Any], guard: Guard) -> dict[str, Any]:
     :return: ``{"seeds": [{"seed", "checkpoints", "wall_s"}], "failure": None | {...},
         "peak_rss_mb"}``.
     """
-    # PPO's optimiser imports torch._dynamo on first use, which replaces torch.manual_seed;
-    # import it before the snapshot so that only the program's changes show.
-    import torch._dynamo  # noqa: F401
-
     description = describe(payload["env_id"])
     program = RewardProgram(**payload["program"])
     guard.snapshot_modules()
@@ -214,10 +212,7 @@ def evaluation_job(payload: Mapping[str, Any], guard: Guard) -> dict[str, Any]:
             )
             runs[-1]["wall_s"] = time.perf_counter() - start
     except ProgramError as error:
-        failure = {"kind": "program", "reason": error.reason, "traceback": error.traceback}
-    except MemoryError as error:
-        failure = {"kind": "limit", "reason": "the program ran out of memory (MemoryError)",
-                   "traceback": program_traceback(error)}
+        failure = {"kind": error.kind, "reason": error.reason, "traceback": error.traceback}
     except Exception as error:
         failure = _failure_from_exception(error)
     if guard.violation is not None:
@@ -235,18 +230,18 @@ def evaluation_job(payload: Mapping[str, Any], guard: Guard) -> dict[str, Any]:
 def _raise_if_changed(guard: Guard) -> None:
     changed = guard.changed_modules()
     if changed:
-        raise ProgramError(changed)
+        raise ProgramError(changed, kind="sandbox")
 
 
 def _failure_from_exception(error: Exception) -> dict[str, Any]:
     """A failure record for an exception that escaped training without being a ProgramError.
 
-    Out-of-memory errors from torch's allocator under the address-space limit are the
-    common case; the traceback keeps only the program's frames, if any.
+    Running out of memory under the address-space limit (after the program filled it) is
+    the common case; the traceback keeps only the program's frames, if any.
     """
     text = f"{type(error).__name__}: {error}"
-    if isinstance(error, RuntimeError) and "allocate" in str(error).lower():
-        return {"kind": "limit", "reason": f"ran out of memory: {text}"[:2000],
+    if isinstance(error, MemoryError) or "can't allocate memory" in str(error):
+        return {"kind": "limit", "reason": f"training ran out of memory: {text}"[:2000],
                 "traceback": program_traceback(error)}
     return {"kind": "error", "reason": f"training failed: {text}"[:2000],
             "traceback": program_traceback(error)}
