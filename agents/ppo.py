@@ -342,7 +342,7 @@ class PPO:
     ) -> None:
         """Check the hyperparameters and make the networks, optimiser and statistics."""
         _check_spaces(observation_space, action_space)
-        hp = _checked_hyperparameters(hyperparameters)
+        hp = _plain(_checked_hyperparameters(hyperparameters))
         self.heads = _parse_value_heads(hp["value_heads"], hp["gamma"])
         _check_intrinsic(intrinsic, self.heads, hp["value_heads"] is not None)
         # Every hyperparameter becomes an attribute of the same name (model.n_steps, ...).
@@ -840,7 +840,7 @@ class PPO:
             {
                 "format": "rewardlab.agents.PPO/1",
                 "seed": self.seed,
-                "hyperparameters": _plain(self.hyperparameters),
+                "hyperparameters": self.hyperparameters,
                 "observation_space": _space_to_dict(self.observation_space),
                 "action_space": _space_to_dict(self.action_space),
                 "policy": self.policy.state_dict(),
@@ -1111,7 +1111,8 @@ def _space_from_dict(data: dict[str, Any]) -> gymnasium.spaces.Space:
 
 
 def _plain(hp: dict[str, Any]) -> dict[str, Any]:
-    """Hyperparameters as plain data that ``torch.load(weights_only=True)`` accepts."""
+    """Hyperparameters as plain data (lists, dicts, str), as ``torch.load(weights_only=True)``
+    reads them back."""
     out = dict(hp)
     out["tensorboard_log"] = (
         None if hp["tensorboard_log"] is None else os.fspath(hp["tensorboard_log"])
