@@ -91,6 +91,8 @@ class EvalResult:
     :param steps: the training budget per seed.
     :param wall_s: wall time of the whole evaluation (sandbox start to result).
     :param peak_rss_mb: the worker's peak resident memory, when it reported one.
+    :param peak_vm_mb: the worker's peak address space (what ``memory_mb`` limits), when it
+        reported one.
     :param run_dir: where the run wrote its files (``None`` when a temporary one was removed).
     :param source: the program's source.
     """
@@ -105,6 +107,7 @@ class EvalResult:
     steps: int
     wall_s: float
     peak_rss_mb: float | None
+    peak_vm_mb: float | None
     run_dir: str | None
     source: str
 
@@ -140,6 +143,7 @@ class EvalResult:
             steps=data["steps"],
             wall_s=data["wall_s"],
             peak_rss_mb=data["peak_rss_mb"],
+            peak_vm_mb=data["peak_vm_mb"],
             run_dir=data["run_dir"],
             source=data["source"],
         )
@@ -285,7 +289,7 @@ def _check_failure(
     return EvalResult(
         env_id=env_id, ok=False, fitness=None, success_rate=None, curve=[], seeds=[],
         failure=failure, steps=steps, wall_s=time.monotonic() - start, peak_rss_mb=None,
-        run_dir=None if run_dir is None else os.fspath(run_dir), source=source,
+        peak_vm_mb=None, run_dir=None if run_dir is None else os.fspath(run_dir), source=source,
     )
 
 
@@ -294,10 +298,10 @@ def _result(
 ) -> EvalResult:
     failure: Failure | None = None
     seed_runs: list[SeedRun] = []
-    peak_rss_mb = None
+    peak_rss_mb = peak_vm_mb = None
     if run.result is not None:
         try:
-            seed_runs, failure, peak_rss_mb = _parse_job_result(run.result)
+            seed_runs, failure, peak_rss_mb, peak_vm_mb = _parse_job_result(run.result)
         except (KeyError, TypeError, ValueError) as error:
             failure = Failure("crash", f"the worker returned a malformed result ({error})")
     if run.error is not None and failure is None:
@@ -320,6 +324,7 @@ def _result(
         steps=steps,
         wall_s=wall_s,
         peak_rss_mb=peak_rss_mb,
+        peak_vm_mb=peak_vm_mb,
         run_dir=run_dir,
         source=source,
     )
@@ -354,7 +359,9 @@ def _parse_checkpoint(data: Any) -> Checkpoint:
     )
 
 
-def _parse_job_result(data: Mapping[str, Any]) -> tuple[list[SeedRun], Failure | None, float | None]:
+def _parse_job_result(
+    data: Mapping[str, Any],
+) -> tuple[list[SeedRun], Failure | None, float | None, float | None]:
     """Read the worker's (untrusted) JSON into records, checking every type."""
     seed_runs = [
         SeedRun(
@@ -372,7 +379,12 @@ def _parse_job_result(data: Mapping[str, Any]) -> tuple[list[SeedRun], Failure |
             reason=_text(raw_failure["reason"]),
             traceback=_text(raw_failure["traceback"]),
         )
-    return seed_runs, failure, _optional_number(data.get("peak_rss_mb"))
+    return (
+        seed_runs,
+        failure,
+        _optional_number(data.get("peak_rss_mb")),
+        _optional_number(data.get("peak_vm_mb")),
+    )
 
 
 def _mean_curve(seed_runs: Sequence[SeedRun]) -> list[Checkpoint]:

@@ -25,8 +25,11 @@ While the reward program's own code is on the call stack (frames compiled from
 
 A violation raises :class:`SandboxViolation` where it happened and is also recorded in
 :attr:`Guard.violation`, so a program that catches the exception still fails. Audit hooks
-are a Python-level guard: the OS limits the sandbox sets (CPU time, address space, open
-files, process-group kill) are what holds when this layer is bypassed.
+are a Python-level guard: they see what goes through Python (``open``, ``os``,
+``socket``, ``subprocess``), not file I/O done in C++ (``torch.save``,
+``torch.from_file``). The OS layer of the sandbox is what holds there and when this layer
+is bypassed: CPU time, address space, open files, the process-group kill, and Landlock
+(writes only beneath the run directory, no TCP, no signals out) where the kernel has it.
 """
 
 from __future__ import annotations
@@ -115,13 +118,19 @@ _DENIED_FOR_PROGRAM = {
 # listings of the libraries stay allowed (lazy imports list them).
 _LISTINGS = ("os.listdir", "os.scandir", "glob.glob")
 _DENIED_WHILE_PROGRAM_RUNS = (*_LISTINGS, "os.chdir", "os.putenv", "os.unsetenv")
+# Modules and classes whose attributes a program could replace to change the training
+# code's behaviour. A new attribute on a class shadows an inherited method, so classes
+# must not gain any; modules gain attributes legitimately (lazy submodule imports).
 _WATCHED_MODULES: tuple[tuple[str, Any], ...] = (
     ("torch", torch),
     ("torch.nn.functional", torch.nn.functional),
-    ("torch.Tensor", torch.Tensor),
     ("numpy", np),
-    ("numpy.ndarray", np.ndarray),
     ("math", math),
+)
+_WATCHED_CLASSES: tuple[tuple[str, type], ...] = (
+    ("torch.Tensor", torch.Tensor),
+    ("torch.Tensor", torch._C.TensorBase),
+    ("numpy.ndarray", np.ndarray),
 )
 
 
@@ -166,21 +175,27 @@ class Guard:
         sys.addaudithook(self._hook)
 
     def snapshot_modules(self) -> None:
-        """Remember the attributes of torch, numpy and math and the global torch settings."""
-        self._snapshot = {name: _attribute_ids(module) for name, module in _WATCHED_MODULES}
+        """Remember the attributes of torch, numpy, math and the tensor classes, and the
+        global torch settings."""
+        self._snapshot = {
+            f"{name}:{id(owner)}": _attribute_ids(owner)
+            for name, owner in (*_WATCHED_MODULES, *_WATCHED_CLASSES)
+        }
         self._settings = _global_settings()
 
     def changed_modules(self) -> str | None:
         """What changed since :meth:`snapshot_modules` (a replaced or deleted module
-        attribute, a changed global setting), or ``None``."""
-        for name, module in _WATCHED_MODULES:
-            before, now = self._snapshot.get(name, {}), _attribute_ids(module)
+        attribute, any change to a tensor class, a changed global setting), or ``None``."""
+        for name, owner in (*_WATCHED_MODULES, *_WATCHED_CLASSES):
+            before, now = self._snapshot.get(f"{name}:{id(owner)}", {}), _attribute_ids(owner)
             changed = sorted(attr for attr, ident in before.items() if now.get(attr) != ident)
+            if isinstance(owner, type):
+                changed += sorted(set(now) - set(before))
             if changed:
                 listed = ", ".join(f"{name}.{attr}" for attr in changed[:5])
                 return (
-                    f"the program replaced or deleted {listed}; reward programs may not change "
-                    "torch, numpy or math"
+                    f"the program replaced, added or deleted {listed}; reward programs may not "
+                    "change torch, numpy or math"
                 )
         if self._settings and _global_settings() != self._settings:
             return (
@@ -309,8 +324,8 @@ def _program_frame(frame: FrameType | None) -> FrameType | None:
     return None
 
 
-def _attribute_ids(module: ModuleType | type) -> dict[str, int]:
-    return {name: id(value) for name, value in vars(module).items()}
+def _attribute_ids(owner: ModuleType | type) -> dict[str, int]:
+    return {name: id(value) for name, value in vars(owner).items()}
 
 
 def _global_settings() -> tuple[Any, ...]:

@@ -12,7 +12,12 @@ default so that torch is imported once, or ``"spawn"``) that
    (``RLIMIT_NOFILE``), file size (``RLIMIT_FSIZE``), no core dumps, and, for non-root
    users, the number of processes (``RLIMIT_NPROC``; root ignores it, so the audit hooks
    are what stop forks there);
-4. installs the :class:`~llm_reward.guard.Guard` (audit hooks: no network, no processes,
+4. where the kernel has Landlock (Linux 5.13+, :func:`landlock_abi`), restricts itself in
+   the kernel, for C code too (torch's own file I/O never reaches Python's audit hooks):
+   files and directories are created, written, truncated or removed only beneath the run
+   directory (and ``/dev/null``); with ABI 4+ no TCP ``connect`` or ``bind``; with ABI 6+
+   no signals to processes outside the sandbox and no abstract Unix sockets;
+5. installs the :class:`~llm_reward.guard.Guard` (audit hooks: no network, no processes,
    no writes outside the run directory, ...), then calls the job.
 
 The parent waits for the result with a wall-clock timeout and kills the worker's process
@@ -41,7 +46,7 @@ from multiprocessing.connection import Connection, wait
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Limits", "SandboxRun", "run_sandboxed"]
+__all__ = ["Limits", "SandboxRun", "landlock_abi", "run_sandboxed"]
 
 MAX_RESULT_BYTES = 16 * 2**20
 LOG_NAME = "worker.log"
@@ -336,6 +341,8 @@ def _isolate(run_dir: str, limits: Limits) -> None:
     if os.getuid() != 0:
         # Counts every task (thread) of this user on the machine, hence the margin.
         _set_limit(resource.RLIMIT_NPROC, _user_task_count() + 64)
+    if landlock_abi() > 0:
+        _restrict_with_landlock(run_dir)
     import torch
 
     torch.set_num_threads(int(limits.threads))
@@ -370,3 +377,76 @@ def _user_task_count() -> int:
         except OSError:
             continue
     return count
+
+
+# Landlock (see landlock(7)): the same syscall numbers on x86_64 and the generic table (arm64).
+_LANDLOCK_CREATE_RULESET, _LANDLOCK_ADD_RULE, _LANDLOCK_RESTRICT_SELF = 444, 445, 446
+_LANDLOCK_CREATE_RULESET_VERSION = 1
+_LANDLOCK_RULE_PATH_BENEATH = 1
+_PR_SET_NO_NEW_PRIVS = 38
+# Filesystem rights that change something, with the ABI that introduced each.
+_FS_WRITE_FILE, _FS_TRUNCATE, _FS_IOCTL_DEV = 1 << 1, 1 << 14, 1 << 15
+_FS_CHANGES = (
+    (1, _FS_WRITE_FILE | (1 << 4) | (1 << 5) | sum(1 << bit for bit in range(6, 13))),
+    (2, 1 << 13),  # REFER (links and renames across directories)
+    (3, _FS_TRUNCATE),
+    (5, _FS_IOCTL_DEV),
+)
+_NET_BIND_TCP, _NET_CONNECT_TCP = 1 << 0, 1 << 1  # ABI 4
+_SCOPE_ABSTRACT_UNIX_SOCKET, _SCOPE_SIGNAL = 1 << 0, 1 << 1  # ABI 6
+
+
+def landlock_abi() -> int:
+    """The Landlock ABI version this kernel offers, 0 if none (not Linux, too old, disabled)."""
+    if not sys.platform.startswith("linux"):
+        return 0
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    version = libc.syscall(_LANDLOCK_CREATE_RULESET, None, ctypes.c_size_t(0),
+                           ctypes.c_uint32(_LANDLOCK_CREATE_RULESET_VERSION))
+    return max(int(version), 0)
+
+
+def _restrict_with_landlock(run_dir: str) -> None:
+    """Restrict this process (and anything it starts) as step 4 of the module docstring says."""
+    import ctypes
+
+    class RulesetAttr(ctypes.Structure):
+        _fields_ = [("handled_access_fs", ctypes.c_uint64), ("handled_access_net", ctypes.c_uint64),
+                    ("scoped", ctypes.c_uint64)]
+
+    class PathBeneathAttr(ctypes.Structure):
+        _pack_ = 1
+        _fields_ = [("allowed_access", ctypes.c_uint64), ("parent_fd", ctypes.c_int32)]
+
+    abi = landlock_abi()
+    libc = ctypes.CDLL(None, use_errno=True)
+    handled = sum(rights for version, rights in _FS_CHANGES if abi >= version)
+    attr = RulesetAttr(
+        handled_access_fs=handled,
+        handled_access_net=(_NET_BIND_TCP | _NET_CONNECT_TCP) if abi >= 4 else 0,
+        scoped=(_SCOPE_ABSTRACT_UNIX_SOCKET | _SCOPE_SIGNAL) if abi >= 6 else 0,
+    )
+    size = ctypes.sizeof(RulesetAttr) if abi >= 6 else (16 if abi >= 4 else 8)
+    ruleset = libc.syscall(_LANDLOCK_CREATE_RULESET, ctypes.byref(attr), ctypes.c_size_t(size),
+                           ctypes.c_uint32(0))
+    if ruleset < 0:
+        raise OSError(ctypes.get_errno(), f"landlock_create_ruleset: {os.strerror(ctypes.get_errno())}")
+    try:
+        file_rights = handled & (_FS_WRITE_FILE | _FS_TRUNCATE | _FS_IOCTL_DEV)
+        for path, rights in ((run_dir, handled), ("/dev/null", file_rights)):
+            fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+            try:
+                rule = PathBeneathAttr(allowed_access=rights, parent_fd=fd)
+                if libc.syscall(_LANDLOCK_ADD_RULE, ruleset, _LANDLOCK_RULE_PATH_BENEATH,
+                                ctypes.byref(rule), ctypes.c_uint32(0)) < 0:
+                    raise OSError(ctypes.get_errno(), f"landlock_add_rule({path!r})")
+            finally:
+                os.close(fd)
+        if libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0:
+            raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS)")
+        if libc.syscall(_LANDLOCK_RESTRICT_SELF, ruleset, ctypes.c_uint32(0)) < 0:
+            raise OSError(ctypes.get_errno(), "landlock_restrict_self")
+    finally:
+        os.close(ruleset)

@@ -183,7 +183,7 @@ def evaluation_job(payload: Mapping[str, Any], guard: Guard) -> dict[str, Any]:
         ``eval_episodes`` and ``tensorboard_log``.
     :param guard: the installed guard of this worker.
     :return: ``{"seeds": [{"seed", "checkpoints", "wall_s"}], "failure": None | {...},
-        "peak_rss_mb"}``.
+        "peak_rss_mb", "peak_vm_mb"}``.
     """
     description = describe(payload["env_id"])
     program = RewardProgram(**payload["program"])
@@ -224,7 +224,20 @@ def evaluation_job(payload: Mapping[str, Any], guard: Guard) -> dict[str, Any]:
         "seeds": runs,
         "failure": failure,
         "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "peak_vm_mb": _peak_address_space_mb(),
     }
+
+
+def _peak_address_space_mb() -> float | None:
+    """This process's peak address space (``VmPeak``, what ``RLIMIT_AS`` limits), Linux only."""
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("VmPeak:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        return None
+    return None
 
 
 def _raise_if_changed(guard: Guard) -> None:
