@@ -82,6 +82,8 @@ class Count(IntrinsicModule):
         if self.mode == "simhash":
             projection = torch.randn(hash_bits, flat_dim(self.space), generator=generator(seed))
             self.register_buffer("projection", projection)
+        # Keys are the bytes of a code row: uint8 where every code fits, to keep them small.
+        self._key_dtype = torch.uint8 if _fits_in_a_byte(self.space, self.mode) else torch.long
         self._counts: dict[bytes, int] = {}
         self._episode_counts: list[dict[bytes, int]] = []
 
@@ -106,8 +108,8 @@ class Count(IntrinsicModule):
         ]
         size = check_batch(*tensors)
         codes = self._codes(tensors[2][1]).cpu()
-        unique, inverse = torch.unique(codes, dim=0, return_inverse=True)
-        keys = [row.numpy().tobytes() for row in unique]
+        unique, inverse = _group(codes)
+        keys = [row.tobytes() for row in unique.to(self._key_dtype).numpy()]
         lifelong = self._count_lifelong(keys, inverse)
         if self.episodic:
             if dones is None:
@@ -140,20 +142,18 @@ class Count(IntrinsicModule):
         self._episode_counts = [dict(c) for c in state["episode_counts"]]
 
     def _codes(self, next_obs: torch.Tensor) -> torch.Tensor:
+        """One row of whole numbers per observation (kept in the batch's dtype: no copies)."""
         if self.mode == "simhash":
             return (encode(self.space, next_obs) @ self.projection.T > 0).to(torch.uint8)
         if isinstance(self.space, spaces.Box):
             flat = next_obs.reshape(len(next_obs), -1)
-            if flat.is_floating_point():
-                whole = torch.round(flat)
-                if not bool((whole == flat).all()):
-                    raise ValueError(
-                        f"Count {self.name!r} counts the observations of {self.space} exactly, but "
-                        "got values that are not whole numbers; use Count(..., mode='simhash') "
-                        "for continuous observations"
-                    )
-                flat = whole
-            return flat.long()
+            if flat.is_floating_point() and bool(flat.frac().any()):
+                raise ValueError(
+                    f"Count {self.name!r} counts the observations of {self.space} exactly, but "
+                    "got values that are not whole numbers; use Count(..., mode='simhash') "
+                    "for continuous observations"
+                )
+            return flat
         return indices(self.space, next_obs)
 
     def _count_lifelong(self, keys: list[bytes], inverse: torch.Tensor) -> torch.Tensor:
@@ -188,6 +188,32 @@ class Count(IntrinsicModule):
             if ended:
                 episode.clear()
         return torch.tensor(visits, dtype=torch.long)
+
+
+def _group(codes: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The distinct rows of ``codes`` and each row's index among them, like
+    ``torch.unique(codes, dim=0, return_inverse=True)`` but faster on wide rows: rows are
+    grouped by a random projection, and the groups are checked to hold equal rows (on a
+    collision the exact, slower grouping is used)."""
+    values = codes if codes.is_floating_point() else codes.double()
+    weights = torch.rand(
+        codes.shape[1], generator=torch.Generator().manual_seed(0), dtype=values.dtype
+    )
+    unique_hashes, inverse = torch.unique(values @ weights, return_inverse=True)
+    first = torch.full((len(unique_hashes),), len(codes), dtype=torch.long)
+    first.scatter_reduce_(0, inverse, torch.arange(len(codes)), reduce="amin")
+    representatives = codes[first]
+    if torch.equal(representatives[inverse], codes):
+        return representatives, inverse
+    return torch.unique(codes, dim=0, return_inverse=True)
+
+
+def _fits_in_a_byte(space: spaces.Space, mode: str) -> bool:
+    if mode == "simhash" or isinstance(space, spaces.MultiBinary):
+        return True
+    if isinstance(space, spaces.Box):
+        return bool(np.all(space.low >= 0) and np.all(space.high <= 255))
+    return False
 
 
 def _resolve_mode(space: spaces.Space, mode: str) -> str:
