@@ -1,0 +1,450 @@
+"""Wall-clock to solve: rewardlab's on-device PPO against SB3's PPO, side by side.
+
+For CartPole-v1 (solved: mean evaluation return >= 475) and Acrobot-v1 (>= -100), each
+seed trains
+
+- ``ours``: ``agents.PPO`` on ``envs.make(env_id, num_envs)`` with the per-env settings in
+  ``OURS`` (below, tuned here for time to solve on two CPU cores);
+- ``sb3``: SB3's PPO with its default hyperparameters on ``make_vec_env(env_id, 8)``
+  (``DummyVecEnv`` of Gymnasium envs), capped at ``--sb3-cap`` steps;
+- ``sb3-zoo`` (with ``--sb3-zoo``): SB3's PPO with rl-baselines3-zoo's tuned settings.
+
+Evaluation: after each update, once every ``--eval-freq`` env steps, the deterministic
+policy plays one episode in each of 32 envs of a separate batched env (``envs.make``, the
+same for every learner); the run stops at the first evaluation at or above the threshold.
+The clock that measures time to solve is paused during evaluation; evaluation time is
+reported on its own. ``train steps/s`` is env steps over that training clock, the whole run.
+
+Pendulum-v1 (ours only): the evaluation return after ``--pendulum-steps`` steps (target:
+-200 or better).
+
+Writes ``benchmarks/results/ppo_speed.{json,md}`` (``ppo_speed_quick.*`` with ``--quick``).
+
+    python -m benchmarks.ppo_speed                 # the full run (5 seeds, about 10 minutes)
+    python -m benchmarks.ppo_speed --quick         # 2 seeds, small budgets
+    python -m benchmarks.ppo_speed --envs CartPole-v1 --seeds 0,1,2 --sb3-cap 150000
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+import envs
+from agents import PPO
+from benchmarks.machine import describe_machine
+
+RESULTS = Path(__file__).parent / "results"
+THRESHOLDS = {"CartPole-v1": 475.0, "Acrobot-v1": -100.0}
+EVAL_ENVS = 32
+
+# Our settings per env: many envs, short rollouts, few epochs over large minibatches.
+OURS: dict[str, dict[str, Any]] = {
+    "CartPole-v1": dict(
+        num_envs=64, n_steps=32, n_epochs=4, learning_rate=1e-3, gamma=0.98, gae_lambda=0.8
+    ),
+    "Acrobot-v1": dict(
+        num_envs=64, n_steps=32, n_epochs=4, learning_rate=1e-3, normalize_obs=True
+    ),
+    "Pendulum-v1": dict(
+        num_envs=64, n_steps=64, n_epochs=10, learning_rate=1e-3, gamma=0.9,
+        normalize_obs=True, normalize_reward=True, anneal_lr=True,
+    ),
+}  # fmt: skip
+
+# rl-baselines3-zoo's hyperparams/ppo.yml ("lin_x": linear from x to 0).
+SB3_ZOO: dict[str, dict[str, Any]] = {
+    "CartPole-v1": dict(
+        n_envs=8, n_steps=32, batch_size=256, gae_lambda=0.8, gamma=0.98, n_epochs=20,
+        ent_coef=0.0, learning_rate="lin_0.001", clip_range="lin_0.2",
+    ),
+    "Acrobot-v1": dict(
+        n_envs=16, normalize=True, n_steps=256, gae_lambda=0.94, gamma=0.99, n_epochs=4,
+        ent_coef=0.0,
+    ),
+}  # fmt: skip
+
+
+def evaluate(act: Callable[[torch.Tensor], Any], env: Any) -> float:
+    """Mean return of one deterministic episode in each env of a batched eval env.
+
+    :param act: observations ``(N, *obs_shape)`` tensor -> actions (tensor or numpy).
+    :param env: the batched eval env; every env plays until its first episode ends.
+    """
+    obs, _ = env.reset()
+    returns = torch.zeros(env.num_envs)
+    done = torch.zeros(env.num_envs, dtype=torch.bool)
+    for _ in range(env.max_episode_steps):
+        obs, reward, terminated, truncated, _ = env.step(act(obs))
+        returns += reward * ~done
+        done |= terminated | truncated
+        if bool(done.all()):
+            break
+    return returns.mean().item()
+
+
+class SolveClock:
+    """Training time with evaluation paused, and the first step/time a threshold is reached.
+
+    :param act: the learner's deterministic policy, as for ``evaluate``.
+    :param eval_env: the batched eval env.
+    :param eval_freq: evaluate once at least this many env steps have passed.
+    :param threshold: stop at the first evaluation at or above it (None: never stop).
+    """
+
+    def __init__(
+        self,
+        act: Callable[[torch.Tensor], Any],
+        eval_env: Any,
+        eval_freq: int,
+        threshold: float | None,
+    ) -> None:
+        self.act, self.eval_env, self.eval_freq, self.threshold = (
+            act,
+            eval_env,
+            eval_freq,
+            threshold,
+        )
+        self.train_seconds = self.eval_seconds = 0.0
+        self.next_eval = eval_freq
+        self.solved_at: tuple[int, float] | None = None
+        self.evaluations: list[tuple[int, float]] = []
+        self._started = time.perf_counter()
+
+    def after_update(self, num_timesteps: int) -> bool:
+        """Evaluate if due; return False once solved (stop training)."""
+        if num_timesteps < self.next_eval:
+            return True
+        self.stop()
+        while self.next_eval <= num_timesteps:
+            self.next_eval += self.eval_freq
+        start = time.perf_counter()
+        score = evaluate(self.act, self.eval_env)
+        self.eval_seconds += time.perf_counter() - start
+        self.evaluations.append((num_timesteps, score))
+        if self.threshold is not None and score >= self.threshold:
+            self.solved_at = (num_timesteps, self.train_seconds)
+            return False
+        self._started = time.perf_counter()
+        return True
+
+    def stop(self) -> None:
+        """Add the running stretch to the training time."""
+        self.train_seconds += time.perf_counter() - self._started
+        self._started = time.perf_counter()
+
+    def finish(self, num_timesteps: int) -> None:
+        """At the end of training: stop the clock and take a final score if unsolved."""
+        if self.solved_at is not None:
+            return
+        self.stop()
+        if not self.evaluations or self.evaluations[-1][0] != num_timesteps:
+            start = time.perf_counter()
+            self.evaluations.append((num_timesteps, evaluate(self.act, self.eval_env)))
+            self.eval_seconds += time.perf_counter() - start
+
+
+def run_ours(
+    env_id: str, seed: int, cap: int, eval_freq: int, threshold: float | None, settings: dict
+) -> dict:
+    """Train ``agents.PPO`` until solved or ``cap`` steps; return the measurements."""
+    settings = dict(settings)
+    num_envs = settings.pop("num_envs")
+    env = envs.make(env_id, num_envs=num_envs, device="cpu", seed=seed)
+    eval_env = envs.make(env_id, num_envs=EVAL_ENVS, device="cpu", seed=10_000 + seed)
+    model = PPO(env, seed=seed, **settings)
+    clock = SolveClock(lambda obs: model.predict(obs)[0], eval_env, eval_freq, threshold)
+    model.learn(cap, callback=lambda local: clock.after_update(model.num_timesteps))
+    clock.finish(model.num_timesteps)
+    return _result("ours", env_id, seed, model.num_timesteps, clock)
+
+
+def run_sb3(
+    env_id: str, seed: int, cap: int, eval_freq: int, threshold: float | None, zoo: bool
+) -> dict:
+    """Train SB3's PPO (defaults, or rl-zoo's settings) until solved or ``cap`` steps."""
+    from stable_baselines3 import PPO as SB3PPO
+    from stable_baselines3.common.callbacks import BaseCallback
+    from stable_baselines3.common.env_util import make_vec_env
+    from stable_baselines3.common.vec_env import VecNormalize
+
+    settings = dict(SB3_ZOO[env_id]) if zoo else {}
+    n_envs = settings.pop("n_envs", 8)
+    normalize = settings.pop("normalize", False)
+    for name in ("learning_rate", "clip_range"):
+        if isinstance(settings.get(name), str):
+            start = float(settings[name].removeprefix("lin_"))
+            settings[name] = lambda progress_remaining, start=start: progress_remaining * start
+    venv = make_vec_env(env_id, n_envs=n_envs, seed=seed)
+    if normalize:
+        venv = VecNormalize(venv, norm_reward=True)
+    model = SB3PPO("MlpPolicy", venv, seed=seed, device="cpu", **settings)
+
+    def act(obs: torch.Tensor) -> np.ndarray:
+        obs = obs.numpy()
+        if normalize:
+            obs = venv.normalize_obs(obs)
+        return model.predict(obs, deterministic=True)[0]
+
+    eval_env = envs.make(env_id, num_envs=EVAL_ENVS, device="cpu", seed=10_000 + seed)
+    clock = SolveClock(act, eval_env, eval_freq, threshold)
+
+    class AfterUpdate(BaseCallback):
+        solved = False
+
+        # SB3 calls _on_rollout_start right after each update (and before the first rollout);
+        # only _on_step can stop training, at the first step of the next rollout.
+        def _on_rollout_start(self) -> None:
+            if self.num_timesteps:
+                self.solved = not clock.after_update(self.num_timesteps)
+
+        def _on_step(self) -> bool:
+            return not self.solved
+
+    model.learn(cap, callback=AfterUpdate())
+    clock.finish(model.num_timesteps)
+    return _result("sb3-zoo" if zoo else "sb3", env_id, seed, model.num_timesteps, clock)
+
+
+def _result(learner: str, env_id: str, seed: int, steps: int, clock: SolveClock) -> dict:
+    solved = clock.solved_at is not None
+    return {
+        "learner": learner,
+        "env_id": env_id,
+        "seed": seed,
+        "solved": solved,
+        "steps_to_solve": clock.solved_at[0] if solved else None,
+        "seconds_to_solve": clock.solved_at[1] if solved else None,
+        "steps_trained": steps,
+        "train_seconds": clock.train_seconds,
+        "eval_seconds": clock.eval_seconds,
+        "train_steps_per_second": steps / clock.train_seconds,
+        "final_eval_return": clock.evaluations[-1][1] if clock.evaluations else None,
+        "evaluations": clock.evaluations,
+    }
+
+
+def summarize(runs: list[dict]) -> list[dict]:
+    """Per env and learner: medians over seeds, and ratios against ``ours``."""
+    rows = []
+    for env_id in dict.fromkeys(r["env_id"] for r in runs):
+        learners = dict.fromkeys(r["learner"] for r in runs if r["env_id"] == env_id)
+        for learner in learners:
+            group = [r for r in runs if r["env_id"] == env_id and r["learner"] == learner]
+            solved = [r for r in group if r["solved"]]
+            rows.append(
+                {
+                    "env_id": env_id,
+                    "learner": learner,
+                    "seeds": len(group),
+                    "solved": len(solved),
+                    # Unsolved runs count as "at least the whole run" in the median.
+                    "median_seconds_to_solve": _median_lower_bound(
+                        [
+                            r["seconds_to_solve"] if r["solved"] else r["train_seconds"]
+                            for r in group
+                        ],
+                        [r["solved"] for r in group],
+                    ),
+                    "median_steps_to_solve": _median_lower_bound(
+                        [r["steps_to_solve"] if r["solved"] else r["steps_trained"] for r in group],
+                        [r["solved"] for r in group],
+                    ),
+                    "median_train_steps_per_second": statistics.median(
+                        r["train_steps_per_second"] for r in group
+                    ),
+                    "median_final_eval_return": statistics.median(
+                        r["final_eval_return"] for r in group if r["final_eval_return"] is not None
+                    ),
+                    "eval_seconds_total": sum(r["eval_seconds"] for r in group),
+                }
+            )
+    for row in rows:
+        ours = next(
+            (o for o in rows if o["env_id"] == row["env_id"] and o["learner"] == "ours"), None
+        )
+        if ours is None or row is ours:
+            continue
+        their_time, our_time = row["median_seconds_to_solve"], ours["median_seconds_to_solve"]
+        row["time_to_solve_ratio"] = {
+            "value": their_time["value"] / our_time["value"],
+            # ">=" when theirs is a lower bound and ours is exact
+            "at_least": their_time["at_least"] and not our_time["at_least"],
+        }
+        row["steps_per_second_ratio"] = (
+            ours["median_train_steps_per_second"] / row["median_train_steps_per_second"]
+        )
+    return rows
+
+
+def _median_lower_bound(values: list[float], exact: list[bool]) -> dict:
+    """The lower median of ``values``, some of which are only lower bounds (``exact`` False).
+
+    It is flagged ``at_least`` when a lower bound sits at or below the median: the true
+    value of that run could then lift the median.
+    """
+    order = sorted(range(len(values)), key=lambda i: values[i])
+    middle = (len(order) - 1) // 2
+    return {
+        "value": values[order[middle]],
+        "at_least": not all(exact[i] for i in order[: middle + 1]),
+    }
+
+
+def markdown(report: dict) -> str:
+    """The result tables."""
+    args, machine = report["args"], report["machine"]
+    lines = [
+        "# PPO speed: agents.PPO vs Stable-Baselines3 PPO",
+        "",
+        f"Machine: {machine['summary']}; {machine['platform']}; torch threads "
+        f"{machine['torch_threads']}. Seeds {args['seeds']}.",
+        f"Command: `{report['command']}`",
+        "",
+        "Time to solve: training wall-clock until the first evaluation at or above the "
+        f"threshold (evaluation every >= {args['eval_freq']} steps after an update, "
+        f"{EVAL_ENVS} deterministic episodes; evaluation time excluded and listed apart). "
+        "`>=`: a median from a run that stopped at its cap unsolved. Ratios: SB3's median "
+        "time over ours; ours steps/s over SB3's.",
+        "",
+        "| env | learner | solved | median s to solve | median steps to solve | train steps/s "
+        "| time ratio | steps/s ratio | eval s (all seeds) |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for row in report["summary"]:
+        if row["env_id"] not in THRESHOLDS:
+            continue
+        seconds, steps = row["median_seconds_to_solve"], row["median_steps_to_solve"]
+        ratio, speed = row.get("time_to_solve_ratio"), row.get("steps_per_second_ratio")
+        ratio_text = f"{'>= ' if ratio['at_least'] else ''}{ratio['value']:.1f}x" if ratio else ""
+        lines.append(
+            f"| {row['env_id']} | {row['learner']} | {row['solved']}/{row['seeds']} "
+            f"| {'>= ' if seconds['at_least'] else ''}{seconds['value']:.2f} "
+            f"| {'>= ' if steps['at_least'] else ''}{steps['value']:,} "
+            f"| {row['median_train_steps_per_second']:,.0f} "
+            f"| {ratio_text} | {f'{speed:.1f}x' if speed else ''} "
+            f"| {row['eval_seconds_total']:.1f} |"
+        )
+    pendulum = [r for r in report["runs"] if r["env_id"] == "Pendulum-v1"]
+    if pendulum:
+        lines += [
+            "",
+            f"Pendulum-v1, ours, {args['pendulum_steps']:,} steps (target -200 or better):",
+            "",
+            "| seed | eval return | train s | train steps/s |",
+            "|---|---|---|---|",
+        ]
+        for r in pendulum:
+            lines.append(
+                f"| {r['seed']} | {r['final_eval_return']:.1f} | {r['train_seconds']:.1f} "
+                f"| {r['train_steps_per_second']:,.0f} |"
+            )
+    lines += ["", "Our settings (`OURS` in benchmarks/ppo_speed.py):", ""]
+    for env_id, settings in report["ours_settings"].items():
+        lines.append(f"- {env_id}: `{json.dumps(settings)}`")
+    if args["sb3_zoo"]:
+        lines += ["", "SB3 zoo settings (rl-baselines3-zoo hyperparams/ppo.yml):", ""]
+        for env_id, settings in SB3_ZOO.items():
+            lines.append(f"- {env_id}: `{json.dumps(settings)}`")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--seeds", default="0,1,2,3,4", help="comma-separated seeds")
+    parser.add_argument("--envs", default="CartPole-v1,Acrobot-v1,Pendulum-v1")
+    parser.add_argument("--ours-cap", type=int, default=500_000, help="step cap of our runs")
+    parser.add_argument("--sb3-cap", type=int, default=200_000, help="step cap of SB3's runs")
+    parser.add_argument("--sb3-zoo", action="store_true", help="also run SB3 with rl-zoo settings")
+    parser.add_argument("--pendulum-steps", type=int, default=1_000_000)
+    parser.add_argument("--eval-freq", type=int, default=4096, help="env steps between evaluations")
+    parser.add_argument(
+        "--threads", type=int, default=None, help="torch.set_num_threads (default: torch's)"
+    )
+    parser.add_argument(
+        "--ours-hp", default="{}", help="JSON merged into OURS[env_id] for every env"
+    )
+    parser.add_argument("--quick", action="store_true", help="2 seeds, small caps, short Pendulum")
+    parser.add_argument("--out", default=None, help="output path without suffix")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.seeds, args.sb3_cap, args.pendulum_steps = "0,1", 60_000, 200_000
+    if args.threads is not None:
+        torch.set_num_threads(args.threads)
+    seeds = [int(s) for s in args.seeds.split(",")]
+    env_ids = [e for e in args.envs.split(",") if e]
+    overrides = json.loads(args.ours_hp)
+    ours_settings = {env_id: {**OURS[env_id], **overrides} for env_id in env_ids}
+
+    runs = []
+    for env_id in env_ids:
+        threshold = THRESHOLDS.get(env_id)
+        for seed in seeds:
+            if threshold is None:  # Pendulum: a fixed budget, the return reached
+                result = run_ours(
+                    env_id,
+                    seed,
+                    args.pendulum_steps,
+                    args.pendulum_steps,
+                    None,
+                    ours_settings[env_id],
+                )
+            else:
+                result = run_ours(
+                    env_id, seed, args.ours_cap, args.eval_freq, threshold, ours_settings[env_id]
+                )
+            runs.append(result)
+            _progress(result)
+            if threshold is None:
+                continue
+            for zoo in (False, True) if args.sb3_zoo else (False,):
+                result = run_sb3(env_id, seed, args.sb3_cap, args.eval_freq, threshold, zoo)
+                runs.append(result)
+                _progress(result)
+
+    report = {
+        "machine": describe_machine(),
+        "command": " ".join(
+            ["python -m benchmarks.ppo_speed", *(sys.argv[1:] if argv is None else argv)]
+        ),
+        "args": {**vars(args), "seeds": seeds},
+        "ours_settings": ours_settings,
+        "summary": summarize(runs),
+        "runs": runs,
+    }
+    out = (
+        Path(args.out) if args.out else RESULTS / ("ppo_speed_quick" if args.quick else "ppo_speed")
+    )
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.with_suffix(".json").write_text(json.dumps(report, indent=2) + "\n")
+    out.with_suffix(".md").write_text(markdown(report))
+    print(markdown(report))
+    return 0
+
+
+def _progress(result: dict) -> None:
+    solved = (
+        f"solved at {result['steps_to_solve']:,} steps in {result['seconds_to_solve']:.2f} s"
+        if result["solved"]
+        else f"final eval {result['final_eval_return']}"
+    )
+    print(
+        f"{result['env_id']} {result['learner']} seed {result['seed']}: {solved}; "
+        f"{result['train_steps_per_second']:,.0f} steps/s",
+        flush=True,
+    )
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
