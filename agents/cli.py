@@ -16,6 +16,7 @@ from importlib.metadata import PackageNotFoundError, version
 COMMANDS: list[str] = [
     "agents.quickstart:register_quickstart",
     "agents.train:register_train",
+    "agents.compare:register_compare",
 ]
 
 
@@ -47,6 +48,10 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     try:
         return int(args.func(args) or 0)
+    except ValueError as error:
+        # Bad input from the user: say what was wrong, without a traceback.
+        print(f"rewardlab {args.command}: error: {error}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130

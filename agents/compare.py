@@ -1,0 +1,281 @@
+"""``rewardlab compare``: curves and tables from TensorBoard runs, grouped over seeds.
+
+Reads the TensorBoard event files under each RUN_DIR, groups runs that differ only
+by seed (their ``config.json`` without the seed; without a config, their parent
+folder), and writes to ``--out``:
+
+- ``curves.png``: each group's mean curve against env steps with a 95% bootstrap
+  confidence band;
+- ``summary.md`` and ``summary.csv``: per group the final value, the area under the
+  curve (the mean value over training), the steps to reach ``--threshold``, and the
+  interquartile mean (IQM) of the seeds' final values with a 95% bootstrap
+  confidence interval, in the style of rliable.
+
+Example::
+
+    rewardlab compare runs/plain runs/shaped --tag rollout/ep_rew_mean --threshold -150 --out cmp
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+GRID_POINTS = 200
+BOOTSTRAP_SAMPLES = 2000
+
+
+@dataclass
+class Run:
+    """One run: its folder, its scalar series and the group it belongs to."""
+
+    path: Path
+    group: str
+    steps: np.ndarray = field(repr=False)
+    values: np.ndarray = field(repr=False)
+
+
+def event_dirs(root: Path) -> list[Path]:
+    """Folders under ``root`` (itself included) holding TensorBoard event files."""
+    found = {path.parent for path in root.rglob("events.out.tfevents.*")}
+    return sorted(found)
+
+
+def run_root(event_dir: Path, top: Path) -> Path:
+    """The run folder an event folder belongs to: the nearest ancestor with ``config.json``."""
+    for folder in [event_dir, *event_dir.parents]:
+        if (folder / "config.json").exists():
+            return folder
+        if folder == top:
+            break
+    return event_dir
+
+
+def group_of(run_path: Path, labels: dict[str, str]) -> str:
+    """Runs with the same config except the seed share a group; its label is the parent's name."""
+    config_path = run_path / "config.json"
+    if config_path.exists():
+        config = json.loads(config_path.read_text())
+        config.pop("seed", None)
+        key = json.dumps(config, sort_keys=True)
+    else:
+        key = str(run_path.parent.resolve())
+    if key not in labels:
+        label = run_path.parent.name or run_path.name
+        taken = set(labels.values())
+        suffix = 2
+        unique = label
+        while unique in taken:
+            unique, suffix = f"{label}-{suffix}", suffix + 1
+        labels[key] = unique
+    return labels[key]
+
+
+def read_scalars(event_dir: Path) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """All scalar series of one event folder: tag -> (steps, values), sorted by step."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    accumulator = EventAccumulator(str(event_dir), size_guidance={"scalars": 0})
+    accumulator.Reload()
+    series = {}
+    for tag in accumulator.Tags()["scalars"]:
+        events = accumulator.Scalars(tag)
+        steps = np.array([e.step for e in events], dtype=np.float64)
+        values = np.array([e.value for e in events], dtype=np.float64)
+        order = np.argsort(steps, kind="stable")
+        series[tag] = (steps[order], values[order])
+    return series
+
+
+def load_runs(run_dirs: list[Path], tag: str) -> list[Run]:
+    """Every run under ``run_dirs`` with its ``tag`` series; clear errors for what is missing."""
+    missing = [str(d) for d in run_dirs if not d.exists()]
+    if missing:
+        raise ValueError(f"run directories not found: {', '.join(missing)}")
+    labels: dict[str, str] = {}
+    runs: list[Run] = []
+    empty, without_tag = [], {}
+    for top in run_dirs:
+        found = event_dirs(top)
+        if not found:
+            empty.append(str(top))
+            continue
+        series_by_run: dict[Path, dict] = {}
+        for event_dir in found:
+            root = run_root(event_dir, top)
+            # Several event folders of one run (a resumed run) are read as one series.
+            merged = series_by_run.setdefault(root, {})
+            for name, (steps, values) in read_scalars(event_dir).items():
+                if name in merged:
+                    steps = np.concatenate([merged[name][0], steps])
+                    values = np.concatenate([merged[name][1], values])
+                    order = np.argsort(steps, kind="stable")
+                    steps, values = steps[order], values[order]
+                merged[name] = (steps, values)
+        for root, series in sorted(series_by_run.items()):
+            if tag not in series:
+                without_tag[str(root)] = sorted(series)
+                continue
+            steps, values = series[tag]
+            runs.append(Run(root, group_of(root, labels), steps, values))
+    if empty:
+        raise ValueError(f"no TensorBoard event files under: {', '.join(empty)}")
+    if without_tag:
+        details = "; ".join(f"{run} has {tags}" for run, tags in without_tag.items())
+        raise ValueError(f"tag {tag!r} is missing from some runs: {details}")
+    return runs
+
+
+def grid_values(runs: list[Run], grid: np.ndarray) -> np.ndarray:
+    """Each run's series on ``grid``, linearly interpolated between logged points."""
+    return np.array([np.interp(grid, run.steps, run.values) for run in runs])
+
+
+def iqm(values: np.ndarray, axis: int = -1) -> np.ndarray:
+    """Interquartile mean: the mean of the middle 50% (scipy's trim_mean(values, 0.25))."""
+    values = np.sort(values, axis=axis)
+    n = values.shape[axis]
+    cut = int(0.25 * n)
+    return np.take(values, range(cut, n - cut), axis=axis).mean(axis=axis)
+
+
+def bootstrap_ci(
+    values: np.ndarray, statistic, rng: np.random.Generator, confidence: float = 0.95
+) -> tuple[float, float]:
+    """Percentile bootstrap interval of ``statistic`` over the seeds in ``values``."""
+    samples = values[rng.integers(0, len(values), size=(BOOTSTRAP_SAMPLES, len(values)))]
+    stats = statistic(samples, axis=1)
+    low, high = np.quantile(stats, [(1 - confidence) / 2, (1 + confidence) / 2])
+    return float(low), float(high)
+
+
+def steps_to_threshold(run: Run, threshold: float) -> float | None:
+    """The first step at which the run's value reaches ``threshold``, or None."""
+    reached = np.flatnonzero(run.values >= threshold)
+    return float(run.steps[reached[0]]) if len(reached) else None
+
+
+def summarise(runs: list[Run], threshold: float | None, seed: int = 0) -> list[dict]:
+    """One row per group: final value, AUC, steps to threshold, IQM with its CI."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for group in dict.fromkeys(run.group for run in runs):
+        members = [run for run in runs if run.group == group]
+        finals = np.array([run.values[-1] for run in members])
+        end = min(run.steps[-1] for run in members)
+        grid = np.linspace(0, end, GRID_POINTS)
+        curves = grid_values(members, grid)
+        area = np.trapezoid(curves, grid, axis=1) / end if end > 0 else curves[:, -1]
+        low, high = bootstrap_ci(finals, iqm, rng)
+        row = {
+            "group": group,
+            "seeds": len(members),
+            "steps": int(end),
+            "final_mean": float(finals.mean()),
+            "final_std": float(finals.std()),
+            "auc_mean": float(area.mean()),
+            "iqm_final": float(iqm(finals)),
+            "iqm_ci_low": low,
+            "iqm_ci_high": high,
+        }
+        if threshold is not None:
+            reached = [steps_to_threshold(run, threshold) for run in members]
+            hits = [s for s in reached if s is not None]
+            row["threshold"] = threshold
+            row["seeds_reaching"] = len(hits)
+            row["steps_to_threshold_median"] = float(np.median(hits)) if hits else None
+        rows.append(row)
+    return rows
+
+
+def markdown_table(rows: list[dict], tag: str) -> str:
+    with_threshold = any("threshold" in row for row in rows)
+    header = ["group", "seeds", "steps", f"final {tag} (mean ± std)", "AUC", "IQM final [95% CI]"]
+    if with_threshold:
+        header += [f"seeds reaching {rows[0]['threshold']:g}", "median steps to threshold"]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for row in rows:
+        cells = [
+            row["group"], str(row["seeds"]), f"{row['steps']:,}",
+            f"{row['final_mean']:.2f} ± {row['final_std']:.2f}", f"{row['auc_mean']:.2f}",
+            f"{row['iqm_final']:.2f} [{row['iqm_ci_low']:.2f}, {row['iqm_ci_high']:.2f}]",
+        ]  # fmt: skip
+        if with_threshold:
+            median = row["steps_to_threshold_median"]
+            cells += [
+                f"{row['seeds_reaching']} of {row['seeds']}",
+                "not reached" if median is None else f"{median:,.0f}",
+            ]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def plot(runs: list[Run], tag: str, path: Path, threshold: float | None, seed: int = 0) -> None:
+    """Mean curve per group with a 95% bootstrap band, against env steps."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rng = np.random.default_rng(seed)
+    figure, axes = plt.subplots(figsize=(8, 5), dpi=120)
+    for group in dict.fromkeys(run.group for run in runs):
+        members = [run for run in runs if run.group == group]
+        end = min(run.steps[-1] for run in members)
+        grid = np.linspace(min(run.steps[0] for run in members), end, GRID_POINTS)
+        curves = grid_values(members, grid)
+        mean = curves.mean(0)
+        resampled = curves[rng.integers(0, len(members), size=(BOOTSTRAP_SAMPLES, len(members)))]
+        low, high = np.quantile(resampled.mean(1), [0.025, 0.975], axis=0)
+        (line,) = axes.plot(grid, mean, label=f"{group} ({len(members)} seeds)", linewidth=2)
+        axes.fill_between(grid, low, high, color=line.get_color(), alpha=0.25, linewidth=0)
+    if threshold is not None:
+        axes.axhline(threshold, color="grey", linestyle="--", linewidth=1, label=f"threshold {threshold:g}")
+    axes.set_xlabel("env steps")
+    axes.set_ylabel(tag)
+    axes.set_title(f"{tag}: mean over seeds, 95% bootstrap band")
+    axes.grid(alpha=0.3)
+    axes.legend(loc="best")
+    figure.tight_layout()
+    figure.savefig(path)
+    plt.close(figure)
+
+
+def compare(run_dirs: list[Path], tag: str, out: Path, threshold: float | None) -> list[dict]:
+    """Read, group, summarise and plot; write everything to ``out``; return the rows."""
+    runs = load_runs(run_dirs, tag)
+    rows = summarise(runs, threshold)
+    out.mkdir(parents=True, exist_ok=True)
+    table = markdown_table(rows, tag)
+    (out / "summary.md").write_text(f"# {tag}\n\n{table}")
+    with open(out / "summary.csv", "w", newline="") as file:
+        writer = csv.DictWriter(file, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    plot(runs, tag, out / "curves.png", threshold)
+    return rows
+
+
+def run_compare(args: argparse.Namespace) -> int:
+    out = Path(args.out)
+    rows = compare([Path(d) for d in args.run_dirs], args.tag, out, args.threshold)
+    print(markdown_table(rows, args.tag))
+    print(f"wrote {out / 'curves.png'}, {out / 'summary.md'}, {out / 'summary.csv'}")
+    return 0
+
+
+def register_compare(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "compare", help="compare runs: mean curves with confidence bands and tables",
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
+    )  # fmt: skip
+    parser.add_argument("run_dirs", nargs="+", metavar="RUN_DIR", help="run folders or their parents")
+    parser.add_argument("--tag", default="rollout/ep_rew_mean", help="the scalar to compare")
+    parser.add_argument("--threshold", type=float, help="report the steps to reach this value")
+    parser.add_argument("--out", required=True, help="folder for curves.png and the tables")
+    parser.set_defaults(func=run_compare)
