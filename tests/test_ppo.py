@@ -542,3 +542,36 @@ def test_running_mean_std_matches_numpy() -> None:
     restored.load_state_dict(rms.state_dict())
     torch.testing.assert_close(restored.normalize(x), expected)
     assert math.isclose(float(restored.count), float(rms.count))
+
+
+def test_policy_sampling_and_log_probabilities_match_torch_distributions() -> None:
+    from agents.ppo import ActorCritic
+
+    box = gymnasium.spaces.Box(-1, 1, (3,))
+    obs = torch.randn(20_000, 3)
+    generator = torch.Generator().manual_seed(0)
+
+    discrete = ActorCritic(box, gymnasium.spaces.Discrete(3), [8], [8], 1, "tanh", 0.0)
+    torch.nn.init.normal_(discrete.actor[0][-1].weight)  # make the policy far from uniform
+    with torch.no_grad():
+        logits = discrete.actor(obs)
+        actions = discrete.act(obs, generator)
+        log_prob, entropy = discrete.log_prob_and_entropy(obs, actions)
+    reference = torch.distributions.Categorical(logits=logits)
+    torch.testing.assert_close(log_prob, reference.log_prob(actions))
+    torch.testing.assert_close(entropy, reference.entropy())
+    # Sampled frequencies match the mean probabilities.
+    frequencies = torch.bincount(actions, minlength=3) / len(actions)
+    torch.testing.assert_close(frequencies, reference.probs.mean(0), atol=0.01, rtol=0)
+
+    gaussian = ActorCritic(box, gymnasium.spaces.Box(-2, 2, (2,)), [8], [8], 1, "tanh", -0.5)
+    with torch.no_grad():
+        mean = gaussian.actor(obs)
+        actions = gaussian.act(obs, generator)
+        log_prob, entropy = gaussian.log_prob_and_entropy(obs, actions)
+    reference = torch.distributions.Normal(mean, torch.full_like(mean, -0.5).exp())
+    torch.testing.assert_close(log_prob, reference.log_prob(actions).sum(-1))
+    torch.testing.assert_close(entropy, reference.entropy().sum(-1))
+    torch.testing.assert_close(
+        (actions - mean).std(0), torch.full((2,), math.exp(-0.5)), atol=0.01, rtol=0
+    )
