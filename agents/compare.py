@@ -56,17 +56,23 @@ def run_root(event_dir: Path, top: Path) -> Path:
     return event_dir
 
 
-def group_of(run_path: Path, labels: dict[str, str]) -> str:
-    """Runs with the same config except the seed share a group; its label is the parent's name."""
+def group_of(run_path: Path, top: Path, labels: dict[str, str]) -> str:
+    """The group of a run and its label.
+
+    Runs with a ``config.json`` that differ only by seed share a group, labelled by the
+    folder above the run's; runs without one are grouped by the RUN_DIR they were
+    found under, labelled by its name.
+    """
     config_path = run_path / "config.json"
     if config_path.exists():
         config = json.loads(config_path.read_text())
         config.pop("seed", None)
         key = json.dumps(config, sort_keys=True)
-    else:
-        key = str(run_path.parent.resolve())
-    if key not in labels:
         label = run_path.parent.name or run_path.name
+    else:
+        key = str(top.resolve())
+        label = top.resolve().name
+    if key not in labels:
         taken = set(labels.values())
         suffix = 2
         unique = label
@@ -122,7 +128,7 @@ def load_runs(run_dirs: list[Path], tag: str) -> list[Run]:
                 without_tag[str(root)] = sorted(series)
                 continue
             steps, values = series[tag]
-            runs.append(Run(root, group_of(root, labels), steps, values))
+            runs.append(Run(root, group_of(root, top, labels), steps, values))
     if empty:
         raise ValueError(f"no TensorBoard event files under: {', '.join(empty)}")
     if without_tag:
