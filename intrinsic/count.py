@@ -92,6 +92,18 @@ class Count(IntrinsicModule):
         """How many distinct observations (or hash codes) have been counted over training."""
         return len(self._counts)
 
+    def visits(self, observations: Batch) -> torch.Tensor:
+        """How many times each observation has been counted over training (counting nothing).
+
+        :param observations: ``(N, *obs_shape)``
+        :return: int64 ``(N,)`` on the CPU
+        """
+        unique, inverse = _group(
+            self._codes(as_tensor(observations, "observations", self.device)).cpu()
+        )
+        keys = [row.tobytes() for row in unique.to(self._key_dtype).numpy()]
+        return torch.tensor([self._counts.get(key, 0) for key in keys], dtype=torch.long)[inverse]
+
     def compute(
         self, obs: Batch, actions: Batch, next_obs: Batch, dones: Batch | None = None
     ) -> torch.Tensor:

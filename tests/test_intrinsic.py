@@ -39,6 +39,7 @@ def test_count_exact_on_a_scripted_sequence_across_batches():
     assert count.compute(first, first, first).tolist() == pytest.approx(expected_first)
     assert count.compute(second, second, second).tolist() == pytest.approx(expected_second)
     assert count.distinct == 3
+    assert count.visits(torch.tensor([0, 1, 2, 3, 1])).tolist() == [0, 4, 2, 1, 4]
 
 
 def test_count_counts_next_obs_of_one_hot_grids_exactly():
