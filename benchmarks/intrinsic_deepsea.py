@@ -1,0 +1,278 @@
+"""The largest DeepSea(N) our PPO solves with each intrinsic reward, within a fixed budget.
+
+Methods: ``none`` (plain PPO), ``rnd``, ``count``, ``surprise`` and ``Hybrid(count, rnd)`` with
+each HIRE fusion (``hybrid-sum``, ``hybrid-product``, ``hybrid-cycle``, ``hybrid-max``).
+
+For each N of ``--sizes`` and each seed, ``agents.PPO`` trains on batched ``DeepSea-v0`` of size
+N for at most ``--episodes`` episodes (``episodes * N`` env steps) and stops at the first
+treasure. N counts as solved when the treasure is found in at least ``--need`` of the
+``--seeds`` seeds. A method climbs the sizes in order and stops at the first N it does not
+solve; an N stops as soon as too many seeds have failed for it to be solved.
+
+PPO: 64 envs, one episode per env per rollout (``n_steps = N``), lr 1e-3, 4 epochs,
+entropy 0.05. With a bonus the critic has RND's two heads: extrinsic (episodic, advantage
+weight 2) and intrinsic (non-episodic, weight 1), both with gamma 0.99.
+
+Writes ``benchmarks/results/intrinsic_deepsea.{json,md}``::
+
+    python -m benchmarks.intrinsic_deepsea                    # the full run, ~15 min on 2 cores
+    python -m benchmarks.intrinsic_deepsea --sizes 8 --seeds 2 --episodes 300 --out /tmp/ds
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from pathlib import Path
+from typing import Any
+
+import torch
+
+import envs
+import intrinsic
+from agents.ppo import PPO
+from benchmarks.machine import describe_machine
+from envs.core import BatchedWrapper
+
+RESULTS = Path(__file__).parent / "results"
+METHODS = (
+    "none",
+    "rnd",
+    "count",
+    "surprise",
+    "hybrid-sum",
+    "hybrid-product",
+    "hybrid-cycle",
+    "hybrid-max",
+)
+NUM_ENVS = 64
+PPO_SETTINGS = {"learning_rate": 1e-3, "n_epochs": 4, "ent_coef": 0.05, "gamma": 0.99}
+TWO_HEADS = {
+    "extrinsic": {"gamma": 0.99, "weight": 2.0},
+    "intrinsic": {"gamma": 0.99, "weight": 1.0, "episodic": False},
+}
+MODULE_OPTIONS = {"surprise": {"epochs": 2}}
+
+
+class TreasureLog(BatchedWrapper):
+    """Counts env steps and remembers the step at which the treasure was first found."""
+
+    def __init__(self, env: Any) -> None:
+        super().__init__(env)
+        self.steps = 0
+        self.first_treasure: int | None = None
+
+    def step(self, actions: Any) -> Any:
+        obs, reward, terminated, truncated, info = self.env.step(actions)
+        self.steps += self.env.num_envs
+        if self.first_treasure is None and bool(
+            (info["reward_components"]["extrinsic"] > 0.5).any()
+        ):
+            self.first_treasure = self.steps
+        return obs, reward, terminated, truncated, info
+
+
+def make_module(method: str, env: Any, seed: int) -> intrinsic.IntrinsicModule | None:
+    """The intrinsic module of ``method`` for ``env`` (``None`` for plain PPO).
+
+    :param method: one of :data:`METHODS`
+    :param env: the batched DeepSea env
+    :param seed: the run's seed
+    """
+    if method == "none":
+        return None
+    names, fusion = (
+        ("count,rnd", method.split("-")[1]) if method.startswith("hybrid") else (method, "sum")
+    )
+    return intrinsic.make(
+        names,
+        env.single_observation_space,
+        env.single_action_space,
+        fusion=fusion,
+        num_envs=env.num_envs,
+        seed=seed,
+        options={name: MODULE_OPTIONS[name] for name in names.split(",") if name in MODULE_OPTIONS},
+    )
+
+
+def run(method: str, size: int, seed: int, episodes: int) -> dict[str, Any]:
+    """Train until the first treasure or the budget; one process, one thread.
+
+    :param method: one of :data:`METHODS`
+    :param size: N
+    :param seed: seed of the env (its action mapping), the agent and the module
+    :param episodes: the budget, in episodes of every env together
+    """
+    torch.set_num_threads(1)
+    env = TreasureLog(envs.make("DeepSea-v0", num_envs=NUM_ENVS, size=size, seed=seed))
+    module = make_module(method, env, seed)
+    model = PPO(
+        env,
+        seed=seed,
+        n_steps=size,
+        intrinsic=module,
+        value_heads=None if module is None else TWO_HEADS,
+        **PPO_SETTINGS,
+    )
+    start = time.perf_counter()
+    model.learn(episodes * size, callback=lambda _: env.first_treasure is None)
+    return {
+        "method": method,
+        "size": size,
+        "seed": seed,
+        "found": env.first_treasure is not None,
+        "first_treasure_step": env.first_treasure,
+        "steps": env.steps,
+        "seconds": round(time.perf_counter() - start, 2),
+    }
+
+
+def sweep(args: argparse.Namespace) -> list[dict[str, Any]]:
+    """Climb the sizes for every method, in parallel over ``--workers`` processes."""
+    sizes = sorted(args.sizes)
+    runs: list[dict[str, Any]] = []
+    level = {method: 0 for method in args.methods}
+    open_futures: dict[Future, tuple[str, int]] = {}
+
+    def submit(method: str) -> None:
+        size = sizes[level[method]]
+        for seed in range(args.seeds):
+            future = pool.submit(run, method, size, seed, args.episodes)
+            open_futures[future] = (method, size)
+
+    with ProcessPoolExecutor(max_workers=args.workers) as pool:
+        for method in args.methods:
+            submit(method)
+        while open_futures:
+            done, _ = wait(open_futures, return_when=FIRST_COMPLETED)
+            for future in done:
+                method, size = open_futures.pop(future)
+                if future.cancelled():
+                    continue
+                result = future.result()
+                runs.append(result)
+                print(json.dumps(result), flush=True)
+                mine = [r for r in runs if r["method"] == method and r["size"] == size]
+                failed = sum(not r["found"] for r in mine)
+                pending = [f for f, key in open_futures.items() if key == (method, size)]
+                if failed > args.seeds - args.need:
+                    for other in pending:
+                        other.cancel()
+                elif not pending and level[method] + 1 < len(sizes):
+                    level[method] += 1
+                    submit(method)
+    return runs
+
+
+def summarise(runs: list[dict[str, Any]], args: argparse.Namespace) -> dict[str, Any]:
+    """Per method: the largest N solved and, per N, seeds that found the treasure and when."""
+    summary: dict[str, Any] = {}
+    for method in args.methods:
+        per_size = {}
+        for size in sorted(args.sizes):
+            mine = [r for r in runs if r["method"] == method and r["size"] == size]
+            if not mine:
+                continue
+            found = [r["first_treasure_step"] for r in mine if r["found"]]
+            per_size[size] = {
+                "found": len(found),
+                "run": len(mine),
+                "median_first_treasure_step": statistics.median(found) if found else None,
+                "solved": len(found) >= args.need,
+            }
+        solved = [size for size, row in per_size.items() if row["solved"]]
+        summary[method] = {"largest_solved": max(solved, default=None), "sizes": per_size}
+    return summary
+
+
+def write_markdown(path: Path, result: dict[str, Any]) -> None:
+    config, summary = result["config"], result["summary"]
+    sizes = sorted(config["sizes"])
+    lines = [
+        "# Intrinsic rewards on DeepSea: the largest N solved",
+        "",
+        f"Our PPO on batched `DeepSea-v0`, budget {config['episodes']} episodes per N "
+        f"(episodes x N env steps), {config['seeds']} seeds; N is solved when the treasure is "
+        f"found in at least {config['need']} seeds. A cell shows the seeds that found it and the "
+        "median env steps to the first treasure; `-` is an N not tried (a smaller one failed) "
+        "or stopped once it could no longer be solved.",
+        "",
+        "| method | largest N solved | " + " | ".join(f"N={n}" for n in sizes) + " |",
+        "| --- | --- | " + " | ".join("---" for _ in sizes) + " |",
+    ]
+    for method, row in summary.items():
+        cells = []
+        for size in sizes:
+            cell = row["sizes"].get(size)
+            if cell is None:
+                cells.append("-")
+                continue
+            median = cell["median_first_treasure_step"]
+            when = f" ({median / 1000:.1f}k)" if median is not None else ""
+            cells.append(f"{cell['found']}/{cell['run']}{when}")
+        largest = row["largest_solved"] if row["largest_solved"] is not None else "none"
+        lines.append(f"| {method} | {largest} | " + " | ".join(cells) + " |")
+    lines += [
+        "",
+        f"PPO: {json.dumps(config['ppo'])}, {config['num_envs']} envs, n_steps = N; with a bonus, "
+        f"value heads {json.dumps(config['value_heads'])}. Hybrids fuse Count and RND.",
+        "",
+        f"Wall time {result['wall_seconds'] / 60:.1f} min with {config['workers']} worker processes "
+        f"(one torch thread each) on: {result['machine']['summary']}.",
+        "",
+        f"Command: `{result['command']}`",
+        "",
+    ]
+    path.write_text("\n".join(lines))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--sizes", type=lambda s: [int(v) for v in s.split(",")], default=[10, 20, 30, 40]
+    )
+    parser.add_argument("--methods", type=lambda s: s.split(","), default=list(METHODS))
+    parser.add_argument("--seeds", type=int, default=5)
+    parser.add_argument("--need", type=int, default=4, help="seeds that must find the treasure")
+    parser.add_argument("--episodes", type=int, default=5000, help="budget per run, in episodes")
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--out", type=Path, default=RESULTS / "intrinsic_deepsea")
+    args = parser.parse_args()
+    unknown = sorted(set(args.methods) - set(METHODS))
+    if unknown:
+        parser.error(f"unknown methods {unknown}; choose from {', '.join(METHODS)}")
+    start = time.perf_counter()
+    runs = sweep(args)
+    result = {
+        "config": {
+            "sizes": args.sizes,
+            "methods": args.methods,
+            "seeds": args.seeds,
+            "need": args.need,
+            "episodes": args.episodes,
+            "workers": args.workers,
+            "num_envs": NUM_ENVS,
+            "ppo": PPO_SETTINGS,
+            "value_heads": TWO_HEADS,
+            "module_options": MODULE_OPTIONS,
+        },
+        "summary": summarise(runs, args),
+        "runs": sorted(runs, key=lambda r: (r["method"], r["size"], r["seed"])),
+        "wall_seconds": round(time.perf_counter() - start, 1),
+        "machine": describe_machine(),
+        "command": "python -m benchmarks.intrinsic_deepsea " + " ".join(sys.argv[1:]),
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.with_suffix(".json").write_text(json.dumps(result, indent=2))
+    write_markdown(args.out.with_suffix(".md"), result)
+    print(args.out.with_suffix(".md").read_text())
+
+
+if __name__ == "__main__":
+    main()
