@@ -11,7 +11,11 @@
 - :func:`evaluate`: trains ``agents.PPO`` on the program's reward inside a sandboxed
   process and measures the task's true fitness (:class:`EvalResult`);
 - :func:`reference_programs`: the env's own (sparse) reward and a human-written dense one,
-  as programs, for baselines.
+  as programs, for baselines;
+- :class:`ProgramReward`: the batched-env wrapper that trains on a program's reward
+  (in-process: for trusted programs).
+
+See ``docs/reward_programs.md``.
 """
 
 from llm_reward.checks import CheckError, Finding
@@ -25,8 +29,9 @@ from llm_reward.descriptions import (
 )
 from llm_reward.evaluation import EvalResult, Failure, SeedRun, evaluate
 from llm_reward.program import ProgramError, RewardProgram
-from llm_reward.references import reference_programs
+from llm_reward.references import reference_programs, register_reference_programs
 from llm_reward.training import Checkpoint
+from llm_reward.wrapper import ProgramReward
 
 __all__ = [
     "ActionVariable",
@@ -37,12 +42,14 @@ __all__ = [
     "Failure",
     "Finding",
     "ProgramError",
+    "ProgramReward",
     "RewardProgram",
     "SeedRun",
     "StateVariable",
     "describe",
     "evaluate",
     "reference_programs",
+    "register_reference_programs",
     "register_description",
     "registered_descriptions",
 ]

@@ -183,7 +183,8 @@ def evaluate(
     :param steps: training env steps per seed.
     :param seeds: the seeds, trained one after another.
     :param timeout_s: wall-clock limit of the whole evaluation.
-    :param memory_mb: the worker's address-space limit.
+    :param memory_mb: the worker's address-space limit; not applied when ``device`` is a
+        CUDA device (the CUDA driver reserves far more address space than it uses).
     :param run_dir: folder for the run's files (TensorBoard logs under ``tensorboard/``, the
         program and ``result.json``); ``None``: a temporary folder, removed afterwards, and
         no TensorBoard logs.
@@ -202,7 +203,9 @@ def evaluate(
     """
     payload = _payload(program, env_id, steps, seeds, num_envs, device, ppo_kwargs,
                        num_checkpoints, eval_episodes)
-    limits = Limits(timeout_s=timeout_s, memory_mb=memory_mb, cpu_s=cpu_s, threads=threads)
+    on_cuda = str(device).startswith("cuda")
+    limits = Limits(timeout_s=timeout_s, memory_mb=None if on_cuda else memory_mb, cpu_s=cpu_s,
+                    threads=threads)
     keep = run_dir is not None
     directory = Path(run_dir) if keep else Path(tempfile.mkdtemp(prefix="rewardlab-eval-"))
     directory.mkdir(parents=True, exist_ok=True)

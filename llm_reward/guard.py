@@ -40,7 +40,7 @@ import os
 import sys
 import threading
 from collections.abc import Iterable, Sequence
-from types import FrameType, ModuleType
+from types import FrameType
 from typing import Any
 
 import numpy as np
@@ -134,6 +134,13 @@ _WATCHED_CLASSES: tuple[tuple[str, type], ...] = (
 )
 
 
+_RULED_EVENTS = frozenset(
+    {*_ALWAYS_DENIED, *_FILE_CHANGES, *_DENIED_FOR_PROGRAM, "open", "socket.gethostname"}
+)
+_DENIED_PREFIXES = tuple(_ALWAYS_DENIED_PREFIXES)
+_MISSING = object()
+
+
 class SandboxViolation(PermissionError):
     """Raised where sandboxed code tried something the guard forbids."""
 
@@ -160,7 +167,7 @@ class Guard:
         self.violation: str | None = None
         self._state = threading.local()
         self._installed = False
-        self._snapshot: dict[str, dict[str, int]] = {}
+        self._snapshot: dict[str, dict[str, Any]] = {}
         self._settings: tuple[Any, ...] = ()
         self._start_new_thread = _thread.start_new_thread
 
@@ -178,17 +185,20 @@ class Guard:
         """Remember the attributes of torch, numpy, math and the tensor classes, and the
         global torch settings."""
         self._snapshot = {
-            f"{name}:{id(owner)}": _attribute_ids(owner)
+            f"{name}:{id(owner)}": dict(vars(owner))
             for name, owner in (*_WATCHED_MODULES, *_WATCHED_CLASSES)
         }
         self._settings = _global_settings()
 
     def changed_modules(self) -> str | None:
         """What changed since :meth:`snapshot_modules` (a replaced or deleted module
-        attribute, any change to a tensor class, a changed global setting), or ``None``."""
+        attribute, any change to a tensor class, a changed global setting), or ``None``.
+
+        Compares identities with ``is`` (``id()`` would raise an audit event per attribute).
+        """
         for name, owner in (*_WATCHED_MODULES, *_WATCHED_CLASSES):
-            before, now = self._snapshot.get(f"{name}:{id(owner)}", {}), _attribute_ids(owner)
-            changed = sorted(attr for attr, ident in before.items() if now.get(attr) != ident)
+            before, now = self._snapshot.get(f"{name}:{id(owner)}", {}), vars(owner)
+            changed = sorted(attr for attr, value in before.items() if now.get(attr, _MISSING) is not value)
             if isinstance(owner, type):
                 changed += sorted(set(now) - set(before))
             if changed:
@@ -231,6 +241,9 @@ class Guard:
         return self._start_new_thread(function, args, kwargs)
 
     def _hook(self, event: str, args: tuple[Any, ...]) -> None:
+        # Most events (``builtins.id``, ``object.__getattr__``, ...) concern no rule.
+        if event not in _RULED_EVENTS and not event.startswith(_DENIED_PREFIXES):
+            return
         state = self._state
         if getattr(state, "busy", False):
             return
@@ -322,10 +335,6 @@ def _program_frame(frame: FrameType | None) -> FrameType | None:
             return frame
         frame = frame.f_back
     return None
-
-
-def _attribute_ids(owner: ModuleType | type) -> dict[str, int]:
-    return {name: id(value) for name, value in vars(owner).items()}
 
 
 def _global_settings() -> tuple[Any, ...]:

@@ -62,9 +62,11 @@ class Limits:
     """Resource limits of one sandboxed worker.
 
     :param timeout_s: wall-clock limit of the whole job, in seconds.
-    :param memory_mb: address-space limit (``RLIMIT_AS``). torch maps a lot of address
-        space it never touches: importing it takes about 0.7 GB and a small PPO run about
-        1.3 GB, so leave room (4096 by default).
+    :param memory_mb: address-space limit (``RLIMIT_AS``), ``None`` for none. torch maps
+        address space it never touches (importing it takes about 0.65 GB; a CartPole PPO
+        evaluation peaked at about 0.7 GB of address space, 0.27 GB resident), so 4096 leaves
+        room for larger programs and networks. Use ``None`` with CUDA, whose driver reserves
+        far more virtual address space than it uses.
     :param cpu_s: CPU-time limit (``RLIMIT_CPU``, all threads together); ``None``:
         ``timeout_s * (threads + 1)``, a backstop for when the parent is gone.
     :param max_open_files: ``RLIMIT_NOFILE``.
@@ -73,7 +75,7 @@ class Limits:
     """
 
     timeout_s: float = 600.0
-    memory_mb: int = 4096
+    memory_mb: int | None = 4096
     cpu_s: float | None = None
     max_open_files: int = 256
     max_file_mb: int = 1024
@@ -82,6 +84,8 @@ class Limits:
     def __post_init__(self) -> None:
         for name in ("timeout_s", "memory_mb", "max_open_files", "max_file_mb", "threads"):
             value = getattr(self, name)
+            if value is None and name == "memory_mb":
+                continue
             if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
                 raise ValueError(f"{name} must be a positive number, got {name}={value!r}")
         if self.cpu_s is not None and not self.cpu_s > 0:
@@ -252,7 +256,7 @@ def _describe_exit(exit_code: int | None, limits: Limits) -> tuple[str, str]:
                     "(SIGXCPU)"), "limit"
         if number == signal.SIGKILL:
             return ("the worker was killed (SIGKILL): it hit its CPU-time limit, ran out of "
-                    f"memory (limit {limits.memory_mb} MB) or the system killed it"), "limit"
+                    f"memory (address-space limit {limits.memory_mb} MB) or the system killed it"), "limit"
         if number == signal.SIGXFSZ:
             return (f"the job wrote a file larger than {limits.max_file_mb} MB and was killed "
                     "(SIGXFSZ)"), "limit"
@@ -335,7 +339,8 @@ def _isolate(run_dir: str, limits: Limits) -> None:
     os.close(log)
     _set_limit(resource.RLIMIT_CORE, 0)
     _set_limit(resource.RLIMIT_CPU, limits.cpu_limit_s, limits.cpu_limit_s + 5)
-    _set_limit(resource.RLIMIT_AS, int(limits.memory_mb * 2**20))
+    if limits.memory_mb is not None:
+        _set_limit(resource.RLIMIT_AS, int(limits.memory_mb * 2**20))
     _set_limit(resource.RLIMIT_NOFILE, int(limits.max_open_files))
     _set_limit(resource.RLIMIT_FSIZE, int(limits.max_file_mb * 2**20))
     if os.getuid() != 0:

@@ -328,3 +328,16 @@ def test_evaluate_rejects_bad_arguments() -> None:
         llm_reward.evaluate(program, "CartPole-v1", ppo_kwargs={"net_arch": object()})
     with pytest.raises(TypeError, match="RewardProgram"):
         llm_reward.evaluate(program.source, "CartPole-v1")  # type: ignore[arg-type]
+
+
+def test_evaluate_in_a_spawned_worker_without_a_run_dir() -> None:
+    program = llm_reward.reference_programs("Pendulum-v1")["human"]
+    result = llm_reward.evaluate(
+        program, "Pendulum-v1", steps=128, num_envs=4, ppo_kwargs=TINY_PPO, num_checkpoints=1,
+        eval_episodes=2, timeout_s=120, start_method="spawn",
+    )
+    assert result.ok, result.failure
+    assert result.run_dir is None and result.success_rate is None
+    (point,) = result.curve
+    assert -2000 < point.fitness <= 0 and set(point.components) == {"extrinsic", "program/task", "program/shaping"}
+    assert point.components["program/task"] == pytest.approx(point.components["extrinsic"], abs=1e-5)

@@ -1,0 +1,127 @@
+"""Wall time of a reward program's PPO training in the sandbox against the same training in-process.
+
+The candidate is the human-written CartPole reward program (``reference_programs``);
+both sides train ``agents.PPO`` on it with the same seed, budget, checkpoints and
+evaluation episodes, with one torch thread. In-process means ``llm_reward.training.
+train_program`` called here, with no process, limits or audit hooks; sandboxed means
+``llm_reward.evaluate`` (static checks, a forkserver worker, OS limits, Landlock where
+available, the audit-hook guard, JSON back). The two are timed in alternation,
+``--repeats`` times each; the reported ratio is the median of sandboxed / in-process.
+
+The first sandboxed evaluation also starts the fork server (it imports torch, the envs
+and the agents once for all later candidates); that cold start is timed separately and
+not in the ratio, since a search pays it once. Writes
+``benchmarks/results/sandbox_overhead.{json,md}``.
+
+    python benchmarks/sandbox_overhead.py
+    python benchmarks/sandbox_overhead.py --steps 20000 --repeats 2
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+from pathlib import Path
+
+import torch
+
+import llm_reward
+from benchmarks.machine import describe_machine
+from llm_reward.program import RewardFunction
+from llm_reward.sandbox import landlock_abi
+from llm_reward.training import train_program
+
+RESULTS = Path(__file__).parent / "results"
+
+
+def time_in_process(program: llm_reward.RewardProgram, env_id: str, options: dict) -> tuple[float, float]:
+    """Seconds to train in this process, and the final fitness."""
+    start = time.perf_counter()
+    function = RewardFunction(program, llm_reward.describe(env_id))
+    checkpoints = train_program(function, seed=0, **options)
+    return time.perf_counter() - start, checkpoints[-1].fitness
+
+
+def time_sandboxed(program: llm_reward.RewardProgram, env_id: str, options: dict) -> tuple[float, llm_reward.EvalResult]:
+    """Seconds to evaluate in the sandbox (checks to result), and the result."""
+    start = time.perf_counter()
+    result = llm_reward.evaluate(
+        program, env_id, steps=options["steps"], seeds=(0,), num_envs=options["num_envs"],
+        num_checkpoints=options["num_checkpoints"], eval_episodes=options["eval_episodes"],
+        timeout_s=1800, threads=1,
+    )
+    seconds = time.perf_counter() - start
+    if not result.ok:
+        raise RuntimeError(f"the sandboxed run failed: {result.failure}")
+    return seconds, result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--env", default="CartPole-v1")
+    parser.add_argument("--steps", type=int, default=50_000)
+    parser.add_argument("--num-envs", type=int, default=8)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--out", default=str(RESULTS / "sandbox_overhead"))
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    program = llm_reward.reference_programs(args.env)["human"]
+    options = {"steps": args.steps, "num_envs": args.num_envs, "num_checkpoints": 10, "eval_episodes": 10}
+
+    time_in_process(program, args.env, {**options, "steps": 1024, "num_checkpoints": 1})  # lazy imports
+    cold_s, cold = time_sandboxed(program, args.env, options)
+    print(f"cold sandboxed run (starts the fork server): {cold_s:.1f} s")
+    in_process, sandboxed, fitness = [], [], []
+    for repeat in range(args.repeats):
+        seconds, in_fitness = time_in_process(program, args.env, options)
+        in_process.append(seconds)
+        seconds, result = time_sandboxed(program, args.env, options)
+        sandboxed.append(seconds)
+        fitness.append((in_fitness, result.fitness))
+        print(f"repeat {repeat}: in-process {in_process[-1]:.2f} s, sandboxed {sandboxed[-1]:.2f} s, "
+              f"fitness {in_fitness:.1f} / {result.fitness:.1f}")
+    ratios = [s / p for s, p in zip(sandboxed, in_process, strict=True)]
+    row = {
+        "env_id": args.env,
+        "steps": args.steps,
+        "num_envs": args.num_envs,
+        "repeats": args.repeats,
+        "in_process_s": in_process,
+        "sandboxed_s": sandboxed,
+        "median_in_process_s": statistics.median(in_process),
+        "median_sandboxed_s": statistics.median(sandboxed),
+        "ratio_sandboxed_over_in_process": statistics.median(ratios),
+        "cold_sandboxed_s": cold_s,
+        "same_fitness": all(a == b for a, b in fitness),
+        "worker_peak_rss_mb": cold.peak_rss_mb,
+        "worker_peak_address_space_mb": cold.peak_vm_mb,
+        "landlock_abi": landlock_abi(),
+    }
+    machine = describe_machine()
+    lines = [
+        f"# Sandbox overhead: PPO on {args.env} with a reward program",
+        "",
+        f"{args.steps:,} steps, {args.num_envs} envs, 10 checkpoints of 10 evaluation episodes, one "
+        f"torch thread; median of {args.repeats} alternating runs.",
+        f"Machine: {machine['summary']}.",
+        "",
+        "| in-process | sandboxed | sandboxed / in-process | first sandboxed run (starts the fork server) |",
+        "|---|---|---|---|",
+        f"| {row['median_in_process_s']:.2f} s | {row['median_sandboxed_s']:.2f} s "
+        f"| {row['ratio_sandboxed_over_in_process']:.3f} | {cold_s:.2f} s |",
+        "",
+        f"Same final fitness on both sides: {row['same_fitness']}. Worker peak memory: "
+        f"{row['worker_peak_rss_mb']:.0f} MB resident, {row['worker_peak_address_space_mb']:.0f} MB "
+        f"address space (the default limit is 4096 MB). Landlock ABI: {row['landlock_abi']}.",
+    ]
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.with_suffix(".json").write_text(json.dumps({"machine": machine, "result": row}, indent=2) + "\n")
+    out.with_suffix(".md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
