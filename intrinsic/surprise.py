@@ -67,7 +67,7 @@ class Surprise(IntrinsicModule):
         forward_weight: float = 0.2,
         eta: float = 1.0,
         learning_rate: float = 1e-3,
-        epochs: int = 4,
+        epochs: int = 1,
         minibatch_size: int = 256,
         seed: int | None = None,
         name: str = "surprise",

@@ -192,7 +192,7 @@ def test_rnd_trains_the_predictor_on_a_fraction_of_the_batch():
 @pytest.mark.parametrize("inverse_model", [True, False])
 def test_surprise_falls_on_transitions_its_model_has_learned(action_space, actions, inverse_model):
     space = spaces.Box(-1.0, 1.0, (4,))
-    icm = Surprise(space, action_space, inverse_model=inverse_model, seed=0)
+    icm = Surprise(space, action_space, inverse_model=inverse_model, epochs=4, seed=0)
     gen = torch.Generator().manual_seed(0)
     obs = torch.rand(64, 4, generator=gen)
     next_obs = torch.roll(obs, 1, dims=1) * 0.5
