@@ -1,63 +1,52 @@
 """``rewardlab quickstart``: the main job, plain against shaped on MountainCar-v0.
 
-Trains SB3 PPO on MountainCar-v0 with and without the built-in energy
-potential, a few seeds each, evaluates every run on the true (unshaped) reward,
-prints a table and leaves TensorBoard logs to compare the curves.
+Trains PPO on MountainCar-v0 with and without the built-in energy potential, three
+seeds each, through ``rewardlab train`` (one run directory per seed), then
+compares them with ``rewardlab compare``: it prints the table, writes the plot and
+says how to open the curves in TensorBoard. The logged return is always the true
+(unshaped) one.
 """
 
 from __future__ import annotations
 
 import argparse
-import time
 from pathlib import Path
 
-import numpy as np
+from agents.train import DEFAULTS, check_config, run_dir_for, train_seed
 
 ENV_ID = "MountainCar-v0"
+GOAL_RETURN = -199.0  # any return above -200 means the car reached the flag
 
 
 def run_quickstart(args: argparse.Namespace) -> int:
-    import torch
-    from stable_baselines3 import PPO
-    from stable_baselines3.common.env_util import make_vec_env
-    from stable_baselines3.common.evaluation import evaluate_policy
+    from agents.compare import compare, markdown_table
 
-    from shaping import VecPotentialShaping, potentials
-
-    torch.set_num_threads(1)
     logdir = Path(args.logdir)
     seeds = [int(s) for s in args.seeds.split(",")]
-    results: dict[str, list[tuple[float, float]]] = {"plain": [], "shaped": []}
-    for reward in ("plain", "shaped"):
+    for shaping, name in (("none", "plain"), ("builtin", "shaped")):
+        config = {
+            **DEFAULTS, "env": ENV_ID, "algo": args.algo, "steps": args.steps,
+            "seeds": seeds, "shaping": shaping,
+        }  # fmt: skip
+        check_config(config)
         for seed in seeds:
-            started = time.perf_counter()
-            venv = make_vec_env(ENV_ID, n_envs=8, seed=seed)  # Monitor innermost: true returns
-            if reward == "shaped":
-                venv = VecPotentialShaping(venv, potentials.for_env(ENV_ID), gamma=0.99)
-            model = PPO(
-                "MlpPolicy", venv, gamma=0.99, seed=seed, device="cpu",
-                tensorboard_log=str(logdir),
-            )
-            model.learn(args.steps, tb_log_name=f"{reward}_seed{seed}")
-            returns, lengths = evaluate_policy(
-                model, make_vec_env(ENV_ID, n_envs=1, seed=10_000 + seed),
-                n_eval_episodes=5, deterministic=True, return_episode_rewards=True,
-            )
-            goal_rate = float(np.mean(np.array(lengths) < 200))
-            results[reward].append((float(np.mean(returns)), goal_rate))
+            run_dir = run_dir_for(logdir / name, seed)
+            if (run_dir / "metrics.json").exists():
+                print(f"{name} seed {seed}: already trained in {run_dir}")
+                continue
+            metrics = train_seed(config, seed, run_dir, resume=True, progress=not args.no_progress)
             print(
-                f"{reward:>6} seed {seed}: true eval return {np.mean(returns):7.1f}, "
-                f"goal reached in {goal_rate:.0%} of eval episodes "
-                f"({time.perf_counter() - started:.0f} s)",
+                f"{name} seed {seed}: true eval return {metrics['eval_return_mean']:.1f} "
+                f"({metrics['wall_time_s']:.0f} s)",
                 flush=True,
             )
-    print("\n| reward | seeds | mean true eval return | seeds reaching the goal |\n|---|---|---|---|")
-    for reward, runs in results.items():
-        print(
-            f"| {reward} | {len(runs)} | {np.mean([r for r, _ in runs]):.1f} "
-            f"| {sum(rate > 0 for _, rate in runs)} of {len(runs)} |"
-        )
-    print(f"\nCompare the curves: tensorboard --logdir {logdir}")
+    out = logdir / "compare"
+    tag = "rollout/ep_rew_mean"
+    rows = compare([logdir / "plain", logdir / "shaped"], tag, out, GOAL_RETURN)
+    print()
+    print(markdown_table(rows, tag))
+    print(f"plot: {out / 'curves.png'}   tables: {out / 'summary.md'}, {out / 'summary.csv'}")
+    print(f"curves in TensorBoard: tensorboard --logdir {logdir}  (then open http://localhost:6006)")
     return 0
 
 
@@ -67,7 +56,9 @@ def register_quickstart(subparsers: argparse._SubParsersAction) -> None:
         help="train PPO on MountainCar-v0 with and without shaping and compare",
         description=__doc__,
     )
+    parser.add_argument("--algo", default="sb3-ppo", help="the learner (default sb3-ppo)")
     parser.add_argument("--steps", type=int, default=100_000, help="env steps per run")
     parser.add_argument("--seeds", default="0,1,2", help="comma-separated seeds")
-    parser.add_argument("--logdir", default="runs/quickstart", help="TensorBoard log directory")
+    parser.add_argument("--logdir", default="runs/quickstart", help="where the runs go")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bars")
     parser.set_defaults(func=run_quickstart)

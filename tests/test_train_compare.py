@@ -181,3 +181,13 @@ def test_iqm_matches_trimmed_mean():
     values = np.array([1.0, 2.0, 3.0, 4.0, 100.0, -50.0, 7.0, 8.0])
     middle = np.sort(values)[2:6]
     assert iqm(values) == pytest.approx(middle.mean())
+
+
+def test_quickstart_trains_both_and_compares(tmp_path, capsys):
+    logdir = tmp_path / "qs"
+    assert main(["quickstart", "--algo", "ppo", "--steps", "512", "--seeds", "0", "--logdir", str(logdir), "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    assert "| plain | 1 |" in out and "| shaped | 1 |" in out
+    assert "tensorboard --logdir" in out
+    assert (logdir / "compare" / "curves.png").exists()
+    assert json.loads((logdir / "shaped" / "seed_0" / "config.json").read_text())["shaping"] == "builtin"
