@@ -185,7 +185,7 @@ def test_iqm_matches_trimmed_mean():
 
 def test_quickstart_trains_both_and_compares(tmp_path, capsys):
     logdir = tmp_path / "qs"
-    assert main(["quickstart", "--algo", "ppo", "--steps", "512", "--seeds", "0", "--logdir", str(logdir), "--no-progress"]) == 0
+    assert main(["quickstart", "--algo", "ppo", "--steps", "4096", "--seeds", "0", "--logdir", str(logdir), "--no-progress"]) == 0
     out = capsys.readouterr().out
     assert "| plain | 1 |" in out and "| shaped | 1 |" in out
     assert "tensorboard --logdir" in out
