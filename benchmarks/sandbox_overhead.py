@@ -6,7 +6,9 @@ evaluation episodes, with one torch thread. In-process means ``llm_reward.traini
 train_program`` called here, with no process, limits or audit hooks; sandboxed means
 ``llm_reward.evaluate`` (static checks, a forkserver worker, OS limits, Landlock where
 available, the audit-hook guard, JSON back). The two are timed in alternation,
-``--repeats`` times each; the reported ratio is the median of sandboxed / in-process.
+``--repeats`` times each; the reported ratio is the median of sandboxed / in-process wall
+time. CPU times (the worker's own, and this process's) are reported too, since wall time on
+a shared machine moves with other load.
 
 The first sandboxed evaluation also starts the fork server (it imports torch, the envs
 and the agents once for all later candidates); that cold start is timed separately and
@@ -36,12 +38,14 @@ from llm_reward.training import train_program
 RESULTS = Path(__file__).parent / "results"
 
 
-def time_in_process(program: llm_reward.RewardProgram, env_id: str, options: dict) -> tuple[float, float]:
-    """Seconds to train in this process, and the final fitness."""
-    start = time.perf_counter()
+def time_in_process(
+    program: llm_reward.RewardProgram, env_id: str, options: dict
+) -> tuple[float, float, float]:
+    """Wall and CPU seconds to train in this process, and the final fitness."""
+    start, start_cpu = time.perf_counter(), time.process_time()
     function = RewardFunction(program, llm_reward.describe(env_id))
     checkpoints = train_program(function, seed=0, **options)
-    return time.perf_counter() - start, checkpoints[-1].fitness
+    return time.perf_counter() - start, time.process_time() - start_cpu, checkpoints[-1].fitness
 
 
 def time_sandboxed(program: llm_reward.RewardProgram, env_id: str, options: dict) -> tuple[float, llm_reward.EvalResult]:
@@ -63,7 +67,7 @@ def main() -> None:
     parser.add_argument("--env", default="CartPole-v1")
     parser.add_argument("--steps", type=int, default=50_000)
     parser.add_argument("--num-envs", type=int, default=8)
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--out", default=str(RESULTS / "sandbox_overhead"))
     args = parser.parse_args()
     torch.set_num_threads(1)
@@ -73,16 +77,20 @@ def main() -> None:
     time_in_process(program, args.env, {**options, "steps": 1024, "num_checkpoints": 1})  # lazy imports
     cold_s, cold = time_sandboxed(program, args.env, options)
     print(f"cold sandboxed run (starts the fork server): {cold_s:.1f} s")
-    in_process, sandboxed, fitness = [], [], []
+    in_process, sandboxed, worker_training, in_process_cpu, worker_cpu, fitness = [], [], [], [], [], []
     for repeat in range(args.repeats):
-        seconds, in_fitness = time_in_process(program, args.env, options)
+        seconds, cpu_seconds, in_fitness = time_in_process(program, args.env, options)
         in_process.append(seconds)
+        in_process_cpu.append(cpu_seconds)
         seconds, result = time_sandboxed(program, args.env, options)
         sandboxed.append(seconds)
+        worker_training.append(result.seeds[0].wall_s)
+        worker_cpu.append(result.cpu_s)
         fitness.append((in_fitness, result.fitness))
         print(f"repeat {repeat}: in-process {in_process[-1]:.2f} s, sandboxed {sandboxed[-1]:.2f} s, "
               f"fitness {in_fitness:.1f} / {result.fitness:.1f}")
     ratios = [s / p for s, p in zip(sandboxed, in_process, strict=True)]
+    cpu_ratios = [s / p for s, p in zip(worker_cpu, in_process_cpu, strict=True)]
     row = {
         "env_id": args.env,
         "steps": args.steps,
@@ -90,9 +98,14 @@ def main() -> None:
         "repeats": args.repeats,
         "in_process_s": in_process,
         "sandboxed_s": sandboxed,
+        "sandboxed_training_in_worker_s": worker_training,
         "median_in_process_s": statistics.median(in_process),
         "median_sandboxed_s": statistics.median(sandboxed),
+        "median_sandboxed_training_in_worker_s": statistics.median(worker_training),
         "ratio_sandboxed_over_in_process": statistics.median(ratios),
+        "in_process_cpu_s": in_process_cpu,
+        "sandboxed_worker_cpu_s": worker_cpu,
+        "cpu_ratio_sandboxed_over_in_process": statistics.median(cpu_ratios),
         "cold_sandboxed_s": cold_s,
         "same_fitness": all(a == b for a, b in fitness),
         "worker_peak_rss_mb": cold.peak_rss_mb,
@@ -107,10 +120,16 @@ def main() -> None:
         f"torch thread; median of {args.repeats} alternating runs.",
         f"Machine: {machine['summary']}.",
         "",
-        "| in-process | sandboxed | sandboxed / in-process | first sandboxed run (starts the fork server) |",
-        "|---|---|---|---|",
+        "| in-process | sandboxed (checks to result) | of which training in the worker "
+        "| sandboxed / in-process | first sandboxed run (starts the fork server) |",
+        "|---|---|---|---|---|",
         f"| {row['median_in_process_s']:.2f} s | {row['median_sandboxed_s']:.2f} s "
+        f"| {row['median_sandboxed_training_in_worker_s']:.2f} s "
         f"| {row['ratio_sandboxed_over_in_process']:.3f} | {cold_s:.2f} s |",
+        "",
+        f"CPU time (less sensitive to other load on the machine): in-process "
+        f"{statistics.median(in_process_cpu):.2f} s, sandboxed worker {statistics.median(worker_cpu):.2f} s, "
+        f"median ratio {row['cpu_ratio_sandboxed_over_in_process']:.3f}.",
         "",
         f"Same final fitness on both sides: {row['same_fitness']}. Worker peak memory: "
         f"{row['worker_peak_rss_mb']:.0f} MB resident, {row['worker_peak_address_space_mb']:.0f} MB "

@@ -93,6 +93,7 @@ class EvalResult:
     :param peak_rss_mb: the worker's peak resident memory, when it reported one.
     :param peak_vm_mb: the worker's peak address space (what ``memory_mb`` limits), when it
         reported one.
+    :param cpu_s: the CPU time the worker used (all threads), when it reported it.
     :param run_dir: where the run wrote its files (``None`` when a temporary one was removed).
     :param source: the program's source.
     """
@@ -108,6 +109,7 @@ class EvalResult:
     wall_s: float
     peak_rss_mb: float | None
     peak_vm_mb: float | None
+    cpu_s: float | None
     run_dir: str | None
     source: str
 
@@ -144,6 +146,7 @@ class EvalResult:
             wall_s=data["wall_s"],
             peak_rss_mb=data["peak_rss_mb"],
             peak_vm_mb=data["peak_vm_mb"],
+            cpu_s=data["cpu_s"],
             run_dir=data["run_dir"],
             source=data["source"],
         )
@@ -292,7 +295,7 @@ def _check_failure(
     return EvalResult(
         env_id=env_id, ok=False, fitness=None, success_rate=None, curve=[], seeds=[],
         failure=failure, steps=steps, wall_s=time.monotonic() - start, peak_rss_mb=None,
-        peak_vm_mb=None, run_dir=None if run_dir is None else os.fspath(run_dir), source=source,
+        peak_vm_mb=None, cpu_s=None, run_dir=None if run_dir is None else os.fspath(run_dir), source=source,
     )
 
 
@@ -301,10 +304,10 @@ def _result(
 ) -> EvalResult:
     failure: Failure | None = None
     seed_runs: list[SeedRun] = []
-    peak_rss_mb = peak_vm_mb = None
+    usage: dict[str, float | None] = {"peak_rss_mb": None, "peak_vm_mb": None, "cpu_s": None}
     if run.result is not None:
         try:
-            seed_runs, failure, peak_rss_mb, peak_vm_mb = _parse_job_result(run.result)
+            seed_runs, failure, usage = _parse_job_result(run.result)
         except (KeyError, TypeError, ValueError) as error:
             failure = Failure("crash", f"the worker returned a malformed result ({error})")
     if run.error is not None and failure is None:
@@ -326,8 +329,7 @@ def _result(
         failure=failure,
         steps=steps,
         wall_s=wall_s,
-        peak_rss_mb=peak_rss_mb,
-        peak_vm_mb=peak_vm_mb,
+        **usage,
         run_dir=run_dir,
         source=source,
     )
@@ -364,7 +366,7 @@ def _parse_checkpoint(data: Any) -> Checkpoint:
 
 def _parse_job_result(
     data: Mapping[str, Any],
-) -> tuple[list[SeedRun], Failure | None, float | None, float | None]:
+) -> tuple[list[SeedRun], Failure | None, dict[str, float | None]]:
     """Read the worker's (untrusted) JSON into records, checking every type."""
     seed_runs = [
         SeedRun(
@@ -382,12 +384,8 @@ def _parse_job_result(
             reason=_text(raw_failure["reason"]),
             traceback=_text(raw_failure["traceback"]),
         )
-    return (
-        seed_runs,
-        failure,
-        _optional_number(data.get("peak_rss_mb")),
-        _optional_number(data.get("peak_vm_mb")),
-    )
+    usage = {name: _optional_number(data.get(name)) for name in ("peak_rss_mb", "peak_vm_mb", "cpu_s")}
+    return seed_runs, failure, usage
 
 
 def _mean_curve(seed_runs: Sequence[SeedRun]) -> list[Checkpoint]:

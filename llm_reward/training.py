@@ -183,7 +183,7 @@ def evaluation_job(payload: Mapping[str, Any], guard: Guard) -> dict[str, Any]:
         ``eval_episodes`` and ``tensorboard_log``.
     :param guard: the installed guard of this worker.
     :return: ``{"seeds": [{"seed", "checkpoints", "wall_s"}], "failure": None | {...},
-        "peak_rss_mb", "peak_vm_mb"}``.
+        "peak_rss_mb", "peak_vm_mb", "cpu_s"}``.
     """
     description = describe(payload["env_id"])
     program = RewardProgram(**payload["program"])
@@ -220,11 +220,13 @@ def evaluation_job(payload: Mapping[str, Any], guard: Guard) -> dict[str, Any]:
                    "traceback": failure["traceback"] if failure else ""}
     for run in runs:
         run["checkpoints"] = [asdict(checkpoint) for checkpoint in run["checkpoints"]]
+    usage = resource.getrusage(resource.RUSAGE_SELF)
     return {
         "seeds": runs,
         "failure": failure,
-        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "peak_rss_mb": usage.ru_maxrss / 1024,
         "peak_vm_mb": _peak_address_space_mb(),
+        "cpu_s": usage.ru_utime + usage.ru_stime,
     }
 
 
