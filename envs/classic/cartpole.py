@@ -101,4 +101,5 @@ class CartPoleEnv(BatchedEnv):
 
         :param state: ``(4, num_envs)``
         """
-        return state.T.contiguous()
+        # The same as state.T.contiguous(), which Inductor compiles to slower code.
+        return torch.stack(state.unbind(0), dim=1)

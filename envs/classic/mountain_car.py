@@ -40,7 +40,8 @@ class _MountainCar(BatchedEnv):
 
         :param state: ``(2, num_envs)``
         """
-        return state.T.contiguous()
+        # The same as state.T.contiguous(), which Inductor compiles to slower code.
+        return torch.stack(state.unbind(0), dim=1)
 
     def _move(
         self, state: torch.Tensor, acceleration: torch.Tensor, goal_position: float
