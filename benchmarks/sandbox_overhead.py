@@ -4,8 +4,8 @@ The candidate is the human-written CartPole reward program (``reference_programs
 both sides train ``agents.PPO`` on it with the same seed, budget, checkpoints and
 evaluation episodes, with one torch thread. In-process means ``llm_reward.training.
 train_program`` called here, with no process, limits or audit hooks; sandboxed means
-``llm_reward.evaluate`` (static checks, a forkserver worker, OS limits, Landlock where
-available, the audit-hook guard, JSON back). The two are timed in alternation,
+``llm_reward.evaluate`` (static checks, a worker forked by the sandbox's fork server, OS
+limits, Landlock where available, the audit-hook guard, JSON back). The two are timed in alternation,
 ``--repeats`` times each; the reported ratio is the median of sandboxed / in-process wall
 time. CPU times (the worker's own, and this process's) are reported too, since wall time on
 a shared machine moves with other load.

@@ -168,7 +168,6 @@ def evaluate(
     eval_episodes: int = 10,
     cpu_s: float | None = None,
     threads: int = 1,
-    start_method: str = "forkserver",
     static_checks: bool = True,
 ) -> EvalResult:
     """Check ``program``, then train ``agents.PPO`` on its reward in the sandbox and measure fitness.
@@ -198,8 +197,6 @@ def evaluate(
     :param eval_episodes: evaluation episodes per checkpoint.
     :param cpu_s: the worker's CPU-time limit (default: see :class:`~llm_reward.sandbox.Limits`).
     :param threads: torch threads in the worker.
-    :param start_method: ``"forkserver"`` or ``"spawn"`` (see :func:`~llm_reward.sandbox.run_sandboxed`);
-        scripts calling ``evaluate`` need the ``if __name__ == "__main__":`` guard.
     :param static_checks: False runs the program without the static checks, to test the
         sandbox on its own; never for programs an LLM wrote.
     :raises ValueError: bad arguments (unknown env, non-positive budget, non-JSON ``ppo_kwargs``).
@@ -225,7 +222,7 @@ def evaluate(
         payload["tensorboard_log"] = os.fspath(directory.resolve() / "tensorboard") if keep else None
         if keep:
             (directory / PROGRAM_FILE).write_text(checked.source)
-        run = run_sandboxed(EVALUATION_JOB, payload, directory, limits, start_method, PRELOAD)
+        run = run_sandboxed(EVALUATION_JOB, payload, directory, limits, PRELOAD)
         result = _result(run, env_id, steps, time.monotonic() - start,
                          os.fspath(directory) if keep else None, checked.source)
         if keep:

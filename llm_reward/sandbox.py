@@ -1,7 +1,8 @@
 """Run a job on untrusted code in a separate, limited process and get its JSON result back.
 
-:func:`run_sandboxed` starts one worker process (multiprocessing, ``"forkserver"`` by
-default so that torch is imported once, or ``"spawn"``) that
+:func:`run_sandboxed` has one worker process forked for the job by the sandbox's fork
+server (:mod:`llm_reward.forkserver`, started once with torch and the job's modules
+imported, and with a minimal environment). The worker
 
 1. becomes the leader of a new process group (so the whole group can be killed) and asks
    the kernel to kill it if its parent dies (Linux);
@@ -20,9 +21,11 @@ default so that torch is imported once, or ``"spawn"``) that
 5. installs the :class:`~llm_reward.guard.Guard` (audit hooks: no network, no processes,
    no writes outside the run directory, ...), then calls the job.
 
-The parent waits for the result with a wall-clock timeout and kills the worker's process
+The caller waits for the result with a wall-clock timeout and kills the worker's process
 group (SIGKILL) when time is up or once the result is in. The result travels as JSON
-bytes over a pipe; the parent never unpickles anything the worker sends.
+over a Unix socket; the caller never unpickles anything the worker sends. Linux is the
+platform this is built for (``resource``, ``prctl`` and Landlock; other POSIX systems get
+the rest).
 
 A job is a function ``job(payload: dict, guard: Guard) -> dict`` named ``"module:function"``;
 its payload and result are JSON data.
@@ -32,7 +35,6 @@ from __future__ import annotations
 
 import importlib
 import json
-import multiprocessing
 import os
 import resource
 import signal
@@ -40,21 +42,24 @@ import sys
 import tempfile
 import time
 import traceback
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
-from multiprocessing.connection import Connection, wait
 from pathlib import Path
 from typing import Any
 
+from llm_reward.forkserver import (
+    KEPT_ENVIRONMENT,
+    fork_server,
+    kill_group,
+    read_message,
+    send_message,
+)
+
 __all__ = ["Limits", "SandboxRun", "landlock_abi", "run_sandboxed"]
 
-MAX_RESULT_BYTES = 16 * 2**20
 LOG_NAME = "worker.log"
-START_METHODS = ("forkserver", "spawn")
 # A worker that sent its result gets this long to exit before it is killed.
 EXIT_GRACE_S = 5.0
-# Kept from the parent's environment (Python and library locations, locale); the rest is dropped.
-_KEPT_ENVIRONMENT = ("PATH", "PYTHONPATH", "VIRTUAL_ENV", "LANG", "LC_ALL", "CUDA_VISIBLE_DEVICES")
 
 
 @dataclass(frozen=True)
@@ -127,105 +132,94 @@ def run_sandboxed(
     payload: Mapping[str, Any],
     run_dir: str | os.PathLike[str],
     limits: Limits | None = None,
-    start_method: str = "forkserver",
     preload: Sequence[str] = (),
 ) -> SandboxRun:
     """Run ``job(payload, guard)`` in a sandboxed worker and return what came back.
 
-    Never raises for anything the job does; raises only for bad arguments.
+    Never raises for anything the job does; raises only for bad arguments, or when the
+    fork server cannot start.
 
     :param job: ``"module:function"``; the function takes ``(payload, guard)`` and returns
         a JSON-serialisable dict.
     :param payload: JSON-serialisable input of the job.
     :param run_dir: an existing directory, the only place the worker may write.
     :param limits: resource limits (defaults of :class:`Limits` when ``None``).
-    :param start_method: ``"forkserver"`` (torch and the job's module are imported once, in
-        the fork server) or ``"spawn"`` (a fresh interpreter per job). Either way, a script
-        that calls this must keep its top-level work under ``if __name__ == "__main__":``,
-        as for any multiprocessing code (SB3's ``SubprocVecEnv`` too).
-    :param preload: modules the worker imports before the guard is installed (by the fork
-        server, once for all workers, with ``"forkserver"``): those the job needs that would
-        otherwise be imported under the guard, which refuses what some imports do (``ctypes``
-        calls), or in every worker.
+    :param preload: modules imported before the guard is installed, by the fork server once
+        for all workers: those the job needs that would otherwise be imported under the
+        guard, which refuses what some imports do (``ctypes`` calls), or in every worker.
+        Each distinct list gets its own fork server.
     """
     limits = limits or Limits()
-    if start_method not in START_METHODS:
-        raise ValueError(f"start_method={start_method!r}; use one of {START_METHODS}")
     module_name, _, function_name = job.partition(":")
     if not module_name or not function_name:
         raise ValueError(f"job={job!r} must be 'module:function'")
     run_dir = Path(run_dir).resolve()
     if not run_dir.is_dir():
         raise ValueError(f"run_dir={os.fspath(run_dir)!r} is not an existing directory")
-    payload_json = json.dumps(payload)
-
-    context = multiprocessing.get_context(start_method)
-    if start_method == "forkserver":
-        context.set_forkserver_preload(["llm_reward.sandbox", module_name, *preload])
-    receiver, sender = context.Pipe(duplex=False)
-    process = context.Process(
-        target=_worker_main,
-        args=(job, payload_json, os.fspath(run_dir), asdict(limits), tuple(preload), sender),
-        name="rewardlab-sandbox",
-    )
+    request = {
+        "job": job,
+        "payload": json.dumps(payload),
+        "run_dir": os.fspath(run_dir),
+        "limits": asdict(limits),
+        "preload": ["llm_reward.sandbox", module_name, *preload],
+    }
+    server = fork_server(request["preload"])
     start = time.monotonic()
-    process.start()
-    sender.close()
-    data, timed_out = _wait_for_result(receiver, process, start + limits.timeout_s)
-    wall_s = time.monotonic() - start
-    if data is not None:
-        process.join(EXIT_GRACE_S)
-    _kill_group(process)
-    process.join()
-    exit_code = process.exitcode
-    receiver.close()
-    process.close()
-    return _outcome(data, timed_out, wall_s, exit_code, run_dir, limits)
-
-
-def _wait_for_result(
-    receiver: Connection, process: Any, deadline: float
-) -> tuple[bytes | None, bool]:
-    while True:
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            return None, True
-        ready = wait([receiver, process.sentinel], timeout=remaining)
-        if receiver in ready or (ready and receiver.poll(0)):
-            try:
-                return receiver.recv_bytes(MAX_RESULT_BYTES), False
-            except (EOFError, OSError):
-                return None, False
-        if process.sentinel in ready:
-            return None, False
-
-
-def _kill_group(process: Any) -> None:
-    pid = process.pid
-    if pid is None:
-        return
+    connection = server.connect(request)
     try:
-        os.killpg(pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-    if process.is_alive():
-        process.kill()
+        envelope, exit_code, timed_out = _follow_worker(connection, start + limits.timeout_s)
+    finally:
+        connection.close()
+    return _outcome(envelope, timed_out, time.monotonic() - start, exit_code, run_dir, limits)
+
+
+def _follow_worker(connection: Any, deadline: float) -> tuple[Any, int | None, bool]:
+    """Read the worker's messages until the server reports its exit; kill it on timeout.
+
+    :return: ``(envelope or None, exit code or None, timed out)``.
+    """
+    pid = envelope = exit_code = None
+    timed_out = killed = False
+    while exit_code is None:
+        now = time.monotonic()
+        if now >= deadline:
+            if killed:
+                break  # the server never reported the exit
+            timed_out = envelope is None
+            if pid is not None:
+                kill_group(pid)
+            killed, deadline = True, now + EXIT_GRACE_S
+        try:
+            message = read_message(connection, deadline)
+        except ValueError:
+            message = {"malformed": True}
+        if message is None:
+            if time.monotonic() < deadline:
+                break  # the connection closed: the server is gone
+            continue
+        if "pid" in message and pid is None and isinstance(message["pid"], int):
+            pid = message["pid"]
+        elif "exit" in message and isinstance(message["exit"], int):
+            exit_code = message["exit"]
+        elif envelope is None:
+            envelope = message
+            deadline = min(deadline, time.monotonic() + EXIT_GRACE_S)
+    # Always: a worker may have sent a forged exit message, and a finished one is gone anyway.
+    if pid is not None:
+        kill_group(pid)
+    return envelope, exit_code, timed_out
 
 
 def _outcome(
-    data: bytes | None,
+    envelope: Any,
     timed_out: bool,
     wall_s: float,
     exit_code: int | None,
     run_dir: Path,
     limits: Limits,
 ) -> SandboxRun:
-    if data is not None:
-        try:
-            envelope = json.loads(data)
-        except ValueError:
-            envelope = None
-        if isinstance(envelope, dict) and isinstance(envelope.get("result"), dict | None):
+    if envelope is not None:
+        if isinstance(envelope, dict) and "result" in envelope and isinstance(envelope["result"], dict | None):
             error = envelope.get("error")
             violation = envelope.get("violation")
             return SandboxRun(
@@ -276,15 +270,23 @@ def _log_tail(run_dir: Path, limit: int = 2000) -> str:
 
 
 # ---------------------------------------------------------------- in the worker
-def _worker_main(
+def worker_main(
     job: str,
     payload_json: str,
     run_dir: str,
     limits: dict[str, Any],
     preload: tuple[str, ...],
-    sender: Connection,
+    write: Callable[[bytes], None],
 ) -> None:
-    """Entry point of the worker process (see the module docstring for the steps)."""
+    """Entry point of a worker process, forked by the fork server (steps in the module docstring).
+
+    :param job: ``"module:function"``.
+    :param payload_json: the job's payload as JSON text.
+    :param run_dir: the run directory.
+    :param limits: :class:`Limits` as a dict.
+    :param preload: modules to import before the guard (already imported by the server).
+    :param write: sends bytes to the caller (the worker's connection).
+    """
     envelope: dict[str, Any] = {"result": None}
     guard = None
     try:
@@ -304,12 +306,11 @@ def _worker_main(
     if guard is not None and guard.violation:
         envelope["violation"] = guard.violation
     try:
-        message = json.dumps(envelope).encode()
+        json.dumps(envelope)
     except (TypeError, ValueError) as error:
-        message = json.dumps({"result": None, "error": f"the job's result is not JSON: {error}"}).encode()
+        envelope = {"result": None, "error": f"the job's result is not JSON: {error}"}
     try:
-        sender.send_bytes(message)
-        sender.close()
+        send_message(write, envelope)
     finally:
         os._exit(0)
 
@@ -328,7 +329,7 @@ def _isolate(run_dir: str, limits: Limits) -> None:
     os.chdir(run_dir)
     temporary = os.path.join(run_dir, "tmp")
     os.makedirs(temporary, exist_ok=True)
-    kept = {name: os.environ[name] for name in _KEPT_ENVIRONMENT if name in os.environ}
+    kept = {name: os.environ[name] for name in (*KEPT_ENVIRONMENT, "PYTHONPATH") if name in os.environ}
     os.environ.clear()
     os.environ.update(kept, HOME=run_dir, TMPDIR=temporary, OMP_NUM_THREADS=str(limits.threads),
                       MKL_NUM_THREADS=str(limits.threads), PYTHONDONTWRITEBYTECODE="1")

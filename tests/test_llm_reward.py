@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 
 import pytest
 import torch
@@ -14,6 +15,7 @@ import envs
 import llm_reward
 from llm_reward.checks import check_source
 from llm_reward.descriptions import ActionVariable, EnvDescription, StateVariable, column
+from llm_reward.forkserver import ForkServer
 from llm_reward.program import ProgramError, RewardFunction, extract_code
 from llm_reward.references import registered_reference_programs
 from llm_reward.wrapper import ProgramReward
@@ -330,14 +332,27 @@ def test_evaluate_rejects_bad_arguments() -> None:
         llm_reward.evaluate(program.source, "CartPole-v1")  # type: ignore[arg-type]
 
 
-def test_evaluate_in_a_spawned_worker_without_a_run_dir() -> None:
+def test_evaluate_without_a_run_dir() -> None:
     program = llm_reward.reference_programs("Pendulum-v1")["human"]
     result = llm_reward.evaluate(
         program, "Pendulum-v1", steps=128, num_envs=4, ppo_kwargs=TINY_PPO, num_checkpoints=1,
-        eval_episodes=2, timeout_s=120, start_method="spawn",
+        eval_episodes=2, timeout_s=120,
     )
     assert result.ok, result.failure
     assert result.run_dir is None and result.success_rate is None
     (point,) = result.curve
     assert -2000 < point.fitness <= 0 and set(point.components) == {"extrinsic", "program/task", "program/shaping"}
     assert point.components["program/task"] == pytest.approx(point.components["extrinsic"], abs=1e-5)
+
+
+def test_fork_server_starts_with_a_minimal_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("REWARDLAB_TEST_TOKEN", "do-not-leak")
+    server = ForkServer(())
+    try:
+        with open(f"/proc/{server.process.pid}/environ", "rb") as environ:
+            names = {entry.split(b"=", 1)[0] for entry in environ.read().split(b"\0") if entry}
+        assert b"REWARDLAB_TEST_TOKEN" not in names and b"PYTHONPATH" in names
+        assert server.alive()
+    finally:
+        server.close()
+    assert not server.alive() and not os.path.exists(server.socket_path)
