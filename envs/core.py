@@ -151,14 +151,10 @@ class BatchedEnv:
             self.generator.manual_seed(seed)
 
         # Discrete actions must lie in this range; Box actions are clipped by the task itself.
-        self._action_range = (
-            (
-                int(single_action_space.start),
-                int(single_action_space.start + single_action_space.n - 1),
-            )
-            if isinstance(single_action_space, spaces.Discrete)
-            else (-np.inf, np.inf)
-        )
+        self._action_range: tuple[int, int] | None = None
+        if isinstance(single_action_space, spaces.Discrete):
+            low = int(single_action_space.start)
+            self._action_range = (low, low + int(single_action_space.n) - 1)
         self._state: torch.Tensor | None = None
         self._last_actions: torch.Tensor | None = None
         self._render_env: gymnasium.Env | None = None
@@ -198,7 +194,10 @@ class BatchedEnv:
     # ------------------------------------------------------------- the contract
     @property
     def state(self) -> torch.Tensor:
-        """The current state as ``(num_envs, state_dim)``; row ``i`` is Gymnasium's ``env.state``."""
+        """The current state as ``(num_envs, state_dim)``; row ``i`` is Gymnasium's ``env.state``.
+
+        A view of the env's own tensor: read it, do not write to it.
+        """
         if self._state is None:
             raise RuntimeError(f"{self} has no state yet: call reset() first")
         return self._state.T
@@ -257,8 +256,8 @@ class BatchedEnv:
         )
         # The range check is computed inside the step (one fused kernel when compiled) and
         # read back here, before anything is committed.
-        if self.validate_actions and bool(invalid):
-            self._raise_out_of_range(actions)
+        if self.validate_actions and self._action_range is not None and bool(invalid):
+            self._raise_out_of_range(actions, *self._action_range)
         self._state, self._elapsed, self._taken = state, elapsed, taken
         self._last_actions = actions
         self._steps_since_refill += 1
@@ -308,8 +307,7 @@ class BatchedEnv:
             )
         return actions.to(self.device, torch.float32).contiguous()
 
-    def _raise_out_of_range(self, actions: torch.Tensor) -> None:
-        low, high = self._action_range
+    def _raise_out_of_range(self, actions: torch.Tensor, low: int, high: int) -> None:
         index = int(((actions < low) | (actions > high)).nonzero()[0, 0])
         raise ValueError(
             f"action {int(actions[index])} of env {index} is outside the "
@@ -427,8 +425,11 @@ class BatchedEnv:
         obs = self.observe(state)
         elapsed = torch.where(done, 0, elapsed)
         taken = taken + done
-        low, high = self._action_range
-        invalid = ((actions < low) | (actions > high)).any()
+        if self._action_range is None:
+            invalid = torch.zeros((), dtype=torch.bool, device=self.device)
+        else:
+            low, high = self._action_range
+            invalid = ((actions < low) | (actions > high)).any()
         return state, elapsed, taken, obs, reward, terminated, truncated, final_obs, invalid
 
 
