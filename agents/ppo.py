@@ -368,8 +368,9 @@ class PPO:
             observation_space, action_space, pi_sizes, vf_sizes, len(self.heads),
             self.activation, self.log_std_init,
         ).to(self.device)  # fmt: skip
+        self._parameters = list(self.policy.parameters())  # listed once, not per minibatch
         self.optimizer = torch.optim.Adam(
-            self.policy.parameters(), lr=self.learning_rate, eps=1e-5, fused=True
+            self._parameters, lr=self.learning_rate, eps=1e-5, fused=True
         )
         self.obs_rms = RunningMeanStd(observation_space.shape, device=self.device)
         self.reward_rms = RunningMeanStd((len(self.heads),), device=self.device)
@@ -441,9 +442,10 @@ class PPO:
 
         :param total_timesteps: env steps to train for, summed over the batched envs.
         :param callback: called as ``callback(locals())`` after each rollout and its update,
-            with ``learn``'s local variables (``self``, ``iteration``, ``stats``, the dict of
-            logged values, ...); returning False stops training. SB3 callback objects are
-            not supported: wrap the check in a function.
+            with ``learn``'s local variables: ``self``, ``iteration``, ``num_iterations``
+            and ``logged`` (the dict of values written to TensorBoard, also without a log
+            folder), among others. Returning False stops training. SB3 callback objects
+            are not supported: wrap the check in a function.
         :param progress_bar: show a tqdm bar over env steps.
         :param tb_log_name: run-folder prefix under ``tensorboard_log``.
         :param reset_num_timesteps: start the step count (and the TensorBoard run) afresh
@@ -548,6 +550,7 @@ class PPO:
             values_read = torch.stack(list(stats.values())).tolist()
             logged: dict[str, float] = dict(zip(stats, values_read, strict=True))
             logged["train/learning_rate"] = learning_rate
+            logged["train/clip_range"] = self.clip_range
             logged["train/n_updates"] = self._n_updates
             logged["time/fps"] = int(
                 (self.num_timesteps - start_timesteps) / (time.perf_counter() - start_time)
@@ -729,7 +732,9 @@ class PPO:
         size = obs.shape[0]
         # The policy follows the weighted sum of the heads' advantages.
         policy_advantages = (advantages * self._head_weights).sum(dim=-1)
-        pg_losses, value_losses, entropy_losses, approx_kls, clip_fractions = [], [], [], [], []
+        pg_losses, value_losses, entropy_losses, losses, approx_kls, clip_fractions = (
+            [] for _ in range(6)
+        )
         for _ in range(self.n_epochs):
             stop = False
             permutation = torch.randperm(size, generator=self._generator, device=self.device)
@@ -770,11 +775,12 @@ class PPO:
 
                 self.optimizer.zero_grad(set_to_none=True)
                 loss.backward()
-                nn.utils.clip_grad_norm_(self.policy.parameters(), self.max_grad_norm, foreach=True)
+                nn.utils.clip_grad_norm_(self._parameters, self.max_grad_norm, foreach=True)
                 self.optimizer.step()
                 pg_losses.append(pg_loss.detach())
                 value_losses.append(value_loss.detach())
                 entropy_losses.append(entropy_loss.detach())
+                losses.append(loss.detach())
             self._n_updates += 1
             if stop:
                 break
@@ -785,6 +791,7 @@ class PPO:
             "train/policy_gradient_loss": _mean(pg_losses, obs),
             "train/value_loss": _mean(value_losses, obs),
             "train/entropy_loss": _mean(entropy_losses, obs),
+            "train/loss": _mean(losses, obs),
             "train/approx_kl": _mean(approx_kls, obs),
             "train/clip_fraction": _mean(clip_fractions, obs),
             "train/explained_variance": explained_variance(weighted_values, weighted_returns),
