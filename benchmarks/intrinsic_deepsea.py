@@ -9,9 +9,14 @@ treasure. N counts as solved when the treasure is found in at least ``--need`` o
 ``--seeds`` seeds. A method climbs the sizes in order and stops at the first N it does not
 solve; an N stops as soon as too many seeds have failed for it to be solved.
 
+Every bonus is scaled by its running RMS before it reaches PPO (single modules through a
+one-module ``Hybrid``), so that single modules and fusions are on equal footing: an unscaled
+count bonus ``1 / sqrt(n)`` shrinks until the cost of moving right outweighs it.
+
 PPO: 64 envs, one episode per env per rollout (``n_steps = N``), lr 1e-3, 4 epochs,
-entropy 0.05. With a bonus the critic has RND's two heads: extrinsic (episodic, advantage
-weight 2) and intrinsic (non-episodic, weight 1), both with gamma 0.99.
+entropy 0.1. With a bonus the critic has RND's two heads: extrinsic (episodic) and intrinsic
+(non-episodic), both with gamma 0.99 and advantage weight 1 (RND's weight 2 on the extrinsic
+head lets the cost of moving right outweigh the bonus sooner).
 
 Writes ``benchmarks/results/intrinsic_deepsea.{json,md}``::
 
@@ -50,9 +55,9 @@ METHODS = (
     "hybrid-max",
 )
 NUM_ENVS = 64
-PPO_SETTINGS = {"learning_rate": 1e-3, "n_epochs": 4, "ent_coef": 0.05, "gamma": 0.99}
+PPO_SETTINGS = {"learning_rate": 1e-3, "n_epochs": 4, "ent_coef": 0.1, "gamma": 0.99}
 TWO_HEADS = {
-    "extrinsic": {"gamma": 0.99, "weight": 2.0},
+    "extrinsic": {"gamma": 0.99, "weight": 1.0},
     "intrinsic": {"gamma": 0.99, "weight": 1.0, "episodic": False},
 }
 MODULE_OPTIONS = {"surprise": {"epochs": 2}}
@@ -88,7 +93,7 @@ def make_module(method: str, env: Any, seed: int) -> intrinsic.IntrinsicModule |
     names, fusion = (
         ("count,rnd", method.split("-")[1]) if method.startswith("hybrid") else (method, "sum")
     )
-    return intrinsic.make(
+    module = intrinsic.make(
         names,
         env.single_observation_space,
         env.single_action_space,
@@ -96,6 +101,12 @@ def make_module(method: str, env: Any, seed: int) -> intrinsic.IntrinsicModule |
         num_envs=env.num_envs,
         seed=seed,
         options={name: MODULE_OPTIONS[name] for name in names.split(",") if name in MODULE_OPTIONS},
+    )
+    # A one-module Hybrid scales the bonus by its running RMS, as the fusions do.
+    return (
+        module
+        if isinstance(module, intrinsic.Hybrid)
+        else intrinsic.Hybrid([module], name=module.name)
     )
 
 
@@ -235,12 +246,14 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument(
-        "--sizes", type=lambda s: [int(v) for v in s.split(",")], default=[10, 20, 30, 40]
+        "--sizes", type=lambda s: [int(v) for v in s.split(",")], default=[10, 20, 30]
     )
     parser.add_argument("--methods", type=lambda s: s.split(","), default=list(METHODS))
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--need", type=int, default=4, help="seeds that must find the treasure")
-    parser.add_argument("--episodes", type=int, default=5000, help="budget per run, in episodes")
+    parser.add_argument(
+        "--episodes", type=int, default=10_000, help="budget per run, in episodes (bsuite's)"
+    )
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--out", type=Path, default=RESULTS / "intrinsic_deepsea")
     args = parser.parse_args()

@@ -40,8 +40,9 @@ class RND(IntrinsicModule):
       return (a forward filter ``R_t = gamma * R_{t-1} + r_t`` per env that ignores episode
       ends), not of the bonus itself; set ``num_envs`` so that a rollout batch is read as
       ``(steps, num_envs)`` time-major;
-    - the predictor trains on a random ``update_proportion`` of each batch, so it does not
-      learn too fast when many envs run in parallel.
+    - the predictor trains on a random ``update_proportion`` of each batch (one subset per
+      :meth:`update`, ``epochs`` passes over it), so it does not learn too fast when many
+      envs run in parallel.
 
     Example::
 
@@ -62,7 +63,7 @@ class RND(IntrinsicModule):
     :param hidden_sizes: hidden layers of the target and predictor MLPs
     :param learning_rate: Adam step size of the predictor
     :param update_proportion: the fraction of each batch the predictor trains on
-    :param epochs: passes over that fraction per :meth:`update`
+    :param epochs: passes over that subset per :meth:`update`
     :param minibatch_size: rows per gradient step
     :param gamma: discount of the intrinsic return whose deviation normalises the bonus
     :param normalize_reward: divide the bonus by that deviation
@@ -158,14 +159,14 @@ class RND(IntrinsicModule):
         """
         raw = self._encode(obs, actions, next_obs)
         self.obs_rms.update(raw)
-        x = self._whiten(raw)
+        subset_size = max(1, round(self.update_proportion * len(raw)))
+        subset = torch.randperm(len(raw), generator=self.generator)[:subset_size].to(raw.device)
+        x = self._whiten(raw[subset])
         with torch.no_grad():
             target = self.target(x)
-        subset_size = max(1, round(self.update_proportion * len(x)))
         for _ in range(self.epochs):
-            subset = torch.randperm(len(x), generator=self.generator)[:subset_size].to(x.device)
-            for index in minibatches(subset_size, self.minibatch_size, self.generator):
-                rows = subset[index.to(x.device)]
+            for rows in minibatches(subset_size, self.minibatch_size, self.generator):
+                rows = rows.to(x.device)
                 loss = F.mse_loss(self.predictor(x[rows]), target[rows])
                 self.optimizer.zero_grad(set_to_none=True)
                 loss.backward()
