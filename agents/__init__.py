@@ -10,12 +10,13 @@ from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from agents.hra import HRA
     from agents.ppo import PPO
 
 # public name -> the module that defines it
-_LAZY: dict[str, str] = {"PPO": "agents.ppo"}
+_LAZY: dict[str, str] = {"HRA": "agents.hra", "PPO": "agents.ppo"}
 
-__all__ = ["PPO"]
+__all__ = ["HRA", "PPO"]
 
 
 def __getattr__(name: str) -> Any:

@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-ALGOS = ("ppo", "sb3-ppo", "sb3-a2c", "sb3-dqn", "sb3-sac")
+ALGOS = ("ppo", "hra", "sb3-ppo", "sb3-a2c", "sb3-dqn", "sb3-sac")
 ON_POLICY = ("sb3-ppo", "sb3-a2c")
 SHAPINGS = ("none", "builtin")
 FUSIONS = ("sum", "product", "cycle", "max")
@@ -91,9 +91,9 @@ def check_config(config: dict[str, Any]) -> None:
         raise ValueError("no env given: pass --env ENV_ID (e.g. --env CartPole-v1)")
     if config["algo"] not in ALGOS:
         raise ValueError(f"unknown algorithm {config['algo']!r}; choose from {', '.join(ALGOS)}")
-    if config["algo"] == "ppo" and config["env"] not in envs.registered():
+    if config["algo"] in ("ppo", "hra") and config["env"] not in envs.registered():
         raise ValueError(
-            f"--algo ppo trains on rewardlab's batched envs and {config['env']!r} is not one; "
+            f"--algo {config['algo']} trains on rewardlab's batched envs and {config['env']!r} is not one; "
             f"known: {', '.join(envs.registered())}. Use an sb3-* algorithm for other Gymnasium envs"
         )
     if config["shaping"] not in SHAPINGS:
@@ -125,6 +125,8 @@ def train_seed(config: dict[str, Any], seed: int, run_dir: Path, resume: bool, p
     prepare_run_dir(run_dir, run_config, resume)
     if config["algo"] == "ppo":
         trainer = OwnPPOTrainer(run_config, run_dir)
+    elif config["algo"] == "hra":
+        trainer = HRATrainer(run_config, run_dir)
     else:
         from agents.sb3 import SB3Trainer
 
@@ -283,6 +285,45 @@ class OwnPPOTrainer:
         from agents.evaluation import evaluate_batched
 
         return evaluate_batched(self.model, self.config["env"], episodes, seed, self.config["device"])
+
+
+class HRATrainer(OwnPPOTrainer):
+    """Trains rewardlab's HRA on a batched env, with one head per reward component (shaping
+    adds its own head); the same run directory, checkpoints and evaluation as our PPO."""
+
+    def __init__(self, config: dict[str, Any], run_dir: Path):
+        import torch
+
+        import envs
+        from agents.hra import HRA
+        from shaping import BatchedPotentialShaping, potentials
+
+        if config["intrinsic"]:
+            raise ValueError("--algo hra takes no --intrinsic rewards; use --algo ppo for those")
+        self.config, self.run_dir = config, run_dir
+        torch.manual_seed(config["seed"])
+        num_envs = config["num_envs"] or 16
+        env = envs.make(config["env"], num_envs=num_envs, device=config["device"], seed=config["seed"])
+        hyperparameters = dict(config["hyperparameters"])
+        if config["shaping"] == "builtin":
+            env = BatchedPotentialShaping(
+                env, potentials.for_env(config["env"]), gamma=hyperparameters.get("gamma", 0.99),
+                scale=config["shaping_scale"],
+            )  # fmt: skip
+        self.env = env
+        self.model = HRA(
+            env, seed=config["seed"], tensorboard_log=str(run_dir / "tb"), **hyperparameters
+        )
+
+    def load_checkpoint(self) -> int:
+        from agents.hra import HRA
+
+        path = self.run_dir / self.checkpoint_file
+        if not path.exists():
+            return 0
+        self.model = HRA.load(path, env=self.env)
+        self.model.tensorboard_log = str(self.run_dir / "tb")
+        return self.model.num_timesteps
 
 
 def make_intrinsic(config: dict[str, Any], env: Any, num_envs: int) -> Any:

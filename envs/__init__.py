@@ -8,7 +8,10 @@ Example::
     >>> obs, reward, terminated, truncated, info = env.step(env.action_space.sample())
 """
 
-from envs import deepsea  # noqa: F401  (registers DeepSea-v0)
+from envs import (
+    deepsea,  # noqa: F401  (registers DeepSea-v0)
+    fruit,  # noqa: F401  (registers FruitCollection-v0 and FruitCollection-Large-v0)
+)
 from envs.classic import (
     AcrobotEnv,
     CartPoleEnv,
