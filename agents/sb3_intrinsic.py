@@ -1,4 +1,4 @@
-"""Intrinsic rewards for Stable-Baselines3: on-policy through a callback, off-policy through a VecEnv.
+"""Intrinsic rewards for Stable-Baselines3: on-policy by a callback, off-policy by a VecEnv wrapper.
 
 On-policy (PPO, A2C): :class:`IntrinsicRewardCallback`. At the end of each rollout it scores
 the whole rollout in one batch, adds ``coef * bonus`` to the rollout buffer's rewards and

@@ -107,7 +107,7 @@ class Count(IntrinsicModule):
     def compute(
         self, obs: Batch, actions: Batch, next_obs: Batch, dones: Batch | None = None
     ) -> torch.Tensor:
-        """Count each ``next_obs`` and return ``beta / sqrt(count)``; see :meth:`IntrinsicModule.compute`.
+        """Count each ``next_obs``, return ``beta / sqrt(count)``; see :meth:`IntrinsicModule.compute`.
 
         :param obs: observations ``(N, *obs_shape)`` (checked, not used)
         :param actions: actions ``(N, ...)`` (checked, not used)
@@ -126,7 +126,7 @@ class Count(IntrinsicModule):
         if self.episodic:
             if dones is None:
                 raise ValueError(
-                    f"Count {self.name!r} counts per episode (episodic=True): pass dones= to compute"
+                    f"Count {self.name!r} counts per episode (episodic=True): pass compute(dones=)"
                 )
             done = as_tensor(dones, "dones", torch.device("cpu")).bool().flatten()
             check_batch(("next_obs", codes), ("dones", done))

@@ -38,6 +38,12 @@ class DecaySchedule:
         """
         return self.beta * (1.0 - self.kappa) ** t
 
+    def get_extra_state(self) -> dict[str, int]:
+        return {"updates": self.updates}
+
+    def set_extra_state(self, state: dict[str, int]) -> None:
+        self.updates = int(state["updates"])
+
     def __repr__(self) -> str:
         return f"DecaySchedule(beta={self.beta}, kappa={self.kappa})"
 
@@ -172,5 +178,12 @@ class Hybrid(IntrinsicModule):
             module.update(obs, actions, next_obs)
         self.updates += 1
 
+    def get_extra_state(self) -> dict[str, int]:
+        return {"updates": self.updates}
+
+    def set_extra_state(self, state: dict[str, int]) -> None:
+        self.updates = int(state["updates"])
+
     def __repr__(self) -> str:
-        return f"Hybrid([{', '.join(m.name for m in self.parts)}], fusion={self.fusion!r}, schedule={self.schedule})"
+        names = ", ".join(m.name for m in self.parts)
+        return f"Hybrid([{names}], fusion={self.fusion!r}, schedule={self.schedule})"

@@ -131,7 +131,7 @@ class RND(IntrinsicModule):
     def compute(
         self, obs: Batch, actions: Batch, next_obs: Batch, dones: Batch | None = None
     ) -> torch.Tensor:
-        """The normalised prediction error on each ``next_obs``; see :meth:`IntrinsicModule.compute`.
+        """The normalised prediction error of each ``next_obs``; see :meth:`IntrinsicModule.compute`.
 
         :param obs: observations ``(N, *obs_shape)`` (checked, not used)
         :param actions: actions ``(N, ...)`` (checked, not used)

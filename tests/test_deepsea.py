@@ -12,7 +12,7 @@ from intrinsic import Count
 
 
 def run_episode(env, policy) -> tuple[torch.Tensor, list[torch.Tensor]]:
-    """Run one episode in every copy with ``policy(env) -> actions``; return the returns and steps."""
+    """Run one episode in every copy with ``policy(env) -> actions``; return returns and steps."""
     total = torch.zeros(env.num_envs)
     steps = []
     for _ in range(env.size):

@@ -159,6 +159,24 @@ def test_rnd_normalises_by_the_deviation_of_the_discounted_intrinsic_return():
     assert bonus.tolist() == pytest.approx((errors.flatten() / var.sqrt()).tolist(), rel=1e-4)
 
 
+@pytest.mark.parametrize("kind", ["gymnasium", "vector", "sb3", "batched"])
+def test_random_observations_from_every_kind_of_env(kind):
+    import gymnasium as gym
+    from stable_baselines3.common.env_util import make_vec_env
+
+    import envs
+
+    env = {
+        "gymnasium": lambda: gym.make("CartPole-v1"),
+        "vector": lambda: gym.make_vec("CartPole-v1", num_envs=2, vectorization_mode="sync"),
+        "sb3": lambda: make_vec_env("CartPole-v1", n_envs=2),
+        "batched": lambda: envs.make("CartPole-v1", num_envs=2, seed=0),
+    }[kind]()
+    rows = intrinsic.random_observations(env, num_steps=30, seed=0)
+    assert rows.shape == ((30, 4) if kind == "gymnasium" else (60, 4))
+    assert rows.dtype == torch.float32 and bool(torch.isfinite(rows).all())
+
+
 def test_rnd_initialises_whitening_from_a_random_rollout():
     import gymnasium as gym
 
@@ -272,6 +290,9 @@ def test_each_fusion_matches_a_hand_computation(fusion):
         assert set(hybrid.last_parts) == {"a", "b"}
         hybrid.update(x, x, x)
     assert [m.updates for m in hybrid.parts] == [2, 2]
+    restored = Hybrid([Scripted(A, "a"), Scripted(B, "b")], fusion=fusion)
+    restored.load_state_dict(hybrid.state_dict())
+    assert restored.updates == 2 and restored.active == 0
 
 
 def test_hybrid_passes_num_envs_to_its_modules_and_refuses_duplicates():

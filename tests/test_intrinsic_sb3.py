@@ -1,4 +1,4 @@
-"""Intrinsic rewards in SB3: GAE over the combined reward on-policy, bonuses in the replay buffer off-policy."""
+"""Intrinsic rewards in SB3: GAE over the combined reward (on-policy), the replay buffer (off-policy)."""
 
 from __future__ import annotations
 
