@@ -69,8 +69,9 @@ class IntrinsicRewardCallback(BaseCallback):
     Example::
 
         >>> from stable_baselines3 import PPO
+        >>> from stable_baselines3.common.env_util import make_vec_env
         >>> import intrinsic
-        >>> model = PPO("MlpPolicy", "CartPole-v1", n_steps=64, n_envs=2)
+        >>> model = PPO("MlpPolicy", make_vec_env("CartPole-v1", n_envs=2), n_steps=64)
         >>> rnd = intrinsic.RND(model.observation_space, seed=0)
         >>> model = model.learn(256, callback=IntrinsicRewardCallback(rnd, coef=0.1))
 
