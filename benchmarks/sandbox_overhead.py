@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import time
 from pathlib import Path
@@ -75,6 +76,7 @@ def main() -> None:
     options = {"steps": args.steps, "num_envs": args.num_envs, "num_checkpoints": 10, "eval_episodes": 10}
 
     time_in_process(program, args.env, {**options, "steps": 1024, "num_checkpoints": 1})  # lazy imports
+    load_before = os.getloadavg()[0]
     cold_s, cold = time_sandboxed(program, args.env, options)
     print(f"cold sandboxed run (starts the fork server): {cold_s:.1f} s")
     in_process, sandboxed, worker_training, in_process_cpu, worker_cpu, fitness = [], [], [], [], [], []
@@ -111,6 +113,7 @@ def main() -> None:
         "worker_peak_rss_mb": cold.peak_rss_mb,
         "worker_peak_address_space_mb": cold.peak_vm_mb,
         "landlock_abi": landlock_abi(),
+        "load_average_before_after": [load_before, os.getloadavg()[0]],
     }
     machine = describe_machine()
     lines = [
@@ -133,7 +136,9 @@ def main() -> None:
         "",
         f"Same final fitness on both sides: {row['same_fitness']}. Worker peak memory: "
         f"{row['worker_peak_rss_mb']:.0f} MB resident, {row['worker_peak_address_space_mb']:.0f} MB "
-        f"address space (the default limit is 4096 MB). Landlock ABI: {row['landlock_abi']}.",
+        f"address space (the default limit is 4096 MB). Landlock ABI: {row['landlock_abi']}. "
+        f"Load average of the machine (other jobs): {load_before:.1f} before, "
+        f"{row['load_average_before_after'][1]:.1f} after.",
     ]
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -16,8 +16,6 @@ JSON: the client sends one request; the forked worker sends ``{"pid": ...}`` and
 its ``{"result": ...}`` envelope; after the worker has exited, the server sends
 ``{"exit": code}`` (negative: killed by that signal). The server exits when its standard
 input closes (the client process ended), killing any workers left.
-
-    python -m llm_reward.forkserver SOCKET_PATH [MODULE ...]   # started by ForkServer
 """
 
 from __future__ import annotations
@@ -48,6 +46,9 @@ STARTUP_TIMEOUT_S = 300.0
 KEPT_ENVIRONMENT = ("PATH", "VIRTUAL_ENV", "LANG", "LC_ALL", "CUDA_VISIBLE_DEVICES")
 
 _HEADER = struct.Struct(">I")
+# Not ``python -m llm_reward.forkserver``: importing the package imports this module first,
+# and runpy would then run a second copy of it as __main__.
+_SERVER_COMMAND = "import sys; from llm_reward.forkserver import serve; serve(sys.argv[1], sys.argv[2:])"
 
 
 def send_message(write: Callable[[bytes], Any], message: dict[str, Any]) -> None:
@@ -116,7 +117,7 @@ class ForkServer:
         environment["PYTHONPATH"] = os.pathsep.join(path for path in sys.path if path)
         environment["HOME"] = self._directory
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "llm_reward.forkserver", self.socket_path, *self.preload],
+            [sys.executable, "-c", _SERVER_COMMAND, self.socket_path, *self.preload],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             env=environment,
@@ -306,6 +307,3 @@ def kill_group(pid: int) -> None:
         except OSError:
             pass
 
-
-if __name__ == "__main__":
-    serve(sys.argv[1], sys.argv[2:])
