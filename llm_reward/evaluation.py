@@ -358,6 +358,7 @@ def _parse_checkpoint(data: Any) -> Checkpoint:
         success_rate=_optional_number(data["success_rate"]),
         train_return=_optional_number(data["train_return"]),
         components={_text(name): _number(value) for name, value in components.items()},
+        reward=_optional_number(data.get("reward")),
     )
 
 
@@ -393,6 +394,7 @@ def _mean_curve(seed_runs: Sequence[SeedRun]) -> list[Checkpoint]:
         names = sorted({name for point in points for name in point.components})
         rates = [p.success_rate for p in points if p.success_rate is not None]
         train = [p.train_return for p in points if p.train_return is not None]
+        rewards = [p.reward for p in points if p.reward is not None]
         curve.append(
             Checkpoint(
                 step=round(sum(p.step for p in points) / len(points)),
@@ -403,6 +405,7 @@ def _mean_curve(seed_runs: Sequence[SeedRun]) -> list[Checkpoint]:
                     name: _mean([p.components[name] for p in points if name in p.components])
                     for name in names
                 },
+                reward=_mean(rewards) if rewards else None,
             )
         )
     return curve

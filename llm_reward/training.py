@@ -9,7 +9,8 @@ Fitness is never the program's own reward: at each checkpoint the current policy
 mean of their true returns is the fitness; where the env's description has a success
 rule, the share of successful episodes is reported too. Each checkpoint also holds the
 mean per step of every reward component (``"extrinsic"`` and ``"program/<name>"``) and of
-the true return of the training episodes that finished since the previous checkpoint.
+the reward trained on (the program's own), and the true return of the training episodes
+that finished since the previous checkpoint.
 """
 
 from __future__ import annotations
@@ -50,6 +51,8 @@ class Checkpoint:
     :param train_return: mean true return of the training episodes that finished since the
         previous checkpoint (``None`` if none did).
     :param components: mean per step of each reward component since the previous checkpoint.
+    :param reward: mean per step of the reward trained on (the program's own reward) since
+        the previous checkpoint; with ``fitness`` it shows whether the two move together.
     """
 
     step: int
@@ -57,6 +60,7 @@ class Checkpoint:
     success_rate: float | None
     train_return: float | None
     components: dict[str, float] = field(default_factory=dict)
+    reward: float | None = None
 
 
 def evaluate_policy(
@@ -138,6 +142,7 @@ def train_program(
     )
     model = PPO(env, seed=seed, device=device, tensorboard_log=tensorboard_log, **dict(ppo_kwargs or {}))
     component_values: dict[str, list[float]] = {}
+    rewards: list[float] = []
     train_returns: list[float] = []
     next_index = 1
 
@@ -149,6 +154,7 @@ def train_program(
         for key, value in logged.items():
             if key.startswith(_REWARD_PREFIX):
                 component_values.setdefault(key[len(_REWARD_PREFIX):], []).append(value)
+        rewards.append(float(local["rollout"].rewards.mean()))
         if "episode/extrinsic" in logged:
             train_returns.append(logged["episode/extrinsic"])
         if model.num_timesteps < steps * next_index / num_checkpoints:
@@ -163,9 +169,11 @@ def train_program(
                 success_rate=success_rate,
                 train_return=sum(train_returns) / len(train_returns) if train_returns else None,
                 components={name: sum(values) / len(values) for name, values in component_values.items()},
+                reward=sum(rewards) / len(rewards),
             )
         )
         component_values.clear()
+        rewards.clear()
         train_returns.clear()
 
     try:
