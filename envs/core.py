@@ -372,12 +372,18 @@ class BatchedEnv:
         return self._reset_low + (self._reset_high - self._reset_low) * uniform
 
     def _refill_pool(self) -> None:
-        generations = torch.arange(REFILL_EVERY, device=self.device).unsqueeze(1)
-        taken = (generations < self._taken).view(-1)
+        # Env i took generations 0 .. taken[i] - 1, i.e. pool columns k * num_envs + i.
+        taken = self._taken
         count = int(taken.sum())
         if count:
-            self._pool[:, taken] = self._draw_reset_states(count)
-        self._taken = torch.zeros_like(self._taken)
+            env_index = torch.repeat_interleave(
+                torch.arange(self.num_envs, device=self.device), taken, output_size=count
+            )
+            first = torch.repeat_interleave(taken.cumsum(0) - taken, taken, output_size=count)
+            generation = torch.arange(count, device=self.device) - first
+            columns = generation * self.num_envs + env_index
+            self._pool.index_copy_(1, columns, self._draw_reset_states(count))
+        self._taken = torch.zeros_like(taken)
         self._steps_since_refill = 0
 
     def _compile_advance(

@@ -3,7 +3,8 @@
 Each test puts Gymnasium's env in exactly our state (``write_gymnasium_state``), applies
 the same random actions to both and compares what they return. Our states are float32
 where Gymnasium's are float64, so observations agree to float32 rounding after one step
-and drift slowly over an episode; the tolerances below say how far (and why two envs run in float64).
+and drift over an episode; the tolerances below say how far (and why two envs run in
+float64).
 """
 
 from __future__ import annotations
@@ -92,18 +93,21 @@ def test_one_step_from_the_same_state_matches_gymnasium(env_id: str) -> None:
 
 
 # How far free-running trajectories stay from Gymnasium's over 1000 steps (several
-# episodes per copy, synced again only where an episode ends). CartPole and MountainCar
-# run in float32 against Gymnasium's float64, so rounding accumulates over an episode;
-# MountainCarContinuous is float32 in Gymnasium too. Pendulum (whose angle is never
-# wrapped) and Acrobot (chaotic) run in float64 as Gymnasium does: in float32, Pendulum's
-# observations drift by 3e-2 within an episode and Acrobot's separate from Gymnasium's
-# after 250-500 steps; in float64 both agree to 1e-6 over whole episodes.
+# episodes per copy, synced again only where an episode ends), as (tolerance at the
+# first step of an episode, growth per step). CartPole runs in float32 against
+# Gymnasium's float64 (for speed), and the upright pole is unstable, so the rounding
+# grows by about 5% a step: 1e-7 after one step, 2e-5 after 80 (measured over 1500
+# steps of 32 copies). MountainCar runs in float32 too, but its dynamics do not amplify
+# rounding; MountainCarContinuous is float32 in Gymnasium as well. Pendulum (whose angle
+# is never wrapped) and Acrobot (chaotic) run in float64 as Gymnasium does: in float32,
+# Pendulum's observations drift by 3e-2 within an episode and Acrobot's separate from
+# Gymnasium's after 250-500 steps; in float64 both agree to 1e-6 over whole episodes.
 FREE_RUNNING_TOLERANCE = {
-    "CartPole-v1": 2e-4,
-    "MountainCar-v0": 1e-5,
-    "MountainCarContinuous-v0": 1e-5,
-    "Acrobot-v1": 1e-5,
-    "Pendulum-v1": 1e-5,
+    "CartPole-v1": (4e-6, 1.05),
+    "MountainCar-v0": (1e-5, 1.0),
+    "MountainCarContinuous-v0": (1e-5, 1.0),
+    "Acrobot-v1": (1e-5, 1.0),
+    "Pendulum-v1": (1e-5, 1.0),
 }
 
 
@@ -115,15 +119,18 @@ def test_whole_episodes_match_gymnasium(env_id: str) -> None:
     ours, theirs = synced_pair(env_id, seed=2)
     rng = np.random.default_rng(2)
     space = ours.single_action_space
-    tolerance = FREE_RUNNING_TOLERANCE[env_id]
+    first_step_tolerance, growth = FREE_RUNNING_TOLERANCE[env_id]
+    episode_steps = np.zeros(NUM_ENVS, dtype=int)
     episodes = np.zeros(NUM_ENVS, dtype=int)
     for _ in range(1000):
         actions = random_actions(space, rng, NUM_ENVS)
         _, reward, terminated, truncated, info = ours.step(actions)
+        episode_steps += 1
         for index, env in enumerate(theirs):
             obs, their_reward, their_terminated, their_truncated, _ = env.step(
                 gymnasium_action(space, actions, index)
             )
+            tolerance = first_step_tolerance * growth ** episode_steps[index]
             np.testing.assert_allclose(
                 info["final_obs"][index].numpy(), obs, rtol=tolerance, atol=tolerance
             )
@@ -132,6 +139,7 @@ def test_whole_episodes_match_gymnasium(env_id: str) -> None:
             assert bool(truncated[index]) == their_truncated
             if their_terminated or their_truncated:
                 episodes[index] += 1
+                episode_steps[index] = 0
                 env.reset()
                 ours.write_gymnasium_state(env.unwrapped, index)
     assert episodes.min() >= 1
