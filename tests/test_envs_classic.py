@@ -182,3 +182,19 @@ def test_time_limit_truncates_at_gymnasiums_step(env_id: str) -> None:
     assert not torch.equal(info["final_obs"], env.observe(env.state.T))
     _, _, _, truncated, _ = env.step(random_actions(space, rng, 16))
     assert not truncated.any()
+
+
+@pytest.mark.parametrize("env_id", CLASSIC_IDS)
+def test_render_draws_what_gymnasium_draws_for_the_same_state(env_id: str) -> None:
+    ours, theirs = synced_pair(env_id, seed=7)
+    space = ours.single_action_space
+    actions = random_actions(space, np.random.default_rng(7), NUM_ENVS)
+    ours.step(actions)
+    reference = gymnasium.make(env_id, render_mode="rgb_array")
+    reference.reset(seed=0)
+    ours.write_gymnasium_state(reference.unwrapped, 3)
+    frame = ours.render(index=3)
+    assert frame.dtype == np.uint8 and frame.ndim == 3
+    np.testing.assert_array_equal(frame, reference.render())
+    ours.close()
+    reference.close()

@@ -197,3 +197,23 @@ def test_compiled_step_matches_the_eager_one(env_id: str) -> None:
         got = compiled.step(actions)
         for a, b in zip(expected[:4], got[:4], strict=True):
             torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("env_id", ["CartPole-v1", "Pendulum-v1"])
+def test_cuda_env_steps_like_the_cpu_one(env_id: str) -> None:
+    cpu = envs.make(env_id, 256, seed=0)
+    cuda = envs.make(env_id, 256, device="cuda", seed=0)
+    cpu.reset()
+    cuda.reset()
+    cuda._state.copy_(cpu._state)
+    space = cpu.single_action_space
+    for _ in range(20):
+        actions = torch.as_tensor(cpu.action_space.sample())
+        if isinstance(space, envs.core.spaces.Box):
+            actions = actions.float()
+        expected = cpu.step(actions)
+        got = cuda.step(actions.cuda())
+        assert got[0].device.type == "cuda" and got[1].device.type == "cuda"
+        torch.testing.assert_close(got[4]["final_obs"].cpu(), expected[4]["final_obs"])
+        cuda._state.copy_(cpu._state)
