@@ -279,6 +279,11 @@ class PPO:
         Its bonus is component ``"intrinsic"``: the ``intrinsic`` head's reward if there
         is one, else added to the summed reward.
     :param tensorboard_log: folder for TensorBoard runs; None: no logging.
+
+    After training, ``num_timesteps`` counts env steps, ``ep_info_buffer`` holds the last
+    100 finished episodes as SB3 does (``{"r": extrinsic return, "l": length, "t": time}``),
+    ``policy`` is the :class:`ActorCritic`, ``heads`` its value heads in output order, and
+    ``obs_rms`` / ``reward_rms`` the running statistics.
     """
 
     def __init__(

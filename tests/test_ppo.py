@@ -312,6 +312,18 @@ def test_tensorboard_logs_sb3_keys_and_the_true_extrinsic_return(tmp_path: Any) 
     assert (tmp_path / "PPO_2").is_dir()
 
 
+def test_reward_scaling_tracks_the_discounted_return() -> None:
+    # Reward 1 per step, episodes of 4, gamma 0.5: the running discounted return (reset at
+    # episode ends) cycles through 1, 1.5, 1.75, 1.875.
+    model = PPO(ChainEnv(8, length=4, bonus=0.0), n_steps=8, gamma=0.5, normalize_reward=True)
+    model.learn(64)
+    cycle = torch.tensor([1.0, 1.5, 1.75, 1.875], dtype=torch.float64)
+    torch.testing.assert_close(model.reward_rms.mean, cycle.mean().reshape(1), atol=1e-4, rtol=0)
+    torch.testing.assert_close(
+        model.reward_rms.var, cycle.var(unbiased=False).reshape(1), atol=1e-4, rtol=0
+    )
+
+
 def test_callback_returning_false_stops_training() -> None:
     model = PPO(ChainEnv(4), n_steps=8)
     calls: list[int] = []
@@ -320,7 +332,7 @@ def test_callback_returning_false_stops_training() -> None:
         calls.append(local["iteration"])
         return False
 
-    model.learn(10_000, callback=stop_after_first)
+    model.learn(10_000, callback=stop_after_first, progress_bar=True)
     assert calls == [1] and model.num_timesteps == 32
 
 
