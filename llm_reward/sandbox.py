@@ -327,6 +327,8 @@ def _isolate(run_dir: str, limits: Limits) -> None:
     os.setsid()
     _die_with_parent()
     os.chdir(run_dir)
+    # The working directory is no import location: nothing written in the run dir is imported.
+    sys.path[:] = [path for path in sys.path if path not in ("", ".")]
     temporary = os.path.join(run_dir, "tmp")
     os.makedirs(temporary, exist_ok=True)
     kept = {name: os.environ[name] for name in (*KEPT_ENVIRONMENT, "PYTHONPATH") if name in os.environ}

@@ -1,0 +1,182 @@
+"""The run directory of a search: its config and a journal of everything that happened.
+
+Every answer, program, prescreen score, evaluation result and human feedback is appended
+to ``journal.jsonl`` as one JSON line the moment it exists, flushed and synced to disk,
+so a crash or ``kill -9`` loses at most the record being written (a torn last line is
+dropped when the run is opened again). ``--resume`` reads the journal back: what is in it
+is never asked for or computed again. Every text written here first has the run's
+secrets (the API key) removed.
+
+Layout::
+
+    OUT/
+      config.json        what the run is (a resumed run must match it)
+      journal.jsonl      the records, in the order they happened
+      candidates/it00_s01/
+          answer.md      the LLM's answer (or the evolve proposer's program)
+          program.py     the program found in it
+          prescreen/     the sandboxed prescreen's files
+          train/         llm_reward.evaluate's run: program, result.json, TensorBoard logs
+      final/{best,sparse,human}/seed_S/   the 5-seed re-training, same layout as train/
+      prescreen/trajectories.json         the stored trajectories of known fitness
+      report.md, best_reward.py, tensorboard/search/
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from llm_reward.clients import redact
+
+__all__ = ["CONFIG_FILE", "JOURNAL_FILE", "RunStore"]
+
+CONFIG_FILE = "config.json"
+JOURNAL_FILE = "journal.jsonl"
+
+
+class RunStore:
+    """Append-only journal and files of one search run.
+
+    Open one with :meth:`open`; it is safe to use from several threads.
+
+    :param root: the run directory (must exist).
+    :param secrets: strings removed from everything written.
+    """
+
+    def __init__(self, root: Path, secrets: Sequence[str] = ()):
+        self.root = root
+        self.secrets = tuple(secret for secret in secrets if secret)
+        self._lock = threading.Lock()
+        self._records: list[dict[str, Any]] = []
+        self._index: dict[tuple[str, str], dict[str, Any]] = {}
+        self._load()
+
+    @classmethod
+    def open(
+        cls,
+        root: str | os.PathLike[str],
+        config: Mapping[str, Any],
+        identity: Sequence[str],
+        resume: bool,
+        secrets: Sequence[str] = (),
+    ) -> RunStore:
+        """Create the run directory, or reopen the run in it.
+
+        :param root: the output directory.
+        :param config: the run's config (JSON data; written to ``config.json``).
+        :param identity: the config keys a resumed run must share with the saved one (the
+            others, such as the number of workers, may change).
+        :param resume: continue the run found there.
+        :param secrets: strings never to write.
+        :raises ValueError: the directory holds a run and ``resume`` is False, holds a
+            different run, or holds files that are not a search run.
+        """
+        root = Path(root)
+        config_path = root / CONFIG_FILE
+        if config_path.exists():
+            saved = json.loads(config_path.read_text())
+            current = json.loads(json.dumps(dict(config)))
+            changed = sorted(key for key in identity if saved.get(key) != current.get(key))
+            if changed:
+                details = "; ".join(f"{key}: {saved.get(key)!r} there, {current.get(key)!r} now" for key in changed)
+                raise ValueError(
+                    f"{root} holds a different search run ({details}); use another --out, or the "
+                    "same settings with --resume"
+                )
+            if not resume:
+                raise ValueError(
+                    f"{root} already holds this search run; pass --resume to continue it (nothing "
+                    "done is repeated) or use another --out"
+                )
+        elif root.exists() and any(root.iterdir()):
+            raise ValueError(
+                f"{root} is not empty and holds no search run ({CONFIG_FILE} is missing); use an "
+                "empty or new --out"
+            )
+        root.mkdir(parents=True, exist_ok=True)
+        store = cls(root, secrets)
+        store.write_text(CONFIG_FILE, json.dumps(dict(config), indent=2) + "\n")
+        return store
+
+    def _load(self) -> None:
+        path = self.root / JOURNAL_FILE
+        if not path.exists():
+            return
+        data = path.read_bytes()
+        good = 0
+        for line in data.splitlines(keepends=True):
+            if not line.endswith(b"\n"):
+                break  # torn by a crash while it was written
+            try:
+                record = json.loads(line)
+            except ValueError:
+                break
+            good += len(line)
+            self._remember(record)
+        if good < len(data):
+            with open(path, "r+b") as journal:
+                journal.truncate(good)
+
+    def _remember(self, record: dict[str, Any]) -> None:
+        self._records.append(record)
+        if "key" in record:
+            self._index[(record["type"], record["key"])] = record
+
+    def append(self, record: Mapping[str, Any]) -> dict[str, Any]:
+        """Write ``record`` (with ``type`` and usually ``key``) to the journal now, durably.
+
+        :param record: JSON data; secrets are removed from it first.
+        :return: the record as written.
+        """
+        line = redact(json.dumps(dict(record), allow_nan=False), self.secrets)
+        written = json.loads(line)
+        with self._lock:
+            with open(self.root / JOURNAL_FILE, "a", encoding="utf-8") as journal:
+                journal.write(line + "\n")
+                journal.flush()
+                os.fsync(journal.fileno())
+            self._remember(written)
+        return written
+
+    def get(self, kind: str, key: str) -> dict[str, Any] | None:
+        """The latest record of type ``kind`` with ``key``, or ``None``.
+
+        :param kind: the record type.
+        :param key: the record key.
+        """
+        with self._lock:
+            return self._index.get((kind, key))
+
+    def records(self, kind: str) -> Iterator[dict[str, Any]]:
+        """Every record of type ``kind``, in journal order.
+
+        :param kind: the record type.
+        """
+        with self._lock:
+            found = [record for record in self._records if record["type"] == kind]
+        return iter(found)
+
+    def path(self, *parts: str) -> Path:
+        """A path inside the run directory.
+
+        :param parts: path components.
+        """
+        return self.root.joinpath(*parts)
+
+    def write_text(self, relative: str, text: str) -> Path:
+        """Write a file atomically (a reader sees the old or the new one), secrets removed.
+
+        :param relative: its path inside the run directory.
+        :param text: the content.
+        """
+        path = self.root / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        temporary = path.with_name(path.name + ".tmp")
+        temporary.write_text(redact(text, self.secrets), encoding="utf-8")
+        os.replace(temporary, path)
+        return path
