@@ -219,11 +219,10 @@ class BatchedEnv:
         """
         if seed is not None:
             self.generator.manual_seed(seed)
-        low, high = self.reset_bounds(options)
-        self._reset_low = torch.as_tensor(low, dtype=self.state_dtype, device=self.device)[:, None]
-        self._reset_high = torch.as_tensor(high, dtype=self.state_dtype, device=self.device)[
-            :, None
-        ]
+        bounds = torch.tensor(
+            self.reset_bounds(options), dtype=self.state_dtype, device=self.device
+        )
+        self._reset_low, self._reset_high = bounds.unsqueeze(2)
         self._state = self._draw_reset_states(self.num_envs)
         self._elapsed = torch.zeros(self.num_envs, dtype=torch.int32, device=self.device)
         # Pool column k * num_envs + i holds env i's k-th next reset state.

@@ -18,8 +18,8 @@ def register(env_id: str, factory: EnvFactory) -> None:
     """Make ``env_id`` available to :func:`make`.
 
     :param env_id: the id, Gymnasium style (``"Name-v0"``)
-    :param factory: called as ``factory(num_envs, device=..., seed=..., **kwargs)``; usually
-        a :class:`BatchedEnv` subclass
+    :param factory: called as ``factory(num_envs, device=..., seed=..., compile=..., **kwargs)``;
+        usually a :class:`BatchedEnv` subclass
     :raises ValueError: ``env_id`` is already registered
     """
     if env_id in _REGISTRY:
@@ -37,6 +37,7 @@ def make(
     num_envs: int,
     device: str | torch.device = "cpu",
     seed: int | None = None,
+    compile: bool = False,
     **kwargs: Any,
 ) -> BatchedEnv:
     """Create ``num_envs`` copies of ``env_id`` as one batched env on ``device``.
@@ -51,13 +52,17 @@ def make(
     :param num_envs: how many copies, at least 1
     :param device: ``"cpu"``, ``"cuda"`` or ``"cuda:<index>"``
     :param seed: seed of the env's generator, used by the first :meth:`~BatchedEnv.reset`
-    :param kwargs: passed to the env, e.g. ``compile=True`` or ``max_episode_steps=100``
+    :param compile: compile the step with Inductor at the first step (seconds to tens of
+        seconds once; then several times faster); the default eager step suits tests and
+        short runs
+    :param kwargs: passed to the env, e.g. ``max_episode_steps=100`` or
+        ``validate_actions=False``
     :raises ValueError: unknown ``env_id``, ``num_envs < 1`` or an unavailable device
     """
     if env_id not in _REGISTRY:
         raise ValueError(
             f"unknown env_id {env_id!r}; registered ids are: {', '.join(registered())}"
         )
-    env = _REGISTRY[env_id](num_envs, device=device, seed=seed, **kwargs)
+    env = _REGISTRY[env_id](num_envs, device=device, seed=seed, compile=compile, **kwargs)
     env.spec_id = env_id
     return env
