@@ -192,16 +192,15 @@ class MultiHeadQNetwork(nn.Module):
         """
         if self.shared_torso:
             return self.torso(obs).view(-1, self.num_heads, self.num_actions)
-        # (H, B, in) @ (H, in, out): every head's layer in one batched product. Masking the
-        # first layer's weights is masking each head's inputs.
-        x = obs.unsqueeze(0).expand(self.num_heads, -1, -1)
-        last = len(self.weights) - 1
-        for i, (weight, bias) in enumerate(zip(self.weights, self.biases)):
-            if i == 0:
-                weight = weight * self.input_masks
-            x = torch.baddbmm(bias, x, weight)
-            if i < last:
-                x = torch.relu(x)
+        # All heads read the same input, so their first layers are one matrix product with
+        # the heads side by side: (B, in) @ (in, H * out). Masking the first layer's weights
+        # is masking each head's inputs.
+        first = (self.weights[0] * self.input_masks).permute(1, 0, 2).flatten(1)
+        x = torch.addmm(self.biases[0].flatten(), obs, first)
+        x = x.view(len(obs), self.num_heads, -1).transpose(0, 1)  # (H, B, out)
+        # Later layers: (H, B, in) @ (H, in, out), every head in one batched product.
+        for weight, bias in zip(self.weights[1:], self.biases[1:]):
+            x = torch.baddbmm(bias, torch.relu(x), weight)
         return x.transpose(0, 1)
 
 
@@ -288,8 +287,9 @@ class HRA:
     :param seed: seeds the networks, the exploration, the replay sampling and the env's
         first reset.
     :param device: where the networks live; must be the env's device (default: the env's).
-    :param bootstrap: ``"max"`` (Q-learning on each head) or ``"mean"`` (each head learns the
-        value of the uniformly random policy).
+    :param bootstrap: ``"max"`` (Q-learning on each head; with one head, DQN) or ``"mean"``
+        (each head learns the value of the uniformly random policy: the paper's best setting
+        on fruit collection).
     :param head_weights: ``{name: weight}`` of each head in the action choice (default 1);
         change them later with :meth:`set_head_weights`.
     :param feature_masks: ``{name: bool mask shaped like one observation}``, the features the
@@ -325,7 +325,7 @@ class HRA:
         seed: int = 0,
         device: torch.device | str | None = None,
         *,
-        bootstrap: str = "mean",
+        bootstrap: str = "max",
         head_weights: Mapping[str, float] | None = None,
         feature_masks: Mapping[str, Any] | None = None,
         shared_torso: bool = False,
@@ -393,7 +393,8 @@ class HRA:
         )  # fmt: skip
         if head_weights is not None:
             self.set_head_weights(head_weights)
-        self.set_env(env)
+        self._check_env(env)
+        self._attach(env, reward, reported, computed)
 
     def _build(
         self,
@@ -481,10 +482,16 @@ class HRA:
 
     def set_env(self, env: Any) -> None:
         """Attach a batched env (spaces and device must match the model's; the heads' components
-        must be reported and add up to its reward); the next ``learn`` starts by resetting it.
+        must be reported and add up to its reward, which one probing step checks); the next
+        ``learn`` starts by resetting it. The replay buffer starts empty.
 
         :param env: a batched env, as for the constructor.
         """
+        self._check_env(env)
+        self._attach(env, *_probe(env, self.reward_components, self.seed))
+
+    def _check_env(self, env: Any) -> None:
+        """Check the env's kind, device, spaces and size against the model."""
         _check_batched(env)
         if torch.device(env.device) != self.device:
             raise ValueError(
@@ -509,7 +516,16 @@ class HRA:
                 f"buffer_size={self.buffer_size} is smaller than one step of the env's "
                 f"{env.num_envs} copies"
             )
-        reward, reported, computed = _probe(env, self.reward_components, self.seed)
+        self._attach(env, *_probe(env, self.reward_components, self.seed))
+
+    def _attach(
+        self,
+        env: Any,
+        reward: torch.Tensor,
+        reported: dict[str, torch.Tensor],
+        computed: dict[str, torch.Tensor] | None,
+    ) -> None:
+        """Check the heads against a probed step of ``env`` and make the replay buffer."""
         available = {**reported, **(computed or {})}
         select_components(available, reward, self.heads)
         self.env = env
