@@ -26,7 +26,7 @@ Example::
     from agents import PPO
 
     env = envs.make("CartPole-v1", num_envs=64, device="cpu", seed=0)
-    model = PPO(env, seed=0, n_steps=32, learning_rate=1e-3)
+    model = PPO(env, seed=0, n_steps=32, learning_rate=1e-3, gamma=0.98, gae_lambda=0.8)
     model.learn(100_000)
     actions, _ = model.predict(env.reset()[0])
 """
@@ -58,7 +58,12 @@ INTRINSIC_COMPONENT = "intrinsic"
 
 
 class IntrinsicModule(Protocol):
-    """What ``PPO(intrinsic=...)`` needs: a batched bonus and a way to learn from a rollout."""
+    """What ``PPO(intrinsic=...)`` needs: a batched bonus and a way to learn from a rollout.
+
+    ``intrinsic.IntrinsicModule`` subclasses fit: when ``compute`` also takes ``dones`` it
+    gets the episode-end flags, and ``set_num_envs(num_envs)``, if present, is called when
+    an env is attached (batches are time-major: row ``t * num_envs + env``).
+    """
 
     name: str
 
@@ -281,7 +286,7 @@ class PPO:
     :param tensorboard_log: folder for TensorBoard runs; None: no logging.
 
     After training, ``num_timesteps`` counts env steps, ``ep_info_buffer`` holds the last
-    100 finished episodes as SB3 does (``{"r": extrinsic return, "l": length, "t": time}``),
+    100 finished episodes as SB3 does (``{"r": extrinsic return, "l": length}``),
     ``policy`` is the :class:`ActorCritic`, ``heads`` its value heads in output order, and
     ``obs_rms`` / ``reward_rms`` the running statistics.
     """
@@ -680,10 +685,9 @@ class PPO:
         if len(finished):
             means = finished.mean(dim=0)
             stats |= {f"episode/{name}": means[i] for i, name in enumerate(names)}
-            elapsed = time.perf_counter()
             extrinsic = names.index("extrinsic")
             for row in finished[-self.ep_info_buffer.maxlen :].tolist():
-                self.ep_info_buffer.append({"r": row[extrinsic], "l": int(row[-1]), "t": elapsed})
+                self.ep_info_buffer.append({"r": row[extrinsic], "l": int(row[-1])})
         return stats
 
     def _head_rewards(self, intrinsic_reward: torch.Tensor | None) -> torch.Tensor:

@@ -284,6 +284,23 @@ def test_intrinsic_bonus_joins_the_summed_reward_without_value_heads() -> None:
     torch.testing.assert_close(values, torch.tensor(expected), atol=0.05, rtol=0)
 
 
+@pytest.mark.parametrize("names", ["rnd", "count"])
+def test_intrinsic_package_modules_plug_in(names: str) -> None:
+    import intrinsic
+
+    env = cartpole(8)
+    module = intrinsic.make(names, env.single_observation_space, env.single_action_space, seed=0)
+    heads = {
+        "extrinsic": {"gamma": 0.999, "weight": 2.0},
+        "intrinsic": {"gamma": 0.99, "episodic": False},
+    }  # RND's two-stream critic
+    model = PPO(env, n_steps=16, value_heads=heads, intrinsic=module)
+    logged: list[dict[str, float]] = []
+    model.learn(8 * 16 * 2, callback=lambda local: logged.append(local["logged"]))
+    assert math.isfinite(logged[-1][f"reward/intrinsic/{module.name}"])
+    assert math.isfinite(logged[-1]["train/value_loss"])
+
+
 # --------------------------------------------------------------------------- logging
 
 
