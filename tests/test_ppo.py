@@ -341,6 +341,19 @@ def test_reward_scaling_tracks_the_discounted_return() -> None:
     )
 
 
+def test_target_kl_stops_the_epochs_early() -> None:
+    def epochs_run(**settings: Any) -> float:
+        model = PPO(ChainEnv(8), n_steps=8, n_epochs=5, learning_rate=0.01, **settings)
+        logged: list[dict[str, float]] = []
+        model.learn(64, callback=lambda local: logged.append(local["logged"]))
+        return logged[-1]["train/n_updates"]
+
+    assert epochs_run() == 5
+    # The first minibatch sees the rollout policy (KL 0); after one step the KL exceeds 1.5e-9.
+    assert epochs_run(target_kl=1e-9) == 1
+    assert epochs_run(clip_range_vf=0.1) == 5
+
+
 def test_callback_returning_false_stops_training() -> None:
     model = PPO(ChainEnv(4), n_steps=8)
     calls: list[int] = []
