@@ -22,11 +22,12 @@ from torch.fx.experimental.proxy_tensor import make_fx
 Actions = torch.Tensor | np.ndarray
 StepReturn = tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, dict[str, Any]]
 
-# Reset states are drawn in bulk: each env has REFILL_EVERY pre-drawn reset states (the
-# "pool") and takes the next one each time its episode ends. An env ends at most one
-# episode per step, so refilling the taken states every REFILL_EVERY steps is enough.
-# A step then draws no random numbers and reads nothing back from the device; the
-# refill, which draws exactly as many states as were taken, is the only host sync.
+# Reset states are drawn in bulk, into a pool of REFILL_EVERY pre-drawn states per env:
+# at the k-th step after a refill, an env whose episode ends takes its state of
+# generation k (pool column k * num_envs + i, a contiguous slice for all envs, so no
+# gather). After REFILL_EVERY steps the states taken are drawn again, exactly as many as
+# were taken. A step then draws no random numbers and reads nothing back from the
+# device; the refill is the only host sync.
 REFILL_EVERY = 16
 
 
@@ -227,8 +228,7 @@ class BatchedEnv:
         self._elapsed = torch.zeros(self.num_envs, dtype=torch.int32, device=self.device)
         # Pool column k * num_envs + i holds env i's k-th next reset state.
         self._pool = self._draw_reset_states(REFILL_EVERY * self.num_envs)
-        self._taken = torch.zeros(self.num_envs, dtype=torch.int64, device=self.device)
-        self._steps_since_refill = 0
+        self._ended_since_refill: list[torch.Tensor] = []
         self._last_actions = None
         return self.observe(self._state).clone(), {}
 
@@ -244,23 +244,25 @@ class BatchedEnv:
         actions = self.as_action_tensor(actions)
         if self._state is None:
             raise RuntimeError(f"{self} has no state yet: call reset() first")
-        inputs = (self._state, self._elapsed, actions, self._pool, self._taken)
+        generation = len(self._ended_since_refill)
+        fresh = self._pool[:, generation * self.num_envs : (generation + 1) * self.num_envs]
+        inputs = (self._state, self._elapsed, actions, fresh)
         advance = self._advance
         if self.compile:
             if self._compiled_advance is None:
                 self._compiled_advance = self._compile_advance(inputs)
             advance = self._compiled_advance
-        (state, elapsed, taken, obs, reward, terminated, truncated, final_obs, invalid) = advance(
+        (state, elapsed, obs, reward, terminated, truncated, done, final_obs, invalid) = advance(
             *inputs
         )
         # The range check is computed inside the step (one fused kernel when compiled) and
         # read back here, before anything is committed.
         if self.validate_actions and self._action_range is not None and bool(invalid):
             self._raise_out_of_range(actions, *self._action_range)
-        self._state, self._elapsed, self._taken = state, elapsed, taken
+        self._state, self._elapsed = state, elapsed
         self._last_actions = actions
-        self._steps_since_refill += 1
-        if self._steps_since_refill == REFILL_EVERY:
+        self._ended_since_refill.append(done)
+        if len(self._ended_since_refill) == REFILL_EVERY:
             self._refill_pool()
         info = {"final_obs": final_obs, "reward_components": {"extrinsic": reward}}
         return obs, reward, terminated, truncated, info
@@ -371,19 +373,18 @@ class BatchedEnv:
         return self._reset_low + (self._reset_high - self._reset_low) * uniform
 
     def _refill_pool(self) -> None:
-        # Env i took generations 0 .. taken[i] - 1, i.e. pool columns k * num_envs + i.
-        taken = self._taken
-        count = int(taken.sum())
-        if count:
-            env_index = torch.repeat_interleave(
-                torch.arange(self.num_envs, device=self.device), taken, output_size=count
-            )
-            first = torch.repeat_interleave(taken.cumsum(0) - taken, taken, output_size=count)
-            generation = torch.arange(count, device=self.device) - first
-            columns = generation * self.num_envs + env_index
-            self._pool.index_copy_(1, columns, self._draw_reset_states(count))
-        self._taken = torch.zeros_like(taken)
-        self._steps_since_refill = 0
+        # The envs that ended at the k-th step took pool columns k * num_envs + i. One
+        # nonzero per step: below 32768 elements torch runs it on one thread, and a second
+        # thread on a busy machine can cost milliseconds to wake.
+        taken = torch.cat(
+            [
+                ended.nonzero().squeeze(1) + generation * self.num_envs
+                for generation, ended in enumerate(self._ended_since_refill)
+            ]
+        )
+        if taken.numel():
+            self._pool.index_copy_(1, taken, self._draw_reset_states(taken.numel()))
+        self._ended_since_refill = []
 
     def _compile_advance(
         self, inputs: tuple[torch.Tensor, ...]
@@ -393,7 +394,7 @@ class BatchedEnv:
         The step is traced to one graph and compiled without Dynamo: Dynamo would check its
         guards on every call, about 20 us of Python on a slow CPU, as long as the whole step
         of a thousand envs takes. Nothing guards are needed for can change here: every input
-        keeps the shape, dtype, device and (contiguous) layout it has now, and the env's
+        keeps the shape, dtype, device and memory layout it has now, and the env's
         constants are fixed at construction.
         """
 
@@ -401,41 +402,37 @@ class BatchedEnv:
             state: torch.Tensor,
             elapsed: torch.Tensor,
             actions: torch.Tensor,
-            pool: torch.Tensor,
-            taken: torch.Tensor,
+            fresh: torch.Tensor,
         ) -> tuple[torch.Tensor, ...]:
-            return self._advance(state, elapsed, actions, pool, taken)
+            return self._advance(state, elapsed, actions, fresh)
 
-        return torch._inductor.compile(make_fx(advance)(*inputs), list(inputs))
+        options = {"cpp.threads": 1} if self.device.type == "cpu" else {}
+        return torch._inductor.compile(make_fx(advance)(*inputs), list(inputs), options=options)
 
     def _advance(
         self,
         state: torch.Tensor,
         elapsed: torch.Tensor,
         actions: torch.Tensor,
-        pool: torch.Tensor,
-        taken: torch.Tensor,
+        fresh: torch.Tensor,
     ) -> tuple[torch.Tensor, ...]:
         next_state, reward, terminated = self.transition(state, actions)
         elapsed = elapsed + 1
         truncated = elapsed >= self.max_episode_steps
         done = terminated | truncated
         final_obs = self.observe(next_state)
-        # Env i's k-th reset since the last refill takes pool column k * num_envs + i. Row by
-        # row, so that Inductor fuses the whole step into one loop over envs.
-        slots = taken * self.num_envs + torch.arange(self.num_envs, device=self.device)
+        # Row by row, so that Inductor fuses the whole step into one loop over envs.
         state = torch.stack(
-            [torch.where(done, pool[row, slots], next_state[row]) for row in range(self.state_dim)]
+            [torch.where(done, fresh[row], next_state[row]) for row in range(self.state_dim)]
         )
         obs = self.observe(state)
         elapsed = torch.where(done, 0, elapsed)
-        taken = taken + done
         if self._action_range is None:
             invalid = torch.zeros((), dtype=torch.bool, device=self.device)
         else:
             low, high = self._action_range
             invalid = ((actions < low) | (actions > high)).any()
-        return state, elapsed, taken, obs, reward, terminated, truncated, final_obs, invalid
+        return state, elapsed, obs, reward, terminated, truncated, done, final_obs, invalid
 
 
 class BatchedWrapper:
