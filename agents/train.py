@@ -47,6 +47,7 @@ DEFAULTS: dict[str, Any] = {
     "hyperparameters": {},
     "eval_episodes": 10,
     "checkpoint_every": None,
+    "reward_program": None,
 }
 
 
@@ -112,6 +113,12 @@ def check_config(config: dict[str, Any]) -> None:
         raise ValueError(f"steps={config['steps']!r} must be a positive integer")
     if not config["seeds"]:
         raise ValueError("no seeds given: pass --seed S or --seeds 0,1,2")
+    if config["reward_program"]:
+        if config["algo"] != "ppo":
+            raise ValueError("--reward-program trains rewardlab's PPO on the batched env: use --algo ppo")
+        from llm_reward import load_reward
+
+        load_reward(config["reward_program"], config["env"])  # the checks, before any training
 
 
 def run_dir_for(logdir: Path, seed: int) -> Path:
@@ -231,6 +238,10 @@ class OwnPPOTrainer:
         torch.manual_seed(config["seed"])
         num_envs = config["num_envs"] or 16
         env = envs.make(config["env"], num_envs=num_envs, device=config["device"], seed=config["seed"])
+        if config["reward_program"]:
+            from llm_reward import load_reward
+
+            env = load_reward(config["reward_program"], config["env"]).wrap(env)
         hyperparameters = dict(config["hyperparameters"])
         gamma = hyperparameters.get("gamma", 0.99)
         if config["shaping"] == "builtin":
@@ -386,6 +397,8 @@ def register_train(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--intrinsic-coef", dest="intrinsic_coef", type=float)
     parser.add_argument("--num-envs", dest="num_envs", type=int)
     parser.add_argument("--device", help="cpu or cuda (our PPO)")
+    parser.add_argument("--reward-program", dest="reward_program",
+                        help="train on a reward program file (e.g. a search's best_reward.py; --algo ppo)")
     parser.add_argument("--config", help="a JSON/TOML file with these settings (flags win)")
     parser.add_argument("--logdir", required=True, help="parent folder of the run directories")
     parser.add_argument("--resume", action="store_true", help="continue runs from their checkpoints")

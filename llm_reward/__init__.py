@@ -13,7 +13,11 @@
 - :func:`reference_programs`: the env's own (sparse) reward and a human-written dense one,
   as programs, for baselines;
 - :class:`ProgramReward`: the batched-env wrapper that trains on a program's reward
-  (in-process: for trusted programs).
+  (in-process: for trusted programs);
+- :func:`load_reward`: a reward program file (a search's ``best_reward.py``) as a Gymnasium
+  or batched-env wrapper;
+- :mod:`llm_reward.search`: the reward-code search behind ``rewardlab search``;
+  :mod:`llm_reward.clients`: OpenAI-compatible LLM clients.
 
 See ``docs/reward_programs.md``.
 """
@@ -30,6 +34,7 @@ from llm_reward.descriptions import (
 from llm_reward.evaluation import EvalResult, Failure, SeedRun, evaluate
 from llm_reward.program import ProgramError, RewardProgram
 from llm_reward.references import reference_programs, register_reference_programs
+from llm_reward.search.loading import LoadedReward, load_reward
 from llm_reward.training import Checkpoint
 from llm_reward.wrapper import ProgramReward
 
@@ -41,6 +46,7 @@ __all__ = [
     "EvalResult",
     "Failure",
     "Finding",
+    "LoadedReward",
     "ProgramError",
     "ProgramReward",
     "RewardProgram",
@@ -48,6 +54,7 @@ __all__ = [
     "StateVariable",
     "describe",
     "evaluate",
+    "load_reward",
     "reference_programs",
     "register_reference_programs",
     "register_description",

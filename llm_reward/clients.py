@@ -120,7 +120,15 @@ class EndpointError(LLMError):
 
 class LLMCallFailed(LLMError):
     """One request failed for good (retries used up, or the endpoint rejected the request);
-    the search counts it as a failed candidate and goes on."""
+    the search counts it as a failed candidate and goes on.
+
+    :param message: what went wrong, with any secret removed.
+    :param tries: how many times it was sent.
+    """
+
+    def __init__(self, message: str, tries: int = 1):
+        super().__init__(message)
+        self.tries = tries
 
 
 @dataclass(frozen=True)
@@ -500,13 +508,13 @@ class OpenAICompatibleClient(ChatClient):
                     raise LLMCallFailed(self._secret_free(
                         f"{self.describe()}: the request failed {attempt + 1} times, the last one "
                         f"{what}: {_message(error)}"
-                    )) from None
+                    ), tries=attempt + 1) from None
                 self._sleep(self._wait_s(attempt, error))
             except openai.APIStatusError as error:
                 raise LLMCallFailed(self._secret_free(
                     f"{self.describe()} rejected the request (HTTP {error.status_code}: "
                     f"{_message(error)})"
-                )) from None
+                ), tries=attempt + 1) from None
         raise AssertionError("unreachable: the loop returns or raises")
 
     def _wait_s(self, attempt: int, error: Exception) -> float:

@@ -133,7 +133,7 @@ class RunStore:
         :param record: JSON data; secrets are removed from it first.
         :return: the record as written.
         """
-        line = redact(json.dumps(dict(record), allow_nan=False), self.secrets)
+        line = redact(json.dumps(dict(record)), self.secrets)
         written = json.loads(line)
         with self._lock:
             with open(self.root / JOURNAL_FILE, "a", encoding="utf-8") as journal:

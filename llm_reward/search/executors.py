@@ -1,0 +1,224 @@
+"""Where candidate evaluations run: local processes (default) or a Ray cluster.
+
+Every evaluation is :func:`llm_reward.evaluate`, which already runs the program in its own
+sandboxed worker process, so the local executor only needs threads that wait on those
+processes: ``workers`` evaluations train at once, each in its own worker process forked
+from the sandbox's one fork server. The Ray executor (``--executor ray --address ADDR``,
+the ``ray`` extra) runs the same call as a Ray task on any node of a cluster, in a
+temporary folder there, and brings the result and the run's files (TensorBoard logs,
+program, ``result.json``) back into the run directory, so the search's outputs are the
+same. Nodes need rewardlab installed, as for any Ray task.
+"""
+
+from __future__ import annotations
+
+import abc
+import os
+import shutil
+import tempfile
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from llm_reward.evaluation import EvalResult, evaluate
+from llm_reward.program import RewardProgram
+
+__all__ = ["EvalTask", "Executor", "LocalExecutor", "RayExecutor", "make_executor", "run_task"]
+
+# Files larger than this are not brought back from Ray nodes (worker logs of runaway programs).
+MAX_RETURNED_FILE_BYTES = 32 * 2**20
+
+
+@dataclass(frozen=True)
+class EvalTask:
+    """One evaluation: a program, its env and budget, and the folder for its files.
+
+    :param key: the journal key of what is evaluated.
+    :param source: the program's source (it passed the static checks).
+    :param env_id: the env.
+    :param steps: env steps per seed.
+    :param seeds: the training seeds.
+    :param run_dir: the folder for the run's files in the run directory (replaced).
+    :param num_envs: batched envs per training run.
+    :param ppo_kwargs: PPO's hyperparameters.
+    :param num_checkpoints: fitness measurements per seed.
+    :param eval_episodes: evaluation episodes per measurement.
+    :param timeout_s: wall-clock limit of the evaluation.
+    """
+
+    key: str
+    source: str
+    env_id: str
+    steps: int
+    seeds: tuple[int, ...]
+    run_dir: str
+    num_envs: int = 8
+    ppo_kwargs: dict[str, Any] = field(default_factory=dict)
+    num_checkpoints: int = 10
+    eval_episodes: int = 10
+    timeout_s: float = 1800.0
+
+
+def run_task(task: EvalTask, run_dir: str | os.PathLike[str] | None = None) -> EvalResult:
+    """Evaluate ``task`` with :func:`llm_reward.evaluate` (sandboxed, one torch thread).
+
+    A folder left by an interrupted evaluation of the same task is removed first, so a
+    resumed search does not mix two runs' TensorBoard logs.
+
+    :param task: what to evaluate.
+    :param run_dir: where to put the files instead of ``task.run_dir``.
+    """
+    directory = Path(run_dir if run_dir is not None else task.run_dir)
+    shutil.rmtree(directory, ignore_errors=True)
+    return evaluate(
+        RewardProgram.from_source(task.source), task.env_id, steps=task.steps, seeds=task.seeds,
+        timeout_s=task.timeout_s, run_dir=directory, num_envs=task.num_envs,
+        ppo_kwargs=task.ppo_kwargs, num_checkpoints=task.num_checkpoints,
+        eval_episodes=task.eval_episodes, threads=1,
+    )  # fmt: skip
+
+
+class Executor(abc.ABC):
+    """Runs evaluations concurrently; :meth:`submit` returns a future of the result.
+
+    :param workers: how many evaluations run at once.
+    :param thread_prefix: name prefix of the threads that wait on the evaluations.
+    """
+
+    def __init__(self, workers: int, thread_prefix: str):
+        if workers < 1:
+            raise ValueError(f"workers must be at least 1, got workers={workers!r}")
+        self.workers = workers
+        self._pool = ThreadPoolExecutor(workers, thread_name_prefix=thread_prefix)
+
+    def submit(self, task: EvalTask, on_start: Callable[[], None] | None = None) -> Future[EvalResult]:
+        """Queue ``task``; it starts when one of the ``workers`` slots is free.
+
+        :param task: what to evaluate.
+        :param on_start: called when the evaluation starts (for progress displays).
+        """
+
+        def run() -> EvalResult:
+            if on_start is not None:
+                on_start()
+            return self._run(task)
+
+        return self._pool.submit(run)
+
+    @abc.abstractmethod
+    def _run(self, task: EvalTask) -> EvalResult:
+        """Evaluate ``task`` now, in the calling thread (which waits for the result)."""
+
+    @abc.abstractmethod
+    def describe(self) -> str:
+        """Where evaluations run, for the report."""
+
+    def shutdown(self) -> None:
+        """Stop accepting work and release what the executor holds."""
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+
+class LocalExecutor(Executor):
+    """Evaluations in sandboxed worker processes on this machine, ``workers`` at a time.
+
+    :param workers: how many evaluations train at once (one torch thread each).
+    """
+
+    def __init__(self, workers: int):
+        super().__init__(workers, "rewardlab-eval")
+
+    def _run(self, task: EvalTask) -> EvalResult:
+        return run_task(task)
+
+    def describe(self) -> str:
+        """``local processes, W at a time``."""
+        return f"local sandboxed processes, {self.workers} at a time"
+
+
+def evaluate_remotely(task_data: dict[str, Any]) -> dict[str, Any]:
+    """The Ray task: evaluate in a temporary folder on the node, return the result and files.
+
+    :param task_data: an :class:`EvalTask` as a dict.
+    :return: ``{"result": EvalResult dict, "files": {relative path: bytes}}``.
+    """
+    task = EvalTask(**{**task_data, "seeds": tuple(task_data["seeds"])})
+    with tempfile.TemporaryDirectory(prefix="rewardlab-ray-") as folder:
+        directory = Path(folder) / "run"
+        result = run_task(task, directory)
+        files = {
+            os.fspath(path.relative_to(directory)): path.read_bytes()
+            for path in sorted(directory.rglob("*"))
+            if path.is_file() and path.stat().st_size <= MAX_RETURNED_FILE_BYTES
+        }
+    return {"result": result.to_dict(), "files": files}
+
+
+class RayExecutor(Executor):
+    """Evaluations as Ray tasks, on a cluster (``address``) or a local Ray instance.
+
+    :param workers: how many evaluations are in flight at once.
+    :param address: the cluster's address (``ray://host:10001`` or ``host:6379``); ``None``
+        starts a local instance (or uses the one already initialised in this process).
+    :param init_kwargs: more arguments of ``ray.init`` (e.g. ``num_cpus`` for a local instance).
+    :raises ValueError: Ray is not installed, or the cluster cannot be reached.
+    """
+
+    def __init__(self, workers: int, address: str | None = None, init_kwargs: dict[str, Any] | None = None):
+        super().__init__(workers, "rewardlab-ray")
+        try:
+            import ray
+        except ImportError as error:
+            raise ValueError(
+                "--executor ray needs Ray: pip install 'rewardlab[ray]' (on every node of the cluster)"
+            ) from error
+        self._ray = ray
+        self.address = address
+        if not ray.is_initialized():
+            try:
+                ray.init(address=address, logging_level="WARNING", **dict(init_kwargs or {}))
+            except ConnectionError as error:
+                raise ValueError(f"cannot reach the Ray cluster at --address {address!r}: {error}") from error
+        self._remote = ray.remote(num_cpus=1)(evaluate_remotely)
+
+    def _run(self, task: EvalTask) -> EvalResult:
+        data = self._ray.get(self._remote.remote(asdict(task)))
+        directory = Path(task.run_dir)
+        shutil.rmtree(directory, ignore_errors=True)
+        for relative, content in data["files"].items():
+            path = (directory / relative).resolve()
+            if directory.resolve() not in path.parents:
+                continue  # only files inside the candidate's folder
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(content)
+        result = EvalResult.from_dict(data["result"])
+        result.run_dir = os.fspath(directory)
+        return result
+
+    def describe(self) -> str:
+        """``Ray cluster at ADDR, W in flight``."""
+        where = f"Ray cluster at {self.address}" if self.address else "a local Ray instance"
+        return f"{where}, {self.workers} evaluations in flight"
+
+    def shutdown(self) -> None:
+        """Stop submitting and disconnect from Ray."""
+        super().shutdown()
+        self._ray.shutdown()
+
+
+def make_executor(kind: str, workers: int, address: str | None = None) -> Executor:
+    """The executor the CLI's ``--executor`` names.
+
+    :param kind: ``"local"`` or ``"ray"``.
+    :param workers: concurrent evaluations.
+    :param address: the Ray cluster's address (``ray`` only).
+    :raises ValueError: an unknown kind, ``address`` without Ray, or Ray problems.
+    """
+    if kind == "local":
+        if address is not None:
+            raise ValueError("--address is the Ray cluster's address; pass it with --executor ray")
+        return LocalExecutor(workers)
+    if kind == "ray":
+        return RayExecutor(workers, address)
+    raise ValueError(f"unknown executor {kind!r}; choose local or ray")

@@ -1,0 +1,606 @@
+"""The reward-code search: propose programs, evaluate them in parallel, reflect, repeat.
+
+Each iteration asks the proposer (an LLM in Eureka or Text2Reward mode, or the evolve
+proposer) for ``samples`` programs. Every candidate goes through the same pipeline, in
+its own thread: answer -> program (static checks) -> prescreen (optional, sandboxed) ->
+training and fitness (:func:`llm_reward.evaluate` through an executor: local sandboxed
+processes or Ray). Every step's outcome is appended to the run's journal as soon as it
+exists (:mod:`llm_reward.search.store`), and a resumed search takes from the journal what
+is there instead of asking or computing again. The next prompt is built from the
+results in sample order, so the same answers and seeds give the same search.
+
+At the end the best program (highest task fitness, earliest on ties) is trained again
+with ``final_seeds`` new seeds next to the env's sparse and human reference rewards, and
+scored with Eureka's normalised score ``(best - sparse) / |human - sparse|``.
+
+    from llm_reward.search import SearchConfig, search
+
+    config = SearchConfig(env_id="CartPole-v1", task="balance the pole", proposer="evolve",
+                          iterations=3, samples=4, steps=20_000)
+    result = search(config, "runs/search_cartpole")
+    print(result.best.key, result.best.fitness, result.normalized_score)
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from collections import Counter
+from collections.abc import Sequence
+from concurrent.futures import Future, ThreadPoolExecutor, as_completed
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from llm_reward.checks import CheckError
+from llm_reward.clients import ChatClient, Completion, LLMCallFailed, Usage
+from llm_reward.descriptions import EnvDescription, describe, registered_descriptions
+from llm_reward.evaluation import EvalResult, Failure
+from llm_reward.program import RewardProgram, extract_code
+from llm_reward.references import reference_programs, registered_reference_programs
+from llm_reward.search import board
+from llm_reward.search.evolve import EvolveProposer
+from llm_reward.search.examples import most_similar
+from llm_reward.search.executors import EvalTask, Executor, LocalExecutor
+from llm_reward.search.feedback import FeedbackSource
+from llm_reward.search.prescreen import collect_trajectories, prescreen
+from llm_reward.search.progress import Progress
+from llm_reward.search.prompts import candidate_line, conversation, feedback_prompt, task_prompt
+from llm_reward.search.records import (
+    CHECK_FAILURE,
+    LLM_FAILURE,
+    NO_CODE_FAILURE,
+    PRESCREEN_FAILURE,
+    Candidate,
+    FinalScore,
+    PrescreenScore,
+)
+from llm_reward.search.reflection import reflect, reward_signals
+from llm_reward.search.report import write_outputs
+from llm_reward.search.store import RunStore
+
+__all__ = ["SearchConfig", "SearchResult", "best_candidate", "search"]
+
+MODES = ("eureka", "text2reward")
+PROPOSERS = ("llm", "evolve")
+PRESCREEN_MODES = ("off", "reject", "audit")
+FINAL_SEED_BASE = 100
+FINAL_LABELS = ("best", "sparse", "human")
+
+
+@dataclass
+class SearchConfig:
+    """What a search is; a resumed search must have the same (see :data:`IDENTITY`).
+
+    :param env_id: a batched env with a registered description.
+    :param task: the task, in words.
+    :param mode: ``"eureka"`` (reward reflection) or ``"text2reward"`` (few-shot examples
+        and human feedback).
+    :param proposer: ``"llm"`` or ``"evolve"`` (no LLM).
+    :param llm: ``"PROVIDER:MODEL"``, for the record (the client is given to :func:`search`).
+    :param iterations: rounds of proposals.
+    :param samples: programs per round.
+    :param steps: training env steps per seed of every candidate.
+    :param seeds: the candidates' training seeds.
+    :param final_seeds: seeds of the final re-training (``100, 101, ...``); 0 skips it.
+    :param shots: Text2Reward's few-shot examples in the first prompt (0: zero-shot).
+    :param prescreen: ``"off"``, ``"reject"`` (CLI ``--prescreen``: programs that rank
+        stored trajectories badly are not trained) or ``"audit"`` (score all, train all).
+    :param prescreen_tau: the lowest Kendall tau that passes.
+    :param prescreen_steps: PPO steps on the human reference for the stored trajectories
+        (``None``: ``steps``).
+    :param seed: seeds the evolve proposer and the trajectory collection.
+    :param num_envs: batched envs per training run.
+    :param ppo_kwargs: PPO's hyperparameters for every training run.
+    :param num_checkpoints: fitness measurements per training run (Eureka's ~10 points).
+    :param eval_episodes: evaluation episodes per measurement.
+    :param timeout_s: wall-clock limit of one evaluation.
+    """
+
+    env_id: str
+    task: str
+    mode: str = "eureka"
+    proposer: str = "llm"
+    llm: str | None = None
+    iterations: int = 5
+    samples: int = 4
+    steps: int = 50_000
+    seeds: tuple[int, ...] = (0,)
+    final_seeds: int = 5
+    shots: int = 0
+    prescreen: str = "off"
+    prescreen_tau: float = 0.2
+    prescreen_steps: int | None = None
+    seed: int = 0
+    num_envs: int = 8
+    ppo_kwargs: dict[str, Any] = field(default_factory=dict)
+    num_checkpoints: int = 10
+    eval_episodes: int = 10
+    timeout_s: float = 1800.0
+
+    def check(self) -> None:
+        """Raise ``ValueError`` naming any bad value and what is allowed."""
+        for name, choices in (("mode", MODES), ("proposer", PROPOSERS), ("prescreen", PRESCREEN_MODES)):
+            if getattr(self, name) not in choices:
+                raise ValueError(f"unknown {name} {getattr(self, name)!r}; choose from {', '.join(choices)}")
+        if not self.task.strip():
+            raise ValueError("the task is empty: pass --task \"what the agent should do\"")
+        for name in ("iterations", "samples", "steps", "num_envs", "num_checkpoints", "eval_episodes"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be a positive integer, got {name}={value!r}")
+        for name in ("final_seeds", "shots"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be >= 0, got {name}={getattr(self, name)!r}")
+        if not self.seeds or not all(isinstance(seed, int) for seed in self.seeds):
+            raise ValueError(f"seeds must be a non-empty list of integers, got {self.seeds!r}")
+        if self.shots and self.mode != "text2reward":
+            raise ValueError("--shots are Text2Reward's few-shot examples; pass --mode text2reward")
+        if self.proposer == "llm" and not self.llm:
+            raise ValueError("the llm proposer needs a model: pass --llm PROVIDER:MODEL (or --proposer evolve)")
+        if self.proposer == "evolve" and self.llm:
+            raise ValueError("--proposer evolve needs no LLM; drop --llm, or drop --proposer evolve")
+        if not -1.0 <= self.prescreen_tau <= 1.0:
+            raise ValueError(f"prescreen_tau is a Kendall tau in [-1, 1], got {self.prescreen_tau!r}")
+        if not self.timeout_s > 0:
+            raise ValueError(f"timeout_s must be positive, got {self.timeout_s!r}")
+        try:
+            json.dumps(self.ppo_kwargs)
+        except (TypeError, ValueError) as error:
+            raise ValueError(f"ppo_kwargs must be JSON data: {error}") from error
+
+    def to_dict(self) -> dict[str, Any]:
+        """The config as JSON data."""
+        data = asdict(self)
+        data["seeds"] = list(self.seeds)
+        return data
+
+
+# Config keys a resumed run must share with the saved one: everything but the timeout.
+IDENTITY = tuple(f.name for f in fields(SearchConfig) if f.name != "timeout_s")
+
+
+@dataclass
+class SearchResult:
+    """What a search found and spent.
+
+    :param config: the search's config.
+    :param out: its run directory.
+    :param candidates: every candidate, in (iteration, sample) order.
+    :param best: the best trained candidate (``None``: none trained).
+    :param final: the final re-training per label (``best``, ``sparse``, ``human``).
+    :param normalized_score: Eureka's ``(best - sparse) / |human - sparse|`` of the final
+        means (``None`` without both references or when they are equal).
+    :param usage: tokens of all LLM answers of the run (earlier sessions included).
+    :param cost_usd: their cost, as far as the prices are known.
+    :param cost_unknown: some call's price was unknown.
+    :param llm_calls: answers received.
+    :param llm_failures: requests that failed for good.
+    :param llm_retries: retried tries, over all requests.
+    :param executor: where evaluations ran.
+    :param llm: the endpoint and model, if any.
+    :param wall_s: this session's wall time.
+    """
+
+    config: SearchConfig
+    out: Path
+    candidates: list[Candidate]
+    best: Candidate | None
+    final: dict[str, FinalScore]
+    normalized_score: float | None
+    usage: Usage
+    cost_usd: float
+    cost_unknown: bool
+    llm_calls: int
+    llm_failures: int
+    llm_retries: int
+    executor: str
+    llm: str | None
+    wall_s: float
+
+    @property
+    def failures(self) -> Counter[str]:
+        """How many candidates failed (or were rejected), by kind."""
+        return Counter(candidate.status for candidate in self.candidates if not candidate.ok)
+
+
+def best_candidate(candidates: Sequence[Candidate]) -> Candidate | None:
+    """The trained candidate with the highest fitness (the earliest on ties), or ``None``.
+
+    :param candidates: any candidates.
+    """
+    trained = [c for c in candidates if c.ok]
+    if not trained:
+        return None
+    return min(trained, key=lambda c: (-(c.fitness or 0.0), c.iteration, c.sample))
+
+
+def searchable_description(env_id: str) -> EnvDescription:
+    """The description of an env the search can work on.
+
+    :param env_id: the env.
+    :raises ValueError: it is not a batched env, or it has no registered description.
+    """
+    import envs
+
+    if env_id not in envs.registered():
+        raise ValueError(
+            f"--env {env_id!r} is not one of rewardlab's batched envs, which the search trains "
+            f"on; known: {', '.join(envs.registered())}"
+        )
+    if env_id not in registered_descriptions():
+        raise ValueError(
+            f"{env_id} has no description of its state variables, which reward programs are "
+            "written against; register one with llm_reward.register_description (see "
+            f"docs/reward_programs.md). Described envs: {', '.join(registered_descriptions())}"
+        )
+    return describe(env_id)
+
+
+class _Search:
+    """One run of :func:`search` (see its docstring for the parameters)."""
+
+    def __init__(
+        self,
+        config: SearchConfig,
+        out: str | os.PathLike[str],
+        client: ChatClient | None,
+        executor: Executor | None,
+        workers: int | None,
+        feedback: FeedbackSource | None,
+        resume: bool,
+        progress: Progress | None,
+        llm_concurrency: int,
+    ):
+        config.check()
+        if (config.proposer == "llm") != (client is not None):
+            raise ValueError("pass a client exactly when the proposer is the LLM")
+        self.config = config
+        self.description = searchable_description(config.env_id)
+        has_references = config.env_id in registered_reference_programs()
+        self.references = reference_programs(config.env_id) if has_references else {}
+        if config.prescreen != "off" and not self.references:
+            raise ValueError(
+                f"--prescreen trains a policy on {config.env_id}'s human reference reward, and it has "
+                "none (llm_reward.register_reference_programs)"
+            )
+        self.client = client
+        secrets = client.secrets if client is not None else ()
+        saved_config = {**config.to_dict(), "llm_endpoint": client.describe() if client else None}
+        self.store = RunStore.open(out, saved_config, IDENTITY, resume, secrets)
+        self.feedback = feedback
+        self.progress = progress or Progress(config.iterations, config.samples, enabled=False)
+        self.progress.secrets = secrets
+        self._own_executor = executor is None
+        self.executor = executor or LocalExecutor(workers or max(1, os.cpu_count() or 1))
+        self._llm_pool = ThreadPoolExecutor(llm_concurrency, thread_name_prefix="rewardlab-llm") if client else None
+        self._evolve = EvolveProposer(self.description, config.seed, self.references) if config.proposer == "evolve" else None
+        examples = most_similar(config.task, config.env_id, config.shots) if config.mode == "text2reward" else []
+        self._first_prompt = task_prompt(self.description, config.task, examples)
+        self._trajectories: list[dict[str, Any]] | None = None
+
+    # ------------------------------------------------------------------ the run
+    def run(self) -> SearchResult:
+        start = time.monotonic()
+        try:
+            if self.client is not None:
+                self.client.check()
+            if self.config.prescreen != "off":
+                self._trajectories = self._load_trajectories()
+            history: list[Candidate] = []
+            for iteration in range(self.config.iterations):
+                history += self._iteration(iteration, history)
+                self._log_iteration(iteration, history)
+            best = best_candidate(history)
+            final = self._final(best)
+            result = self._result(history, best, final, time.monotonic() - start)
+            write_outputs(result, self.store)
+            return result
+        finally:
+            if self._llm_pool is not None:
+                self._llm_pool.shutdown(wait=False, cancel_futures=True)
+            if self._own_executor:
+                self.executor.shutdown()
+            self.progress.close()
+
+    def _iteration(self, iteration: int, history: list[Candidate]) -> list[Candidate]:
+        samples = self.config.samples
+        self.progress.start_iteration(iteration, samples)
+        candidates = [Candidate(iteration, sample) for sample in range(samples)]
+        if self._evolve is not None:
+            proposals = self._evolve.propose(iteration, samples, history)
+            plans: list[Any] = [("evolve", genome, source) for genome, source in proposals]
+            answers: dict[int, Future[Completion]] = {}
+        else:
+            messages = self._messages(iteration, history)
+            prompt_key = self._save_prompt(iteration, messages)
+            plans = [("llm", prompt_key, messages)] * samples
+            llm_pool = self._llm_pool
+            assert llm_pool is not None
+            # Submitted in sample order: with one request in flight, answers come in that order.
+            answers = {
+                c.sample: llm_pool.submit(self._ask, messages)
+                for c in candidates if self.store.get("answer", c.key) is None
+            }
+        with ThreadPoolExecutor(samples, thread_name_prefix="rewardlab-candidate") as pool:
+            futures = [pool.submit(self._candidate, c, plans[c.sample], answers.get(c.sample)) for c in candidates]
+            errors = [future.exception() for future in futures]
+        for error in errors:
+            if error is not None:
+                raise error
+        return candidates
+
+    def _ask(self, messages: list[dict[str, str]]) -> Completion:
+        assert self.client is not None
+        return self.client.complete(messages)
+
+    # --------------------------------------------------------------- prompts
+    def _messages(self, iteration: int, history: list[Candidate]) -> list[dict[str, str]]:
+        best = best_candidate(history)
+        if iteration == 0:
+            return conversation(self._first_prompt, None, None)
+        last = [c for c in history if c.iteration == iteration - 1]
+        human = self._human_feedback(iteration, best, last) if self.config.mode == "text2reward" else None
+        return conversation(self._first_prompt, best, feedback_prompt(self.config.mode, last, best, human))
+
+    def _save_prompt(self, iteration: int, messages: list[dict[str, str]]) -> str:
+        digest = hashlib.sha256(json.dumps(messages).encode()).hexdigest()[:12]
+        key = f"it{iteration:02d}_{digest}"
+        if self.store.get("prompt", key) is None:
+            self.store.append({"type": "prompt", "key": key, "iteration": iteration, "messages": messages})
+        return key
+
+    def _human_feedback(self, iteration: int, best: Candidate | None, last: list[Candidate]) -> str | None:
+        key = f"it{iteration:02d}"
+        saved = self.store.get("feedback", key)
+        if saved is not None:
+            return saved["text"]
+        if self.feedback is None:
+            return None
+        lines = ["Results so far:", *(f"- {candidate_line(c)}" for c in last)]
+        if best is not None and best.result is not None:
+            lines += ["", f"Best program so far ({best.key}):", "```python", (best.source or "").rstrip(), "```",
+                      reflect(best.result, best.signals)]
+        text = self.feedback.ask(iteration, "\n".join(lines))
+        self.store.append({"type": "feedback", "key": key, "iteration": iteration,
+                           "source": self.feedback.name, "text": text})
+        return text
+
+    # -------------------------------------------------------- one candidate
+    def _candidate(self, candidate: Candidate, plan: tuple[Any, ...], answer: Future[Completion] | None) -> None:
+        trained = False
+        try:
+            if not self._answer(candidate, plan, answer):
+                return
+            program = self._program(candidate)
+            if program is None:
+                return
+            if self.config.prescreen != "off":
+                score = self._prescreen(candidate, program)
+                if self.config.prescreen == "reject" and not score.passed:
+                    candidate.failure = score.failure or Failure(PRESCREEN_FAILURE, score.finding)
+                    return
+            trained = self._evaluate(candidate)
+        finally:
+            self.progress.finished(candidate.fitness, candidate.key, trained)
+
+    def _answer(self, candidate: Candidate, plan: tuple[Any, ...], answer: Future[Completion] | None) -> bool:
+        """Fill in the candidate's answer (saved, or new and saved now); False if there is none."""
+        key = candidate.key
+        record = self.store.get("answer", key)
+        if record is None and plan[0] == "evolve":
+            _, genome, source = plan
+            record = self.store.append({"type": "answer", "key": key, "iteration": candidate.iteration,
+                                        "sample": candidate.sample, "proposer": "evolve", "text": source,
+                                        "genome": genome})
+        elif record is None:
+            assert answer is not None
+            try:
+                completion = answer.result()
+            except LLMCallFailed as error:
+                self.store.append({"type": "llm_error", "key": key, "prompt": plan[1], "error": str(error),
+                                   "tries": error.tries})
+                candidate.failure = Failure(LLM_FAILURE, str(error))
+                return False
+            record = self.store.append({
+                "type": "answer", "key": key, "iteration": candidate.iteration, "sample": candidate.sample,
+                "proposer": "llm", "prompt": plan[1], "text": completion.text, **completion.to_dict(),
+            })
+            self.progress.spent(completion.usage.total_tokens, completion.cost_usd)
+        candidate.answer = record["text"]
+        candidate.genome = record.get("genome")
+        if "usage" in record:
+            candidate.usage = Usage(**record["usage"])
+            candidate.cost_usd = record.get("cost_usd")
+        self.store.write_text(f"candidates/{key}/answer.md", candidate.answer or "")
+        return True
+
+    def _program(self, candidate: Candidate) -> RewardProgram | None:
+        """The checked program in the candidate's answer, or ``None`` with its failure set."""
+        try:
+            candidate.source = extract_code(candidate.answer or "")
+        except CheckError as error:
+            candidate.failure = Failure(NO_CODE_FAILURE, "; ".join(map(str, error.findings)))
+            return None
+        self.store.write_text(f"candidates/{candidate.key}/program.py", candidate.source)
+        try:
+            program = RewardProgram.from_source(candidate.source)
+            program.check(self.description)
+        except CheckError as error:
+            candidate.failure = Failure(
+                CHECK_FAILURE, "the program failed the static checks: " + "; ".join(map(str, error.findings)),
+                findings=[str(finding) for finding in error.findings],
+            )
+            return None
+        return program
+
+    def _prescreen(self, candidate: Candidate, program: RewardProgram) -> PrescreenScore:
+        record = self.store.get("prescreen", candidate.key)
+        if record is not None:
+            score = PrescreenScore.from_dict(record["score"])
+        else:
+            assert self._trajectories is not None
+            score = prescreen(program, self.config.env_id, self._trajectories,
+                              self.store.path("candidates", candidate.key, "prescreen"),
+                              self.config.prescreen_tau)
+            self.store.append({"type": "prescreen", "key": candidate.key, "score": score.to_dict()})
+        candidate.prescreen = score
+        return score
+
+    def _task(self, key: str, source: str, seeds: Sequence[int], run_dir: Path) -> EvalTask:
+        config = self.config
+        return EvalTask(
+            key=key, source=source, env_id=config.env_id, steps=config.steps, seeds=tuple(seeds),
+            run_dir=os.fspath(run_dir), num_envs=config.num_envs, ppo_kwargs=dict(config.ppo_kwargs),
+            num_checkpoints=config.num_checkpoints, eval_episodes=config.eval_episodes,
+            timeout_s=config.timeout_s,
+        )  # fmt: skip
+
+    def _evaluate(self, candidate: Candidate) -> bool:
+        """Train the candidate (or take its saved result); True if it was trained now."""
+        record = self.store.get("evaluation", candidate.key)
+        trained = record is None
+        if record is not None:
+            result = EvalResult.from_dict(record["result"])
+        else:
+            assert candidate.source is not None
+            task = self._task(candidate.key, candidate.source, self.config.seeds,
+                              self.store.path("candidates", candidate.key, "train"))
+            result = self.executor.submit(task, self.progress.started).result()
+            self.store.append({"type": "evaluation", "key": candidate.key, "result": result.to_dict()})
+        candidate.result = result
+        if result.ok:
+            candidate.signals = reward_signals(result.curve)
+            board.log_candidate(result, candidate.prescreen.tau if candidate.prescreen else None)
+        else:
+            candidate.failure = result.failure
+        return trained
+
+    # --------------------------------------------------------- the rest
+    def _load_trajectories(self) -> list[dict[str, Any]]:
+        path = self.store.path("prescreen", "trajectories.json")
+        if path.exists():
+            return json.loads(path.read_text())["trajectories"]
+        steps = self.config.prescreen_steps or self.config.steps
+        self.progress.note(f"prescreen: collecting trajectories (random, and PPO trained {steps:,} steps "
+                           "on the human reference reward) ...")
+        trajectories = collect_trajectories(self.config.env_id, steps, seed=self.config.seed,
+                                            num_envs=self.config.num_envs, ppo_kwargs=self.config.ppo_kwargs)
+        self.store.write_text("prescreen/trajectories.json", json.dumps(
+            {"env_id": self.config.env_id, "train_steps": steps, "trajectories": trajectories}))
+        return trajectories
+
+    def _log_iteration(self, iteration: int, history: list[Candidate]) -> None:
+        current = [c for c in history if c.iteration == iteration]
+        best, iteration_best = best_candidate(history), best_candidate(current)
+        usage = sum((c.usage for c in history if c.usage is not None), Usage())
+        costs = [c.cost_usd for c in history if c.usage is not None]
+        board.log_iteration(
+            self.store.path("tensorboard", "search"), iteration,
+            best.fitness if best else None, iteration_best.fitness if iteration_best else None,
+            sum(not c.ok for c in current), usage.total_tokens,
+            None if None in costs else sum(cost for cost in costs if cost is not None),
+        )  # fmt: skip
+        if best is not None:
+            self.progress.note(f"iteration {iteration + 1}/{self.config.iterations}: best so far {best.key} "
+                               f"with fitness {best.fitness:.4g}; "
+                               f"{sum(c.ok for c in current)}/{len(current)} trained")
+
+    def _final(self, best: Candidate | None) -> dict[str, FinalScore]:
+        """Re-train the best program and the references with the final seeds."""
+        if best is None or self.config.final_seeds == 0:
+            return {}
+        assert best.source is not None
+        sources = {"best": best.source, **{label: self.references[label].source
+                                           for label in ("sparse", "human") if label in self.references}}
+        seeds = [FINAL_SEED_BASE + index for index in range(self.config.final_seeds)]
+        scores = {label: FinalScore(label) for label in sources}
+        jobs = [(label, seed) for label in sources for seed in seeds]
+        self.progress.start_iteration(0, len(jobs), stage="final re-training")
+        pending: dict[Future[EvalResult], tuple[str, int, str]] = {}
+        for label, seed in jobs:
+            key = f"{label}:{best.key}/seed_{seed}" if label == "best" else f"{label}/seed_{seed}"
+            record = self.store.get("final", key)
+            if record is not None:
+                self._score(scores[label], seed, EvalResult.from_dict(record["result"]))
+                self.progress.finished(None, key, trained=False)
+                continue
+            task = self._task(key, sources[label], [seed], self.store.path("final", label, f"seed_{seed}"))
+            pending[self.executor.submit(task, self.progress.started)] = (label, seed, key)
+        for future in as_completed(pending):
+            label, seed, key = pending[future]
+            result = future.result()
+            self.store.append({"type": "final", "key": key, "label": label, "seed": seed,
+                               "candidate": best.key if label == "best" else None, "result": result.to_dict()})
+            self._score(scores[label], seed, result)
+            self.progress.finished(None, key, trained=True)
+        for score in scores.values():
+            score.fitness = dict(sorted(score.fitness.items()))
+        return scores
+
+    @staticmethod
+    def _score(score: FinalScore, seed: int, result: EvalResult) -> None:
+        score.fitness[seed] = result.fitness if result.ok else None
+        if not result.ok and result.failure is not None:
+            score.failures.append(f"seed {seed}: {result.failure.kind}: {result.failure.reason}")
+
+    def _result(
+        self, history: list[Candidate], best: Candidate | None, final: dict[str, FinalScore], wall_s: float
+    ) -> SearchResult:
+        answers = [record for record in self.store.records("answer") if record.get("proposer") == "llm"]
+        errors = list(self.store.records("llm_error"))
+        costs = [record.get("cost_usd") for record in answers]
+        normalized = None
+        method, sparse, human = (final[label].mean if label in final else None for label in FINAL_LABELS)
+        if method is not None and sparse is not None and human is not None and abs(human - sparse) > 1e-12:
+            normalized = (method - sparse) / abs(human - sparse)
+        return SearchResult(
+            config=self.config,
+            out=self.store.root,
+            candidates=history,
+            best=best,
+            final=final,
+            normalized_score=normalized,
+            usage=sum((Usage(**record["usage"]) for record in answers), Usage()),
+            cost_usd=sum(cost for cost in costs if cost is not None),
+            cost_unknown=any(cost is None for cost in costs),
+            llm_calls=len(answers),
+            llm_failures=len(errors),
+            llm_retries=sum(record.get("retries", 0) for record in answers)
+            + sum(record.get("tries", 1) - 1 for record in errors),
+            executor=self.executor.describe(),
+            llm=self.client.describe() if self.client else None,
+            wall_s=wall_s,
+        )
+
+
+def search(
+    config: SearchConfig,
+    out: str | os.PathLike[str],
+    *,
+    client: ChatClient | None = None,
+    executor: Executor | None = None,
+    workers: int | None = None,
+    feedback: FeedbackSource | None = None,
+    resume: bool = False,
+    progress: Progress | None = None,
+    llm_concurrency: int = 4,
+) -> SearchResult:
+    """Run a reward-program search and write its run directory (report, best program, logs).
+
+    :param config: what to search.
+    :param out: the run directory (new, empty, or this run's with ``resume``).
+    :param client: the LLM (``llm_reward.clients.make_client``) when the proposer is ``"llm"``.
+    :param executor: where evaluations run (default: local processes, ``workers`` at a time;
+        an executor given here is not shut down).
+    :param workers: concurrent evaluations of the default executor (default: CPU count).
+    :param feedback: Text2Reward's human feedback (file or terminal), if any.
+    :param resume: continue the run in ``out``: saved answers and results are reused.
+    :param progress: the progress display (default: none).
+    :param llm_concurrency: LLM requests in flight at once; 1 asks in sample order.
+    :raises ValueError: a bad config, env, output directory or client combination.
+    :raises llm_reward.clients.EndpointError: the LLM endpoint cannot serve the search.
+    """
+    return _Search(config, out, client, executor, workers, feedback, resume, progress, llm_concurrency).run()

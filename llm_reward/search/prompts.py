@@ -1,0 +1,165 @@
+"""The prompts of the search: Eureka's and Text2Reward's first prompt and the feedback rounds.
+
+A conversation is always ``[system, task prompt]`` and, from the second iteration on,
+``[assistant: the best program so far, user: feedback]``: the best program stays in the
+conversation and only the latest feedback is added (as Eureka does), so prompts do not
+grow with the number of iterations.
+
+- Eureka: the feedback is the reward reflection of the best program so far, a line for
+  every candidate of the last iteration (fitness, reward-hacking signals, prescreen
+  findings), and each failed program's reason and cut traceback.
+- Text2Reward: the first prompt may carry the most similar examples of the library
+  (few-shot); the feedback is the human's text (terminal or file) with the same results.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from llm_reward.descriptions import EnvDescription
+from llm_reward.search.examples import Example
+from llm_reward.search.records import PRESCREEN_FAILURE, Candidate
+from llm_reward.search.reflection import describe_failure, reflect, tips
+
+__all__ = [
+    "SYSTEM_PROMPT",
+    "candidate_line",
+    "conversation",
+    "feedback_prompt",
+    "task_prompt",
+]
+
+Message = dict[str, str]
+
+SYSTEM_PROMPT = (
+    "You are a reward engineer trying to write reward functions to solve reinforcement learning "
+    "tasks as effectively as possible. Your goal is to write a reward function for the environment "
+    "that will help the agent learn the task described in text. Your reward function should use "
+    "useful variables from the environment as inputs."
+)
+
+_FORMAT = (
+    "Write the reward function as one ```python block defining `compute_reward`. Its arguments "
+    "are any of the variables above, by name (each a torch tensor with one row per env); it returns "
+    "`(reward, components)`: the total reward, a float tensor of shape (N,), and a dict of named "
+    "float (N,) tensors, one per reward component. Only math, numpy and torch may be imported "
+    "(`math`, `np` and `torch` are available without importing); the program may not read or write "
+    "files, use the network, start processes, define classes or change its input tensors in place.\n"
+    "Some tips for reward design: (1) normalize the reward or its components to a fixed range with "
+    "transformations like torch.exp; (2) if you transform a component, give the transformation a "
+    "temperature parameter, as a named constant inside the function, not an input; (3) the reward is "
+    "given for the state after the action (`next_*` variables) and every step, so keep per-step "
+    "rewards on a scale that the episode length does not blow up."
+)
+
+
+def task_prompt(description: EnvDescription, task: str, examples: Sequence[Example] = ()) -> str:
+    """The first user prompt: the env described as a Python class, the task, the format.
+
+    :param description: the env's description.
+    :param task: the user's task text.
+    :param examples: Text2Reward's few-shot examples (instruction and program).
+    """
+    parts = [
+        f"The Python environment is:\n```python\n{description.to_prompt()}\n```",
+        f"Write a reward function for the following task: {task}",
+    ]
+    if examples:
+        shown = "\n\n".join(
+            f"Instruction ({example.env_id}): {example.instruction}\n```python\n{example.program}```"
+            for example in examples
+        )
+        parts.append(
+            "Here are reward functions other engineers wrote for similar instructions (their "
+            f"environments may differ; use only the variables of this one):\n\n{shown}"
+        )
+    parts.append(_FORMAT)
+    return "\n\n".join(parts)
+
+
+def candidate_line(candidate: Candidate) -> str:
+    """One line on what became of a candidate.
+
+    :param candidate: the candidate.
+    """
+    if candidate.ok:
+        result = candidate.result
+        assert result is not None
+        line = f"{candidate.key}: trained, task fitness {result.fitness:.4g}"
+        if result.success_rate is not None:
+            line += f", success rate {result.success_rate:.2f}"
+        signals = candidate.signals
+        if signals is not None:
+            if signals.correlation is not None:
+                line += f", correlation of its reward with the fitness {signals.correlation:+.2f}"
+            if signals.hacking:
+                line += f"; REWARD HACKING SIGNAL: {signals.reason}"
+        return line
+    failure = candidate.failure
+    if failure is None:
+        return f"{candidate.key}: not evaluated"
+    if failure.kind == PRESCREEN_FAILURE:
+        return f"{candidate.key}: not trained: {failure.reason}"
+    return f"{candidate.key}: failed ({failure.kind}): {failure.reason.splitlines()[0][:300]}"
+
+
+def _best_block(best: Candidate | None) -> str:
+    if best is None:
+        return ("None of the reward functions so far trained successfully, so there is no best one "
+                "yet; write a new one that avoids the failures below.")
+    assert best.result is not None
+    return (f"The reward function above is the best so far (candidate {best.key}, task fitness "
+            f"{best.result.fitness:.4g}). {reflect(best.result, best.signals)}")
+
+
+def feedback_prompt(
+    mode: str,
+    last: Sequence[Candidate],
+    best: Candidate | None,
+    human_feedback: str | None = None,
+) -> str:
+    """The user message of a feedback round.
+
+    :param mode: ``"eureka"`` or ``"text2reward"``.
+    :param last: the candidates of the last iteration, in sample order.
+    :param best: the best candidate so far (its program is the assistant message before).
+    :param human_feedback: Text2Reward's feedback from a person (``None``: none given).
+    """
+    parts = []
+    if mode == "text2reward" and human_feedback:
+        parts.append(f"A person watched the results and gave this feedback:\n\"\"\"\n{human_feedback.strip()}\n\"\"\"")
+    parts.append("Results of the last iteration's reward functions:\n"
+                 + "\n".join(f"- {candidate_line(candidate)}" for candidate in last))
+    parts.append(_best_block(best))
+    failed = [c for c in last if c.failure is not None and c.failure.kind != PRESCREEN_FAILURE]
+    if failed:
+        parts.append("Why the failed reward functions failed:\n\n" + "\n\n".join(
+            f"{candidate.key}: {describe_failure(candidate.failure)}" for candidate in failed
+            if candidate.failure is not None
+        ))
+    if mode == "text2reward" and human_feedback:
+        parts.append("Revise the reward function to address the feedback. " + _FORMAT)
+    else:
+        parts.append(tips() + "\n" + _FORMAT)
+    return "\n\n".join(parts)
+
+
+def conversation(
+    first_prompt: str, best: Candidate | None, feedback: str | None
+) -> list[Message]:
+    """The messages of one iteration.
+
+    :param first_prompt: :func:`task_prompt`'s text.
+    :param best: the best candidate so far (its program becomes the assistant message).
+    :param feedback: :func:`feedback_prompt`'s text (``None`` in the first iteration).
+    """
+    messages: list[Message] = [
+        {"role": "system", "content": SYSTEM_PROMPT},
+        {"role": "user", "content": first_prompt},
+    ]
+    if feedback is None:
+        return messages
+    if best is not None and best.source is not None:
+        messages.append({"role": "assistant", "content": f"```python\n{best.source.rstrip()}\n```"})
+    messages.append({"role": "user", "content": feedback})
+    return messages

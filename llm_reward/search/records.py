@@ -1,0 +1,153 @@
+"""The records a search keeps: candidates, prescreen scores and final re-training runs."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from llm_reward.clients import Usage
+from llm_reward.evaluation import EvalResult, Failure
+from llm_reward.search.reflection import RewardSignals
+
+__all__ = ["Candidate", "FinalScore", "PrescreenScore", "candidate_key"]
+
+# Failure kinds a candidate can have before any training (evaluate adds its own).
+LLM_FAILURE = "llm"
+NO_CODE_FAILURE = "no_code"
+CHECK_FAILURE = "check"
+PRESCREEN_FAILURE = "prescreen"
+
+
+def candidate_key(iteration: int, sample: int) -> str:
+    """``"it02_s05"``: the key of a candidate in the journal and its folder name.
+
+    :param iteration: 0-based iteration.
+    :param sample: 0-based sample within the iteration.
+    """
+    return f"it{iteration:02d}_s{sample:02d}"
+
+
+@dataclass(frozen=True)
+class PrescreenScore:
+    """How a program ranks stored trajectories of known task return (CARD's trajectory
+    preference evaluation).
+
+    :param tau: Kendall's tau-b between the program's returns and the task returns over
+        the trajectories (``None``: the program failed, or too few pairs differ).
+    :param pairs: how many trajectory pairs have different task returns.
+    :param passed: the program may be trained (tau at or above the threshold, or the
+        test was inconclusive).
+    :param returns: the program's undiscounted return on each trajectory.
+    :param finding: what the score says, in words fit for the LLM.
+    :param failure: the program failed on the trajectories (in the sandbox).
+    """
+
+    tau: float | None
+    pairs: int
+    passed: bool
+    returns: list[float]
+    finding: str
+    failure: Failure | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The score as JSON data."""
+        return {
+            "tau": self.tau, "pairs": self.pairs, "passed": self.passed, "returns": self.returns,
+            "finding": self.finding, "failure": None if self.failure is None else vars(self.failure),
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> PrescreenScore:
+        """Rebuild a score from :meth:`to_dict`'s output.
+
+        :param data: the JSON data.
+        """
+        failure = data.get("failure")
+        return cls(data["tau"], data["pairs"], data["passed"], list(data["returns"]), data["finding"],
+                   Failure(**failure) if failure else None)
+
+
+@dataclass
+class Candidate:
+    """One proposed reward program and what became of it.
+
+    :param iteration: 0-based iteration.
+    :param sample: 0-based sample within the iteration.
+    :param answer: the LLM's whole answer (the evolve proposer's: the program).
+    :param source: the program found in the answer (``None``: none found).
+    :param genome: the evolve proposer's description of the program.
+    :param usage: tokens of the LLM call (``None`` without an LLM).
+    :param cost_usd: its cost (``None``: unknown or no LLM).
+    :param failure: why it was not trained (no answer, no code, checks, prescreen), or why
+        its training failed.
+    :param prescreen: its prescreen score, when the search prescreens.
+    :param result: its evaluation, when it was trained.
+    :param signals: its reward-hacking signals, when it trained successfully.
+    """
+
+    iteration: int
+    sample: int
+    answer: str | None = None
+    source: str | None = None
+    genome: list[dict[str, Any]] | None = None
+    usage: Usage | None = None
+    cost_usd: float | None = None
+    failure: Failure | None = None
+    prescreen: PrescreenScore | None = None
+    result: EvalResult | None = None
+    signals: RewardSignals | None = None
+
+    @property
+    def key(self) -> str:
+        """``"it02_s05"``."""
+        return candidate_key(self.iteration, self.sample)
+
+    @property
+    def ok(self) -> bool:
+        """It trained to the end."""
+        return self.result is not None and self.result.ok
+
+    @property
+    def fitness(self) -> float | None:
+        """Its task fitness, when it trained."""
+        return self.result.fitness if self.result is not None and self.result.ok else None
+
+    @property
+    def status(self) -> str:
+        """``"ok"``, or the kind of its failure."""
+        if self.ok:
+            return "ok"
+        return self.failure.kind if self.failure is not None else "pending"
+
+
+@dataclass
+class FinalScore:
+    """A program re-trained with several seeds.
+
+    :param label: ``"best"``, ``"sparse"`` or ``"human"``.
+    :param fitness: each seed's final fitness (``None``: that seed failed).
+    :param failures: the failures of the seeds that failed.
+    """
+
+    label: str
+    fitness: dict[int, float | None] = field(default_factory=dict)
+    failures: list[str] = field(default_factory=list)
+
+    @property
+    def values(self) -> list[float]:
+        """The fitness of the seeds that trained."""
+        return [value for value in self.fitness.values() if value is not None]
+
+    @property
+    def mean(self) -> float | None:
+        """Mean fitness over the seeds that trained."""
+        values = self.values
+        return sum(values) / len(values) if values else None
+
+    @property
+    def std(self) -> float | None:
+        """Standard deviation (population) over the seeds that trained."""
+        values, mean = self.values, self.mean
+        if mean is None:
+            return None
+        return (sum((value - mean) ** 2 for value in values) / len(values)) ** 0.5

@@ -1,0 +1,287 @@
+"""A search's outputs: ``report.md``, ``summary.json`` and ``best_reward.py``.
+
+``report.md`` has every iteration and candidate (status, fitness, success rate, the
+reward/fitness correlation and hacking flag, prescreen score, tokens, cost, training
+time), every failure with its reason and traceback, the human feedback, the tokens and
+cost of the run, the prescreen's savings, the best program and its comparison with the
+sparse and human reference rewards. ``summary.json`` holds the same figures as data.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+from llm_reward.search.loading import reward_file_text
+from llm_reward.search.records import Candidate, FinalScore
+from llm_reward.search.store import RunStore
+
+if TYPE_CHECKING:
+    from llm_reward.search.loop import SearchResult
+
+__all__ = ["prescreen_summary", "summary", "write_outputs"]
+
+BEST_FILE = "best_reward.py"
+REPORT_FILE = "report.md"
+SUMMARY_FILE = "summary.json"
+
+
+def _number(value: float | None, digits: str = ".4g") -> str:
+    return "-" if value is None else format(value, digits)
+
+
+def _cost(value: float | None) -> str:
+    return "-" if value is None else f"${value:.4f}"
+
+
+def prescreen_summary(result: SearchResult) -> dict[str, Any] | None:
+    """What the prescreen did: scored, rejected, trainings saved, and whether it (would have)
+    rejected the eventual best.
+
+    :param result: the search's result.
+    """
+    mode = result.config.prescreen
+    if mode == "off":
+        return None
+    scored = [c for c in result.candidates if c.prescreen is not None]
+    rejected = [c for c in scored if c.prescreen is not None and not c.prescreen.passed]
+    trained_seconds = [c.result.wall_s for c in result.candidates if c.result is not None and c.ok]
+    mean_training_s = sum(trained_seconds) / len(trained_seconds) if trained_seconds else None
+    best = result.best
+    data: dict[str, Any] = {
+        "mode": mode,
+        "threshold": result.config.prescreen_tau,
+        "scored": len(scored),
+        "rejected": len(rejected),
+        "best_tau": best.prescreen.tau if best is not None and best.prescreen is not None else None,
+        "mean_training_s": mean_training_s,
+    }
+    if mode == "reject":
+        data["trainings_saved"] = len(rejected)
+        data["seconds_saved_estimate"] = None if mean_training_s is None else len(rejected) * mean_training_s
+    else:
+        data["would_save_trainings"] = len(rejected)
+        data["rejected_eventual_best"] = best is not None and best in rejected
+        fitness = [c.fitness for c in rejected if c.fitness is not None]
+        data["best_fitness_among_rejected"] = max(fitness) if fitness else None
+    return data
+
+
+def _final_data(score: FinalScore) -> dict[str, Any]:
+    return {"mean": score.mean, "std": score.std, "per_seed": {str(k): v for k, v in score.fitness.items()},
+            "failures": score.failures}
+
+
+def summary(result: SearchResult) -> dict[str, Any]:
+    """The search's figures as JSON data.
+
+    :param result: the search's result.
+    """
+    best = result.best
+    return {
+        "env_id": result.config.env_id,
+        "task": result.config.task,
+        "mode": result.config.mode,
+        "proposer": result.config.proposer,
+        "llm": result.llm,
+        "iterations": result.config.iterations,
+        "samples": result.config.samples,
+        "steps": result.config.steps,
+        "candidates": len(result.candidates),
+        "trained": sum(c.ok for c in result.candidates),
+        "failures": dict(sorted(result.failures.items())),
+        "best": None if best is None else {
+            "key": best.key, "fitness": best.fitness,
+            "correlation": best.signals.correlation if best.signals else None,
+            "hacking": best.signals.hacking if best.signals else None,
+        },
+        "final": {label: _final_data(score) for label, score in result.final.items()},
+        "normalized_score": result.normalized_score,
+        "prompt_tokens": result.usage.prompt_tokens,
+        "completion_tokens": result.usage.completion_tokens,
+        "tokens_estimated": result.usage.estimated,
+        "cost_usd": result.cost_usd,
+        "cost_unknown": result.cost_unknown,
+        "llm_calls": result.llm_calls,
+        "llm_failures": result.llm_failures,
+        "llm_retries": result.llm_retries,
+        "prescreen": prescreen_summary(result),
+        "reward_hacking_flags": sum(bool(c.signals and c.signals.hacking) for c in result.candidates),
+        "executor": result.executor,
+        "wall_s": result.wall_s,
+    }
+
+
+def _candidate_row(candidate: Candidate) -> str:
+    result, signals, score = candidate.result, candidate.signals, candidate.prescreen
+    cells = [
+        candidate.key,
+        candidate.status,
+        _number(candidate.fitness),
+        _number(result.success_rate if result is not None and result.ok else None, ".2f"),
+        _number(signals.correlation if signals else None, "+.2f"),
+        ("yes" if signals.hacking else "no") if signals else "-",
+        _number(score.tau if score else None, "+.2f"),
+        f"{candidate.usage.total_tokens:,}" if candidate.usage else "-",
+        _cost(candidate.cost_usd) if candidate.usage else "-",
+        _number(result.wall_s if result is not None else None, ".1f"),
+    ]
+    return "| " + " | ".join(cells) + " |"
+
+
+def _failure_block(candidate: Candidate) -> list[str]:
+    failure = candidate.failure
+    if failure is None:
+        return []
+    lines = [f"- **{candidate.key}** ({failure.kind}): {failure.reason.strip()}"]
+    if candidate.signals is None and failure.traceback.strip():
+        lines += ["  ```", *(f"  {line}" for line in failure.traceback.strip().splitlines()), "  ```"]
+    return lines
+
+
+def _final_rows(result: SearchResult) -> list[str]:
+    names = {"best": f"best program ({result.best.key})" if result.best else "best program",
+             "human": "human reference", "sparse": "sparse reference (the env's own reward)"}
+    lines = ["| reward | mean ± std | per seed | failed seeds |", "|---|---|---|---|"]
+    for label in ("best", "human", "sparse"):
+        score = result.final.get(label)
+        if score is None:
+            continue
+        per_seed = ", ".join(_number(value) for value in score.fitness.values())
+        mean_std = "-" if score.mean is None else f"{score.mean:.4g} ± {score.std:.3g}"
+        lines.append(f"| {names[label]} | {mean_std} | {per_seed} | {len(score.failures)} |")
+    return lines
+
+
+def _report(result: SearchResult, feedback: dict[int, str | None]) -> str:
+    config, best = result.config, result.best
+    proposer = f"llm ({result.llm})" if result.llm else config.proposer
+    seeds = ", ".join(map(str, config.seeds))
+    lines = [
+        f"# Reward search: {config.env_id}",
+        "",
+        f"Task: {config.task}",
+        "",
+        f"{'Mode: ' + config.mode + '; p' if config.proposer == 'llm' else 'P'}roposer: {proposer}; budget: {config.iterations} iterations x "
+        f"{config.samples} samples, {config.steps:,} env steps per candidate (seeds {seeds}); "
+        f"evaluations: {result.executor}; this session's wall time {result.wall_s:.0f} s.",
+        "",
+        "## Summary",
+        "",
+        "| candidates | trained | failed or rejected | reward-hacking flags | LLM answers | failed LLM calls "
+        "| retries | prompt tokens | completion tokens | cost |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+        f"| {len(result.candidates)} | {sum(c.ok for c in result.candidates)} | "
+        f"{sum(result.failures.values())} | "
+        f"{sum(bool(c.signals and c.signals.hacking) for c in result.candidates)} | {result.llm_calls} | "
+        f"{result.llm_failures} | {result.llm_retries} | {result.usage.prompt_tokens:,} | "
+        f"{result.usage.completion_tokens:,} | "
+        f"{'unknown (no price for the model)' if result.cost_unknown else _cost(result.cost_usd)} |",
+        "",
+    ]
+    if result.usage.estimated:
+        lines += ["Some token counts are estimates (4 characters a token): the server reported no usage.", ""]
+    if result.failures:
+        lines += ["Failures by kind: " + ", ".join(f"{kind} {n}" for kind, n in sorted(result.failures.items())), ""]
+    screen = prescreen_summary(result)
+    if screen is not None:
+        lines += [_prescreen_text(screen, config.steps, len(config.seeds)), ""]
+    lines += ["## Best program", ""]
+    if best is None or best.result is None:
+        lines += ["No candidate trained successfully; the failures below say why.", ""]
+    else:
+        signals = best.signals
+        lines += [
+            f"{best.key}: task fitness {best.fitness:.4g} at {config.steps:,} steps (seeds {seeds})"
+            + (f", reward/fitness correlation {signals.correlation:+.2f}" if signals and signals.correlation is not None else "")
+            + (" — REWARD HACKING SIGNAL" if signals and signals.hacking else "") + ".",
+            "",
+        ]
+        if result.final:
+            final_seeds = ", ".join(str(seed) for seed in next(iter(result.final.values())).fitness)
+            lines += [f"Re-trained with {config.final_seeds} new seeds ({final_seeds}), next to the reference rewards:",
+                      "", *_final_rows(result), ""]
+            if result.normalized_score is not None:
+                lines += [f"Normalised score (best - sparse) / |human - sparse| = **{result.normalized_score:.3f}** "
+                          "(1 = as good as the human reward, 0 = as good as the sparse one).", ""]
+        lines += ["```python", (best.source or "").rstrip(), "```", "",
+                  f"Train on it: `rewardlab train --env {config.env_id} --reward-program {result.out / BEST_FILE} "
+                  "--logdir runs/best_reward`. Compare the final runs: `rewardlab compare "
+                  f"{result.out}/final/best {result.out}/final/human {result.out}/final/sparse --out "
+                  f"{result.out}/compare`. TensorBoard: `tensorboard --logdir {result.out}`.", ""]
+    lines += ["## Iterations", ""]
+    header = ("| candidate | status | fitness | success | reward~fitness corr | hacking | prescreen tau | tokens "
+              "| cost | train s |")
+    for iteration in range(config.iterations):
+        members = [c for c in result.candidates if c.iteration == iteration]
+        trained = [c for c in members if c.ok]
+        top = max((c.fitness for c in trained if c.fitness is not None), default=None)
+        lines += [f"### Iteration {iteration + 1}", "", f"{len(trained)} of {len(members)} trained; best fitness "
+                  f"{_number(top)}.", ""]
+        if feedback.get(iteration):
+            lines += ["Human feedback given before this iteration:", "", "> " + str(feedback[iteration]).replace(
+                "\n", "\n> "), ""]
+        lines += [header, "|" + "---|" * 10, *(_candidate_row(c) for c in members), ""]
+        failures = [line for c in members for line in _failure_block(c)]
+        hacking = [f"- **{c.key}**: reward-hacking signal: {c.signals.reason}" for c in members
+                   if c.signals is not None and c.signals.hacking]
+        if failures or hacking:
+            lines += ["Failures and findings:", "", *failures, *hacking, ""]
+    return "\n".join(lines)
+
+
+def _prescreen_text(screen: dict[str, Any], steps: int, seeds: int) -> str:
+    tau = screen["best_tau"]
+    if screen["mode"] == "reject":
+        saved = screen["seconds_saved_estimate"]
+        text = (f"Prescreen (trajectory preference, Kendall tau >= {screen['threshold']:+.2f}): scored "
+                f"{screen['scored']} programs and rejected {screen['rejected']} before training, saving "
+                f"{screen['trainings_saved']} trainings of {steps:,} steps x {seeds} seed(s)")
+        if saved is not None:
+            text += f" (about {saved:.0f} s at this run's mean training time)"
+        text += (". A rejected program is never trained, so it never became the best; the best passed with "
+                 f"tau {_number(tau, '+.2f')}. Run with --prescreen-audit to see how rejected programs "
+                 "would have trained.")
+        return text
+    rejected_best = "yes" if screen["rejected_eventual_best"] else "no"
+    return (f"Prescreen audit (Kendall tau >= {screen['threshold']:+.2f}; every program trained anyway): it "
+            f"would have rejected {screen['rejected']} of {screen['scored']} programs, saving "
+            f"{screen['would_save_trainings']} trainings; it would have rejected the eventual best: "
+            f"{rejected_best} (best's tau {_number(tau, '+.2f')}); best fitness among those it would have "
+            f"rejected: {_number(screen['best_fitness_among_rejected'])}.")
+
+
+def _best_header(result: SearchResult) -> list[str]:
+    best, config = result.best, result.config
+    assert best is not None
+    lines = [
+        f"Best reward program of a rewardlab search (candidate {best.key}).",
+        f"Task: {config.task}",
+        f"Search fitness: {best.fitness:.4g} after {config.steps:,} env steps (seeds "
+        f"{', '.join(map(str, config.seeds))}).",
+    ]
+    final = result.final
+    if "best" in final and final["best"].mean is not None:
+        parts = [f"{label} {final[label].mean:.4g} ± {final[label].std:.3g}" for label in ("best", "human", "sparse")
+                 if label in final and final[label].mean is not None]
+        lines.append(f"Re-trained with {config.final_seeds} seeds: " + "; ".join(parts) + ".")
+    if result.normalized_score is not None:
+        lines.append(f"Normalised score (best - sparse) / |human - sparse|: {result.normalized_score:.3f}.")
+    lines += [
+        f"Use: rewardlab train --env {config.env_id} --reward-program best_reward.py --logdir runs/best",
+        "  or: llm_reward.load_reward('best_reward.py').wrap(env)",
+    ]
+    return lines
+
+
+def write_outputs(result: SearchResult, store: RunStore) -> None:
+    """Write ``report.md``, ``summary.json`` and (when a candidate trained) ``best_reward.py``.
+
+    :param result: the search's result.
+    :param store: its run directory (secrets are removed from what is written).
+    """
+    feedback = {record["iteration"]: record["text"] for record in store.records("feedback")}
+    store.write_text(REPORT_FILE, _report(result, feedback))
+    store.write_text(SUMMARY_FILE, json.dumps(summary(result), indent=2) + "\n")
+    if result.best is not None and result.best.source is not None:
+        store.write_text(BEST_FILE, reward_file_text(result.best.source, result.config.env_id, _best_header(result)))
