@@ -58,7 +58,6 @@ def evaluate_potential(potential: Potential, obs: Batch, t: int | None = None) -
         shape, kind, NaN or inf. On a GPU, NaN and inf are not checked here, since the
         check would wait for the device at every step.
     """
-    n = batch_size(obs)
     try:
         values = potential(obs) if t is None else potential(obs, t=t)
     except Exception as error:
@@ -67,7 +66,16 @@ def evaluate_potential(potential: Potential, obs: Batch, t: int | None = None) -
             f"{describe_batch(obs)}: {type(error).__name__}: {error}. "
             "A potential takes a batch (N, *obs_shape) and returns shape (N,)"
         ) from error
+    # The common case, a numpy batch and a float array back, is checked with as few
+    # numpy calls as possible: shaping runs at every env step.
+    if type(values) is np.ndarray and type(obs) is np.ndarray and values.dtype.kind == "f":
+        if values.shape != (len(obs),):
+            _raise_shape(potential, values, len(obs))
+        if not np.isfinite(np.add.reduce(values)):
+            _raise_not_finite(potential, values)
+        return values
     leaf = first_leaf(obs)
+    n = len(leaf)
     if isinstance(leaf, torch.Tensor) and not isinstance(values, torch.Tensor):
         raise ValueError(
             f"potential {_name(potential)} returned {type(values).__name__} for a torch "
@@ -81,21 +89,28 @@ def evaluate_potential(potential: Potential, obs: Batch, t: int | None = None) -
             )
         values = np.asarray(values, dtype=np.float64)
     if tuple(values.shape) != (n,):
-        raise ValueError(
-            f"potential {_name(potential)} returned shape {tuple(values.shape)} for a batch "
-            f"of {n} observations; it must return one value per observation, shape ({n},)"
-        )
+        _raise_shape(potential, values, n)
     if isinstance(values, torch.Tensor):
-        finite = bool(torch.isfinite(values).all()) if values.device.type == "cpu" else True
-    else:
-        # One reduction instead of an elementwise test: a NaN or inf anywhere makes the sum so.
-        finite = bool(np.isfinite(values.sum())) or bool(np.isfinite(values).all())
-    if not finite:
-        raise ValueError(
-            f"potential {_name(potential)} returned NaN or inf ({values}); a potential must be "
-            "finite on every observation the env can produce"
-        )
+        # On a GPU the check would wait for the device at every step; it is left out there.
+        if values.device.type == "cpu" and not bool(torch.isfinite(values).all()):
+            _raise_not_finite(potential, values)
+    elif not np.isfinite(values).all():
+        _raise_not_finite(potential, values)
     return values
+
+
+def _raise_shape(potential: Potential, values: Batch, n: int) -> None:
+    raise ValueError(
+        f"potential {_name(potential)} returned shape {tuple(values.shape)} for a batch "
+        f"of {n} observations; it must return one value per observation, shape ({n},)"
+    )
+
+
+def _raise_not_finite(potential: Potential, values: Batch) -> None:
+    raise ValueError(
+        f"potential {_name(potential)} returned NaN or inf ({values}); a potential must be "
+        "finite on every observation the env can produce"
+    )
 
 
 def first_leaf(obs: Any) -> Any:

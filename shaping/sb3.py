@@ -58,14 +58,15 @@ class VecPotentialShaping(VecEnvWrapper):
     def step_wait(self):
         obs, rewards, dones, infos = self.venv.step_wait()
         dones = np.asarray(dones, dtype=bool)
-        truncated = np.array([info.get("TimeLimit.truncated", False) for info in infos], dtype=bool)
-        terminated = dones & ~truncated
+        terminated = dones.copy()
         final_obs = None
         if dones.any():
+            for i in np.flatnonzero(dones):
+                terminated[i] = not infos[i].get("TimeLimit.truncated", False)
             final_obs = stack_final(obs, dones, [info.get("terminal_observation") for info in infos])
         shaping = self.tracker.step(obs, terminated, ended=dones, final_obs=final_obs)
-        for i, info in enumerate(infos):
+        for info, reward, term in zip(infos, rewards.tolist(), shaping.tolist(), strict=True):
             info["reward_components"] = with_component(
-                info.get("reward_components"), float(rewards[i]), self.name, float(shaping[i])
+                info.get("reward_components"), reward, self.name, term
             )
         return obs, (rewards + shaping).astype(np.float32), dones, infos
