@@ -11,12 +11,13 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from agents.hra import HRA
+    from agents.llm_policy import LLMPolicy
     from agents.ppo import PPO
 
 # public name -> the module that defines it
-_LAZY: dict[str, str] = {"HRA": "agents.hra", "PPO": "agents.ppo"}
+_LAZY: dict[str, str] = {"HRA": "agents.hra", "LLMPolicy": "agents.llm_policy", "PPO": "agents.ppo"}
 
-__all__ = ["HRA", "PPO"]
+__all__ = ["HRA", "LLMPolicy", "PPO"]
 
 
 def __getattr__(name: str) -> Any:

@@ -1,0 +1,298 @@
+"""agents.LLMPolicy and the text codecs, against a local OpenAI-compatible server with scripted answers."""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import time
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+
+import envs
+from agents import LLMPolicy
+from llm_reward.clients import LLMCallFailed, make_client
+from llm_reward.policy import codec_for
+from shaping import BatchedPotentialShaping, potentials
+
+Answer = Callable[[list[dict[str, str]]], str]
+
+
+class ScriptedChatServer:
+    """An OpenAI-compatible chat server on 127.0.0.1 whose answers a function gives.
+
+    ``answer(messages) -> text``; ``delay_s(messages) -> seconds`` to wait before answering.
+    Records every request's messages and the most requests in flight at once.
+
+    :param answer: the scripted answer.
+    :param delay_s: how long to wait before answering.
+    :param model: the one model it serves.
+    """
+
+    def __init__(self, answer: Answer, delay_s: Callable[[list], float] | None = None,
+                 model: str = "test-model") -> None:  # fmt: skip
+        self.answer, self.delay_s, self.model = answer, delay_s, model
+        self.requests: list[list[dict[str, str]]] = []
+        self.in_flight = 0
+        self.max_in_flight = 0
+        self._lock = threading.Lock()
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def do_GET(self) -> None:  # noqa: N802
+                self._send({"object": "list", "data": [
+                    {"id": server.model, "object": "model", "created": 0, "owned_by": "test"}
+                ]})  # fmt: skip
+
+            def do_POST(self) -> None:  # noqa: N802
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                messages = body["messages"]
+                with server._lock:
+                    server.requests.append(messages)
+                    server.in_flight += 1
+                    server.max_in_flight = max(server.max_in_flight, server.in_flight)
+                try:
+                    if server.delay_s is not None:
+                        time.sleep(server.delay_s(messages))
+                    text = server.answer(messages)
+                finally:
+                    with server._lock:
+                        server.in_flight -= 1
+                prompt = sum(len(m["content"]) for m in messages) // 4
+                self._send({
+                    "id": "chatcmpl-test", "object": "chat.completion", "created": 0,
+                    "model": body["model"],
+                    "choices": [{"index": 0, "finish_reason": "stop",
+                                 "message": {"role": "assistant", "content": text}}],
+                    "usage": {"prompt_tokens": prompt, "completion_tokens": 3,
+                              "total_tokens": prompt + 3},
+                })  # fmt: skip
+
+            def _send(self, data: dict) -> None:
+                payload = json.dumps(data).encode()
+                try:
+                    self.send_response(200)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(payload)))
+                    self.end_headers()
+                    self.wfile.write(payload)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # the client gave up (a timeout test)
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        self._server.block_on_close = False
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        """The base URL, ``http://127.0.0.1:PORT/v1``."""
+        return f"http://127.0.0.1:{self._server.server_address[1]}/v1"
+
+    def client(self, **options: Any) -> Any:
+        """An ``OpenAICompatibleClient`` for this server (no retries unless given)."""
+        options = {"retries": 0, "timeout_s": 10.0, **options}
+        return make_client(f"vllm:{self.model}", base_url=self.url, environ={}, **options)
+
+    def __enter__(self) -> ScriptedChatServer:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+
+def user_text(messages: list[dict[str, str]]) -> str:
+    return messages[-1]["content"]
+
+
+def current_observation(messages: list[dict[str, str]]) -> str:
+    return user_text(messages).split("Current observation:")[1]
+
+
+# --- codecs -----------------------------------------------------------------------------------
+
+
+def test_named_actions_parse_valid_and_invalid_answers():
+    codec = codec_for("CartPole-v1")
+    assert codec.action_names == ("push_left", "push_right")
+    assert codec.parse_action("push_right") == 1
+    assert codec.parse_action("  Push Left. ") == 0
+    assert codec.parse_action("Action: push_right") == 1
+    assert codec.parse_action("push_left or push_right") is None
+    assert codec.parse_action("jump") is None
+    assert codec.default_action == 0
+    assert codec_for("MountainCar-v0").default_action == 1  # coast
+
+
+def test_continuous_actions_parse_numbers_and_clip():
+    codec = codec_for("Pendulum-v1")
+    assert codec.action_names is None
+    np.testing.assert_allclose(codec.parse_action("torque: 1.25"), [1.25])
+    np.testing.assert_allclose(codec.parse_action("Between -2 and 2 I pick 7"), [2.0])
+    np.testing.assert_allclose(codec.parse_action("[-3e1]"), [-2.0])
+    assert codec.parse_action("swing harder") is None
+    np.testing.assert_allclose(codec.default_action, [0.0])
+
+
+def test_classic_codec_uses_the_reward_search_description():
+    codec = codec_for("CartPole-v1")
+    assert "pole angle from upright" in codec.system_text()
+    text = codec.observation_text(np.array([0.5, -0.1, 0.02, 0.3], dtype=np.float32))
+    assert text.startswith("x = 0.5 m, x_dot = -0.1 m/s, theta = 0.02 rad")
+    # Derived variables of the description are shown too.
+    acrobot = codec_for("Acrobot-v1").observation_text(np.array([1, 0, 1, 0, 0, 0], dtype=np.float32))
+    assert "tip_height = -2" in acrobot
+
+
+def test_grid_codecs_describe_positions_in_words():
+    fruit_env = envs.make("FruitCollection-v0", num_envs=1, seed=0)
+    obs, _ = fruit_env.reset()
+    text = codec_for("FruitCollection-v0").observation_text(obs[0].numpy())
+    row, column = divmod(int(obs[0, :100].argmax()), 10)
+    assert text.startswith(f"you are at row {row}, column {column}")
+    assert text.count("row ") == 1 + 5  # the agent and the five fruits
+    sea = codec_for("DeepSea-v0", size=5, randomize_actions=False)
+    assert sea.action_names == ("left", "right")
+    assert sea.observation_text(np.eye(25)[7]) == "row 1 of 4, column 2 of 4"
+
+
+def test_minigrid_codec_names_objects_with_minigrid_names():
+    pytest.importorskip("minigrid")
+    from envs.minigrid import make_minigrid
+
+    env = make_minigrid("MiniGrid-DoorKey-5x5-v0", seed=0)
+    obs, _ = env.reset(seed=0)
+    codec = codec_for("MiniGrid-DoorKey-5x5-v0")
+    assert "Mission: use the key to open the door" in codec.system_text()
+    assert codec.parse_action("go forward") == 2
+    text = codec.observation_text(obs)
+    assert "a wall 1 step forward" in text and "key" in text
+
+
+# --- the policy -------------------------------------------------------------------------------
+
+
+def test_valid_and_invalid_answers_with_the_fallback_counted():
+    def answer(messages: list) -> str:
+        return "push_right" if "x = 1 m" in current_observation(messages) else "I would rather not"
+
+    with ScriptedChatServer(answer) as server:
+        policy = LLMPolicy(server.client(), codec_for("CartPole-v1"), max_concurrency=2)
+        obs = np.array([[1, 0, 0, 0], [-1, 0, 0, 0], [1, 0, 0, 0]], dtype=np.float32)
+        actions, state = policy.predict(obs)
+        assert state is None
+        np.testing.assert_array_equal(actions, [1, 0, 1])
+        assert actions.dtype == np.int64
+        stats = policy.stats()
+        assert stats["requests"] == 3 and stats["invalid_answers"] == 1
+        assert stats["invalid_rate"] == pytest.approx(1 / 3)
+        assert stats["tokens"] > 0 and stats["cost_usd"] == 0.0  # a local provider is free
+        # A single observation, as a tensor: a 0-d tensor back.
+        action, _ = policy.predict(torch.tensor([1.0, 0, 0, 0]))
+        assert isinstance(action, torch.Tensor) and action.shape == () and int(action) == 1
+        policy.close()
+
+
+def test_continuous_answers_are_clipped_and_the_default_is_configurable():
+    answers = iter(["5", "no idea"])
+    with ScriptedChatServer(lambda messages: next(answers)) as server:
+        policy = LLMPolicy(server.client(), codec_for("Pendulum-v1"), max_concurrency=1,
+                           default_action=np.array([-0.5], dtype=np.float32))  # fmt: skip
+        first, _ = policy.predict(np.zeros((1, 3), dtype=np.float32))
+        second, _ = policy.predict(np.zeros((1, 3), dtype=np.float32))
+        np.testing.assert_allclose(first, [[2.0]])
+        np.testing.assert_allclose(second, [[-0.5]])
+        assert policy.invalid_answers == 1
+        policy.close()
+
+
+def test_shaping_components_reach_the_prompt_and_the_history_is_bounded():
+    with ScriptedChatServer(lambda messages: "push_left") as server:
+        env = BatchedPotentialShaping(
+            envs.make("CartPole-v1", num_envs=2, seed=0), potentials.for_env("CartPole-v1"), gamma=0.99
+        )
+        policy = LLMPolicy(server.client(), codec_for("CartPole-v1"), history=3)
+        obs, _ = env.reset()
+        for _ in range(5):
+            actions, _ = policy.predict(obs)
+            obs, reward, terminated, truncated, info = env.step(actions)
+            policy.record_step(info["reward_components"], terminated | truncated)
+        last = user_text(server.requests[-1])
+        past = [line for line in last.splitlines() if line.startswith("t-")]
+        assert len(past) == 3  # five steps taken, three shown
+        assert all("action: push_left" in line for line in past)
+        assert all(re.search(r"extrinsic \+1\b.*shaping [-+]\d", line) for line in past)
+        assert "Current observation: x = " in last
+        # An episode's end clears the history of that env only.
+        policy.record_step({"extrinsic": np.ones(2)}, np.array([True, False]))
+        policy.predict(obs)
+        first_env, second_env = (user_text(m) for m in server.requests[-2:])
+        texts = sorted([first_env, second_env], key=lambda text: text.count("t-"))
+        assert texts[0].count("t-") == 0 and texts[1].count("t-") == 3
+        policy.close()
+
+
+def test_concurrency_limit_is_respected():
+    with ScriptedChatServer(lambda messages: "push_left", delay_s=lambda messages: 0.15) as server:
+        policy = LLMPolicy(server.client(), codec_for("CartPole-v1"), max_concurrency=3)
+        started = time.monotonic()
+        policy.predict(np.zeros((9, 4), dtype=np.float32))
+        elapsed = time.monotonic() - started
+        assert server.max_in_flight == 3
+        assert elapsed >= 3 * 0.15  # nine requests, three at a time
+        policy.close()
+
+
+def test_failed_and_timed_out_requests_fall_back_and_are_counted():
+    def delay(messages: list) -> float:
+        return 1.0 if "x = 1 m" in current_observation(messages) else 0.0
+
+    with ScriptedChatServer(lambda messages: "push_right", delay_s=delay) as server:
+        # The client's own timeout: the request fails (LLMCallFailed) and falls back.
+        policy = LLMPolicy(server.client(timeout_s=0.3), codec_for("CartPole-v1"), default_action=0)
+        obs = np.array([[1, 0, 0, 0], [0, 0, 0, 0]], dtype=np.float32)
+        actions, _ = policy.predict(obs)
+        np.testing.assert_array_equal(actions, [0, 1])
+        assert policy.failures == 1 and "timed out" in policy.last_error
+        policy.close()
+        # The policy's step deadline: a slow answer is not waited for.
+        policy = LLMPolicy(server.client(), codec_for("CartPole-v1"), step_timeout_s=0.3)
+        started = time.monotonic()
+        actions, _ = policy.predict(obs)
+        assert time.monotonic() - started < 0.9
+        np.testing.assert_array_equal(actions, [0, 1])
+        assert policy.timeouts == 1 and policy.stats()["fallback_rate"] == 0.5
+        policy.close()
+
+
+def test_fatal_errors_are_raised_not_counted():
+    class Unreachable:
+        def complete(self, messages: list) -> Any:
+            raise LLMCallFailed("nothing listens")
+
+    policy = LLMPolicy(Unreachable(), codec_for("CartPole-v1"), fatal_errors=(LLMCallFailed,))
+    with pytest.raises(LLMCallFailed, match="nothing listens"):
+        policy.predict(np.zeros(4, dtype=np.float32))
+    policy.close()
+
+
+def test_bad_arguments_name_the_value():
+    with pytest.raises(ValueError, match="max_concurrency=0"):
+        LLMPolicy(object.__new__(type("C", (), {"complete": lambda self, m: None})),
+                  codec_for("CartPole-v1"), max_concurrency=0)  # fmt: skip
+    with pytest.raises(ValueError, match="no complete"):
+        LLMPolicy(object(), codec_for("CartPole-v1"))
+    policy = LLMPolicy(type("C", (), {"complete": lambda self, m: None})(), codec_for("CartPole-v1"))
+    with pytest.raises(ValueError, match=r"expected \(4,\)"):
+        policy.predict(np.zeros((2, 3)))
+    policy.close()
