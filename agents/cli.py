@@ -17,6 +17,7 @@ COMMANDS: list[str] = [
     "agents.quickstart:register_quickstart",
     "agents.train:register_train",
     "agents.compare:register_compare",
+    "llm_reward.policy.cli:register_llm_play",
     "llm_reward.search.cli:register_search",
 ]
 

@@ -159,6 +159,7 @@ class LLMPolicy:
         state: Any = None,
         episode_start: Any = None,
         deterministic: bool = True,
+        active: Any = None,
     ) -> tuple[np.ndarray | torch.Tensor, Any]:
         """Actions for one observation or a batch, returned in the form given (SB3's signature).
 
@@ -169,6 +170,8 @@ class LLMPolicy:
         :param episode_start: bool ``(B,)``: forget the history of those envs first (SB3's
             ``evaluate_policy`` passes it); ``None``: :meth:`record_step` tracks episodes.
         :param deterministic: ignored (sampling is the client's temperature).
+        :param active: bool ``(B,)``: ask only for these envs; the others get the default
+            action, uncounted (envs that have finished the episodes a run wants).
         :return: ``(actions, state)``.
         """
         del deterministic
@@ -187,13 +190,19 @@ class LLMPolicy:
             self._pending = [None] * len(obs)
         if episode_start is not None:
             self.reset(np.flatnonzero(np.asarray(episode_start, dtype=bool).reshape(-1)).tolist())
-        texts = [self.codec.observation_text(row) for row in obs]
+        asked = np.ones(len(obs), dtype=bool) if active is None else _as_rows(active, len(obs)) > 0
+        texts = [self.codec.observation_text(row) if ask else "" for row, ask in zip(obs, asked)]
         futures = [
-            self._pool.submit(self._ask, self.messages(i, text)) for i, text in enumerate(texts)
+            self._pool.submit(self._ask, self.messages(i, text)) if asked[i] else None
+            for i, text in enumerate(texts)
         ]
-        done, _ = concurrent.futures.wait(futures, timeout=self.step_timeout_s)
+        done, _ = concurrent.futures.wait([f for f in futures if f], timeout=self.step_timeout_s)
         actions = []
         for i, future in enumerate(futures):
+            if future is None:
+                actions.append(self.default_action)
+                self._pending[i] = None
+                continue
             self.requests += 1
             if future not in done:
                 future.cancel()  # dropped if still queued; a running request is left to finish
