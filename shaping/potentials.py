@@ -22,6 +22,7 @@ import numpy as np
 import torch
 
 from shaping.core import Batch, Potential, check_scale
+from shaping.llm_ranked import LLMRankedPotential, chat_judge  # noqa: F401  (re-exported)
 
 
 def _xp(batch: Batch) -> ModuleType:

@@ -296,3 +296,63 @@ def test_bad_arguments_name_the_value():
     with pytest.raises(ValueError, match=r"expected \(4,\)"):
         policy.predict(np.zeros((2, 3)))
     policy.close()
+
+
+# --- LLMRankedPotential -----------------------------------------------------------------------
+
+GOAL = np.array([0.5, 0.5])
+
+
+def describe_point(state: np.ndarray) -> str:
+    return f"x = {state[0]:.3f}, y = {state[1]:.3f}"
+
+
+def distance_in(text: str) -> float:
+    x, y = (float(v) for v in re.findall(r"= (-?\d+\.\d+)", text))
+    return float(np.hypot(x - GOAL[0], y - GOAL[1]))
+
+
+def concordance(phi: np.ndarray, distance: np.ndarray) -> float:
+    """The fraction of pairs that phi orders as the distance to the goal does (closer = higher)."""
+    upper = np.triu_indices(len(phi), 1)
+    agree = np.sign(phi[:, None] - phi[None, :]) == np.sign(distance[None, :] - distance[:, None])
+    return float(agree[upper].mean())
+
+
+def test_ranked_potential_recovers_a_scripted_judges_ordering():
+    rng = np.random.default_rng(0)
+    states = rng.uniform(-1, 1, (200, 2)).astype(np.float32)
+
+    def judge(a: str, b: str) -> float:
+        return 1.0 if distance_in(a) < distance_in(b) else 0.0
+
+    phi = potentials.LLMRankedPotential(judge, describe_point, weight=2.0).fit(states, num_pairs=400)
+    assert phi.judgements == 400 and phi.unanswered == 0
+    test = rng.uniform(-1, 1, (100, 2)).astype(np.float32)
+    values = phi(test)
+    assert values.shape == (100,) and values.dtype == np.float64
+    assert concordance(values, np.hypot(*(test - GOAL).T)) > 0.9
+    fitted = phi(states)
+    assert fitted.max() == pytest.approx(0.0, abs=1e-5) and fitted.min() == pytest.approx(-2.0, abs=1e-5)
+    as_tensor = phi(torch.as_tensor(test))
+    assert isinstance(as_tensor, torch.Tensor) and as_tensor.shape == (100,)
+    np.testing.assert_allclose(as_tensor.numpy(), values, rtol=1e-5, atol=1e-6)
+
+
+def test_ranked_potential_asks_a_chat_client():
+    def answer(messages: list) -> str:
+        prompt = user_text(messages)
+        a, b = (re.search(rf"State {s}: (.*)", prompt).group(1) for s in "AB")
+        if distance_in(a) == distance_in(b):
+            return "They look the same."  # no judgement
+        return "A" if distance_in(a) < distance_in(b) else "B is closer"
+
+    states = np.random.default_rng(1).uniform(-1, 1, (60, 2)).astype(np.float32)
+    with ScriptedChatServer(answer) as server:
+        phi = potentials.LLMRankedPotential(server.client(), describe_point, task="Reach (0.5, 0.5).")
+        phi.fit(states, num_pairs=80)
+    assert len(server.requests) == 80 and "Reach (0.5, 0.5)." in user_text(server.requests[0])
+    assert phi.judgements == 80
+    assert concordance(phi(states), np.hypot(*(states - GOAL).T)) > 0.8
+    with pytest.raises(ValueError, match="not been fitted"):
+        potentials.LLMRankedPotential(lambda a, b: None, describe_point)(states)
