@@ -71,3 +71,25 @@ def test_llm_play_missing_endpoint_or_key_is_a_clear_error(tmp_path, capsys, mon
         monkeypatch.delenv(name, raising=False)
     code = main(["llm-play", "--env", "CartPole-v1", "--llm", "openai:gpt-4o", "--logdir", str(tmp_path)])
     assert code == 2 and "missing API key" in capsys.readouterr().err
+
+
+def test_benchmark_without_an_endpoint_writes_nothing(tmp_path, monkeypatch, capsys):
+    from benchmarks import llm_policy
+
+    monkeypatch.delenv("REWARDLAB_LLM", raising=False)
+    assert llm_policy.main(["--out", str(tmp_path)]) == 0
+    assert "nothing written" in capsys.readouterr().out and not any(tmp_path.iterdir())
+
+
+def test_benchmark_records_its_figures_with_an_endpoint(tmp_path):
+    from benchmarks import llm_policy
+
+    with ScriptedChatServer(lambda messages: "action_1") as server:
+        code = llm_policy.main([
+            "--llm", "vllm:test-model", "--base-url", server.url, "--envs", "DeepSea-v0",
+            "--episodes", "2", "--out", str(tmp_path),
+        ])  # fmt: skip
+    assert code == 0
+    (row,) = json.loads((tmp_path / "llm_policy.json").read_text())["rows"]
+    assert row["env"] == "DeepSea-v0" and row["steps"] == 20 and row["invalid_rate"] == 0.0
+    assert "| DeepSea-v0 | none |" in (tmp_path / "llm_policy.md").read_text()
