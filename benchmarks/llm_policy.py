@@ -8,8 +8,8 @@ random policy plays the same seeds beside it in the same run, as the reference. 
 Needs an OpenAI-compatible endpoint; without ``--llm`` (or ``REWARDLAB_LLM``), or when
 the endpoint cannot be reached, it says so and exits with 0, writing nothing.
 
-    python benchmarks/llm_policy.py --llm ollama:qwen2.5:7b
-    python benchmarks/llm_policy.py --llm compatible:my-model --base-url http://host:8000/v1 \\
+    python -m benchmarks.llm_policy --llm ollama:qwen2.5:7b
+    python -m benchmarks.llm_policy --llm compatible:my-model --base-url http://host:8000/v1 \\
         --envs CartPole-v1,DeepSea-v0 --episodes 4
 """
 
