@@ -5,8 +5,8 @@ The policy itself is :class:`agents.LLMPolicy` (it takes a chat client and a cod
 
 - :func:`codec_for` / :class:`TextCodec`: an env's observations in words and the answer
   back as an action (:mod:`llm_reward.policy.codecs`);
-- :func:`play`: episodes of a policy in a batched env, returns and costs logged with the
-  keys of RL runs (:mod:`llm_reward.policy.cli`, which also registers ``llm-play``).
+- :func:`llm_reward.policy.cli.play`: episodes of a policy in a batched env, logged with the
+  keys of RL runs; the same module registers ``rewardlab llm-play``.
 """
 
 from llm_reward.policy.codecs import (
