@@ -117,6 +117,8 @@ def _print_result(result: SearchResult) -> None:
             print(f"  {label:>6}: {score.mean:.4g} ± {score.std:.3g} over {len(score.values)} seeds")
     if result.normalized_score is not None:
         print(f"  normalised score (best - sparse) / |human - sparse| = {result.normalized_score:.3f}")
+    elif {"sparse", "human"} <= set(result.final):
+        print("  normalised score: undefined (the human and sparse references scored the same)")
     cost = "unknown" if result.cost_unknown else f"${result.cost_usd:.4f}"
     print(f"tokens {result.usage.total_tokens:,}, cost {cost}, failures {dict(result.failures) or 0}")
     print(f"wrote {result.out / REPORT_FILE} and {result.out / BEST_FILE}")

@@ -31,6 +31,9 @@ __all__ = [
 
 Message = dict[str, str]
 
+# A failure's reason in a candidate's one-line summary is cut to this length.
+LINE_CHARS = 300
+
 SYSTEM_PROMPT = (
     "You are a reward engineer trying to write reward functions to solve reinforcement learning "
     "tasks as effectively as possible. Your goal is to write a reward function for the environment "
@@ -100,7 +103,7 @@ def candidate_line(candidate: Candidate) -> str:
         return f"{candidate.key}: not evaluated"
     if failure.kind == PRESCREEN_FAILURE:
         return f"{candidate.key}: not trained: {failure.reason}"
-    return f"{candidate.key}: failed ({failure.kind}): {failure.reason.splitlines()[0][:300]}"
+    return f"{candidate.key}: failed ({failure.kind}): {failure.reason.splitlines()[0][:LINE_CHARS]}"
 
 
 def _best_block(best: Candidate | None) -> str:
@@ -131,7 +134,11 @@ def feedback_prompt(
     parts.append("Results of the last iteration's reward functions:\n"
                  + "\n".join(f"- {candidate_line(candidate)}" for candidate in last))
     parts.append(_best_block(best))
-    failed = [c for c in last if c.failure is not None and c.failure.kind != PRESCREEN_FAILURE]
+    # The line above holds each failure's first line; details for those with more to say.
+    failed = [
+        c for c in last if c.failure is not None and c.failure.kind != PRESCREEN_FAILURE
+        and (c.failure.traceback.strip() or len(c.failure.reason) > LINE_CHARS or "\n" in c.failure.reason)
+    ]
     if failed:
         parts.append("Why the failed reward functions failed:\n\n" + "\n\n".join(
             f"{candidate.key}: {describe_failure(candidate.failure)}" for candidate in failed

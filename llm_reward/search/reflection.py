@@ -255,8 +255,8 @@ def reflect(result: EvalResult, signals: RewardSignals | None = None) -> str:
     for item in _component_series(curve):
         lines.append(_format_series(f"component `{item.name}` (mean per step)", item.values))
     if signals.correlation is None:
-        lines.append("Correlation of your reward with the task fitness over training: undefined "
-                     "(one of them stayed constant).")
+        why = "fewer than 3 checkpoints" if len(curve) < 3 else "one of them stayed constant"
+        lines.append(f"Correlation of your reward with the task fitness over training: undefined ({why}).")
     else:
         lines.append(f"Correlation of your reward with the task fitness over training: "
                      f"{signals.correlation:+.2f}.")

@@ -45,6 +45,7 @@ def prescreen_summary(result: SearchResult) -> dict[str, Any] | None:
         return None
     scored = [c for c in result.candidates if c.prescreen is not None]
     rejected = [c for c in scored if c.prescreen is not None and not c.prescreen.passed]
+    failed = [c for c in rejected if c.prescreen is not None and c.prescreen.failure is not None]
     trained_seconds = [c.result.wall_s for c in result.candidates if c.result is not None and c.ok]
     mean_training_s = sum(trained_seconds) / len(trained_seconds) if trained_seconds else None
     best = result.best
@@ -53,6 +54,7 @@ def prescreen_summary(result: SearchResult) -> dict[str, Any] | None:
         "threshold": result.config.prescreen_tau,
         "scored": len(scored),
         "rejected": len(rejected),
+        "failed_on_trajectories": len(failed),
         "best_tau": best.prescreen.tau if best is not None and best.prescreen is not None else None,
         "mean_training_s": mean_training_s,
     }
@@ -199,11 +201,14 @@ def _report(result: SearchResult, feedback: dict[int, str | None]) -> str:
         ]
         if result.final:
             final_seeds = ", ".join(str(seed) for seed in next(iter(result.final.values())).fitness)
-            lines += [f"Re-trained with {config.final_seeds} new seeds ({final_seeds}), next to the reference rewards:",
-                      "", *_final_rows(result), ""]
+            lines += [f"Re-trained with {config.final_seeds} new seed(s) ({final_seeds}), next to the reference "
+                      "rewards:", "", *_final_rows(result), ""]
             if result.normalized_score is not None:
                 lines += [f"Normalised score (best - sparse) / |human - sparse| = **{result.normalized_score:.3f}** "
                           "(1 = as good as the human reward, 0 = as good as the sparse one).", ""]
+            elif {"sparse", "human"} <= set(result.final):
+                lines += ["Normalised score (best - sparse) / |human - sparse|: undefined (the human and sparse "
+                          "references scored the same, or one of them failed).", ""]
         lines += ["```python", (best.source or "").rstrip(), "```", "",
                   f"Train on it: `rewardlab train --env {config.env_id} --reward-program {result.out / BEST_FILE} "
                   "--logdir runs/best_reward`. Compare the final runs: `rewardlab compare "
@@ -235,7 +240,9 @@ def _prescreen_text(screen: dict[str, Any], steps: int, seeds: int) -> str:
     if screen["mode"] == "reject":
         saved = screen["seconds_saved_estimate"]
         text = (f"Prescreen (trajectory preference, Kendall tau >= {screen['threshold']:+.2f}): scored "
-                f"{screen['scored']} programs and rejected {screen['rejected']} before training, saving "
+                f"{screen['scored']} programs and rejected {screen['rejected']} before training "
+                f"({screen['rejected'] - screen['failed_on_trajectories']} ranked the stored trajectories "
+                f"badly, {screen['failed_on_trajectories']} failed on them), saving "
                 f"{screen['trainings_saved']} trainings of {steps:,} steps x {seeds} seed(s)")
         if saved is not None:
             text += f" (about {saved:.0f} s at this run's mean training time)"
