@@ -85,7 +85,8 @@ def select_components(
     """
     if requested is None:
         decomposing = [name for name in available if name != EXTRINSIC]
-        adds_up = decomposing and bool((gap_excess(available, decomposing, reward) <= 0).all())
+        gap = component_gap(available, decomposing, reward) if decomposing else None
+        adds_up = gap is not None and bool((gap.abs() <= sum_tolerance(reward)).all())
         names = decomposing if adds_up else list(available)
     else:
         missing = [name for name in requested if name not in available]
@@ -96,26 +97,30 @@ def select_components(
                 "compute them"
             )
         names = list(requested)
-    excess = gap_excess(available, names, reward)
-    if bool((excess > 0).any()):
-        total = sum(available[name].to(reward.dtype) for name in names)
-        gap = float((total - reward).abs().max())
-        raise ValueError(components_sum_error(names, gap, list(available)))
+    gap = component_gap(available, names, reward)
+    if bool((gap.abs() > sum_tolerance(reward)).any()):
+        raise ValueError(components_sum_error(names, float(gap.abs().max()), list(available)))
     return names
 
 
-def gap_excess(
+def component_gap(
     components: Mapping[str, torch.Tensor], names: Sequence[str], reward: torch.Tensor
 ) -> torch.Tensor:
-    """How far ``|sum of the named components - reward|`` exceeds its tolerance,
-    ``1e-4 * (1 + |reward|)``, per env ``(N,)``: positive where they do not add up.
+    """The sum of the named components minus the reward, per env ``(N,)``.
 
     :param components: ``name -> (N,)``.
     :param names: the components to add.
     :param reward: ``(N,)``.
     """
-    total = sum(components[name].to(reward.dtype) for name in names)
-    return (total - reward).abs() - 1e-4 * (1.0 + reward.abs())
+    return sum(components[name].to(reward.dtype) for name in names) - reward
+
+
+def sum_tolerance(reward: torch.Tensor) -> torch.Tensor:
+    """How far components may miss the reward (float rounding): ``1e-4 * (1 + |reward|)``.
+
+    :param reward: ``(N,)``.
+    """
+    return 1e-4 * (1.0 + reward.abs())
 
 
 def components_sum_error(names: Sequence[str], gap: float, reported: Sequence[str]) -> str:
@@ -633,9 +638,8 @@ class HRA:
                 [components[name] for name in self._logged_components], dim=1
             ).float()
             window.record(
-                gap_excess(components, self.heads, reward), head_rewards.sum(dim=1) - reward,
-                logged_values, terminated | truncated,
-            )  # fmt: skip
+                head_rewards.sum(dim=1) - reward, reward, logged_values, terminated | truncated
+            )
             buffer.add(
                 obs.reshape(num_envs, -1), actions, head_rewards,
                 final_obs.reshape(num_envs, -1), terminated,
@@ -877,16 +881,17 @@ class _Window:
         self.q_sums = torch.zeros(num_heads, device=device)
 
     def record(
-        self, excess: torch.Tensor, gap: torch.Tensor, values: torch.Tensor, ended: torch.Tensor
+        self, gap: torch.Tensor, reward: torch.Tensor, values: torch.Tensor, ended: torch.Tensor
     ) -> None:
         """Add one env step.
 
-        :param excess: ``(N,)`` gap beyond the tolerance (see :func:`gap_excess`).
-        :param gap: ``(N,)`` heads' sum minus the reward.
+        :param gap: ``(N,)`` the heads' components' sum minus the reward.
+        :param reward: ``(N,)`` the reward.
         :param values: ``(N, C)`` the logged components.
         :param ended: ``(N,)`` bool, episodes that ended at this step.
         """
-        torch.maximum(self.excess, excess.max(), out=self.excess)
+        excess = (gap.abs() - sum_tolerance(reward)).max()
+        torch.maximum(self.excess, excess, out=self.excess)
         torch.maximum(self.max_gap, gap.abs().max(), out=self.max_gap)
         self.step_sums += values.sum(dim=0)
         self.episode_sums[:, :-1] += values

@@ -13,21 +13,25 @@ Methods, all on batched ``FruitCollection-v0`` with 32 envs:
 - ``ppo``, ``ppo-decomposed``: ``agents.PPO`` with one critic head on the summed reward, or one
   per fruit component (``value_heads=["fruit_0", ...]``).
 
-The measure is the fruits eaten per training episode (the best possible is 5): the episodes
-that end in each window of ``--window`` env steps are averaged, and a run reaches 90 % at the
-end of the first window whose mean is at least 4.5 (over at least 16 episodes). The mean
-episode length (the paper's measure: steps to eat every fruit, 300 at most) is kept too.
-Runs stop when they reach 90 %, or at ``--steps``; ``--full`` runs every method to ``--steps``.
+The measure is the fruits eaten per episode (the best possible is 5) on 64 fresh evaluation
+episodes, run every ``--eval-every`` env steps (the same 64 start states each time) with the
+policy as it acts once exploration has settled: epsilon-greedy with epsilon 0.05 for HRA and
+DQN (the DQN papers' evaluation), sampled for PPO. A run reaches 90 % at the first evaluation
+with a mean of at least 4.5 fruits, and stops there (``--full``: runs on to ``--steps``).
+The mean episode length (the paper's measure: steps to eat every fruit, 300 at most; the
+shortest possible averages about 24 steps) is kept too. (Averaging the training episodes
+that end in a window instead is biased: short, complete episodes end more often.)
 
 Writes ``benchmarks/results/hra_fruit.{json,md}``::
 
-    python -m benchmarks.hra_fruit                     # 5 seeds, ~10 min on 2 loaded cores
+    python -m benchmarks.hra_fruit                     # 5 seeds, ~15 min on 2 loaded cores
     python -m benchmarks.hra_fruit --seeds 1 --steps 20000 --methods hra-mean+1,dqn --out /tmp/f
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import math
 import statistics
@@ -42,14 +46,17 @@ import torch
 import envs
 from agents import HRA, PPO
 from benchmarks.machine import describe_machine
-from envs.core import BatchedWrapper
 
 RESULTS = Path(__file__).parent / "results"
 ENV_ID = "FruitCollection-v0"
 NUM_ENVS = 32
 BEST = 5.0
 THRESHOLD = 0.9 * BEST
-MIN_EPISODES = 16
+EVAL_EPISODES = 64
+EVAL_EPSILON = 0.05
+# Both learners call back every 2048 env steps (PPO: 64 steps x 32 envs per rollout), so
+# every method is evaluated at the same steps.
+CALLBACK_EVERY = 2048
 FRUITS = [f"fruit_{k}" for k in range(10)]
 METHODS = ("hra-mean+1", "hra-max+1", "hra-mean", "hra-max", "dqn", "ppo", "ppo-decomposed")
 # Shared by every HRA variant and DQN. Epsilon falls from 1 to 0.05 over the first
@@ -74,72 +81,73 @@ PPO_SETTINGS = {
 }
 
 
-class EpisodeLog(BatchedWrapper):
-    """Averages the fruits and lengths of the episodes that end in each window of env steps.
+class Evaluation:
+    """Runs ``EVAL_EPISODES`` fresh episodes of a model at once and keeps the curve.
 
-    Sums stay on the device; each window is read once, when it closes. Counting restarts at
-    every reset (the learners reset the env when ``learn`` starts).
-
-    :param env: the batched FruitCollection env.
-    :param window: env steps (over all envs) per window.
+    :param seed: seeds the evaluation env (the same start states at every evaluation) and the
+        exploration of the evaluated policy.
     """
 
-    def __init__(self, env: Any, window: int) -> None:
-        super().__init__(env)
-        self.window = window
+    def __init__(self, seed: int) -> None:
+        self.env = envs.make(ENV_ID, num_envs=EVAL_EPISODES, seed=10_000 + seed)
+        self.seed = seed
         self.curve: list[dict[str, float]] = []
         self.reached: int | None = None
 
-    def reset(self, seed: int | None = None, options: dict[str, Any] | None = None) -> Any:
-        """Reset the env and the log.
+    def __call__(self, model: HRA | PPO) -> None:
+        """Evaluate ``model`` and add a point to the curve.
 
-        :param seed: the seed, or ``None``.
-        :param options: the reset options, or ``None``.
+        :param model: the learner, at ``model.num_timesteps``.
         """
-        self.steps, self.curve, self.reached = 0, [], None
-        device = self.env.device
-        self._running = torch.zeros((2, self.env.num_envs), device=device)  # fruits, length
-        self._window_sums = torch.zeros(3, device=device)  # fruits, length, episodes
-        return self.env.reset(seed=seed, options=options)
-
-    def step(self, actions: Any) -> Any:
-        """Step the env and add the episodes that ended to the current window.
-
-        :param actions: the batch of actions.
-        """
-        obs, reward, terminated, truncated, info = self.env.step(actions)
-        ended = (terminated | truncated).float()
-        self._running[0] += info["reward_components"]["extrinsic"]
-        self._running[1] += 1.0
-        self._window_sums[:2] += (self._running * ended).sum(dim=1)
-        self._window_sums[2] += ended.sum()
-        self._running *= 1.0 - ended
-        self.steps += self.env.num_envs
-        if self.steps % self.window < self.env.num_envs:
-            self._close_window()
-        return obs, reward, terminated, truncated, info
-
-    def _close_window(self) -> None:
-        fruits, length, episodes = self._window_sums.tolist()
-        self._window_sums.zero_()
-        if episodes == 0:
-            return
+        generator = torch.Generator().manual_seed(self.seed + model.num_timesteps)
+        obs, _ = self.env.reset(seed=10_000 + self.seed)
+        fruits = torch.zeros(EVAL_EPISODES)
+        length = torch.zeros(EVAL_EPISODES)
+        running = torch.ones(EVAL_EPISODES, dtype=torch.bool)
+        while running.any():
+            if isinstance(model, PPO):
+                actions = model.predict(obs, deterministic=False)[0]
+            else:
+                greedy = model.predict(obs)[0]
+                explore = torch.rand(EVAL_EPISODES, generator=generator) < EVAL_EPSILON
+                random_actions = torch.randint(4, (EVAL_EPISODES,), generator=generator)
+                actions = torch.where(explore, random_actions, greedy)
+            obs, reward, terminated, truncated, _ = self.env.step(actions)
+            fruits += reward * running
+            length += running.float()
+            running &= ~(terminated | truncated)
         point = {
-            "step": self.steps,
-            "fruits": fruits / episodes,
-            "length": length / episodes,
-            "episodes": int(episodes),
+            "step": model.num_timesteps,
+            "fruits": float(fruits.mean()),
+            "length": float(length.mean()),
         }
         self.curve.append(point)
-        if self.reached is None and episodes >= MIN_EPISODES and point["fruits"] >= THRESHOLD:
-            self.reached = self.steps
+        if self.reached is None and point["fruits"] >= THRESHOLD:
+            self.reached = model.num_timesteps
+
+
+def optimal_length(samples: int = 10_000) -> float:
+    """The mean length of the shortest episodes: for sampled start states, the shortest walk
+    that eats all 5 fruits (Manhattan distances, the best of the 120 orders)."""
+    env = envs.make(ENV_ID, num_envs=samples, seed=0)
+    env.reset()
+    state = env.state
+    positions = torch.tensor(env.fruit_positions, dtype=torch.float32)
+    fruits = positions[(state[:, 2:] > 0.5).nonzero()[:, 1].view(samples, -1)]  # (S, 5, 2)
+    best = torch.full((samples,), math.inf)
+    for order in itertools.permutations(range(fruits.shape[1])):
+        path = fruits[:, list(order)]
+        steps = (path[:, 0] - state[:, :2]).abs().sum(dim=1)
+        steps += (path[:, 1:] - path[:, :-1]).abs().sum(dim=(1, 2))
+        best = torch.minimum(best, steps)
+    return float(best.mean())
 
 
 def make_model(method: str, env: Any, seed: int, steps: int) -> HRA | PPO:
     """The learner of ``method`` on ``env``.
 
     :param method: one of :data:`METHODS`.
-    :param env: the (logged) FruitCollection env.
+    :param env: the FruitCollection env.
     :param seed: the run's seed.
     :param steps: the run's budget (sets HRA's exploration fraction).
     """
@@ -149,48 +157,63 @@ def make_model(method: str, env: Any, seed: int, steps: int) -> HRA | PPO:
     settings = {
         **HRA_SETTINGS,
         "exploration_fraction": min(EXPLORATION_STEPS / steps, 1.0),
-        "log_interval": env.window,
+        "log_interval": CALLBACK_EVERY,
     }
     if method == "dqn":
         return HRA(env, components=["extrinsic"], bootstrap="max", seed=seed, **settings)
     bootstrap = "mean" if method.startswith("hra-mean") else "max"
-    masks = env.unwrapped.feature_masks() if method.endswith("+1") else None
+    masks = env.feature_masks() if method.endswith("+1") else None
     return HRA(
         env, components=FRUITS, bootstrap=bootstrap, feature_masks=masks, seed=seed, **settings
     )
 
 
-def run(method: str, seed: int, steps: int, window: int, full: bool) -> dict[str, Any]:
+def run(method: str, seed: int, steps: int, eval_every: int, full: bool) -> dict[str, Any]:
     """Train one seed of ``method`` until it reaches 90 % (unless ``full``) or ``steps``.
 
     :param method: one of :data:`METHODS`.
     :param seed: seeds the env and the learner.
     :param steps: the budget in env steps.
-    :param window: env steps per point of the curve.
+    :param eval_every: env steps between evaluations.
     :param full: run to the budget even after reaching 90 %.
     """
     torch.set_num_threads(1)
-    env = EpisodeLog(envs.make(ENV_ID, num_envs=NUM_ENVS, seed=seed), window)
+    torch.manual_seed(seed)
+    env = envs.make(ENV_ID, num_envs=NUM_ENVS, seed=seed)
     model = make_model(method, env, seed, steps)
+    evaluation = Evaluation(seed)
+    next_eval = [eval_every]
+
+    def callback(local: dict[str, Any]) -> bool:
+        if model.num_timesteps >= next_eval[0]:
+            evaluation(model)
+            next_eval[0] += eval_every
+        return full or evaluation.reached is None
+
     start = time.perf_counter()
-    model.learn(steps, callback=lambda _: full or env.reached is None)
-    last = env.curve[-1] if env.curve else {"fruits": math.nan, "length": math.nan}
+    model.learn(steps, callback=callback)
+    if not evaluation.curve or evaluation.curve[-1]["step"] != model.num_timesteps:
+        evaluation(model)
+    last = evaluation.curve[-1]
     return {
         "method": method,
         "seed": seed,
-        "reached_90": env.reached is not None,
-        "steps_to_90": env.reached,
-        "steps": env.steps,
+        "reached_90": evaluation.reached is not None,
+        "steps_to_90": evaluation.reached,
+        "steps": model.num_timesteps,
         "final_fruits": last["fruits"],
         "final_length": last["length"],
         "seconds": round(time.perf_counter() - start, 1),
-        "curve": env.curve,
+        "curve": evaluation.curve,
     }
 
 
-def summarise(runs: list[dict[str, Any]], methods: list[str], steps: int) -> dict[str, Any]:
+def summarise(
+    runs: list[dict[str, Any]], methods: list[str], steps: int, checkpoints: list[int]
+) -> dict[str, Any]:
     """Per method: seeds that reached 90 %, the median steps to it (unreached seeds count as
-    never: the median is then a lower bound when it falls on them) and its ratio to DQN's."""
+    never: the median is then a lower bound when it falls on them), its ratio to DQN's, and
+    the mean fruits and episode length at each checkpoint that every seed reached."""
     summary: dict[str, Any] = {}
     for method in methods:
         mine = [r for r in runs if r["method"] == method]
@@ -204,7 +227,15 @@ def summarise(runs: list[dict[str, Any]], methods: list[str], steps: int) -> dic
             "final_fruits_mean": statistics.fmean(r["final_fruits"] for r in mine),
             "final_length_mean": statistics.fmean(r["final_length"] for r in mine),
             "seconds": round(sum(r["seconds"] for r in mine), 1),
+            "curve": {},
         }
+        for checkpoint in checkpoints:
+            points = [p for r in mine for p in r["curve"] if p["step"] == checkpoint]
+            if points and len(points) == len(mine):
+                summary[method]["curve"][checkpoint] = {
+                    "fruits": statistics.fmean(p["fruits"] for p in points),
+                    "length": statistics.fmean(p["length"] for p in points),
+                }
     if "dqn" in summary:
         dqn = summary["dqn"]["median_steps_to_90"]
         for row in summary.values():
@@ -227,9 +258,11 @@ def write_markdown(path: Path, result: dict[str, Any]) -> None:
         f"{args['workers']} worker process(es), one torch thread each.",
         "",
         f"{ENV_ID}, {NUM_ENVS} envs, {args['seeds']} seeds, at most {args['steps']:,} env steps "
-        f"per run{'' if args['full'] else ', stopped on reaching 90 %'}. "
-        f"Fruits per training episode, averaged over the episodes ending in each window of "
-        f"{args['window']:,} steps; 90 % = {THRESHOLD} of {BEST:.0f} fruits.",
+        f"per run{'' if args['full'] else ', stopped on reaching 90 %'}. Every "
+        f"{args['eval_every']:,} env steps, {EVAL_EPISODES} evaluation episodes (epsilon "
+        f"{EVAL_EPSILON} for HRA and DQN, sampled actions for PPO); 90 % = {THRESHOLD} of "
+        f"{BEST:.0f} fruits per episode. The shortest possible episodes average "
+        f"{result['optimal_length']:.1f} steps.",
         "",
         "| method | seeds reaching 90 % | median steps to 90 % | DQN / method | per seed | "
         "fruits at the end | episode length at the end |",
@@ -247,9 +280,27 @@ def write_markdown(path: Path, result: dict[str, Any]) -> None:
             f"{'> budget' if median is None else f'{median:,.0f}'} | {ratio_text} | {per_seed} | "
             f"{row['final_fruits_mean']:.2f} | {row['final_length_mean']:.0f} |"
         )
+    checkpoints = sorted({c for row in result["summary"].values() for c in row["curve"]}, key=int)
     lines += [
         "",
-        '"At the end": the last window of each run (at 90 % or at the budget), averaged over '
+        "Fruits per episode / episode length at the evaluations (means over seeds; blank once a "
+        "seed has stopped):",
+        "",
+        "| method | " + " | ".join(f"{int(c) // 1000}k" for c in checkpoints) + " |",
+        "|---|" + "---|" * len(checkpoints),
+    ]
+    for method, row in result["summary"].items():
+        cells = [row["curve"].get(c) for c in checkpoints]
+        lines.append(
+            f"| {method} | "
+            + " | ".join(
+                "" if p is None else f"{p['fruits']:.2f} / {p['length']:.0f}" for p in cells
+            )
+            + " |"
+        )
+    lines += [
+        "",
+        '"At the end": the last evaluation of each run (at 90 % or at the budget), averaged over '
         "seeds. A median over seeds of which some never reached 90 % counts those as never; "
         '"> budget" means half or more did not. When DQN does not reach 90 % the ratios use '
         "the budget for DQN and are lower bounds (≥).",
@@ -269,7 +320,9 @@ def main() -> None:
     )
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--steps", type=int, default=100_000, help="budget per run, env steps")
-    parser.add_argument("--window", type=int, default=5_000, help="env steps per curve point")
+    parser.add_argument(
+        "--eval-every", type=int, default=2 * CALLBACK_EVERY, help="env steps between evaluations"
+    )
     parser.add_argument(
         "--full", action="store_true", help="run to the budget after reaching 90 %%"
     )
@@ -281,12 +334,15 @@ def main() -> None:
     if unknown:
         parser.error(f"unknown methods {unknown}; choose from {', '.join(METHODS)}")
 
+    checkpoints = [
+        k * args.eval_every for k in (2, 4, 6, 8, 12, 16, 24) if k * args.eval_every <= args.steps
+    ]
     start = time.perf_counter()
     jobs = [(m, seed) for seed in range(args.seeds) for m in methods]
     runs = []
     with ProcessPoolExecutor(max_workers=args.workers) as pool:
         futures = [
-            pool.submit(run, m, seed, args.steps, args.window, args.full) for m, seed in jobs
+            pool.submit(run, m, seed, args.steps, args.eval_every, args.full) for m, seed in jobs
         ]
         for future in futures:
             result = future.result()
@@ -303,7 +359,8 @@ def main() -> None:
             "exploration_steps": EXPLORATION_STEPS,
             "ppo": PPO_SETTINGS,
         },
-        "summary": summarise(runs, methods, args.steps),
+        "optimal_length": optimal_length(),
+        "summary": summarise(runs, methods, args.steps, checkpoints),
         "runs": runs,
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
