@@ -20,7 +20,7 @@ head lets the cost of moving right outweigh the bonus sooner).
 
 Writes ``benchmarks/results/intrinsic_deepsea.{json,md}``::
 
-    python -m benchmarks.intrinsic_deepsea                    # the full run, ~15 min on 2 cores
+    python -m benchmarks.intrinsic_deepsea             # the full run: 34 min on 2 shared cores
     python -m benchmarks.intrinsic_deepsea --sizes 8 --seeds 2 --episodes 300 --out /tmp/ds
 """
 
@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import time
@@ -233,7 +234,9 @@ def write_markdown(path: Path, result: dict[str, Any]) -> None:
         f"value heads {json.dumps(config['value_heads'])}. Hybrids fuse Count and RND.",
         "",
         f"Wall time {result['wall_seconds'] / 60:.1f} min with {config['workers']} worker processes "
-        f"(one torch thread each) on: {result['machine']['summary']}.",
+        f"(one torch thread each; {result['run_seconds'] / 60:.0f} min summed over runs) on: "
+        f"{result['machine']['summary']}. Load average (1 min) {result['load_average']['before']:.1f} "
+        f"before and {result['load_average']['after']:.1f} after: other processes shared the cores.",
         "",
         f"Command: `{result['command']}`",
         "",
@@ -260,7 +263,7 @@ def main() -> None:
     unknown = sorted(set(args.methods) - set(METHODS))
     if unknown:
         parser.error(f"unknown methods {unknown}; choose from {', '.join(METHODS)}")
-    start = time.perf_counter()
+    start, load_before = time.perf_counter(), os.getloadavg()
     runs = sweep(args)
     result = {
         "config": {
@@ -278,8 +281,10 @@ def main() -> None:
         "summary": summarise(runs, args),
         "runs": sorted(runs, key=lambda r: (r["method"], r["size"], r["seed"])),
         "wall_seconds": round(time.perf_counter() - start, 1),
+        "run_seconds": round(sum(r["seconds"] for r in runs), 1),
+        "load_average": {"before": load_before[0], "after": os.getloadavg()[0]},
         "machine": describe_machine(),
-        "command": "python -m benchmarks.intrinsic_deepsea " + " ".join(sys.argv[1:]),
+        "command": " ".join(["python -m benchmarks.intrinsic_deepsea", *sys.argv[1:]]),
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.with_suffix(".json").write_text(json.dumps(result, indent=2))
