@@ -230,7 +230,11 @@ def markdown(rows: list[dict[str, Any]], machine: dict[str, Any]) -> str:
         "(its numpy `vector_entry_point` where it has one, else `SyncVectorEnv`). "
         f"SB3 `DummyVecEnv` is skipped above {DUMMY_VEC_ENV_MAX} envs (minutes per point). "
         "`compile (s)` is the first compiled step; `compiled vs eager` steps both 100 times "
-        "from one seed with the same actions.",
+        "from one seed with the same actions: the compiled step rounds differently (fused "
+        "multiply-adds, vectorized sin/cos), and CartPole's difference grows along an episode "
+        "because the upright pole is unstable (see tests/test_envs_classic.py). The machine "
+        "is shared: other processes load it, so absolute rates move between runs; the ratios "
+        "come from implementations timed in turns.",
         "",
         f"Machine: {machine['cpu']} ({machine['processor']}), {machine['cpu_count']} CPUs, "
         f"torch {machine['torch']} on {machine['device']} with {machine['torch_threads']} "
