@@ -16,7 +16,8 @@ import envs
 import llm_reward
 from agents.cli import main as rewardlab
 from llm_reward.evaluation import EvalResult, Failure
-from llm_reward.search.evolve import EvolveProposer, Term
+from llm_reward.program import RewardFunction
+from llm_reward.search.evolve import STATE_KINDS, EvolveProposer, Term
 from llm_reward.search.examples import EXAMPLES, most_similar
 from llm_reward.search.executors import EvalTask
 from llm_reward.search.loading import reward_file_text
@@ -54,6 +55,17 @@ def test_evolve_programs_pass_the_checks_and_repeat_with_the_seed(env_id: str) -
     for _, source in proposals:
         llm_reward.RewardProgram.from_source(source).check(env_id)
     assert len({source for _, source in proposals}) == 12
+    # Every kind of term, including the borrowed potential, runs on a batch.
+    description = llm_reward.describe(env_id)
+    every_kind = [Term(kind, description.state_names[0], 0.5) for kind in STATE_KINDS]
+    every_kind += [Term(kind, None, 1.0) for kind in proposer._global_kinds]
+    function = RewardFunction(llm_reward.RewardProgram.from_source(proposer.render(every_kind)), description)
+    env = envs.make(env_id, num_envs=3, seed=0)
+    obs, _ = env.reset()
+    action = torch.as_tensor(env.action_space.sample())
+    next_obs, _, terminated, _, info = env.step(action.float() if action.dtype.is_floating_point else action)
+    reward, components = function(obs, action, info["final_obs"], terminated)
+    assert reward.shape == (3,) and set(components) == {term.name for term in every_kind}
     assert proposals[0][0] == [{"kind": "task", "variable": None, "weight": 1.0, "temperature": 1.0}]
     again = EvolveProposer(llm_reward.describe(env_id), seed=3, references=llm_reward.reference_programs(env_id))
     assert again.propose(0, 12, []) == proposals

@@ -170,9 +170,10 @@ def render_program(
     for term in terms:
         expression, variables = _expression(term, description, task, potential)
         used |= variables
-        lines.append(f"    {term.name} = {term.weight!r} * ({expression})")
+        # Locals are prefixed so that no component shadows a helper (``potential``) or an argument.
+        lines.append(f"    r_{term.name} = {term.weight!r} * ({expression})")
     parameters = [name for name in description.variables if name in used]
-    components = ", ".join(f'"{term.name}": {term.name}' for term in terms)
+    components = ", ".join(f'"{term.name}": r_{term.name}' for term in terms)
     header = ['"""Reward program written by rewardlab\'s evolve proposer."""', "", "import math", "",
               "import torch", ""]
     helpers = [borrowed.source for borrowed, kind in ((task, "task"), (potential, "potential"))
@@ -183,7 +184,7 @@ def render_program(
         "",
         f"def compute_reward({', '.join(parameters)}):",
         *lines,
-        f"    reward = {' + '.join(term.name for term in terms)}",
+        f"    reward = {' + '.join('r_' + term.name for term in terms)}",
         f"    return reward, {{{components}}}",
     ]
     return "\n".join(body) + "\n"

@@ -142,6 +142,8 @@ class SearchConfig:
             raise ValueError("the llm proposer needs a model: pass --llm PROVIDER:MODEL (or --proposer evolve)")
         if self.proposer == "evolve" and self.llm:
             raise ValueError("--proposer evolve needs no LLM; drop --llm, or drop --proposer evolve")
+        if self.proposer == "evolve" and self.mode != "eureka":
+            raise ValueError("--mode text2reward writes prompts for an LLM; the evolve proposer has none")
         if not -1.0 <= self.prescreen_tau <= 1.0:
             raise ValueError(f"prescreen_tau is a Kendall tau in [-1, 1], got {self.prescreen_tau!r}")
         if not self.timeout_s > 0:
