@@ -211,7 +211,7 @@ def main() -> None:
         "minutes": minutes,
         "runs": runs,
         "machine": describe_machine(),
-        "command": "python -m benchmarks.intrinsic_minigrid " + " ".join(sys.argv[1:]),
+        "command": " ".join(["python -m benchmarks.intrinsic_minigrid", *sys.argv[1:]]),
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.with_suffix(".json").write_text(json.dumps(result))

@@ -165,7 +165,7 @@ def main() -> None:
         },
         "medians": measure(args),
         "machine": describe_machine(),
-        "command": "python -m benchmarks.intrinsic_overhead " + " ".join(sys.argv[1:]),
+        "command": " ".join(["python -m benchmarks.intrinsic_overhead", *sys.argv[1:]]),
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.with_suffix(".json").write_text(json.dumps(result, indent=2))
