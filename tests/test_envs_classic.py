@@ -31,7 +31,7 @@ TIME_LIMITS = {
     "Acrobot-v1": 500,
     "Pendulum-v1": 200,
 }
-NUM_ENVS = 8
+NUM_ENVS = 4
 
 
 def random_actions(space: spaces.Space, rng: np.random.Generator, num_envs: int) -> np.ndarray:
