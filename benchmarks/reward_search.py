@@ -39,7 +39,7 @@ TASKS = {
 }
 # Env steps per candidate and seed, sized so that the whole benchmark fits about 15 minutes
 # on 2 cores; far below what PPO needs to solve MountainCar and Pendulum.
-STEPS = {"CartPole-v1": 20_000, "MountainCar-v0": 30_000, "Acrobot-v1": 20_000, "Pendulum-v1": 30_000}
+STEPS = {"CartPole-v1": 20_000, "MountainCar-v0": 20_000, "Acrobot-v1": 20_000, "Pendulum-v1": 30_000}
 
 
 def run_env(env_id: str, args: argparse.Namespace) -> dict[str, Any]:

@@ -241,6 +241,16 @@ def searchable_description(env_id: str) -> EnvDescription:
     return describe(env_id)
 
 
+@dataclass(frozen=True)
+class _Proposal:
+    """Where a candidate's answer comes from: the evolve proposer's program (``source`` and
+    ``genome``), or an LLM request with the prompt saved under ``prompt_key``."""
+
+    prompt_key: str | None = None
+    genome: list[dict[str, Any]] | None = None
+    source: str | None = None
+
+
 class _Search:
     """One run of :func:`search` (see its docstring for the parameters)."""
 
@@ -278,7 +288,8 @@ class _Search:
         self._own_executor = executor is None
         self.executor = executor or LocalExecutor(workers or max(1, os.cpu_count() or 1))
         self._llm_pool = ThreadPoolExecutor(llm_concurrency, thread_name_prefix="rewardlab-llm") if client else None
-        self._evolve = EvolveProposer(self.description, config.seed, self.references) if config.proposer == "evolve" else None
+        self._evolve = (EvolveProposer(self.description, config.seed, self.references)
+                        if config.proposer == "evolve" else None)
         examples = most_similar(config.task, config.env_id, config.shots) if config.mode == "text2reward" else []
         self._first_prompt = task_prompt(self.description, config.task, examples)
         self._trajectories: list[dict[str, Any]] | None = None
@@ -312,13 +323,12 @@ class _Search:
         self.progress.start_iteration(iteration, samples)
         candidates = [Candidate(iteration, sample) for sample in range(samples)]
         if self._evolve is not None:
-            proposals = self._evolve.propose(iteration, samples, history)
-            plans: list[Any] = [("evolve", genome, source) for genome, source in proposals]
+            proposals = [_Proposal(genome=genome, source=source)
+                         for genome, source in self._evolve.propose(iteration, samples, history)]
             answers: dict[int, Future[Completion]] = {}
         else:
             messages = self._messages(iteration, history)
-            prompt_key = self._save_prompt(iteration, messages)
-            plans = [("llm", prompt_key, messages)] * samples
+            proposals = [_Proposal(prompt_key=self._save_prompt(iteration, messages))] * samples
             llm_pool = self._llm_pool
             assert llm_pool is not None
             # Submitted in sample order: with one request in flight, answers come in that order.
@@ -327,7 +337,8 @@ class _Search:
                 for c in candidates if self.store.get("answer", c.key) is None
             }
         with ThreadPoolExecutor(samples, thread_name_prefix="rewardlab-candidate") as pool:
-            futures = [pool.submit(self._candidate, c, plans[c.sample], answers.get(c.sample)) for c in candidates]
+            futures = [pool.submit(self._candidate, c, proposals[c.sample], answers.get(c.sample))
+                       for c in candidates]
             errors = [future.exception() for future in futures]
         for error in errors:
             if error is not None:
@@ -371,10 +382,10 @@ class _Search:
         return text
 
     # -------------------------------------------------------- one candidate
-    def _candidate(self, candidate: Candidate, plan: tuple[Any, ...], answer: Future[Completion] | None) -> None:
+    def _candidate(self, candidate: Candidate, proposal: _Proposal, answer: Future[Completion] | None) -> None:
         trained = False
         try:
-            if not self._answer(candidate, plan, answer):
+            if not self._answer(candidate, proposal, answer):
                 return
             program = self._program(candidate)
             if program is None:
@@ -388,27 +399,26 @@ class _Search:
         finally:
             self.progress.finished(candidate.fitness, candidate.key, trained)
 
-    def _answer(self, candidate: Candidate, plan: tuple[Any, ...], answer: Future[Completion] | None) -> bool:
+    def _answer(self, candidate: Candidate, proposal: _Proposal, answer: Future[Completion] | None) -> bool:
         """Fill in the candidate's answer (saved, or new and saved now); False if there is none."""
         key = candidate.key
         record = self.store.get("answer", key)
-        if record is None and plan[0] == "evolve":
-            _, genome, source = plan
+        if record is None and proposal.source is not None:
             record = self.store.append({"type": "answer", "key": key, "iteration": candidate.iteration,
-                                        "sample": candidate.sample, "proposer": "evolve", "text": source,
-                                        "genome": genome})
+                                        "sample": candidate.sample, "proposer": "evolve",
+                                        "text": proposal.source, "genome": proposal.genome})
         elif record is None:
             assert answer is not None
             try:
                 completion = answer.result()
             except LLMCallFailed as error:
-                self.store.append({"type": "llm_error", "key": key, "prompt": plan[1], "error": str(error),
-                                   "tries": error.tries})
+                self.store.append({"type": "llm_error", "key": key, "prompt": proposal.prompt_key,
+                                   "error": str(error), "tries": error.tries})
                 candidate.failure = Failure(LLM_FAILURE, str(error))
                 return False
             record = self.store.append({
                 "type": "answer", "key": key, "iteration": candidate.iteration, "sample": candidate.sample,
-                "proposer": "llm", "prompt": plan[1], "text": completion.text, **completion.to_dict(),
+                "proposer": "llm", "prompt": proposal.prompt_key, **completion.to_dict(),
             })
             self.progress.spent(completion.usage.total_tokens, completion.cost_usd)
         candidate.answer = record["text"]

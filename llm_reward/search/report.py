@@ -136,7 +136,7 @@ def _failure_block(candidate: Candidate) -> list[str]:
     if failure is None:
         return []
     lines = [f"- **{candidate.key}** ({failure.kind}): {failure.reason.strip()}"]
-    if candidate.signals is None and failure.traceback.strip():
+    if failure.traceback.strip():
         lines += ["  ```", *(f"  {line}" for line in failure.traceback.strip().splitlines()), "  ```"]
     return lines
 
