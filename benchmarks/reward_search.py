@@ -106,6 +106,8 @@ def markdown(rows: list[dict[str, Any]], args: argparse.Namespace, machine: dict
         screen = row["prescreen"] or {}
         rejected = (f"{screen.get('rejected', 0)} of {screen.get('scored', 0)} "
                     f"({'yes' if screen.get('rejected_eventual_best') else 'no'})")
+        if screen.get("inconclusive"):
+            rejected += f"; {screen['inconclusive']} inconclusive"
         lines.append(
             f"| {row['env_id']} | {row['steps']:,} | {row['trained']} of {row['candidates']} | "
             f"{_value(row['best']['fitness'] if row['best'] else None)} | {_final(row, 'best')} | "

@@ -13,6 +13,7 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from llm_reward.search.loading import reward_file_text
+from llm_reward.search.prescreen import MIN_PAIRS
 from llm_reward.search.records import Candidate, FinalScore
 from llm_reward.search.store import RunStore
 
@@ -46,6 +47,8 @@ def prescreen_summary(result: SearchResult) -> dict[str, Any] | None:
     scored = [c for c in result.candidates if c.prescreen is not None]
     rejected = [c for c in scored if c.prescreen is not None and not c.prescreen.passed]
     failed = [c for c in rejected if c.prescreen is not None and c.prescreen.failure is not None]
+    inconclusive = [c for c in scored if c.prescreen is not None and c.prescreen.passed
+                    and c.prescreen.pairs < MIN_PAIRS]
     trained_seconds = [c.result.wall_s for c in result.candidates if c.result is not None and c.ok]
     mean_training_s = sum(trained_seconds) / len(trained_seconds) if trained_seconds else None
     best = result.best
@@ -55,6 +58,7 @@ def prescreen_summary(result: SearchResult) -> dict[str, Any] | None:
         "scored": len(scored),
         "rejected": len(rejected),
         "failed_on_trajectories": len(failed),
+        "inconclusive": len(inconclusive),
         "best_tau": best.prescreen.tau if best is not None and best.prescreen is not None else None,
         "mean_training_s": mean_training_s,
     }
@@ -158,13 +162,14 @@ def _final_rows(result: SearchResult) -> list[str]:
 def _report(result: SearchResult, feedback: dict[int, str | None]) -> str:
     config, best = result.config, result.best
     proposer = f"llm ({result.llm})" if result.llm else config.proposer
+    who = f"Mode: {config.mode}; proposer" if config.proposer == "llm" else "Proposer"
     seeds = ", ".join(map(str, config.seeds))
     lines = [
         f"# Reward search: {config.env_id}",
         "",
         f"Task: {config.task}",
         "",
-        f"{'Mode: ' + config.mode + '; p' if config.proposer == 'llm' else 'P'}roposer: {proposer}; budget: {config.iterations} iterations x "
+        f"{who}: {proposer}; budget: {config.iterations} iterations x "
         f"{config.samples} samples, {config.steps:,} env steps per candidate (seeds {seeds}); "
         f"evaluations: {result.executor}; this session's wall time {result.wall_s:.0f} s.",
         "",
@@ -235,6 +240,13 @@ def _report(result: SearchResult, feedback: dict[int, str | None]) -> str:
     return "\n".join(lines)
 
 
+def _inconclusive(screen: dict[str, Any]) -> str:
+    if not screen["inconclusive"]:
+        return ""
+    return (f"; {screen['inconclusive']} passed untested (inconclusive: fewer than {MIN_PAIRS} pairs of stored "
+            "trajectories differ in task return)")
+
+
 def _prescreen_text(screen: dict[str, Any], steps: int, seeds: int) -> str:
     tau = screen["best_tau"]
     if screen["mode"] == "reject":
@@ -246,6 +258,7 @@ def _prescreen_text(screen: dict[str, Any], steps: int, seeds: int) -> str:
                 f"{screen['trainings_saved']} trainings of {steps:,} steps x {seeds} seed(s)")
         if saved is not None:
             text += f" (about {saved:.0f} s at this run's mean training time)"
+        text += _inconclusive(screen)
         text += (". A rejected program is never trained, so it never became the best; the best passed with "
                  f"tau {_number(tau, '+.2f')}. Run with --prescreen-audit to see how rejected programs "
                  "would have trained.")
@@ -253,7 +266,8 @@ def _prescreen_text(screen: dict[str, Any], steps: int, seeds: int) -> str:
     rejected_best = "yes" if screen["rejected_eventual_best"] else "no"
     return (f"Prescreen audit (Kendall tau >= {screen['threshold']:+.2f}; every program trained anyway): it "
             f"would have rejected {screen['rejected']} of {screen['scored']} programs, saving "
-            f"{screen['would_save_trainings']} trainings; it would have rejected the eventual best: "
+            f"{screen['would_save_trainings']} trainings{_inconclusive(screen)}; it would have rejected the "
+            "eventual best: "
             f"{rejected_best} (best's tau {_number(tau, '+.2f')}); best fitness among those it would have "
             f"rejected: {_number(screen['best_fitness_among_rejected'])}.")
 
