@@ -150,6 +150,8 @@ def write_markdown(path: Path, result: dict[str, Any]) -> None:
         cells = ["-" if v is None else f"{v:.2f}" for v in curve]
         minutes = result["minutes"][key]
         lines.append(f"| {env_id} | {method} | " + " | ".join(cells) + f" | {minutes:.1f} |")
+    if result.get("note"):
+        lines += ["", result["note"]]
     lines += [
         "",
         f"SB3 PPO {json.dumps(PPO_SETTINGS)}, {N_ENVS} envs, MlpPolicy on the flattened view.",
@@ -174,6 +176,7 @@ def main() -> None:
     parser.add_argument("--bin", type=int, default=50_000, help="env steps per success-rate bin")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--out", type=Path, default=RESULTS / "intrinsic_minigrid")
+    parser.add_argument("--note", default="", help="a paragraph for the result files")
     args = parser.parse_args()
     unknown = sorted(set(args.methods) - set(METHODS))
     if unknown:
@@ -211,6 +214,7 @@ def main() -> None:
         "minutes": minutes,
         "runs": runs,
         "machine": describe_machine(),
+        "note": args.note,
         "command": " ".join(["python -m benchmarks.intrinsic_minigrid", *sys.argv[1:]]),
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
