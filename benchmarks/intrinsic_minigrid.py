@@ -10,8 +10,9 @@ lr 2.5e-4, gamma 0.99) plus entropy 0.01, ``MlpPolicy`` on the agent's flattened
 (:func:`envs.minigrid.make_minigrid`). An episode succeeds when its return is positive
 (the goal was reached); the success rate is reported per ``--bin`` env steps.
 
-The full configuration (1M steps, 3 seeds, DoorKey-8x8 and MultiRoom-N2-S4, 30M steps in all)
-takes tens of CPU-hours (5 ms per step on a shared 2-core machine); pass smaller ``--steps``/``--seeds``/``--envs`` for a reduced run. Writes
+The full configuration (1M steps, 3 seeds, DoorKey-8x8 and MultiRoom-N2-S4: 30M steps in
+all) takes tens of CPU-hours (5 ms per step on a shared 2-core machine); pass smaller
+``--steps``, ``--seeds`` or ``--envs`` for a reduced run. Writes
 ``benchmarks/results/intrinsic_minigrid.{json,md}``::
 
     python -m benchmarks.intrinsic_minigrid --steps 1000000 --seeds 3
