@@ -24,7 +24,8 @@ that end in a window instead is biased: short, complete episodes end more often.
 
 Writes ``benchmarks/results/hra_fruit.{json,md}``::
 
-    python -m benchmarks.hra_fruit                     # 5 seeds, ~15 min on 2 loaded cores
+    python -m benchmarks.hra_fruit                     # 5 seeds: 23 min on 2 loaded cores
+    python -m benchmarks.hra_fruit --seeds 3           # about 14 min there
     python -m benchmarks.hra_fruit --seeds 1 --steps 20000 --methods hra-mean+1,dqn --out /tmp/f
 """
 
