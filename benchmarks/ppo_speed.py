@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import time
@@ -307,7 +308,10 @@ def markdown(report: dict) -> str:
         "# PPO speed: agents.PPO vs Stable-Baselines3 PPO",
         "",
         f"Machine: {machine['summary']}; {machine['platform']}; torch threads "
-        f"{machine['torch_threads']}. Seeds {args['seeds']}.",
+        f"{machine['torch_threads']}. Seeds {args['seeds']}. Load average (1 min) "
+        f"{report['load_average_1_5_15_min']['before'][0]:.1f} before, "
+        f"{report['load_average_1_5_15_min']['after'][0]:.1f} after; the whole run took "
+        f"{report['wall_seconds'] / 60:.0f} min.",
         f"Command: `{report['command']}`",
         "",
         "Time to solve: training wall-clock until the first evaluation at or above the "
@@ -387,6 +391,8 @@ def main(argv: list[str] | None = None) -> int:
     overrides = json.loads(args.ours_hp)
     ours_settings = {env_id: {**OURS[env_id], **overrides} for env_id in env_ids}
 
+    load_before = os.getloadavg()
+    started = time.perf_counter()
     runs = []
     for env_id in env_ids:
         threshold = THRESHOLDS.get(env_id)
@@ -419,6 +425,10 @@ def main(argv: list[str] | None = None) -> int:
             ["python -m benchmarks.ppo_speed", *(sys.argv[1:] if argv is None else argv)]
         ),
         "args": {**vars(args), "seeds": seeds},
+        # Other processes on the machine slow both learners; the ratios come from runs
+        # interleaved seed by seed, the absolute times only say how busy the machine was.
+        "load_average_1_5_15_min": {"before": load_before, "after": os.getloadavg()},
+        "wall_seconds": time.perf_counter() - started,
         "ours_settings": ours_settings,
         "summary": summarize(runs),
         "runs": runs,
