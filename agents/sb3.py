@@ -24,9 +24,9 @@ from stable_baselines3.common.vec_env import VecEnv, VecNormalize
 from agents.train import (
     ON_POLICY,
     ProgressBar,
+    Trainer,
     checkpoint_interval,
     make_intrinsic,
-    save_atomically,
 )
 from shaping import VecPotentialShaping
 
@@ -112,7 +112,7 @@ class RewardComponentCallback(BaseCallback):
         return True
 
 
-class SB3Trainer:
+class SB3Trainer(Trainer):
     """Trains an SB3 algorithm, with shaping and intrinsic rewards in the right order."""
 
     model_file = "model.zip"
@@ -148,10 +148,6 @@ class SB3Trainer:
             tensorboard_log=str(run_dir / "tb"), **hyperparameters,
         )  # fmt: skip
 
-    @property
-    def num_timesteps(self) -> int:
-        return self.model.num_timesteps
-
     def learn(self, steps: int, resumed: bool, bar: ProgressBar | None) -> None:
         callbacks = [RewardComponentCallback(), PeriodicCallback(self, checkpoint_interval(self.config), bar)]
         if self.on_policy_module is not None:
@@ -163,9 +159,6 @@ class SB3Trainer:
             reset_num_timesteps=not resumed,
         )  # fmt: skip
 
-    def save_checkpoint(self) -> None:
-        save_atomically(self.model.save, self.run_dir / self.checkpoint_file)
-
     def load_checkpoint(self) -> int:
         path = self.run_dir / self.checkpoint_file
         if not path.exists():
@@ -174,9 +167,6 @@ class SB3Trainer:
             path, env=self.venv, device=self.config["device"], tensorboard_log=str(self.run_dir / "tb")
         )
         return self.model.num_timesteps
-
-    def save_final(self) -> None:
-        save_atomically(self.model.save, self.run_dir / self.model_file)
 
     def evaluate(self, episodes: int, seed: int) -> list[float]:
         returns, _ = evaluate_policy(

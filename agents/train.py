@@ -221,7 +221,29 @@ def checkpoint_interval(config: dict[str, Any]) -> int:
     return config["checkpoint_every"] or max(config["steps"] // 10, 1)
 
 
-class OwnPPOTrainer:
+class Trainer:
+    """What every learner behind ``rewardlab train`` shares: a model that saves itself.
+
+    A subclass builds ``self.model`` and ``self.run_dir`` and names its files.
+    """
+
+    model_file: str
+    checkpoint_file: str
+    model: Any
+    run_dir: Path
+
+    @property
+    def num_timesteps(self) -> int:
+        return self.model.num_timesteps
+
+    def save_checkpoint(self) -> None:
+        save_atomically(self.model.save, self.run_dir / self.checkpoint_file)
+
+    def save_final(self) -> None:
+        save_atomically(self.model.save, self.run_dir / self.model_file)
+
+
+class OwnPPOTrainer(Trainer):
     """Trains rewardlab's PPO on a batched env, with shaping and intrinsic rewards."""
 
     model_file = "model.pt"
@@ -255,10 +277,6 @@ class OwnPPOTrainer:
             tensorboard_log=str(run_dir / "tb"), **hyperparameters,
         )  # fmt: skip
 
-    @property
-    def num_timesteps(self) -> int:
-        return self.model.num_timesteps
-
     def learn(self, steps: int, resumed: bool, bar: ProgressBar | None) -> None:
         every = checkpoint_interval(self.config)
         next_checkpoint = [self.model.num_timesteps + every]
@@ -276,9 +294,6 @@ class OwnPPOTrainer:
             steps, callback=callback, tb_log_name="run", reset_num_timesteps=not resumed
         )
 
-    def save_checkpoint(self) -> None:
-        save_atomically(self.model.save, self.run_dir / self.checkpoint_file)
-
     def load_checkpoint(self) -> int:
         from agents.ppo import PPO
 
@@ -288,9 +303,6 @@ class OwnPPOTrainer:
         self.model = PPO.load(path, env=self.env, intrinsic=self.intrinsic)
         self.model.tensorboard_log = str(self.run_dir / "tb")
         return self.model.num_timesteps
-
-    def save_final(self) -> None:
-        save_atomically(self.model.save, self.run_dir / self.model_file)
 
     def evaluate(self, episodes: int, seed: int) -> list[float]:
         from agents.evaluation import evaluate_batched
