@@ -57,6 +57,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from agents.common import check_batched, steps_bar
 from agents.logger import TensorBoardLogger
 
 EXTRINSIC = "extrinsic"
@@ -351,7 +352,7 @@ class HRA:
         log_interval: int = 1_000,
         tensorboard_log: str | os.PathLike[str] | None = None,
     ) -> None:
-        _check_batched(env)
+        check_batched(env, "HRA", "DQN")
         if device is not None and torch.device(device) != torch.device(env.device):
             raise ValueError(
                 f"device={device!r} but the env lives on {env.device}; the env and the "
@@ -497,7 +498,7 @@ class HRA:
 
     def _check_env(self, env: Any) -> None:
         """Check the env's kind, device, spaces and size against the model."""
-        _check_batched(env)
+        check_batched(env, "HRA", "DQN")
         if torch.device(env.device) != self.device:
             raise ValueError(
                 f"the env lives on {env.device} but the model on {self.device}; load the "
@@ -597,7 +598,7 @@ class HRA:
             if self.tensorboard_log is not None
             else None
         )
-        bar = _progress_bar(total_timesteps) if progress_bar else None
+        bar = steps_bar(total_timesteps) if progress_bar else None
 
         num_iterations = math.ceil(total_timesteps / num_envs)
         log_every = max(self.log_interval // num_envs, 1)
@@ -977,19 +978,6 @@ def _probe(
     return reward, dict(reported), dict(computed)
 
 
-def _check_batched(env: Any) -> None:
-    missing = [
-        attr for attr in ("num_envs", "device", "single_observation_space", "single_action_space", "step", "reset")
-        if not hasattr(env, attr)
-    ]  # fmt: skip
-    if missing:
-        raise TypeError(
-            f"HRA needs a batched torch env (docs/batched_envs.md); {type(env).__name__} has no "
-            f"{', '.join(missing)}. Use envs.make(env_id, num_envs, device, seed), or wrap a "
-            "Gymnasium env in one of envs' adapters; for a plain gymnasium.Env use SB3's DQN."
-        )
-
-
 def _check_spaces(
     observation_space: gymnasium.spaces.Space, action_space: gymnasium.spaces.Space
 ) -> None:
@@ -1078,9 +1066,3 @@ def _checked_hyperparameters(hp: dict[str, Any]) -> dict[str, Any]:
     if tb is not None and not isinstance(tb, str):
         fail("tensorboard_log", "None or a folder path")
     return hp
-
-
-def _progress_bar(total: int) -> Any:
-    from tqdm import tqdm
-
-    return tqdm(total=total, unit="steps")

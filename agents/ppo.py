@@ -48,6 +48,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from agents.common import check_batched, steps_bar
 from agents.logger import TensorBoardLogger
 from agents.networks import mlp
 from agents.running_stats import RunningMeanStd
@@ -322,7 +323,7 @@ class PPO:
         intrinsic: IntrinsicModule | None = None,
         tensorboard_log: str | os.PathLike[str] | None = None,
     ) -> None:
-        _check_batched(env)
+        check_batched(env, "PPO", "PPO")
         if device is not None and torch.device(device) != torch.device(env.device):
             raise ValueError(
                 f"device={device!r} but the env lives on {env.device}; the env and the "
@@ -403,7 +404,7 @@ class PPO:
 
         :param env: a batched env, as for the constructor.
         """
-        _check_batched(env)
+        check_batched(env, "PPO", "PPO")
         if torch.device(env.device) != self.device:
             raise ValueError(
                 f"the env lives on {env.device} but the model on {self.device}; load the "
@@ -485,7 +486,7 @@ class PPO:
             if self.tensorboard_log is not None
             else None
         )
-        bar = _progress_bar(total_timesteps) if progress_bar else None
+        bar = steps_bar(total_timesteps) if progress_bar else None
 
         rollout_size = self.n_steps * env.num_envs
         batch_size = self.batch_size or max(rollout_size // 4, 1)
@@ -925,19 +926,6 @@ def _mean(values: list[torch.Tensor], like: torch.Tensor) -> torch.Tensor:
     return torch.stack(values).mean()
 
 
-def _check_batched(env: Any) -> None:
-    missing = [
-        attr for attr in ("num_envs", "device", "single_observation_space", "single_action_space", "step", "reset")
-        if not hasattr(env, attr)
-    ]  # fmt: skip
-    if missing:
-        raise TypeError(
-            f"PPO needs a batched torch env (docs/batched_envs.md); {type(env).__name__} has no "
-            f"{', '.join(missing)}. Use envs.make(env_id, num_envs, device, seed), or wrap a "
-            "Gymnasium env in one of envs' adapters; for a plain gymnasium.Env use SB3's PPO."
-        )
-
-
 def _check_spaces(
     observation_space: gymnasium.spaces.Space, action_space: gymnasium.spaces.Space
 ) -> None:
@@ -1147,9 +1135,3 @@ def _plain(hp: dict[str, Any]) -> dict[str, Any]:
         )
     out["value_heads"] = heads
     return out
-
-
-def _progress_bar(total: int) -> Any:
-    from tqdm import tqdm
-
-    return tqdm(total=total, unit="steps")
