@@ -15,15 +15,18 @@ import torch
 import envs
 import llm_reward
 from agents.cli import main as rewardlab
+from llm_reward.clients import Usage
 from llm_reward.evaluation import EvalResult, Failure
 from llm_reward.program import RewardFunction
 from llm_reward.search.evolve import STATE_KINDS, EvolveProposer, Term
 from llm_reward.search.examples import EXAMPLES, most_similar
 from llm_reward.search.executors import EvalTask
 from llm_reward.search.loading import reward_file_text
+from llm_reward.search.loop import SearchConfig, SearchResult, best_candidate
 from llm_reward.search.prescreen import kendall_tau_b
-from llm_reward.search.records import Candidate
+from llm_reward.search.records import Candidate, PrescreenScore
 from llm_reward.search.reflection import component_notes, reflect, reward_signals
+from llm_reward.search.report import prescreen_summary
 from llm_reward.search.store import JOURNAL_FILE, RunStore
 from llm_reward.training import Checkpoint
 
@@ -130,6 +133,24 @@ def test_kendall_tau_b() -> None:
     tau, pairs = kendall_tau_b([5, 5, 5, 5], [1, 2, 3, 4])
     assert tau == 0.0 and pairs == 6
     assert kendall_tau_b([1, 2, 3], [7, 7, 7]) == (None, 0)
+
+
+def test_prescreen_audit_summary_says_whether_it_would_have_rejected_the_best() -> None:
+    points = curve([1, 2, 3], [1, 2, 3])
+    candidates = [trained([Term("alive", None, 1.0)], points, fitness, sample=i)
+                  for i, fitness in enumerate((10.0, 50.0, 30.0))]
+    taus = (0.9, -0.4, 0.5)  # the eventual best (fitness 50) ranks the trajectories badly
+    for candidate, tau in zip(candidates, taus):
+        candidate.prescreen = PrescreenScore(tau, 20, tau >= 0.2, [], "")
+    candidates.append(Candidate(0, 3, prescreen=PrescreenScore(None, 0, True, [], "inconclusive"),
+                                failure=Failure("program", "raised")))
+    config = SearchConfig("CartPole-v1", "balance", proposer="evolve", prescreen="audit")
+    result = SearchResult(config, Path("out"), candidates, best_candidate(candidates), {}, None, Usage(), 0.0,
+                          False, 0, 0, 0, "local", None, 1.0)
+    screen = prescreen_summary(result)
+    assert screen is not None and screen["scored"] == 4 and screen["rejected"] == 1
+    assert screen["rejected_eventual_best"] and screen["best_fitness_among_rejected"] == 50.0
+    assert screen["inconclusive"] == 1
 
 
 # ---------------------------------------------------------------------- run store
