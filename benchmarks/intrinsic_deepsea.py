@@ -287,9 +287,9 @@ def main() -> None:
         "command": " ".join(["python -m benchmarks.intrinsic_deepsea", *sys.argv[1:]]),
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.parent / f"{args.out.name}.json".write_text(json.dumps(result, indent=2))
+    (args.out.parent / f"{args.out.name}.json").write_text(json.dumps(result, indent=2))
     write_markdown(args.out.parent / f"{args.out.name}.md", result)
-    print(args.out.parent / f"{args.out.name}.md".read_text())
+    print((args.out.parent / f"{args.out.name}.md").read_text())
 
 
 if __name__ == "__main__":
