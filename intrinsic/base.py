@@ -138,17 +138,15 @@ def as_tensor(x: Batch, what: str, device: torch.device) -> torch.Tensor:
     """
     tensor = x if isinstance(x, torch.Tensor) else torch.as_tensor(np.asarray(x))
     tensor = tensor.to(device)
-    if tensor.is_floating_point():
+    # One pass (and one read-back) per batch; rows are located only to report an error.
+    if tensor.is_floating_point() and bool(torch.isnan(tensor).any()):
         nan_rows = (
-            torch.isnan(tensor.reshape(len(tensor), -1)).any(dim=1)
-            if tensor.dim()
-            else torch.isnan(tensor)
+            torch.isnan(tensor.reshape(len(tensor), -1)).any(dim=1) if tensor.dim() else tensor
         )
-        if bool(nan_rows.any()):
-            rows = nan_rows.nonzero().flatten()[:5].tolist()
-            raise ValueError(
-                f"{what} contains NaN (rows {rows}); an intrinsic bonus of NaN input is undefined"
-            )
+        rows = nan_rows.nonzero().flatten()[:5].tolist()
+        raise ValueError(
+            f"{what} contains NaN (rows {rows}); an intrinsic bonus of NaN input is undefined"
+        )
     return tensor
 
 
