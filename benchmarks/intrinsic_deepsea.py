@@ -20,7 +20,7 @@ head lets the cost of moving right outweigh the bonus sooner).
 
 Writes ``benchmarks/results/intrinsic_deepsea.{json,md}``::
 
-    python -m benchmarks.intrinsic_deepsea             # the full run: 34 min on 2 shared cores
+    python -m benchmarks.intrinsic_deepsea             # the full run: 6 min on 2 idle cores
     python -m benchmarks.intrinsic_deepsea --sizes 8 --seeds 2 --episodes 300 --out /tmp/ds
 """
 
@@ -228,6 +228,8 @@ def write_markdown(path: Path, result: dict[str, Any]) -> None:
             cells.append(f"{cell['found']}/{cell['run']}{when}")
         largest = row["largest_solved"] if row["largest_solved"] is not None else "none"
         lines.append(f"| {method} | {largest} | " + " | ".join(cells) + " |")
+    if result.get("note"):
+        lines += ["", result["note"]]
     lines += [
         "",
         f"PPO: {json.dumps(config['ppo'])}, {config['num_envs']} envs, n_steps = N; with a bonus, "
@@ -236,7 +238,7 @@ def write_markdown(path: Path, result: dict[str, Any]) -> None:
         f"Wall time {result['wall_seconds'] / 60:.1f} min with {config['workers']} worker processes "
         f"(one torch thread each; {result['run_seconds'] / 60:.0f} min summed over runs) on: "
         f"{result['machine']['summary']}. Load average (1 min) {result['load_average']['before']:.1f} "
-        f"before and {result['load_average']['after']:.1f} after: other processes shared the cores.",
+        f"before and {result['load_average']['after']:.1f} after, counting its own workers.",
         "",
         f"Command: `{result['command']}`",
         "",
