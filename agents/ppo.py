@@ -422,6 +422,10 @@ class PPO:
                 f"batch_size={self.batch_size} exceeds the rollout size n_steps * num_envs = "
                 f"{self.n_steps} * {env.num_envs} = {rollout_size}"
             )
+        # An intrinsic module reads a rollout as time-major rows of num_envs envs (its
+        # return filter and episodic counts depend on it): tell it how many.
+        if self.intrinsic is not None and hasattr(self.intrinsic, "set_num_envs"):
+            self.intrinsic.set_num_envs(env.num_envs)
         self.env = env
         self._last_obs = None
         if hasattr(self.intrinsic, "set_num_envs"):

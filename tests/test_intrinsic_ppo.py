@@ -70,3 +70,15 @@ def test_episodic_counts_get_episode_ends_from_the_hook():
     # agent that walks into the wall on its last step: the episodic bonus is 1 almost always.
     assert all(0.9 < value <= 1.0 for value in logged)
     assert count.visits(torch.eye(SIZE * SIZE)).sum() == 3 * SIZE * NUM_ENVS
+
+
+def test_ppo_tells_the_module_how_many_envs_it_interleaves():
+    import envs
+    import intrinsic
+    from agents import PPO
+
+    env = envs.make("CartPole-v1", num_envs=6, seed=0)
+    module = intrinsic.Count(env.single_observation_space, mode="simhash", hash_bits=8, seed=0)
+    assert module.num_envs is None
+    PPO(env, intrinsic=module, n_steps=8)
+    assert module.num_envs == 6
