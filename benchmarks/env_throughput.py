@@ -39,6 +39,7 @@ from gymnasium import spaces
 from stable_baselines3.common.vec_env import DummyVecEnv
 
 import envs
+from benchmarks.machine import recorded_args
 
 CLASSIC_IDS = [
     "CartPole-v1",
@@ -328,7 +329,7 @@ def main(argv: list[str] | None = None) -> None:
     machine["load_average_after"] = [round(load, 2) for load in os.getloadavg()]
     machine["wall_seconds"] = round(time.perf_counter() - started, 1)
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    report = {"machine": machine, "settings": vars(args) | {"num_envs": num_envs}, "rows": rows}
+    report = {"machine": machine, "settings": recorded_args(args) | {"num_envs": num_envs}, "rows": rows}
     args.out.with_suffix(".json").write_text(json.dumps(report, indent=2, default=str) + "\n")
     args.out.with_suffix(".md").write_text(markdown(rows, machine))
     print(markdown(rows, machine))

@@ -46,7 +46,7 @@ import torch
 
 import envs
 from agents import HRA, PPO
-from benchmarks.machine import describe_machine
+from benchmarks.machine import describe_machine, recorded_args
 
 RESULTS = Path(__file__).parent / "results"
 ENV_ID = "FruitCollection-v0"
@@ -352,7 +352,7 @@ def main() -> None:
             print(json.dumps(brief), flush=True)
     result = {
         "command": " ".join(["python -m benchmarks.hra_fruit", *sys.argv[1:]]),
-        "args": {**vars(args), "out": str(args.out), "methods": methods},
+        "args": {**recorded_args(args), "methods": methods},
         "machine": describe_machine(),
         "wall_seconds": round(time.perf_counter() - start, 1),
         "settings": {

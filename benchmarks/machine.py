@@ -41,3 +41,24 @@ def _cpu_model() -> str | None:
     except OSError:
         return None
     return None
+
+
+def recorded_args(args: object) -> dict:
+    """A script's arguments as written to a result: paths inside the repository made relative.
+
+    :param args: the ``argparse.Namespace`` of the benchmark.
+    """
+    import os
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    recorded = {}
+    for key, value in vars(args).items():
+        if isinstance(value, os.PathLike):
+            value = os.fspath(value)
+        if isinstance(value, str) and os.path.isabs(value):
+            path = Path(value).resolve()
+            if path.is_relative_to(root):
+                value = str(path.relative_to(root))
+        recorded[key] = value
+    return recorded

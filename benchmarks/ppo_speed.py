@@ -42,7 +42,7 @@ import torch
 
 import envs
 from agents import PPO
-from benchmarks.machine import describe_machine
+from benchmarks.machine import describe_machine, recorded_args
 
 RESULTS = Path(__file__).parent / "results"
 THRESHOLDS = {"CartPole-v1": 475.0, "Acrobot-v1": -100.0}
@@ -424,7 +424,7 @@ def main(argv: list[str] | None = None) -> int:
         "command": " ".join(
             ["python -m benchmarks.ppo_speed", *(sys.argv[1:] if argv is None else argv)]
         ),
-        "args": {**vars(args), "seeds": seeds},
+        "args": {**recorded_args(args), "seeds": seeds},
         # Other processes on the machine slow both learners; the ratios come from runs
         # interleaved seed by seed, the absolute times only say how busy the machine was.
         "load_average_1_5_15_min": {"before": load_before, "after": os.getloadavg()},

@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.machine import describe_machine
+from benchmarks.machine import describe_machine, recorded_args
 from llm_reward.descriptions import registered_descriptions
 from llm_reward.search import SearchConfig, search
 from llm_reward.search.report import summary
@@ -149,7 +149,7 @@ def main() -> None:
     total_s = time.perf_counter() - start
     name = "reward_search_llm" if args.llm else "reward_search"
     RESULTS.mkdir(exist_ok=True)
-    data = {"args": vars(args), "machine": machine, "total_s": total_s, "envs": rows}
+    data = {"args": recorded_args(args), "machine": machine, "total_s": total_s, "envs": rows}
     (RESULTS / f"{name}.json").write_text(json.dumps(data, indent=2) + "\n")
     (RESULTS / f"{name}.md").write_text(markdown(rows, args, machine, total_s))
     print((RESULTS / f"{name}.md").read_text())

@@ -22,7 +22,7 @@ from stable_baselines3 import PPO
 from stable_baselines3.common.env_util import make_vec_env
 from stable_baselines3.common.evaluation import evaluate_policy
 
-from benchmarks.machine import describe_machine
+from benchmarks.machine import describe_machine, recorded_args
 from shaping import VecPotentialShaping, potentials
 
 RESULTS = Path(__file__).parent / "results"
@@ -102,7 +102,7 @@ def main() -> None:
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.with_suffix(".json").write_text(
-        json.dumps({"machine": machine, "args": vars(args), "runs": runs}, indent=2) + "\n"
+        json.dumps({"machine": machine, "args": recorded_args(args), "runs": runs}, indent=2) + "\n"
     )
     table = markdown(runs, args, machine)
     out.with_suffix(".md").write_text(table)
