@@ -29,3 +29,25 @@ def steps_bar(total: int) -> Any:
     from tqdm import tqdm
 
     return tqdm(total=total, unit="steps")
+
+
+def read_saved(path: Any, file_format: str, learner: str, env: Any, device: Any) -> tuple[dict, Any]:
+    """Read a file a learner's ``save`` wrote, checking its format; resolve the load device.
+
+    :param path: the file.
+    :param file_format: the ``"format"`` entry the learner writes.
+    :param learner: the learner's name, for the message.
+    :param env: the env given to ``load``, or None.
+    :param device: the device given to ``load``, or None: the env's device, else the CPU.
+    :return: the saved data and the device to load onto.
+    """
+    import os
+
+    import torch
+
+    data = torch.load(path, map_location="cpu", weights_only=True)
+    if not isinstance(data, dict) or data.get("format") != file_format:
+        raise ValueError(f"{os.fspath(path)!r} is not a file written by rewardlab's {learner}.save")
+    if device is None:
+        device = env.device if env is not None else "cpu"
+    return data, device

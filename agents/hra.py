@@ -57,7 +57,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from agents.common import check_batched, steps_bar
+from agents.common import check_batched, read_saved, steps_bar
 from agents.logger import TensorBoardLogger
 
 EXTRINSIC = "extrinsic"
@@ -828,11 +828,7 @@ class HRA:
         :param device: where to put the model (default: the env's device, else the CPU).
         :param reward_components: the components function, if the model was trained with one.
         """
-        data = torch.load(path, map_location="cpu", weights_only=True)
-        if not isinstance(data, dict) or data.get("format") != FORMAT:
-            raise ValueError(f"{os.fspath(path)!r} is not a file written by rewardlab's HRA.save")
-        if device is None:
-            device = env.device if env is not None else "cpu"
+        data, device = read_saved(path, FORMAT, "HRA", env, device)
         space = data["observation_space"]
         observation_space = gymnasium.spaces.Box(
             space["low"].numpy(), space["high"].numpy(), dtype=np.float32

@@ -48,7 +48,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from agents.common import check_batched, steps_bar
+from agents.common import check_batched, read_saved, steps_bar
 from agents.logger import TensorBoardLogger
 from agents.networks import mlp
 from agents.running_stats import RunningMeanStd
@@ -892,11 +892,7 @@ class PPO:
         :param device: where to put the model (default: the env's device, else the CPU).
         :param intrinsic: the intrinsic module, if the model was trained with one.
         """
-        data = torch.load(path, map_location="cpu", weights_only=True)
-        if not isinstance(data, dict) or data.get("format") != "rewardlab.agents.PPO/1":
-            raise ValueError(f"{os.fspath(path)!r} is not a file written by rewardlab's PPO.save")
-        if device is None:
-            device = env.device if env is not None else "cpu"
+        data, device = read_saved(path, "rewardlab.agents.PPO/1", "PPO", env, device)
         model = cls.__new__(cls)
         model._build(
             _space_from_dict(data["observation_space"]), _space_from_dict(data["action_space"]),

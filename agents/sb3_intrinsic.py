@@ -18,7 +18,7 @@ inside ``VecNormalize`` (whose original reward is what off-policy algorithms sto
 Stored bonuses go stale as the module learns, as in every off-policy use of novelty bonuses.
 
 Both report ``reward/intrinsic/<name>`` (mean per step); the wrapper also puts
-``infos[i]["reward_components"]["intrinsic/<name>"]``, which :class:`RewardComponentLogger`
+``infos[i]["reward_components"]["intrinsic/<name>"]``, which :class:`agents.sb3.RewardComponentCallback`
 logs as ``reward/<component>``.
 """
 
@@ -197,20 +197,3 @@ class IntrinsicRewardVecEnv(VecEnvWrapper):
             self._pending.clear()
         self._obs = new_obs
         return new_obs, (rewards + intrinsic_rewards).astype(np.float32), dones, infos
-
-
-class RewardComponentLogger(BaseCallback):
-    """Logs every ``infos[i]["reward_components"]`` entry as ``reward/<name>``, the mean per step.
-
-    Example::
-
-        model.learn(100_000, callback=RewardComponentLogger())
-
-    :param verbose: SB3's verbosity
-    """
-
-    def _on_step(self) -> bool:
-        for info in self.locals["infos"]:
-            for name, value in info.get("reward_components", {}).items():
-                self.logger.record_mean(f"reward/{name}", float(value))
-        return True

@@ -15,10 +15,10 @@ from stable_baselines3.common.logger import configure
 from stable_baselines3.common.vec_env import VecEnvWrapper
 
 import intrinsic
+from agents.sb3 import RewardComponentCallback
 from agents.sb3_intrinsic import (
     IntrinsicRewardCallback,
     IntrinsicRewardVecEnv,
-    RewardComponentLogger,
 )
 
 GAMMA, LAMBDA, COEF = 0.9, 0.8, 0.5
@@ -195,7 +195,7 @@ def test_off_policy_continuous_control_with_rnd_and_component_logging(tmp_path):
         seed=0,
     )
     model.set_logger(configure(str(tmp_path), ["csv"]))
-    model.learn(64, callback=RewardComponentLogger(), log_interval=None)
+    model.learn(64, callback=RewardComponentCallback(), log_interval=None)
     model.logger.dump(model.num_timesteps)
     with open(tmp_path / "progress.csv") as f:
         row = list(csv.DictReader(f))[-1]
