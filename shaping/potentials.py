@@ -6,8 +6,8 @@ with a goal are at most about zero near the goal, so that ``phi(terminal) = 0``
 costs nothing for reaching it.
 
     >>> from shaping import potentials
-    >>> sorted(potentials.available())[:2]
-    ['Acrobot-v1', 'CartPole-v1']
+    >>> sorted(potentials.available())[:3]
+    ['Acrobot-v1', 'Ant-v5', 'CartPole-v1']
     >>> phi = potentials.for_env("MountainCar-v0")
 """
 
@@ -171,6 +171,138 @@ def _first_cell(mask: Batch) -> Batch:
     return mask.argmax(1).astype(np.float64)
 
 
+def _closeness(value: Batch, centre: float, half_width: float) -> Batch:
+    """``1 - ((value - centre) / half_width)^2`` clipped at 0: 1 at the centre, 0 at the edges and past them."""
+    scaled = (value - centre) / half_width
+    return (1.0 - scaled * scaled).clip(min=0.0)
+
+
+class _TorsoHealthMargin:
+    """Hopper and Walker2d: closeness of the torso's height and angle to the middle of the healthy ranges.
+
+    Reads observation columns 0 (torso height ``qpos[1]``) and 1 (torso angle ``qpos[2]``) of
+    Gymnasium's v5 layout. A subclass sets the ranges of its task; ``z_open_top`` says that the
+    healthy heights have no top, so heights at or above ``z_centre`` all count as centred.
+    """
+
+    width: int
+    z_low: float
+    z_centre: float
+    z_open_top = False
+    angle_max: float
+
+    def __init__(self, weight: float = 1.0):
+        self.weight = check_scale(weight)
+
+    def __call__(self, obs: Batch) -> Batch:
+        _check_width(self, obs, self.width)
+        height = obs[:, 0].clip(max=self.z_centre) if self.z_open_top else obs[:, 0]
+        height_term = _closeness(height, self.z_centre, self.z_centre - self.z_low)
+        angle_term = _closeness(obs[:, 1], 0.0, self.angle_max)
+        return (height_term + angle_term) * (0.5 * self.weight)
+
+
+class HopperHealthMargin(_TorsoHealthMargin):
+    """How far Hopper's torso is from falling: ``weight * mean(height term, angle term)``.
+
+    Each term is ``1 - (d / d_max)^2`` clipped at 0: the angle's distance from 0 over 0.2 rad,
+    the height's shortfall below the standing height 1.25 over its distance to the fall line
+    0.7 (Gymnasium's healthy range has no top, so higher hops count as standing). A hop that
+    keeps the torso high and level keeps the potential up; falling (``phi(terminal) = 0``)
+    costs what was left, so the shaping pays for staying healthy longer.
+
+    :param weight: the potential's magnitude, in units of reward: 1 is one step's healthy reward.
+    """
+
+    width = 11
+    z_low, z_centre, z_open_top = 0.7, 1.25, True
+    angle_max = 0.2
+
+
+class Walker2dHealthMargin(_TorsoHealthMargin):
+    """How far Walker2d's torso is from falling: ``weight * mean(height term, angle term)``.
+
+    Each term is ``1 - (d / d_max)^2`` clipped at 0, ``d`` the distance from the centre of
+    Gymnasium's healthy range: height 1.4 in (0.8, 2.0), angle 0 in (-1, 1) rad. Non-negative
+    and 0 at the ranges' edges, so falling (``phi(terminal) = 0``) costs what was left and the
+    shaping pays for staying healthy longer.
+
+    :param weight: the potential's magnitude, in units of reward: 1 is one step's healthy reward.
+    """
+
+    width = 17
+    z_low, z_centre = 0.8, 1.4
+    angle_max = 1.0
+
+
+class AntUpright:
+    """How far Ant's torso is from falling: ``weight * mean(height term, uprightness)``.
+
+    The height term is ``1 - (d / 0.4)^2`` clipped at 0, ``d`` the torso height's distance from
+    0.6, the centre of Gymnasium's healthy range (0.2, 1.0). Uprightness is ``(1 + u_z) / 2``,
+    ``u_z`` the world-z component of the torso's up axis, from the quaternion ``(w, x, y, z)``
+    as ``(w^2 + z^2) / |q|^2``: 1 upright, 0 upside down, so the shaping charges for tipping
+    over, from which Ant does not recover, as well as for leaving the healthy heights.
+    Takes Gymnasium's v5 layout with or without the contact forces (105 or 27 columns).
+
+    :param weight: the potential's magnitude, in units of reward: 1 is one step's healthy reward.
+    """
+
+    widths = (105, 27)
+    z_centre, z_half_range = 0.6, 0.4
+
+    def __init__(self, weight: float = 1.0):
+        self.weight = check_scale(weight)
+
+    def __call__(self, obs: Batch) -> Batch:
+        if obs.ndim != 2 or obs.shape[1] not in self.widths:
+            raise ValueError(
+                f"AntUpright takes observations of shape (N, 105), or (N, 27) without contact "
+                f"forces; got {tuple(obs.shape)}"
+            )
+        height_term = _closeness(obs[:, 0], self.z_centre, self.z_half_range)
+        quaternion = obs[:, 1:5] * obs[:, 1:5]
+        uprightness = (quaternion[:, 0] + quaternion[:, 3]) / quaternion.sum(1)
+        return (height_term + uprightness) * (0.5 * self.weight)
+
+
+class HalfCheetahUpright:
+    """Uprightness of HalfCheetah's torso: ``weight * cos(pitch)``, the pitch being observation column 1.
+
+    ``weight`` upright, ``-weight`` on its back: the shaping charges ``2 * weight`` for the
+    flip onto the back, the local optimum (running on its back) that learners often fall
+    into early and then cannot leave.
+
+    :param weight: the potential's magnitude, in units of reward.
+    """
+
+    def __init__(self, weight: float = 1.0):
+        self.weight = check_scale(weight)
+
+    def __call__(self, obs: Batch) -> Batch:
+        _check_width(self, obs, 17)
+        return self.weight * _xp(obs).cos(obs[:, 1])
+
+
+class InvertedPendulumUpright:
+    """How far the pole is from falling: ``weight * (1 - (theta / 0.2)^2)``, clipped at 0.
+
+    ``theta`` is the pole angle (observation column 1); the episode terminates at
+    ``|theta| > 0.2``. Non-negative, so falling (``phi(terminal) = 0``) costs what was left.
+
+    :param weight: the potential's magnitude, in units of reward: 1 is one step's reward.
+    """
+
+    theta_max = 0.2
+
+    def __init__(self, weight: float = 1.0):
+        self.weight = check_scale(weight)
+
+    def __call__(self, obs: Batch) -> Batch:
+        _check_width(self, obs, 4)
+        return self.weight * _closeness(obs[:, 1], 0.0, self.theta_max)
+
+
 class ValuePotential:
     """``phi = V(s)`` of a trained critic: an SB3 model or any torch module.
 
@@ -249,6 +381,11 @@ _BUILT_IN: dict[str, tuple[Callable[..., Potential], str]] = {
     "Acrobot-v1": (AcrobotTipHeight, "height of the tip relative to the goal line"),
     "Pendulum-v1": (PendulumEnergy, "distance from the energy of resting upright"),
     "MiniGrid": (MiniGridGoalDistance, "Manhattan distance to the goal (fully observed grid)"),
+    "Hopper-v5": (HopperHealthMargin, "torso height and angle left before falling"),
+    "Walker2d-v5": (Walker2dHealthMargin, "torso height and angle left before falling"),
+    "Ant-v5": (AntUpright, "torso height in the healthy range and uprightness"),
+    "HalfCheetah-v5": (HalfCheetahUpright, "uprightness of the torso, cos of its pitch"),
+    "InvertedPendulum-v5": (InvertedPendulumUpright, "pole angle left before falling"),
 }
 
 

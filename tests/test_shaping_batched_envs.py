@@ -7,6 +7,7 @@ import torch
 
 import envs
 from shaping import BatchedPotentialShaping, potentials
+from shaping.core import Potential
 
 # env id -> steps to run: past its time limit, so truncation is exercised too
 CLASSIC = {
@@ -24,18 +25,24 @@ def phi(obs: torch.Tensor) -> torch.Tensor:
     return torch.sin(obs).sum(1) + 0.5 * (obs**2).sum(1)
 
 
-@pytest.mark.parametrize("env_id", CLASSIC)
-def test_episode_shaping_telescopes_on_batched_envs(env_id):
-    gamma = 0.95
-    num_envs = 4
-    env = BatchedPotentialShaping(envs.make(env_id, num_envs=num_envs, seed=0), phi, gamma=gamma)
+def assert_episode_shaping_telescopes(
+    env: envs.core.BatchedEnv, potential: Potential, steps: int, gamma: float = 0.95
+) -> dict[str, int]:
+    """Run ``env`` shaped with ``potential`` on uniform random actions for ``steps`` steps.
+
+    Checks that each episode's discounted shaping sums to ``-phi(s0)`` when it terminated and
+    to ``gamma^T phi(s_T) - phi(s0)`` when it was truncated, and returns how many episodes
+    ended each way.
+    """
+    num_envs = env.num_envs
+    env = BatchedPotentialShaping(env, potential, gamma=gamma)
     obs, _ = env.reset(seed=0)
-    start_phi = phi(obs)
+    start_phi = potential(obs).double()
     discounted = torch.zeros(num_envs, dtype=torch.float64)
     length = torch.zeros(num_envs, dtype=torch.int64)
     seen = {"terminated": 0, "truncated": 0}
     generator = torch.Generator().manual_seed(0)
-    for _ in range(CLASSIC[env_id]):
+    for _ in range(steps):
         if isinstance(env.single_action_space, envs.core.spaces.Discrete):
             actions = torch.randint(0, int(env.single_action_space.n), (num_envs,), generator=generator)
         else:
@@ -53,12 +60,19 @@ def test_episode_shaping_telescopes_on_batched_envs(env_id):
                 expected = -start_phi[i]
                 seen["terminated"] += 1
             else:
-                expected = gamma ** length[i].double() * phi(info["final_obs"][i : i + 1])[0] - start_phi[i]
+                final_phi = potential(info["final_obs"][i : i + 1])[0].double()
+                expected = gamma ** length[i].double() * final_phi - start_phi[i]
                 seen["truncated"] += 1
             # The shaping term is returned in the reward's float32.
             assert float(discounted[i]) == pytest.approx(float(expected), abs=2e-4 * length[i].item())
             discounted[i], length[i] = 0.0, 0
-            start_phi[i] = phi(obs[i : i + 1])[0]
+            start_phi[i] = potential(obs[i : i + 1])[0].double()
+    return seen
+
+
+@pytest.mark.parametrize("env_id", CLASSIC)
+def test_episode_shaping_telescopes_on_batched_envs(env_id):
+    seen = assert_episode_shaping_telescopes(envs.make(env_id, num_envs=4, seed=0), phi, CLASSIC[env_id])
     assert sum(seen.values()) > 0
 
 
