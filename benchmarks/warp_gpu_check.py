@@ -1,0 +1,406 @@
+"""The batched MuJoCo envs on a CUDA GPU: the Warp backend's correctness and speed, in one short run.
+
+A prepared check for a borrowed GPU machine (about 5 minutes on one GPU, most of it
+compiling MuJoCo Warp's kernels the first time). In order, each part written to the results
+as soon as it is done, so that a run cut short keeps what it measured:
+
+1. ``cuda path``: ``envs.make(env_id, device="cuda", backend="warp")`` and
+   ``backend="cpu"`` (``mujoco.batch``, tensors moved to the GPU) from the same seed, the
+   same random actions: every output on the GPU, and how far the two are apart over the
+   first steps, compared as ``tests/test_envs_mujoco_warp.py`` does on the CPU (HalfCheetah
+   over 5 steps, Hopper over 50 with its terminations and partial resets);
+2. ``throughput``: env steps per second of the Warp backend on HalfCheetah-v5 and Ant-v5
+   at 4096 and 16384 envs, with random actions drawn on the GPU before the clock starts,
+   warm-up excluded, the GPU synchronised before the clock is read; beside it the bare
+   physics (``env.backend.step`` alone, no observations, rewards or resets);
+3. ``ppo``: ``agents.PPO`` on HalfCheetah-v5 with 4096 Warp envs, env steps per second of a
+   short ``learn`` (rollouts and updates), after a first iteration left out of the clock.
+
+Results go to ``benchmarks/results/mujoco_warp_gpu.json`` and ``.md`` and, when ``$OUT``
+is set, to ``$OUT/mujoco_warp_gpu.json`` and ``.md`` as well. Without a CUDA device or
+without ``mujoco-warp`` it says so and exits with status 2.
+
+Usage::
+
+    python -m benchmarks.warp_gpu_check
+    python -m benchmarks.warp_gpu_check --num-envs 4096 --seconds 1 --budget 120
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import sys
+import time
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+
+RESULTS = Path(__file__).parent / "results" / "mujoco_warp_gpu"
+DEVICE = "cuda"
+THROUGHPUT_IDS = ["HalfCheetah-v5", "Ant-v5"]
+# (env id, steps compared): the horizons of tests/test_envs_mujoco_warp.py, where float32
+# drift stays far below the tolerance; the drift after 20 steps is reported too.
+PARITY = [("HalfCheetah-v5", 5), ("Hopper-v5", 50)]
+PARITY_NUM_ENVS = 64
+TOLERANCE = 1e-3  # on |warp - cpu| / (1 + |cpu|), as rtol = atol = 1e-3
+ACTION_BATCHES = 16
+
+
+def random_actions(env: Any, seed: int, batches: int = ACTION_BATCHES) -> list[torch.Tensor]:
+    """``batches`` batches of uniform random actions in the env's range, on its device."""
+    generator = torch.Generator(env.device).manual_seed(seed)
+    low = torch.as_tensor(env.single_action_space.low, device=env.device)
+    high = torch.as_tensor(env.single_action_space.high, device=env.device)
+    shape = (env.num_envs, *low.shape)
+    draws = [torch.rand(shape, generator=generator, device=env.device) for _ in range(batches)]
+    return [low + draw * (high - low) for draw in draws]
+
+
+def scaled_difference(warp_value: torch.Tensor, cpu_value: torch.Tensor) -> torch.Tensor:
+    """Per env, max ``|warp - cpu| / (1 + |cpu|)`` over the trailing dimensions."""
+    difference = (warp_value - cpu_value).abs() / (1 + cpu_value.abs())
+    return difference.reshape(len(difference), -1).max(dim=1).values
+
+
+def parity(env_id: str, steps: int, num_envs: int) -> dict[str, Any]:
+    """Step the Warp and the CPU backend side by side on CUDA; where outputs live, how far apart.
+
+    Per env the largest difference of observations and reward terms over the first ``steps``
+    steps. Now and then a contact that starts within rounding of its threshold sends one
+    episode its own way (about once in 10^4 env steps of Hopper), so the two agree when the
+    median env is within the tolerance, at most one env in 50 drifts beyond it, and the
+    episode flags differ only in those.
+    """
+    import envs
+
+    start = time.perf_counter()
+    warp_env = envs.make(env_id, num_envs, seed=3, device=DEVICE, backend="warp")
+    torch.cuda.synchronize()
+    warp_make_seconds = round(time.perf_counter() - start, 2)
+    cpu_env = envs.make(env_id, num_envs, seed=3, device=DEVICE, backend="cpu")
+    warp_obs, _ = warp_env.reset()
+    cpu_obs, _ = cpu_env.reset()
+    devices = {str(warp_obs.device), str(warp_env.backend.qpos.device)}
+    worst = scaled_difference(warp_obs, cpu_obs)
+    flags_differ = torch.zeros(num_envs, dtype=torch.bool, device=warp_obs.device)
+    endings = 0
+    drift = {}
+    actions = random_actions(cpu_env, seed=0, batches=max(steps, 20))
+    for step in range(max(steps, 20)):
+        warp_obs, _, warp_terminated, warp_truncated, warp_info = warp_env.step(actions[step])
+        cpu_obs, _, cpu_terminated, cpu_truncated, cpu_info = cpu_env.step(actions[step])
+        outputs = [warp_obs, warp_terminated, warp_truncated, warp_info["final_obs"]]
+        outputs += list(warp_info["reward_components"].values())
+        devices |= {str(tensor.device) for tensor in outputs}
+        pairs = [(warp_obs, cpu_obs), (warp_info["final_obs"], cpu_info["final_obs"])]
+        pairs += [
+            (warp_info["reward_components"][name], value)
+            for name, value in cpu_info["reward_components"].items()
+        ]
+        difference = torch.stack([scaled_difference(*pair) for pair in pairs]).max(dim=0).values
+        if step < steps:
+            worst = torch.maximum(worst, difference)
+            flags_differ |= (warp_terminated != cpu_terminated) | (warp_truncated != cpu_truncated)
+            endings += int(cpu_terminated.sum())
+        if step + 1 in (1, 5, 10, 20):
+            drift[step + 1] = float(difference.median())
+    beyond = worst > TOLERANCE
+    median = float(worst.median())
+    return {
+        "env_id": env_id,
+        "num_envs": num_envs,
+        "steps_compared": steps,
+        "backends": [type(warp_env.backend).__name__, type(cpu_env.backend).__name__],
+        "warp_make_seconds": warp_make_seconds,
+        "output_devices": sorted(devices),
+        "all_outputs_on_cuda": all(device.startswith("cuda") for device in devices),
+        "median_env_max_difference": median,
+        "max_difference": float(worst.max()),
+        "envs_beyond_tolerance": int(beyond.sum()),
+        "envs_with_flags_differing": int(flags_differ.sum()),
+        "terminations_compared": endings,
+        "median_difference_after_steps": drift,
+        "agrees": median <= TOLERANCE
+        and int(beyond.sum()) <= max(1, num_envs // 50)
+        and not bool((flags_differ & ~beyond).any()),
+    }
+
+
+class Clock:
+    """Runs ``step(index)`` for at least ``seconds`` (and ``min_calls``), the GPU synchronised."""
+
+    def __init__(self, step: Callable[[int], Any], seconds: float, min_calls: int = 10):
+        self.step, self.seconds, self.min_calls = step, seconds, min_calls
+
+    def calls_per_second(self) -> float:
+        torch.cuda.synchronize()
+        start = time.perf_counter()
+        calls = 0
+        while calls < self.min_calls or time.perf_counter() - start < self.seconds:
+            self.step(calls % ACTION_BATCHES)
+            calls += 1
+        torch.cuda.synchronize()
+        return calls / (time.perf_counter() - start)
+
+
+def throughput(env_id: str, num_envs: int, seconds: float) -> dict[str, Any]:
+    """Env steps per second of the Warp backend, full ``step`` and the bare physics."""
+    import envs
+
+    start = time.perf_counter()
+    env = envs.make(env_id, num_envs, seed=0, device=DEVICE, backend="warp")
+    env.reset(seed=0)
+    torch.cuda.synchronize()
+    make_seconds = time.perf_counter() - start
+    actions = random_actions(env, seed=1)
+    controls = [batch.to(torch.float64) for batch in actions]
+    env_clock = Clock(lambda index: env.step(actions[index]), seconds)
+    physics_clock = Clock(lambda index: env.backend.step(controls[index], env.frame_skip), seconds)
+    for clock in (env_clock, physics_clock):  # warm-up: first launches, allocator
+        Clock(clock.step, seconds=0.2, min_calls=5).calls_per_second()
+    env_rate = env_clock.calls_per_second() * num_envs
+    physics_rate = physics_clock.calls_per_second() * num_envs
+    free, total = torch.cuda.mem_get_info()  # Warp's arrays are not in torch's allocator
+    return {
+        "env_id": env_id,
+        "num_envs": num_envs,
+        "make_and_reset_seconds": round(make_seconds, 2),
+        "env_steps_per_second": env_rate,
+        "physics_steps_per_second": physics_rate,
+        "gpu_memory_in_use_gib": round((total - free) / 2**30, 2),
+    }
+
+
+def ppo_speed(num_envs: int, iterations: int) -> dict[str, Any]:
+    """``agents.PPO`` on HalfCheetah-v5 with Warp envs: env steps per second of ``learn``."""
+    import envs
+    from agents import PPO
+    from agents.ppo import MUJOCO_HYPERPARAMETERS
+
+    # MUJOCO_HYPERPARAMETERS suit 16 envs; with thousands, short rollouts and a few large
+    # minibatches keep one update in the same range of samples per gradient step.
+    n_steps = 16
+    settings = {
+        **MUJOCO_HYPERPARAMETERS,
+        "n_steps": n_steps,
+        "batch_size": n_steps * num_envs // 4,
+        "n_epochs": 4,
+    }
+    env = envs.make("HalfCheetah-v5", num_envs, seed=0, device=DEVICE, backend="warp")
+    model = PPO(env, seed=0, **settings)
+    rollout = n_steps * num_envs
+    start = time.perf_counter()
+    model.learn(rollout)  # the first iteration (kernels, allocator, optimiser) is not timed
+    torch.cuda.synchronize()
+    first_seconds = time.perf_counter() - start
+    before = model.num_timesteps
+    start = time.perf_counter()
+    model.learn(iterations * rollout, reset_num_timesteps=False)
+    torch.cuda.synchronize()
+    seconds = time.perf_counter() - start
+    steps = model.num_timesteps - before
+    return {
+        "env_id": "HalfCheetah-v5",
+        "num_envs": num_envs,
+        "settings": settings,
+        "timed_env_steps": steps,
+        "first_iteration_seconds": round(first_seconds, 2),
+        "seconds": round(seconds, 2),
+        "env_steps_per_second": steps / seconds,
+    }
+
+
+def rate(value: float | None) -> str:
+    if value is None:
+        return "–"
+    return f"{value / 1e6:.2f}M" if value >= 1e6 else f"{value / 1e3:.1f}k"
+
+
+def markdown(report: dict[str, Any]) -> str:
+    """The report as markdown: the machine, then one table per part."""
+    machine = report["machine"]
+    lines = [
+        "# Batched MuJoCo envs on a GPU: the Warp backend",
+        "",
+        f"Machine: {machine['summary']}; warp {machine['warp']}, mujoco-warp "
+        f"{machine['mujoco_warp']}, mujoco {machine['mujoco']}. Written by "
+        "`benchmarks/warp_gpu_check.py`.",
+        "",
+        "## CUDA path: Warp backend against the CPU backend",
+        "",
+        f"Same seed and actions, {PARITY_NUM_ENVS} envs, both on `device='cuda'`. An env's "
+        "difference is its largest |warp - cpu| / (1 + |cpu|) over observations and reward "
+        "terms in the steps compared, horizons where float32 drift stays small (HalfCheetah's "
+        f"contacts amplify it within a few steps). `agrees`: the median env within {TOLERANCE:g}, "
+        "at most one env in 50 beyond it (a contact starting within rounding of its threshold "
+        "now and then sends one episode its own way) and episode flags differing only there.",
+        "",
+        "| env | steps | outputs on cuda | median env | worst env | envs beyond | envs with "
+        "flags differing | terminations | median after 20 steps | agrees | make s (warp) |",
+        "|---|---:|---|---:|---:|---:|---:|---:|---:|---|---:|",
+    ]
+    for row in report["cuda_path"]:
+        if "error" in row:
+            lines.append(f"| {row['env_id']} | error: {row['error']} |||||||||")
+            continue
+        lines.append(
+            f"| {row['env_id']} | {row['steps_compared']} | {row['all_outputs_on_cuda']} "
+            f"| {row['median_env_max_difference']:.1e} | {row['max_difference']:.1e} "
+            f"| {row['envs_beyond_tolerance']} | {row['envs_with_flags_differing']} "
+            f"| {row['terminations_compared']} "
+            f"| {row['median_difference_after_steps'][20]:.1e} "
+            f"| {row['agrees']} | {row['warp_make_seconds']} |"
+        )
+    lines += [
+        "",
+        "## Throughput of the Warp backend",
+        "",
+        "Env steps per second (envs x calls), random actions drawn on the GPU beforehand, "
+        "warm-up excluded, GPU synchronised. `physics` is `env.backend.step` alone (no "
+        "observations, rewards or resets). `make s` includes compiling kernels the first "
+        "time a model is used.",
+        "",
+        "| env | envs | env steps/s | physics steps/s | make s | GPU GiB in use |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    for row in report["throughput"]:
+        if "error" in row:
+            lines.append(f"| {row['env_id']} | {row['num_envs']} | error: {row['error']} ||||")
+            continue
+        lines.append(
+            f"| {row['env_id']} | {row['num_envs']} | {rate(row['env_steps_per_second'])} "
+            f"| {rate(row['physics_steps_per_second'])} | {row['make_and_reset_seconds']} "
+            f"| {row['gpu_memory_in_use_gib']} |"
+        )
+    lines += ["", "## PPO on Warp envs", ""]
+    ppo = report.get("ppo")
+    if ppo is None:
+        lines.append("Not run.")
+    elif "error" in ppo:
+        lines.append(f"Error: {ppo['error']}")
+    else:
+        settings = ppo["settings"]
+        lines.append(
+            f"`agents.PPO` on {ppo['env_id']}, {ppo['num_envs']} envs, n_steps "
+            f"{settings['n_steps']}, batch_size {settings['batch_size']}, n_epochs "
+            f"{settings['n_epochs']}: {rate(ppo['env_steps_per_second'])} env steps/s over "
+            f"{ppo['timed_env_steps']} steps ({ppo['seconds']} s; the first iteration, "
+            f"{ppo['first_iteration_seconds']} s, not timed)."
+        )
+    if report["skipped"]:
+        lines += ["", f"Skipped (out of the time budget): {', '.join(report['skipped'])}."]
+    return "\n".join(lines) + "\n"
+
+
+def write(report: dict[str, Any], out: Path) -> None:
+    """Write the report next to the other results, and under ``$OUT`` when it is set."""
+    targets = [out]
+    if os.environ.get("OUT"):
+        targets.append(Path(os.environ["OUT"]) / out.name)
+    text = json.dumps(report, indent=2, default=str) + "\n"
+    for target in targets:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.with_suffix(".json").write_text(text)
+        target.with_suffix(".md").write_text(markdown(report))
+
+
+def attempt(
+    label: dict[str, Any], part: Callable[..., dict[str, Any]], *args: Any
+) -> dict[str, Any]:
+    """``part(*args)``; a failure is recorded under ``label`` with its message, and the run goes on."""
+    try:
+        return part(*args)
+    except Exception as error:  # noqa: BLE001 - a one-shot run keeps going and records it
+        traceback.print_exc()
+        return {**label, "error": f"{type(error).__name__}: {error}"}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--num-envs", nargs="+", type=int, default=[4096, 16384])
+    parser.add_argument("--seconds", type=float, default=2.0, help="per throughput timing")
+    parser.add_argument("--ppo-envs", type=int, default=4096)
+    parser.add_argument("--ppo-iterations", type=int, default=3, help="timed PPO iterations")
+    parser.add_argument(
+        "--budget", type=float, default=270.0, help="seconds; parts not begun by then are skipped"
+    )
+    parser.add_argument("--out", type=Path, default=RESULTS, help="results path, no suffix")
+    args = parser.parse_args(argv)
+
+    if not torch.cuda.is_available():
+        print(
+            "warp_gpu_check: no CUDA device here (torch.cuda.is_available() is False); "
+            "run it on a machine with an NVIDIA GPU and a CUDA build of torch",
+            file=sys.stderr,
+        )
+        return 2
+    if importlib.util.find_spec("mujoco_warp") is None:
+        print(
+            "warp_gpu_check: mujoco_warp is not installed: pip install 'rewardlab[mujoco-warp]'",
+            file=sys.stderr,
+        )
+        return 2
+
+    import mujoco
+    import mujoco_warp
+    import warp
+
+    from benchmarks.machine import describe_machine, recorded_args
+
+    warp.config.log_level = warp.LOG_WARNING  # no line per kernel module loaded
+    started = time.perf_counter()
+    report: dict[str, Any] = {
+        "machine": {
+            **describe_machine(),
+            "warp": warp.__version__,
+            "mujoco_warp": mujoco_warp.__version__,
+            "mujoco": mujoco.__version__,
+            "torch_cuda": torch.version.cuda,
+        },
+        "args": recorded_args(args),
+        "cuda_path": [],
+        "throughput": [],
+        "ppo": None,
+        "skipped": [],
+    }
+
+    def in_budget(name: str) -> bool:
+        if time.perf_counter() - started < args.budget:
+            print(f"[{time.perf_counter() - started:6.1f} s] {name}", flush=True)
+            return True
+        report["skipped"].append(name)
+        return False
+
+    for env_id, steps in PARITY:
+        if in_budget(f"cuda path {env_id}"):
+            row = attempt({"env_id": env_id}, parity, env_id, steps, PARITY_NUM_ENVS)
+            report["cuda_path"].append(row)
+            print(json.dumps(row, default=str), flush=True)
+            write(report, args.out)
+    for env_id in THROUGHPUT_IDS:
+        for num_envs in args.num_envs:
+            if in_budget(f"throughput {env_id} {num_envs}"):
+                label = {"env_id": env_id, "num_envs": num_envs}
+                row = attempt(label, throughput, env_id, num_envs, args.seconds)
+                report["throughput"].append(row)
+                print(json.dumps(row, default=str), flush=True)
+                write(report, args.out)
+    if in_budget(f"ppo {args.ppo_envs}"):
+        report["ppo"] = attempt({}, ppo_speed, args.ppo_envs, args.ppo_iterations)
+        print(json.dumps(report["ppo"], default=str), flush=True)
+    report["wall_seconds"] = round(time.perf_counter() - started, 1)
+    write(report, args.out)
+    print(markdown(report))
+    return 0
+
+
+if __name__ == "__main__":
+    if not __package__:  # run as a file (python benchmarks/warp_gpu_check.py): find envs, agents
+        sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    sys.exit(main())
