@@ -22,6 +22,7 @@
 See ``docs/reward_programs.md``.
 """
 
+from llm_reward import mujoco_descriptions  # noqa: F401  (registers the MuJoCo descriptions)
 from llm_reward.checks import CheckError, Finding
 from llm_reward.descriptions import (
     ActionVariable,

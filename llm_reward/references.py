@@ -12,6 +12,18 @@ form, so they go through the same checks, sandbox and training as any candidate:
   ``gamma = 0.99``, PPO's default discount; components ``"task"`` and ``"shaping"``.
   Shaping of this form leaves the optimal policy unchanged.
 
+MuJoCo tasks (Gymnasium's v5 locomotion): ``"human"`` is Gymnasium's own dense reward, so
+it is the ``"sparse"`` one. The observation holds the velocities at the end of each step,
+not the x displacement over it that the forward reward divides by the step's duration, so
+their programs take the mean of the x velocity before and after the step: per step it
+can be off by a quarter of the reward's typical size (HalfCheetah, under random actions),
+over an episode by 1-4% of the return; every other term is exact. The new
+behaviours (``HalfCheetah-Backward-v0``, ``Hopper-Backward-v0``, ``Ant-TurnInPlace-v0``)
+reproduce their success reward exactly as ``"sparse"``; ``"human"`` is a hand-written
+dense reward: the success reward (times 100 where a healthy bonus would otherwise make
+ending the episode costly, 1 / (1 - gamma)) plus the behaviour's velocity, a healthy
+bonus and Gymnasium's control cost.
+
     >>> import llm_reward
     >>> programs = llm_reward.reference_programs("CartPole-v1")
     >>> sorted(programs)
@@ -24,6 +36,7 @@ from __future__ import annotations
 
 import textwrap
 
+from envs.mujoco.behaviours import AntTurnInPlaceEnv, HopperBackwardEnv
 from llm_reward.program import RewardProgram
 
 __all__ = ["reference_programs", "register_reference_programs", "registered_reference_programs"]
@@ -157,6 +170,114 @@ _SOURCES: dict[str, dict[str, str]] = {
         "human": _PENDULUM_HUMAN,
     },
 }
+
+
+# ------------------------------------------------------------------------ MuJoCo
+def _gymnasium_reward(healthy: bool, ctrl_cost: float, contact_cost: float = 0.0) -> str:
+    """A MuJoCo v5 locomotion task's own reward as a program (forward velocity as the step's mean)."""
+    arguments = "x_velocity, next_x_velocity, action"
+    task = f"0.5 * (x_velocity + next_x_velocity) - {ctrl_cost!r} * (action**2).sum(dim=-1)"
+    if healthy:
+        arguments += ", terminated"
+        task += " + (1.0 - terminated.float())"
+    if contact_cost:
+        arguments += ", next_contact_forces_squared"
+        task += f" - {contact_cost!r} * next_contact_forces_squared"
+    return _sparse(arguments, task)
+
+
+_INVERTED_PENDULUM = _sparse("terminated", "1.0 - terminated.float()")
+
+_HALF_CHEETAH_BACKWARD_SPARSE = _sparse("terminated", "terminated.float()")
+
+_HALF_CHEETAH_BACKWARD_HUMAN = '''
+import torch
+
+DT = 0.05
+
+
+def compute_reward(x, next_x, action, terminated):
+    success = terminated.float()
+    backward = -(next_x - x) / DT
+    ctrl_cost = -0.1 * (action**2).sum(dim=-1)
+    return success + backward + ctrl_cost, {"success": success, "backward": backward, "ctrl_cost": ctrl_cost}
+'''
+
+# The sparse programs keep their constants inline: the evolve proposer borrows the function alone.
+_HOPPER_BACKWARD_SUCCESS = _sparse(
+    "next_x, next_torso_z, next_torso_angle, terminated",
+    f"(terminated & (next_x <= {HopperBackwardEnv.target_x!r}) & (next_torso_z > 0.7) "
+    "& (next_torso_angle.abs() < 0.2)).float()",
+)
+
+_HOPPER_BACKWARD_HUMAN = f"""
+import torch
+
+TARGET_X = {HopperBackwardEnv.target_x!r}
+DT = 0.008
+SUCCESS_BONUS = 100.0
+
+
+def upright(torso_z, torso_angle):
+    return (torso_z > 0.7) & (torso_angle.abs() < 0.2)
+
+
+def compute_reward(x, next_x, next_torso_z, next_torso_angle, action, terminated):
+    still_up = upright(next_torso_z, next_torso_angle)
+    success = SUCCESS_BONUS * (terminated & (next_x <= TARGET_X) & still_up).float()
+    backward = -(next_x - x) / DT
+    healthy = (still_up & ~terminated).float()
+    ctrl_cost = -0.001 * (action**2).sum(dim=-1)
+    reward = success + backward + healthy + ctrl_cost
+    return reward, {{"success": success, "backward": backward, "healthy": healthy, "ctrl_cost": ctrl_cost}}
+"""
+
+_ANT_TURN_SUCCESS = _sparse(
+    "next_turned, next_distance_from_start, next_torso_z, terminated",
+    f"(terminated & (next_turned >= {AntTurnInPlaceEnv.target_turn!r}) "
+    f"& (next_distance_from_start <= {AntTurnInPlaceEnv.radius!r}) & (next_torso_z >= 0.2) "
+    "& (next_torso_z <= 1.0)).float()",
+)
+
+_ANT_TURN_HUMAN = f"""
+import torch
+
+TARGET_TURN = {AntTurnInPlaceEnv.target_turn!r}
+RADIUS = {AntTurnInPlaceEnv.radius!r}
+DT = 0.05
+SUCCESS_BONUS = 100.0
+
+
+def compute_reward(turned, next_turned, next_distance_from_start, next_torso_z, action, terminated):
+    healthy_now = (next_torso_z >= 0.2) & (next_torso_z <= 1.0)
+    inside = next_distance_from_start <= RADIUS
+    done_well = terminated & healthy_now & inside & (next_turned >= TARGET_TURN)
+    success = SUCCESS_BONUS * done_well.float()
+    turning = (next_turned - turned) / DT
+    healthy = (1.0 - terminated.float()) + done_well.float()
+    drift = -((next_distance_from_start / RADIUS) ** 2)
+    ctrl_cost = -0.5 * (action**2).sum(dim=-1)
+    reward = success + turning + healthy + drift + ctrl_cost
+    components = {{"success": success, "turning": turning, "healthy": healthy, "drift": drift,
+                  "ctrl_cost": ctrl_cost}}
+    return reward, components
+"""
+
+
+def _same(source: str) -> dict[str, str]:
+    return {"sparse": source, "human": source}
+
+
+_SOURCES.update({
+    "HalfCheetah-v5": _same(_gymnasium_reward(healthy=False, ctrl_cost=0.1)),
+    "Hopper-v5": _same(_gymnasium_reward(healthy=True, ctrl_cost=0.001)),
+    "Walker2d-v5": _same(_gymnasium_reward(healthy=True, ctrl_cost=0.001)),
+    "Ant-v5": _same(_gymnasium_reward(healthy=True, ctrl_cost=0.5, contact_cost=5e-4)),
+    "InvertedPendulum-v5": _same(_INVERTED_PENDULUM),
+    "HalfCheetah-Backward-v0": {"sparse": _HALF_CHEETAH_BACKWARD_SPARSE, "human": _HALF_CHEETAH_BACKWARD_HUMAN},
+    "Hopper-Backward-v0": {"sparse": _HOPPER_BACKWARD_SUCCESS, "human": _HOPPER_BACKWARD_HUMAN},
+    "Ant-TurnInPlace-v0": {"sparse": _ANT_TURN_SUCCESS, "human": _ANT_TURN_HUMAN},
+})  # fmt: skip
 
 
 def register_reference_programs(env_id: str, sparse: str, human: str, overwrite: bool = False) -> None:

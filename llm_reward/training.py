@@ -15,6 +15,7 @@ that finished since the previous checkpoint.
 
 from __future__ import annotations
 
+import importlib.util
 import resource
 import time
 from collections.abc import Callable, Mapping
@@ -34,8 +35,11 @@ __all__ = ["Checkpoint", "evaluate_policy", "evaluation_job", "train_program"]
 
 # Imported by the worker before its guard is installed: PPO's optimiser imports
 # torch._dynamo on first use, which replaces torch.manual_seed (the guard's snapshot must
-# come after); TensorBoard's import chain calls ctypes, which the guard refuses.
-PRELOAD = ("torch._dynamo", "torch.utils.tensorboard")
+# come after); TensorBoard's import chain calls ctypes, which the guard refuses, and so
+# does MuJoCo's (it loads its plugins with ctypes and probes GLFW in a subprocess), when
+# the mujoco extra is installed.
+_MUJOCO = ("mujoco",) if importlib.util.find_spec("mujoco") is not None else ()
+PRELOAD = ("torch._dynamo", "torch.utils.tensorboard", *_MUJOCO)
 
 _REWARD_PREFIX = "reward/"
 

@@ -62,7 +62,8 @@ class MujocoEnv(BatchedEnv):
     Gymnasium's step info (``x_position``, ``x_velocity``, ...).
 
     A subclass sets ``gymnasium_id``, ``xml_file``, ``frame_skip``, ``reset_noise_scale`` and
-    ``qvel_noise`` and implements :meth:`observe`, :meth:`position_before` and :meth:`evaluate`.
+    ``qvel_noise`` and implements :meth:`observe`, :meth:`position_before` and :meth:`evaluate`;
+    a task with per-episode state restarts it in :meth:`on_reset`.
 
     :param num_envs: how many simulations
     :param device: where observations and rewards live (``"cpu"``, ``"cuda[:i]"``)
@@ -176,6 +177,14 @@ class MujocoEnv(BatchedEnv):
             reward, bool ``(num_envs,)``, and float64 info tensors by Gymnasium's names
         """
         raise NotImplementedError
+
+    def on_reset(self, ids: torch.Tensor) -> None:
+        """Called once simulations ``ids`` have started a new episode (at :meth:`reset` and at
+        every autoreset); a task that keeps per-episode state (a hold counter, the distance
+        turned) restarts it here. Does nothing by default.
+
+        :param ids: the sorted int64 ids of the simulations, on the backend's device
+        """
 
     # ------------------------------------------------------------- the contract
     @property
@@ -315,6 +324,7 @@ class MujocoEnv(BatchedEnv):
         qpos = self.init_qpos + qpos_noise.to(sim)
         qvel = self.init_qvel + qvel_noise.to(sim)
         self.backend.reset(ids, qpos, qvel)
+        self.on_reset(ids)
 
     def _uniform(self, shape: tuple[int, int], scale: float) -> torch.Tensor:
         draw = torch.rand(shape, generator=self.generator, device=self.device, dtype=torch.float64)

@@ -6,10 +6,15 @@ Programs are built from the env description's terms, each a weighted component:
   ``v'/s`` (push it one way), ``exp(-(v'/s)**2 / T)`` (closeness with a temperature),
   ``(v' - v)/s`` (progress), ``(|v'| - |v|)/s`` (move away from 0), ``|v'/s|`` (speed);
 - ``alive`` (``1 - terminated``), ``terminal`` (``terminated``), ``action_cost``
-  (``-action**2``, continuous actions);
+  (``-action**2``, continuous actions, summed over the action's dimensions);
 - ``task``: the env's own reward (the ``sparse`` reference program), and ``potential``:
   potential-based shaping ``0.99 * phi(s') * (1 - terminated) - phi(s)`` with the formula of
   the env's built-in potential (the ``human`` reference program's ``potential``).
+
+Descriptions with many state variables (:data:`FOCUS_MIN_VARIABLES`, the MuJoCo tasks)
+would dilute a uniform choice of variable, so half of their state terms take a variable
+that the task's summary or success metric names (``x`` for running backwards, ``turned``
+for turning in place), as a reader of the description would.
 
 The first iteration samples random programs (its first sample is the env's own reward
 alone, when there is one: the search can always fall back to it). Later iterations
@@ -27,6 +32,7 @@ from __future__ import annotations
 import ast
 import math
 import random
+import re
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
@@ -35,7 +41,7 @@ from llm_reward.program import RewardProgram
 from llm_reward.search.records import Candidate
 from llm_reward.search.reflection import component_notes
 
-__all__ = ["EvolveProposer", "Term", "render_program"]
+__all__ = ["EvolveProposer", "Term", "focus_variables", "render_program"]
 
 GAMMA = 0.99
 STATE_KINDS = ("square", "linear", "gauss", "progress", "away", "speed")
@@ -43,6 +49,7 @@ GLOBAL_KINDS = ("alive", "terminal", "action_cost", "task", "potential")
 MAX_TERMS = 6
 MAX_TRIES = 50
 POOL_SIZE = 8
+FOCUS_MIN_VARIABLES = 10
 
 
 @dataclass(frozen=True)
@@ -138,7 +145,8 @@ def _expression(term: Term, description: EnvDescription, task: _Borrowed | None,
     if kind == "terminal":
         return f"{TERMINATED}.float()", {TERMINATED}
     if kind == "action_cost":
-        return f"-({ACTION}.float() ** 2)", {ACTION}
+        total = ".sum(dim=-1)" if description.action.shape else ""
+        return f"-({ACTION}.float() ** 2){total}", {ACTION}
     if kind == "task":
         assert task is not None
         arguments = ", ".join(f"{p}={p}" for p in task.parameters)
@@ -190,6 +198,15 @@ def render_program(
     return "\n".join(body) + "\n"
 
 
+def focus_variables(description: EnvDescription) -> tuple[str, ...]:
+    """The state variables that the description's summary or success metric names, in order.
+
+    :param description: the env's description.
+    """
+    text = f"{description.summary} {description.success_metric}"
+    return tuple(name for name in description.state_names if re.search(rf"(?<![\w.]){name}(?!\w)", text))
+
+
 class EvolveProposer:
     """Proposes reward programs by mutation and recombination of the fittest (see the module).
 
@@ -218,6 +235,7 @@ class EvolveProposer:
         if self._potential is not None:
             kinds.append("potential")
         self._global_kinds = tuple(kinds)
+        self._focus = focus_variables(description) if len(description.state) >= FOCUS_MIN_VARIABLES else ()
 
     def render(self, terms: Sequence[Term]) -> str:
         """The source of a program made of ``terms``.
@@ -260,7 +278,8 @@ class EvolveProposer:
 
     def _random_term(self, rng: random.Random) -> Term:
         if rng.random() < 0.6:
-            kind, variable = rng.choice(STATE_KINDS), rng.choice(self.description.state_names)
+            names = self._focus if self._focus and rng.random() < 0.5 else self.description.state_names
+            kind, variable = rng.choice(STATE_KINDS), rng.choice(names)
         else:
             kind, variable = rng.choice(self._global_kinds), None
         magnitude = _round(math.exp(rng.uniform(math.log(0.05), math.log(5.0))))
