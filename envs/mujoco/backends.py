@@ -8,7 +8,10 @@ MuJoCo itself, so every backend runs the same tasks.
   simulations. Its results are bit-identical to stepping one ``MjData`` per simulation, so
   the envs match Gymnasium's to the last bit.
 - :class:`envs.mujoco.warp_backend.WarpBackend`: MuJoCo Warp (the ``mujoco-warp`` extra), the
-  simulations as GPU kernels; made by :func:`make_backend` for ``backend="warp"``.
+  simulations as GPU kernels in float32; made by :func:`make_backend` for ``backend="warp"``.
+  On a CPU device it runs on Warp's single-threaded CPU device, for tests only. MuJoCo Warp
+  4.0 builds capsule-plane contact frames differently from MuJoCo C, so Ant's trajectories
+  leave the CPU backend's at the first touchdown; the planar tasks agree to float32 rounding.
 """
 
 from __future__ import annotations

@@ -9,6 +9,7 @@ torch tensors. A task subclass (:mod:`envs.mujoco.tasks`) only says how.
 from __future__ import annotations
 
 import os
+import warnings
 from typing import Any
 
 import gymnasium
@@ -49,6 +50,28 @@ def model_path(xml_file: str) -> str:
             f"({', '.join(sorted(f for f in os.listdir(assets) if f.endswith('.xml')))})"
         )
     return path
+
+
+def load_model(path: str):
+    """Compile the model file at ``path``; MuJoCo's compiler warnings become Python warnings.
+
+    MuJoCo prints compiler warnings and appends them to ``MUJOCO_LOG.TXT`` in the working
+    directory. Gymnasium's ``half_cheetah.xml`` uses the deprecated ``settotalmass``
+    attribute, which MuJoCo 4 still honours: that warning concerns Gymnasium's file, not the
+    user, and is dropped.
+    """
+    mujoco = import_mujoco()
+    messages: list[str] = []
+    previous = mujoco.get_mju_user_warning()
+    mujoco.set_mju_user_warning(messages.append)
+    try:
+        model = mujoco.MjModel.from_xml_path(path)
+    finally:
+        mujoco.set_mju_user_warning(previous)
+    for message in messages:
+        if "settotalmass" not in message:
+            warnings.warn(f"MuJoCo compiling {os.path.basename(path)}: {message}", stacklevel=3)
+    return model
 
 
 class MujocoEnv(BatchedEnv):
@@ -107,10 +130,9 @@ class MujocoEnv(BatchedEnv):
                 f"compile=True does not apply to {self.gymnasium_id}: its physics runs in "
                 "MuJoCo (C threads or Warp kernels), not in torch; leave compile=False"
             )
-        mujoco = import_mujoco()
         if xml_file is not None:
             self.xml_file = xml_file
-        self.model = mujoco.MjModel.from_xml_path(model_path(self.xml_file))
+        self.model = load_model(model_path(self.xml_file))
         if frame_skip is not None:
             if not isinstance(frame_skip, int | np.integer) or frame_skip < 1:
                 raise ValueError(f"frame_skip must be a positive int, got {frame_skip!r}")
