@@ -57,6 +57,18 @@ HEAD_OPTIONS = ("gamma", "weight", "episodic")
 SUMMED_REWARD_HEAD = "reward"
 INTRINSIC_COMPONENT = "intrinsic"
 
+# Settings for Gymnasium's MuJoCo locomotion tasks (envs.make("Hopper-v5", num_envs=
+# MUJOCO_NUM_ENVS), then PPO(env, **MUJOCO_HYPERPARAMETERS)), chosen with
+# benchmarks/mujoco_ppo.py. PPO's own defaults suit classic control with many envs; these are
+# the PPO paper's MuJoCo settings spread over 16 envs (rollouts of 2048 steps, normalised
+# observations and rewards, annealed learning rate), with minibatches of 128 instead of 64:
+# as sample-efficient in short trials and 1.6x faster on two CPU cores.
+MUJOCO_NUM_ENVS = 16
+MUJOCO_HYPERPARAMETERS: dict[str, Any] = dict(
+    n_steps=128, batch_size=128, n_epochs=10, learning_rate=3e-4, anneal_lr=True, gamma=0.99,
+    gae_lambda=0.95, normalize_obs=True, normalize_reward=True, log_std_init=0.0, ent_coef=0.0,
+)  # fmt: skip
+
 
 class IntrinsicModule(Protocol):
     """What ``PPO(intrinsic=...)`` needs: a batched bonus and a way to learn from a rollout.

@@ -454,8 +454,43 @@ def test_predict_clips_gaussian_actions_to_the_bounds() -> None:
     actions, _ = model.predict(obs, deterministic=False)
     assert actions.shape == (256, 1) and actions.dtype == np.float32
     assert actions.min() == -2.0 and actions.max() == 2.0
+    steps = record_steps(env)
     model.learn(64)  # the rollout clips too, and learns from the unclipped samples
     assert model.num_timesteps == 64
+    given_actions = torch.stack([actions for actions, _ in steps])
+    assert given_actions.min() == -2.0 and given_actions.max() == 2.0
+    assert model._rollout.actions.abs().max() > 2.0
+
+
+def test_mujoco_control_cost_is_charged_on_clipped_actions() -> None:
+    """Gymnasium's MuJoCo envs charge the control cost on the actions as given, so the
+    rollout must clip the Gaussian samples to the Box (as SB3 does) before ``env.step``."""
+    pytest.importorskip("mujoco.batch")
+    from agents.ppo import MUJOCO_HYPERPARAMETERS
+
+    env = envs.make("Hopper-v5", num_envs=4, device="cpu", seed=0, nthread=1)
+    hyperparameters = {**MUJOCO_HYPERPARAMETERS, "n_steps": 16, "batch_size": 32}
+    model = PPO(env, seed=0, **{**hyperparameters, "log_std_init": 2.0})
+    steps = record_steps(env)
+    model.learn(64)
+    control_costs = torch.stack([info["reward_components"]["ctrl_cost"] for _, info in steps])
+    # Hopper: 3 actuators in [-1, 1], ctrl_cost_weight 1e-3, so the cost is at most 3e-3.
+    assert control_costs.min() >= -3e-3 - 1e-6
+    assert model._rollout.actions.abs().max() > 1.0  # the samples themselves went beyond
+
+
+def record_steps(env: Any) -> list[tuple[torch.Tensor, dict]]:
+    """Make ``env.step`` record each call's actions and returned info; return the record."""
+    steps: list[tuple[torch.Tensor, dict]] = []
+    step = env.step
+
+    def recording_step(actions: torch.Tensor) -> tuple:
+        result = step(actions)
+        steps.append((actions.clone(), result[4]))
+        return result
+
+    env.step = recording_step
+    return steps
 
 
 def test_save_load_round_trip(tmp_path: Any) -> None:
