@@ -64,7 +64,20 @@ def resolve_config(args: argparse.Namespace) -> dict[str, Any]:
         config["seeds"] = [args.seed]
     config = {key: config[key] for key in DEFAULTS}
     check_config(config)
+    if config["algo"] == "ppo" and is_mujoco(config["env"]):
+        # PPO's own defaults suit classic control; MuJoCo tasks train with the preset, which
+        # hyperparameters given in the config file still override.
+        from agents.ppo import MUJOCO_HYPERPARAMETERS
+
+        config["hyperparameters"] = {**MUJOCO_HYPERPARAMETERS, **config["hyperparameters"]}
     return config
+
+
+def is_mujoco(env_id: str) -> bool:
+    """Whether ``env_id`` is one of the batched MuJoCo tasks or behaviours."""
+    from envs.mujoco import BEHAVIOURS, TASKS
+
+    return env_id in TASKS or env_id in BEHAVIOURS
 
 
 def read_config_file(path: str) -> dict[str, Any]:

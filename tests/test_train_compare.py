@@ -191,3 +191,21 @@ def test_quickstart_trains_both_and_compares(tmp_path, capsys):
     assert "tensorboard --logdir" in out
     assert (logdir / "compare" / "curves.png").exists()
     assert json.loads((logdir / "shaped" / "seed_0" / "config.json").read_text())["shaping"] == "builtin"
+
+
+def test_ppo_on_mujoco_trains_with_the_mujoco_preset(tmp_path):
+    pytest.importorskip("mujoco.batch")
+    from agents.ppo import MUJOCO_HYPERPARAMETERS
+
+    config_file = tmp_path / "hp.json"
+    config_file.write_text(json.dumps({"hyperparameters": {"n_steps": 16, "n_epochs": 1}}))
+    logdir = tmp_path / "runs"
+    code = main([
+        "train", "--no-progress", "--config", str(config_file), "--env", "Hopper-v5",
+        "--algo", "ppo", "--steps", "256", "--seed", "0", "--logdir", str(logdir),
+    ])  # fmt: skip
+    assert code == 0
+    config = json.loads((logdir / "seed_0" / "config.json").read_text())
+    # The preset fills in what the config file leaves out; the file's values win.
+    assert config["hyperparameters"] == {**MUJOCO_HYPERPARAMETERS, "n_steps": 16, "n_epochs": 1}
+    assert scalars(logdir / "seed_0", "reward/healthy_reward")
