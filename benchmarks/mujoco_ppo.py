@@ -17,15 +17,24 @@ fresh episode in each of ``--eval-episodes`` envs of a separate batched env (the
 both learners; its episodes continue one seed's stream, so every evaluation starts fresh
 episodes). The training clock is paused while evaluating; evaluation time is reported apart.
 
+Each learner has its own step budget (``--steps-ours``, ``--steps-sb3``; both default to
+``--steps``) and evaluation interval (``--eval-freq-ours``, ``--eval-freq-sb3``; default
+``--eval-freq``, else max(20k, a twentieth of the learner's budget)).
+
 Per env the report gives the median over seeds of the final evaluation return and of the
-training wall time, and how long our PPO takes to reach SB3's median final return: the
-training seconds at our first evaluation at or above it (median over seeds), as a ratio of
-SB3's median training time, or "never" when most of our seeds do not get there.
+training wall time, how long our PPO takes to reach SB3's median final return (the
+training seconds at our first evaluation at or above it, median over seeds, as a ratio of
+SB3's median training time, or "never" when most of our seeds do not get there), and the
+comparison at equal wall time: our evaluation return at the first evaluation at or after
+SB3's median training time (median over seeds) beside SB3's median final return. With a
+larger budget for ours than for SB3 this answers "what does ours reach in the time SB3
+takes", and our final return says where our longer run ends.
 
 Writes ``benchmarks/results/mujoco_ppo.{json,md}``.
 
     python -m benchmarks.mujoco_ppo                    # the full protocol: 1M steps, 3 seeds
     python -m benchmarks.mujoco_ppo --steps 200000     # a reduced budget
+    python -m benchmarks.mujoco_ppo --steps-ours 1000000 --steps-sb3 200000
     python -m benchmarks.mujoco_ppo --envs Hopper-v5 --seeds 0 --learners ours --steps 100000
 """
 
@@ -198,6 +207,7 @@ def summarize(runs: list[dict]) -> list[dict]:
                 ),
                 "final_eval_returns": [r["final_eval_return"] for r in group],
                 "median_train_seconds": statistics.median(r["train_seconds"] for r in group),
+                "median_steps_trained": statistics.median(r["steps_trained"] for r in group),
                 "median_train_steps_per_second": statistics.median(
                     r["train_steps_per_second"] for r in group
                 ),
@@ -234,8 +244,30 @@ def summarize(runs: list[dict]) -> list[dict]:
                     else seconds["value"] / row["sb3"]["median_train_seconds"]
                 ),
             }
+            row["ours_at_sb3_train_seconds"] = _at_time(ours, row["sb3"]["median_train_seconds"])
         rows.append(row)
     return rows
+
+
+def _at_time(ours: list[dict], seconds: float) -> dict:
+    """Our evaluation at (the first evaluation at or after) ``seconds`` of training, per seed.
+
+    A run that ends before ``seconds`` gives its final evaluation, flagged ``short``.
+    """
+    picks = []
+    for run in ours:
+        hit = next((e for e in run["evaluations"] if e[1] >= seconds), None)
+        picks.append((*(hit or run["evaluations"][-1]), hit is None))
+    return {
+        "sb3_median_train_seconds": seconds,
+        "eval_returns": [p[2] for p in picks],
+        "eval_steps": [p[0] for p in picks],
+        "eval_train_seconds": [p[1] for p in picks],
+        "seeds_short": sum(p[3] for p in picks),
+        "median_eval_return": statistics.median(p[2] for p in picks),
+        "median_eval_steps": statistics.median(p[0] for p in picks),
+        "median_eval_train_seconds": statistics.median(p[1] for p in picks),
+    }
 
 
 def _first_reaching(evaluations: list, target: float) -> tuple[int, float] | None:
@@ -250,11 +282,19 @@ def markdown(report: dict) -> str:
     """The result table and the settings."""
     args, machine = report["args"], report["machine"]
     load = report["load_average_1_5_15_min"]
-    budget = f"{args['steps']:,} env steps per run" + (
-        f" — **a reduced budget**: the full protocol is {FULL_STEPS:,} steps per run"
-        if args["steps"] < FULL_STEPS
+    steps = report["steps"]
+    if steps["ours"] == steps["sb3"]:
+        budget = f"{steps['ours']:,} env steps per run"
+    else:
+        budget = f"ours {steps['ours']:,}, SB3 {steps['sb3']:,} env steps per run"
+    reduced = [name for name in LEARNERS if steps[name] < FULL_STEPS]
+    budget += (
+        f" — **a reduced budget for {' and '.join('SB3' if n == 'sb3' else n for n in reduced)}**: "
+        f"the full protocol is {FULL_STEPS:,} steps per run"
+        if reduced
         else " (the full protocol)"
     )
+    freq = report["eval_freq"]
     lines = [
         "# MuJoCo PPO: agents.PPO vs Stable-Baselines3 PPO, return against wall time",
         "",
@@ -265,11 +305,43 @@ def markdown(report: dict) -> str:
         f"Command: `{report['command']}`",
         "",
         f"Return: mean of one deterministic episode in each of {args['eval_episodes']} fresh "
-        f"envs, after training (and every >= {args['eval_freq']:,} steps). Train s: "
-        "training wall-clock, evaluation excluded. Medians over seeds. To reach SB3: our "
-        "training seconds at the first evaluation at or above SB3's median final return "
-        '(median over seeds), and that time over SB3\'s median training time; "never" when '
-        "most of our seeds do not reach it.",
+        f"envs, after training (and every >= {freq['ours']:,} steps for ours, "
+        f">= {freq['sb3']:,} for SB3). Train s: training wall-clock, evaluation excluded. "
+        "Medians over seeds.",
+        *_budget_notes(report),
+        "",
+        "## At equal wall time",
+        "",
+        "Ours at SB3's time: our evaluation return at the first evaluation at or after SB3's "
+        "median training time (median over seeds; in brackets that evaluation's steps and "
+        "training seconds, medians), beside SB3's median final return at that time. Ours "
+        "final: our median final return and training time at the end of our budget.",
+        "",
+        "| env | SB3 train s | return SB3 (final) | return ours at SB3's time "
+        "| return ours (final) | train s ours (final) |",
+        "|---|---|---|---|---|---|",
+    ]
+    for row in report["summary"]:
+        if "ours_at_sb3_train_seconds" not in row:
+            continue
+        ours, sb3, at = row["ours"], row["sb3"], row["ours_at_sb3_train_seconds"]
+        short = f"; {at['seeds_short']} seeds ended sooner" if at["seeds_short"] else ""
+        lines.append(
+            f"| {row['env_id']} | {sb3['median_train_seconds']:.0f} "
+            f"| {sb3['median_final_eval_return']:.0f} "
+            f"| {at['median_eval_return']:.0f} ({at['median_eval_steps']:,.0f} steps, "
+            f"{at['median_eval_train_seconds']:.0f} s{short}) "
+            f"| {ours['median_final_eval_return']:.0f} ({ours['median_steps_trained']:,.0f} steps) "
+            f"| {ours['median_train_seconds']:.0f} |"
+        )
+    lines += [
+        "",
+        "## Final returns, speed, time to reach SB3's return",
+        "",
+        "Each learner at the end of its own budget. To reach SB3: our training seconds at the "
+        "first evaluation at or above SB3's median final return (median over seeds), and that "
+        'time over SB3\'s median training time; "never" when most of our seeds do not reach '
+        "it.",
         "",
         "| env | return ours | return SB3 | train s ours | train s SB3 | steps/s ours "
         "| steps/s SB3 | ours to reach SB3's return | time ratio |",
@@ -302,6 +374,15 @@ def markdown(report: dict) -> str:
             if learner in row:
                 returns = ", ".join(f"{r:.0f}" for r in row[learner]["final_eval_returns"])
                 lines.append(f"- {row['env_id']} {learner}: {returns}")
+        if "ours_at_sb3_train_seconds" in row:
+            at = row["ours_at_sb3_train_seconds"]
+            picks = ", ".join(
+                f"{r:.0f} ({n:,} steps, {t:.0f} s)"
+                for r, n, t in zip(
+                    at["eval_returns"], at["eval_steps"], at["eval_train_seconds"], strict=True
+                )
+            )
+            lines.append(f"- {row['env_id']} ours at SB3's median train s: {picks}")
     lines += [
         "",
         "Curves for plotting (return against training seconds) are in the JSON: per run, "
@@ -317,6 +398,31 @@ def markdown(report: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _budget_notes(report: dict) -> list[str]:
+    """Why a budget is reduced (SB3's projected full-protocol time) and what that changes."""
+    steps, notes = report["steps"], []
+    sb3_rates = [
+        row["sb3"]["median_train_steps_per_second"] for row in report["summary"] if "sb3" in row
+    ]
+    if steps["sb3"] < FULL_STEPS and sb3_rates:
+        per_run = FULL_STEPS / statistics.median(sb3_rates)
+        runs = sum(row["sb3"]["seeds"] for row in report["summary"] if "sb3" in row)
+        notes.append(
+            f"SB3's budget is reduced to {steps['sb3']:,} steps because of time: at its "
+            f"measured rate here a {FULL_STEPS:,}-step SB3 run would take ~{per_run / 60:.0f} "
+            f"min of training, ~{runs * per_run / 60:.0f} min for its {runs} runs. SB3's "
+            "return at 1M steps is therefore not measured; the equal-wall-time table compares "
+            "the two at the time SB3 spends on its reduced budget."
+        )
+    if steps["ours"] != steps["sb3"] and report["ours_settings"].get("anneal_lr"):
+        notes.append(
+            "Our learning rate anneals linearly over our own budget "
+            f"({steps['ours']:,} steps), so our return at SB3's time is from the middle of a "
+            "longer schedule, not from a run sized to that time."
+        )
+    return [line for note in notes for line in ("", note)]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -324,12 +430,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--steps", type=int, default=FULL_STEPS, help="env steps per run (full protocol: 1M)"
     )
+    parser.add_argument("--steps-ours", type=int, default=None, help="our budget (--steps)")
+    parser.add_argument("--steps-sb3", type=int, default=None, help="SB3's budget (--steps)")
     parser.add_argument("--seeds", default="0,1,2", help="comma-separated seeds")
     parser.add_argument("--envs", default="HalfCheetah-v5,Hopper-v5")
     parser.add_argument("--learners", default="ours,sb3", help="ours, sb3 or both")
     parser.add_argument(
-        "--eval-freq", type=int, default=20_000, help="env steps between evaluations"
+        "--eval-freq",
+        type=int,
+        default=None,
+        help="env steps between evaluations (default: max(20k, budget / 20) per learner)",
     )
+    parser.add_argument("--eval-freq-ours", type=int, default=None, help="ours (--eval-freq)")
+    parser.add_argument("--eval-freq-sb3", type=int, default=None, help="SB3's (--eval-freq)")
     parser.add_argument("--eval-episodes", type=int, default=10, help="episodes per evaluation")
     parser.add_argument("--threads", type=int, default=1, help="torch.set_num_threads")
     parser.add_argument(
@@ -344,6 +457,15 @@ def main(argv: list[str] | None = None) -> int:
     unknown = sorted(set(learners) - set(LEARNERS))
     if unknown:
         parser.error(f"--learners {args.learners!r}: unknown {unknown}; choose from {LEARNERS}")
+    steps = {
+        "ours": args.steps if args.steps_ours is None else args.steps_ours,
+        "sb3": args.steps if args.steps_sb3 is None else args.steps_sb3,
+    }
+    given_freq = {"ours": args.eval_freq_ours, "sb3": args.eval_freq_sb3}
+    eval_freq = {
+        name: given_freq[name] or args.eval_freq or max(20_000, steps[name] // 20)
+        for name in LEARNERS
+    }
     ours_settings = {
         "num_envs": MUJOCO_NUM_ENVS,
         **MUJOCO_HYPERPARAMETERS,
@@ -358,10 +480,17 @@ def main(argv: list[str] | None = None) -> int:
             for learner in learners:
                 if learner == "ours":
                     result = run_ours(
-                        env_id, seed, args.steps, args.eval_freq, args.eval_episodes, ours_settings
+                        env_id,
+                        seed,
+                        steps["ours"],
+                        eval_freq["ours"],
+                        args.eval_episodes,
+                        ours_settings,
                     )
                 else:
-                    result = run_sb3(env_id, seed, args.steps, args.eval_freq, args.eval_episodes)
+                    result = run_sb3(
+                        env_id, seed, steps["sb3"], eval_freq["sb3"], args.eval_episodes
+                    )
                 runs.append(result)
                 _progress(result)
 
@@ -371,7 +500,9 @@ def main(argv: list[str] | None = None) -> int:
             ["python -m benchmarks.mujoco_ppo", *(sys.argv[1:] if argv is None else argv)]
         ),
         "args": {**recorded_args(args), "seeds": seeds},
-        "reduced_budget": args.steps < FULL_STEPS,
+        "steps": steps,
+        "eval_freq": eval_freq,
+        "reduced_budget": {name: steps[name] < FULL_STEPS for name in LEARNERS},
         "full_protocol_steps": FULL_STEPS,
         # Other processes slow both learners; the comparison comes from interleaved runs,
         # the absolute times only say how busy the machine was.
