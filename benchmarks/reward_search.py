@@ -57,6 +57,16 @@ STEPS = {"CartPole-v1": 20_000, "MountainCar-v0": 20_000, "Acrobot-v1": 20_000, 
 PPO_KWARGS: dict[str, dict[str, Any]] = {"HalfCheetah-Backward-v0": {"normalize_obs": True, "normalize_reward": True}}
 
 
+def prescreen_cell(row: dict) -> str:
+    """The table cell saying how many programs the prescreen would reject, and whether the best."""
+    screen = row["prescreen"] or {}
+    cell = (f"{screen.get('rejected', 0)} of {screen.get('scored', 0)} "
+            f"({'yes' if screen.get('rejected_eventual_best') else 'no'})")
+    if screen.get("inconclusive"):
+        cell += f"; {screen['inconclusive']} inconclusive"
+    return cell
+
+
 def run_env(env_id: str, args: argparse.Namespace) -> dict[str, Any]:
     """One search on ``env_id``; its summary with the wall time."""
     if env_id not in registered_descriptions():
@@ -141,11 +151,7 @@ def markdown(rows: list[dict[str, Any]], args: argparse.Namespace, machine: dict
         if "skipped" in row:
             lines.append(f"| {row['env_id']} | skipped: {row['skipped']} |" + " |" * 8)
             continue
-        screen = row["prescreen"] or {}
-        rejected = (f"{screen.get('rejected', 0)} of {screen.get('scored', 0)} "
-                    f"({'yes' if screen.get('rejected_eventual_best') else 'no'})")
-        if screen.get("inconclusive"):
-            rejected += f"; {screen['inconclusive']} inconclusive"
+        rejected = prescreen_cell(row)
         lines.append(
             f"| {row['env_id']} | {row['steps']:,} | {row['trained']} of {row['candidates']} | "
             f"{_value(row['best']['fitness'] if row['best'] else None)} | {_final(row, 'best')} | "
@@ -206,11 +212,7 @@ def mujoco_markdown(rows: list[dict[str, Any]], args: argparse.Namespace, machin
         if "skipped" in row:
             lines.append(f"| {row['env_id']} | skipped: {row['skipped']} |" + " |" * 8)
             continue
-        screen = row["prescreen"] or {}
-        rejected = (f"{screen.get('rejected', 0)} of {screen.get('scored', 0)} "
-                    f"({'yes' if screen.get('rejected_eventual_best') else 'no'})")
-        if screen.get("inconclusive"):
-            rejected += f"; {screen['inconclusive']} inconclusive"
+        rejected = prescreen_cell(row)
         success = row["success"]
         lines.append(
             f"| {row['env_id']} | {row['steps']:,} | {row['trained']} of {row['candidates']} | "
