@@ -41,7 +41,7 @@ from typing import Any
 
 import torch
 
-from envs.mujoco.tasks import AntEnv, HalfCheetahEnv, HopperEnv, Terms, _inside
+from envs.mujoco.tasks import AntEnv, HalfCheetahEnv, HopperEnv, Terms
 
 EXCLUDE_POSITIONS = "exclude_current_positions_from_observation"
 
@@ -82,9 +82,9 @@ class HalfCheetahBackwardEnv(HalfCheetahEnv):
 class HopperBackwardEnv(HopperEnv):
     """``Hopper-Backward-v0``: hop backwards until the torso's x is at most ``target_x``, still up.
 
-    Reward 1 on the success step (x <= ``target_x`` and :meth:`is_upright`), which ends the
-    episode, else 0; an unhealthy step ends it too (with ``terminate_when_unhealthy``, the
-    default). The observation is Hopper-v5's with the x position first (12 columns).
+    Reward 1 on the success step (x <= ``target_x`` and :meth:`is_upright`, the part of the
+    health rule that the observation shows), which ends the episode, else 0; an unhealthy
+    step ends it too (with ``terminate_when_unhealthy``, the default). The observation is Hopper-v5's with the x position first (12 columns).
     """
 
     target_x = -2.0
@@ -93,12 +93,6 @@ class HopperBackwardEnv(HopperEnv):
         _refuse(type(self), kwargs,
                 ("forward_reward_weight", "ctrl_cost_weight", "healthy_reward", EXCLUDE_POSITIONS))
         super().__init__(num_envs, exclude_current_positions_from_observation=False, **kwargs)
-
-    def is_upright(self) -> torch.Tensor:
-        """Bool ``(num_envs,)``: torso height and angle inside the healthy ranges (the part of
-        the health rule that the observation shows; the other part bounds every state entry)."""
-        height = _inside(self.qpos[:, 1], *self._healthy_z_range)
-        return height & _inside(self.qpos[:, 2], *self._healthy_angle_range)
 
     def evaluate(self, before: torch.Tensor, action: torch.Tensor) -> Terms:
         _, _, info = self._motion(before, action)

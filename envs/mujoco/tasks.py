@@ -156,12 +156,15 @@ class HopperEnv(_HealthyRunner):
         self._healthy_angle_range = _check_range("healthy_angle_range", healthy_angle_range)
         super().__init__(num_envs, **kwargs)
 
+    def is_upright(self) -> torch.Tensor:
+        """Bool ``(num_envs,)``: torso height and angle inside their healthy ranges."""
+        healthy_z = _inside(self.qpos[:, 1], *self._healthy_z_range)
+        return healthy_z & _inside(self.qpos[:, 2], *self._healthy_angle_range)
+
     def is_healthy(self) -> torch.Tensor:
         state = torch.cat([self.qpos[:, 2:], self.qvel], dim=1)
         healthy_state = _inside(state, *self._healthy_state_range).all(dim=1)
-        healthy_z = _inside(self.qpos[:, 1], *self._healthy_z_range)
-        healthy_angle = _inside(self.qpos[:, 2], *self._healthy_angle_range)
-        return healthy_state & healthy_z & healthy_angle
+        return healthy_state & self.is_upright()
 
     def evaluate(self, before: torch.Tensor, action: torch.Tensor) -> Terms:
         components, terminated, info = super().evaluate(before, action)
@@ -322,7 +325,9 @@ class InvertedPendulumEnv(MujocoEnv):
         return self.qpos[:, 0].clone()
 
     def evaluate(self, before: torch.Tensor, action: torch.Tensor) -> Terms:
-        obs = self.observe()
-        terminated = ~torch.isfinite(obs).all(dim=1) | (obs[:, 1].abs() > 0.2)
+        # Gymnasium's test on the observation, read from the state it is made of
+        # (observation column 1 is the pole angle qpos[1]).
+        finite = torch.isfinite(self.qpos).all(dim=1) & torch.isfinite(self.qvel).all(dim=1)
+        terminated = ~finite | (self.qpos[:, 1].abs() > 0.2)
         survive = (~terminated).to(torch.float64)
         return {"healthy_reward": survive}, terminated, {"reward_survive": survive}
