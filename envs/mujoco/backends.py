@@ -68,7 +68,7 @@ class CpuBatchBackend:
     :param nthread: threads of the pool, the caller's included; 0 takes every CPU
     :param need_cfrc_ext: keep one ``MjData`` per simulation so that :meth:`cfrc_ext` can run
         ``mj_rnePostConstraint`` on each, as Gymnasium does after every step (Ant's contact
-        forces). Costs about 16 µs per simulation in contact per step.
+        forces). Its cost shows in Ant's row of ``benchmarks/mujoco_throughput.py``.
     """
 
     def __init__(self, model, num_envs: int, nthread: int = 0, need_cfrc_ext: bool = False):
