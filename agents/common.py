@@ -18,8 +18,8 @@ def check_batched(env: Any, learner: str, sb3_alternative: str) -> None:
     if missing:
         raise TypeError(
             f"{learner} needs a batched torch env (docs/batched_envs.md); {type(env).__name__} "
-            f"has no {', '.join(missing)}. Use envs.make(env_id, num_envs, device, seed), or wrap "
-            f"a Gymnasium env in one of envs' adapters; for a plain gymnasium.Env use SB3's "
+            f"has no {', '.join(missing)}. Use rewardlab.envs.make(env_id, num_envs, device, seed), or wrap "
+            f"a Gymnasium env in one of rewardlab.envs' adapters; for a plain gymnasium.Env use SB3's "
             f"{sb3_alternative}."
         )
 

@@ -17,7 +17,7 @@ def evaluate_batched(
     never a shaped one. Each of ``episodes`` envs runs exactly one episode.
 
     :param model: anything with ``predict(obs_tensor, deterministic=...) -> (actions, _)``.
-    :param env_id: a batched env id (``envs.registered()``).
+    :param env_id: a batched env id (``rewardlab.envs.registered()``).
     :param episodes: how many episodes (and envs).
     :param seed: seeds the evaluation env.
     :param device: where the env lives.
@@ -25,7 +25,7 @@ def evaluate_batched(
     :param max_steps: a bound on the steps, for envs without a time limit.
     :return: one true return per episode.
     """
-    import envs
+    from rewardlab import envs
 
     if episodes < 1:
         raise ValueError(f"episodes={episodes!r} must be at least 1")

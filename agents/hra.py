@@ -32,8 +32,8 @@ The details that decide whether it works are written out where they happen:
 
 Example::
 
-    import envs
-    from agents import HRA
+    from rewardlab import envs
+    from rewardlab.agents import HRA
 
     env = envs.make("FruitCollection-v0", num_envs=32, seed=0)
     model = HRA(env, bootstrap="mean", feature_masks=env.feature_masks(), seed=0)
@@ -57,8 +57,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from agents.common import check_batched, read_saved, steps_bar
-from agents.logger import TensorBoardLogger
+from rewardlab.agents.common import check_batched, read_saved, steps_bar
+from rewardlab.agents.logger import TensorBoardLogger
 
 EXTRINSIC = "extrinsic"
 BOOTSTRAPS = ("max", "mean")

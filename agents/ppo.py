@@ -22,8 +22,8 @@ where it happens:
 
 Example::
 
-    import envs
-    from agents import PPO
+    from rewardlab import envs
+    from rewardlab.agents import PPO
 
     env = envs.make("CartPole-v1", num_envs=64, device="cpu", seed=0)
     model = PPO(env, seed=0, n_steps=32, learning_rate=1e-3, gamma=0.98, gae_lambda=0.8)
@@ -48,10 +48,10 @@ import numpy as np
 import torch
 from torch import nn
 
-from agents.common import check_batched, read_saved, steps_bar
-from agents.logger import TensorBoardLogger
-from agents.networks import mlp
-from agents.running_stats import RunningMeanStd
+from rewardlab.agents.common import check_batched, read_saved, steps_bar
+from rewardlab.agents.logger import TensorBoardLogger
+from rewardlab.agents.networks import mlp
+from rewardlab.agents.running_stats import RunningMeanStd
 
 HEAD_OPTIONS = ("gamma", "weight", "episodic")
 SUMMED_REWARD_HEAD = "reward"
@@ -73,7 +73,7 @@ MUJOCO_HYPERPARAMETERS: dict[str, Any] = dict(
 class IntrinsicModule(Protocol):
     """What ``PPO(intrinsic=...)`` needs: a batched bonus and a way to learn from a rollout.
 
-    ``intrinsic.IntrinsicModule`` subclasses fit: when ``compute`` also takes ``dones`` it
+    ``rewardlab.intrinsic.IntrinsicModule`` subclasses fit: when ``compute`` also takes ``dones`` it
     gets the episode-end flags, and ``set_num_envs(num_envs)``, if present, is called when
     an env is attached (batches are time-major: row ``t * num_envs + env``).
     """
@@ -249,7 +249,7 @@ class _Rollout:
 
 
 class PPO:
-    """PPO for batched torch environments (``envs.make`` and wrappers around them).
+    """PPO for batched torch environments (``rewardlab.envs.make`` and wrappers around them).
 
     Hyperparameters keep SB3's names and, where they still make sense for hundreds of
     batched envs, SB3's defaults; ``n_steps`` is per env, so a rollout has

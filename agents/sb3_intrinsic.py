@@ -8,7 +8,7 @@ advantages after GAE instead: the returns, and so the value targets, never see i
 ends are respected: the bonus of a step that ended an episode is computed on
 ``infos[i]["terminal_observation"]``, never on the reset observation, and GAE stops at
 episode starts, as SB3's does. SB3's critic has one head, so the intrinsic return here is
-episodic; our own ``agents.PPO`` has RND's separate non-episodic intrinsic head.
+episodic; our own ``rewardlab.agents.PPO`` has RND's separate non-episodic intrinsic head.
 
 Off-policy (DQN, SAC, TD3): :class:`IntrinsicRewardVecEnv`. A replay buffer stores the reward
 a transition had when it was collected, so the bonus is added at that moment, by a VecEnv
@@ -18,7 +18,7 @@ inside ``VecNormalize`` (whose original reward is what off-policy algorithms sto
 Stored bonuses go stale as the module learns, as in every off-policy use of novelty bonuses.
 
 Both report ``reward/intrinsic/<name>`` (mean per step); the wrapper also puts
-``infos[i]["reward_components"]["intrinsic/<name>"]``, which :class:`agents.sb3.RewardComponentCallback`
+``infos[i]["reward_components"]["intrinsic/<name>"]``, which :class:`rewardlab.agents.sb3.RewardComponentCallback`
 logs as ``reward/<component>``.
 """
 
@@ -32,13 +32,13 @@ from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.on_policy_algorithm import OnPolicyAlgorithm
 from stable_baselines3.common.vec_env import VecEnv, VecEnvWrapper
 
-from intrinsic import Hybrid, IntrinsicModule
-from shaping.wrappers import stack_final, with_component
+from rewardlab.intrinsic import Hybrid, IntrinsicModule
+from rewardlab.shaping.wrappers import stack_final, with_component
 
 
 def _check(module: IntrinsicModule, coef: float) -> None:
     if not isinstance(module, IntrinsicModule):
-        raise TypeError(f"module must be an intrinsic.IntrinsicModule, got {type(module).__name__}")
+        raise TypeError(f"module must be a rewardlab.intrinsic.IntrinsicModule, got {type(module).__name__}")
     if not np.isfinite(coef):
         raise ValueError(f"coef must be a finite number, got {coef!r}")
 
@@ -70,7 +70,7 @@ class IntrinsicRewardCallback(BaseCallback):
 
         >>> from stable_baselines3 import PPO
         >>> from stable_baselines3.common.env_util import make_vec_env
-        >>> import intrinsic
+        >>> from rewardlab import intrinsic
         >>> model = PPO("MlpPolicy", make_vec_env("CartPole-v1", n_envs=2), n_steps=64)
         >>> rnd = intrinsic.RND(model.observation_space, seed=0)
         >>> model = model.learn(256, callback=IntrinsicRewardCallback(rnd, coef=0.1))
@@ -141,7 +141,7 @@ class IntrinsicRewardVecEnv(VecEnvWrapper):
 
         >>> from stable_baselines3 import DQN
         >>> from stable_baselines3.common.env_util import make_vec_env
-        >>> import intrinsic
+        >>> from rewardlab import intrinsic
         >>> venv = make_vec_env("CartPole-v1", n_envs=1)
         >>> count = intrinsic.Count(venv.observation_space, hash_bits=16, seed=0)
         >>> venv = IntrinsicRewardVecEnv(venv, count, coef=0.1)

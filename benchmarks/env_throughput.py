@@ -3,7 +3,7 @@
 For every env and batch size this times, with random actions drawn before the clock starts
 (on the env's device for ours, as numpy arrays for the others):
 
-- ours, eager (``envs.make(...)``) and compiled (``envs.make(..., compile=True)``);
+- ours, eager (``rewardlab.envs.make(...)``) and compiled (``rewardlab.envs.make(..., compile=True)``);
 - Gymnasium's fastest vector env for the task: its numpy ``vector_entry_point`` where it
   has one (CartPole), else ``SyncVectorEnv``;
 - SB3's ``DummyVecEnv`` of Gymnasium envs, up to 1024 envs (beyond, it takes minutes).
@@ -38,8 +38,8 @@ import torch
 from gymnasium import spaces
 from stable_baselines3.common.vec_env import DummyVecEnv
 
-import envs
 from benchmarks.machine import recorded_args
+from rewardlab import envs
 
 CLASSIC_IDS = [
     "CartPole-v1",

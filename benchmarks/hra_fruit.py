@@ -2,7 +2,7 @@
 
 Methods, all on batched ``FruitCollection-v0`` with 32 envs:
 
-- ``hra-mean+1``, ``hra-max+1``: ``agents.HRA`` with one head per fruit position (``fruit_0`` ..
+- ``hra-mean+1``, ``hra-max+1``: ``rewardlab.agents.HRA`` with one head per fruit position (``fruit_0`` ..
   ``fruit_9``), bootstrapped with the mean over actions (the uniformly random policy's value)
   or the max (Q-learning per head), each head seeing only the agent's cell and its own fruit
   bit (the paper's "+1", ``env.feature_masks()``);
@@ -10,7 +10,7 @@ Methods, all on batched ``FruitCollection-v0`` with 32 envs:
 - ``dqn``: ``HRA(env, components=["extrinsic"], bootstrap="max")``, one head on the summed
   reward with the same total capacity (250 hidden units; HRA gives each of its 10 heads 25)
   and every other setting the same;
-- ``ppo``, ``ppo-decomposed``: ``agents.PPO`` with one critic head on the summed reward, or one
+- ``ppo``, ``ppo-decomposed``: ``rewardlab.agents.PPO`` with one critic head on the summed reward, or one
   per fruit component (``value_heads=["fruit_0", ...]``).
 
 The measure is the fruits eaten per episode (the best possible is 5) on 64 fresh evaluation
@@ -44,9 +44,9 @@ from typing import Any
 
 import torch
 
-import envs
-from agents import HRA, PPO
 from benchmarks.machine import describe_machine, recorded_args
+from rewardlab import envs
+from rewardlab.agents import HRA, PPO
 
 RESULTS = Path(__file__).parent / "results"
 ENV_ID = "FruitCollection-v0"

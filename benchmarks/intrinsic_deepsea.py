@@ -3,7 +3,7 @@
 Methods: ``none`` (plain PPO), ``rnd``, ``count``, ``surprise`` and ``Hybrid(count, rnd)`` with
 each HIRE fusion (``hybrid-sum``, ``hybrid-product``, ``hybrid-cycle``, ``hybrid-max``).
 
-For each N of ``--sizes`` and each seed, ``agents.PPO`` trains on batched ``DeepSea-v0`` of size
+For each N of ``--sizes`` and each seed, ``rewardlab.agents.PPO`` trains on batched ``DeepSea-v0`` of size
 N for at most ``--episodes`` episodes (``episodes * N`` env steps) and stops at the first
 treasure. N counts as solved when the treasure is found in at least ``--need`` of the
 ``--seeds`` seeds. A method climbs the sizes in order and stops at the first N it does not
@@ -38,11 +38,10 @@ from typing import Any
 
 import torch
 
-import envs
-import intrinsic
-from agents.ppo import PPO
 from benchmarks.machine import describe_machine
-from envs.core import BatchedWrapper
+from rewardlab import envs, intrinsic
+from rewardlab.agents.ppo import PPO
+from rewardlab.envs.core import BatchedWrapper
 
 RESULTS = Path(__file__).parent / "results"
 METHODS = (

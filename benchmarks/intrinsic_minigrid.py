@@ -3,11 +3,11 @@
 Methods: ``plain``, ``rnd``, ``count``, ``surprise`` and ``hybrid`` (Count and RND, summed).
 Every bonus is first scaled by its running RMS (a one-module ``Hybrid``), so one coefficient,
 ``--coef``, means the same for all of them; it enters PPO's rollout buffer through
-:class:`agents.sb3_intrinsic.IntrinsicRewardCallback` (GAE over the combined reward).
+:class:`rewardlab.agents.sb3_intrinsic.IntrinsicRewardCallback` (GAE over the combined reward).
 
 SB3 PPO with RL Zoo's MiniGrid settings (8 envs x 128 steps, 10 epochs of minibatches of 64,
 lr 2.5e-4, gamma 0.99) plus entropy 0.01, ``MlpPolicy`` on the agent's flattened 7x7x3 view
-(:func:`envs.minigrid.make_minigrid`). An episode succeeds when its return is positive
+(:func:`rewardlab.envs.minigrid.make_minigrid`). An episode succeeds when its return is positive
 (the goal was reached); the success rate is reported per ``--bin`` env steps.
 
 The full configuration (1M steps, 3 seeds, DoorKey-8x8 and MultiRoom-N2-S4: 30M steps in
@@ -34,10 +34,10 @@ import torch
 from stable_baselines3 import PPO
 from stable_baselines3.common.callbacks import BaseCallback, CallbackList
 
-import intrinsic
-from agents.sb3_intrinsic import IntrinsicRewardCallback
 from benchmarks.machine import describe_machine
-from envs.minigrid import make_minigrid_vec
+from rewardlab import intrinsic
+from rewardlab.agents.sb3_intrinsic import IntrinsicRewardCallback
+from rewardlab.envs.minigrid import make_minigrid_vec
 
 RESULTS = Path(__file__).parent / "results"
 ENVS = ("MiniGrid-DoorKey-8x8-v0", "MiniGrid-MultiRoom-N2-S4-v0")

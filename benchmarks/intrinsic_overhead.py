@@ -29,10 +29,9 @@ from typing import Any
 
 import torch
 
-import envs
-import intrinsic
-from agents.ppo import PPO
 from benchmarks.machine import describe_machine
+from rewardlab import envs, intrinsic
+from rewardlab.agents.ppo import PPO
 
 RESULTS = Path(__file__).parent / "results"
 NUM_ENVS, N_STEPS = 16, 128

@@ -25,12 +25,12 @@ from typing import Any
 
 import numpy as np
 
-from agents.llm_policy import LLMPolicy
 from benchmarks.machine import describe_machine
-from llm_reward.clients import EndpointError, LLMError, make_client
-from llm_reward.policy.cli import make_env, play
-from llm_reward.policy.codecs import codec_for
-from shaping import potentials
+from rewardlab.agents.llm_policy import LLMPolicy
+from rewardlab.agents.llm_policy.codecs import codec_for
+from rewardlab.app.llm_play import make_env, play
+from rewardlab.llm_reward.clients import EndpointError, LLMError, make_client
+from rewardlab.shaping import potentials
 
 RESULTS = Path(__file__).parent / "results"
 ENVS = ("CartPole-v1", "MountainCar-v0", "Acrobot-v1", "Pendulum-v1", "DeepSea-v0", "FruitCollection-v0")

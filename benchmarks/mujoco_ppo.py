@@ -3,8 +3,8 @@
 For HalfCheetah-v5 and Hopper-v5, each seed trains, interleaved (ours seed 0, SB3 seed 0,
 ours seed 1, ...) so that other load on the machine falls on both alike:
 
-- ``ours``: ``agents.PPO`` on ``envs.make(env_id, num_envs)`` (rewardlab's batched MuJoCo
-  envs, one physics thread) with ``agents.ppo.MUJOCO_HYPERPARAMETERS``;
+- ``ours``: ``rewardlab.agents.PPO`` on ``rewardlab.envs.make(env_id, num_envs)`` (rewardlab's batched MuJoCo
+  envs, one physics thread) with ``rewardlab.agents.ppo.MUJOCO_HYPERPARAMETERS``;
 - ``sb3``: SB3's PPO on Gymnasium's own env, ``make_vec_env(env_id, 1)`` (a
   ``DummyVecEnv``) in ``VecNormalize``: rl-baselines3-zoo's ``mujoco-defaults``, which are
   SB3's default hyperparameters (the PPO paper's MuJoCo settings) with normalised
@@ -53,11 +53,11 @@ from typing import Any
 import numpy as np
 import torch
 
-import envs
-from agents import PPO
-from agents.ppo import MUJOCO_HYPERPARAMETERS, MUJOCO_NUM_ENVS
 from benchmarks.machine import describe_machine, recorded_args
 from benchmarks.ppo_speed import _median_lower_bound, evaluate
+from rewardlab import envs
+from rewardlab.agents import PPO
+from rewardlab.agents.ppo import MUJOCO_HYPERPARAMETERS, MUJOCO_NUM_ENVS
 
 RESULTS = Path(__file__).parent / "results"
 FULL_STEPS = 1_000_000
@@ -122,7 +122,7 @@ def eval_env_for(env_id: str, seed: int, episodes: int) -> Any:
 def run_ours(
     env_id: str, seed: int, steps: int, eval_freq: int, eval_episodes: int, settings: dict
 ) -> dict:
-    """Train ``agents.PPO`` on the batched env for ``steps``; return the measurements."""
+    """Train ``rewardlab.agents.PPO`` on the batched env for ``steps``; return the measurements."""
     settings = dict(settings)
     num_envs = settings.pop("num_envs")
     env = envs.make(env_id, num_envs=num_envs, device="cpu", seed=seed, nthread=1)
@@ -389,7 +389,7 @@ def markdown(report: dict) -> str:
         "`curve` (steps, train s, mean return of the last 100 finished training episodes) "
         "and `evaluations` (steps, train s, deterministic evaluation return).",
         "",
-        "Ours (`agents.ppo.MUJOCO_NUM_ENVS` envs, `agents.ppo.MUJOCO_HYPERPARAMETERS`): "
+        "Ours (`rewardlab.agents.ppo.MUJOCO_NUM_ENVS` envs, `rewardlab.agents.ppo.MUJOCO_HYPERPARAMETERS`): "
         f"`{json.dumps(report['ours_settings'])}`",
         "",
         "SB3: rl-baselines3-zoo's `mujoco-defaults` (SB3's default PPO hyperparameters, "

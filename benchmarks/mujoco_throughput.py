@@ -3,7 +3,7 @@
 For every task and number of envs this times full ``step`` calls (physics, observations,
 rewards, termination and resets), with random actions drawn before the clock starts, of:
 
-- ours: ``envs.make(env_id, num_envs, backend="cpu")``, ``mujoco.batch`` on every CPU,
+- ours: ``rewardlab.envs.make(env_id, num_envs, backend="cpu")``, ``mujoco.batch`` on every CPU,
   torch tensors out;
 - the raw physics of that same env: ``env.backend.batch.step(nstep=frame_skip)`` and
   nothing else (no observations, rewards or resets), a rough ceiling for ours;
@@ -39,9 +39,9 @@ import mujoco
 import numpy as np
 import torch
 
-import envs
 from benchmarks.env_throughput import Timer, numpy_actions, rate, ratio
 from benchmarks.machine import describe_machine, recorded_args
+from rewardlab import envs
 
 MUJOCO_IDS = ["HalfCheetah-v5", "Hopper-v5", "Walker2d-v5", "Ant-v5", "InvertedPendulum-v5"]
 NUM_ENVS = [64, 1024]
@@ -160,7 +160,7 @@ def markdown(rows: list[dict[str, Any]], machine: dict[str, Any], settings: dict
         "rewards and resets included, with random actions drawn before timing; median of "
         f"{settings['repeats']} repeats of at least {settings['seconds']} s, implementations "
         "timed in turns so that other load falls on all alike. `ours` is "
-        '`envs.make(id, n, backend="cpu")` (`mujoco.batch` on every CPU, torch tensors '
+        '`rewardlab.envs.make(id, n, backend="cpu")` (`mujoco.batch` on every CPU, torch tensors '
         "out); `raw Batch.step` steps that env's `mujoco.batch.Batch` by `frame_skip` and "
         "does nothing else: no observations, rewards or resets, the last actions held, so its "
         "states drift from ours (fallen Hoppers and Walkers stay down) and its rate is a "

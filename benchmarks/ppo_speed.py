@@ -3,14 +3,14 @@
 For CartPole-v1 (solved: mean evaluation return >= 475) and Acrobot-v1 (>= -100), each
 seed trains
 
-- ``ours``: ``agents.PPO`` on ``envs.make(env_id, num_envs)`` with the per-env settings in
+- ``ours``: ``rewardlab.agents.PPO`` on ``rewardlab.envs.make(env_id, num_envs)`` with the per-env settings in
   ``OURS`` (below, tuned here for time to solve on two CPU cores);
 - ``sb3``: SB3's PPO with its default hyperparameters on ``make_vec_env(env_id, 8)``
   (``DummyVecEnv`` of Gymnasium envs), capped at ``--sb3-cap`` steps;
 - ``sb3-zoo`` (with ``--sb3-zoo``): SB3's PPO with rl-baselines3-zoo's tuned settings.
 
 Evaluation: after each update, once every ``--eval-freq`` env steps, the deterministic
-policy plays one episode in each of 32 envs of a separate batched env (``envs.make``, the
+policy plays one episode in each of 32 envs of a separate batched env (``rewardlab.envs.make``, the
 same for every learner); the run stops at the first evaluation at or above the threshold.
 The clock that measures time to solve is paused during evaluation; evaluation time is
 reported on its own. ``train steps/s`` is env steps over that training clock, the whole run.
@@ -40,9 +40,9 @@ from typing import Any
 import numpy as np
 import torch
 
-import envs
-from agents import PPO
 from benchmarks.machine import describe_machine, recorded_args
+from rewardlab import envs
+from rewardlab.agents import PPO
 
 RESULTS = Path(__file__).parent / "results"
 THRESHOLDS = {"CartPole-v1": 475.0, "Acrobot-v1": -100.0}
@@ -157,7 +157,7 @@ class SolveClock:
 def run_ours(
     env_id: str, seed: int, cap: int, eval_freq: int, threshold: float | None, settings: dict
 ) -> dict:
-    """Train ``agents.PPO`` until solved or ``cap`` steps; return the measurements."""
+    """Train ``rewardlab.agents.PPO`` until solved or ``cap`` steps; return the measurements."""
     settings = dict(settings)
     num_envs = settings.pop("num_envs")
     env = envs.make(env_id, num_envs=num_envs, device="cpu", seed=seed)
@@ -305,7 +305,7 @@ def markdown(report: dict) -> str:
     """The result tables."""
     args, machine = report["args"], report["machine"]
     lines = [
-        "# PPO speed: agents.PPO vs Stable-Baselines3 PPO",
+        "# PPO speed: rewardlab.agents.PPO vs Stable-Baselines3 PPO",
         "",
         f"Machine: {machine['summary']}; {machine['platform']}; torch threads "
         f"{machine['torch_threads']}. Seeds {args['seeds']}. Load average (1 min) "

@@ -1,6 +1,6 @@
 """Reward-program search per env: the best program's 5-seed fitness against the sparse and human rewards.
 
-For each env, ``llm_reward.search`` runs ``--iterations`` x ``--samples`` candidates with
+For each env, ``rewardlab.llm_reward.search`` runs ``--iterations`` x ``--samples`` candidates with
 ``--proposer evolve`` (no LLM, the default) or an LLM (``--llm PROVIDER:MODEL``, Eureka
 mode), then re-trains the best program with 5 new seeds next to the env's sparse and
 human reference rewards (same budget and PPO settings) and reports Eureka's normalised
@@ -32,10 +32,10 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.machine import describe_machine, recorded_args
-from llm_reward.descriptions import registered_descriptions
-from llm_reward.search import SearchConfig, search
-from llm_reward.search.report import summary
-from llm_reward.search.store import RunStore
+from rewardlab.envs.descriptions import registered_descriptions
+from rewardlab.llm_reward.search import SearchConfig, search
+from rewardlab.llm_reward.search.report import summary
+from rewardlab.llm_reward.search.store import RunStore
 
 RESULTS = Path(__file__).parent / "results"
 ENVS = ("CartPole-v1", "MountainCar-v0", "Acrobot-v1", "Pendulum-v1", "DeepSea-v0", "FruitCollection-v0")
@@ -73,7 +73,7 @@ def run_env(env_id: str, args: argparse.Namespace) -> dict[str, Any]:
         return {"env_id": env_id, "skipped": "no registered description of its state variables"}
     client = None
     if args.llm:
-        from llm_reward.clients import make_client
+        from rewardlab.llm_reward.clients import make_client
 
         client = make_client(args.llm, args.base_url)
     config = SearchConfig(
@@ -190,7 +190,7 @@ def mujoco_markdown(rows: list[dict[str, Any]], args: argparse.Namespace, machin
         "deterministic evaluation episodes) is the success rate.",
         "",
         f"{args.iterations} iterations x {args.samples} candidates, each trained with rewardlab's PPO (8 envs, "
-        "normalised observations and rewards, otherwise agents.PPO's defaults; "
+        "normalised observations and rewards, otherwise rewardlab.agents.PPO's defaults; "
         f"{args.checkpoints} checkpoints of {args.eval_episodes} evaluation episodes) on one seed; the best "
         f"re-trained with {args.final_seeds} new seeds next to the sparse reference (the env's own reward) and "
         "the human one (backward velocity - 0.1 * sum(action**2) + 1 on success) with the same budget; "

@@ -1,10 +1,10 @@
 """Wall time of a reward program's PPO training in the sandbox against the same training in-process.
 
 The candidate is the human-written CartPole reward program (``reference_programs``);
-both sides train ``agents.PPO`` on it with the same seed, budget, checkpoints and
+both sides train ``rewardlab.agents.PPO`` on it with the same seed, budget, checkpoints and
 evaluation episodes, with one torch thread. In-process means ``llm_reward.training.
 train_program`` called here, with no process, limits or audit hooks; sandboxed means
-``llm_reward.evaluate`` (static checks, a worker forked by the sandbox's fork server, OS
+``rewardlab.llm_reward.evaluate`` (static checks, a worker forked by the sandbox's fork server, OS
 limits, Landlock where available, the audit-hook guard, JSON back). The two are timed in alternation,
 ``--repeats`` times each; the reported ratio is the median of sandboxed / in-process wall
 time. CPU times (the worker's own, and this process's) are reported too, since wall time on
@@ -30,11 +30,11 @@ from pathlib import Path
 
 import torch
 
-import llm_reward
 from benchmarks.machine import describe_machine
-from llm_reward.program import RewardFunction
-from llm_reward.sandbox import landlock_abi
-from llm_reward.training import train_program
+from rewardlab import llm_reward
+from rewardlab.llm_reward.programs.program import RewardFunction
+from rewardlab.llm_reward.sandbox.runner import landlock_abi
+from rewardlab.llm_reward.search.training import train_program
 
 RESULTS = Path(__file__).parent / "results"
 

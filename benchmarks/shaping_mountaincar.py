@@ -23,7 +23,7 @@ from stable_baselines3.common.env_util import make_vec_env
 from stable_baselines3.common.evaluation import evaluate_policy
 
 from benchmarks.machine import describe_machine, recorded_args
-from shaping import VecPotentialShaping, potentials
+from rewardlab.shaping import VecPotentialShaping, potentials
 
 RESULTS = Path(__file__).parent / "results"
 ENV_ID = "MountainCar-v0"

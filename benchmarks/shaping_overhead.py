@@ -23,7 +23,12 @@ import numpy as np
 from stable_baselines3.common.env_util import make_vec_env
 
 from benchmarks.machine import describe_machine
-from shaping import PotentialShaping, PotentialShapingVector, VecPotentialShaping, potentials
+from rewardlab.shaping import (
+    PotentialShaping,
+    PotentialShapingVector,
+    VecPotentialShaping,
+    potentials,
+)
 
 RESULTS = Path(__file__).parent / "results"
 ENV_ID = "CartPole-v1"

@@ -4,7 +4,7 @@ A prepared check for a borrowed GPU machine (about 5 minutes on one GPU, most of
 compiling MuJoCo Warp's kernels the first time). In order, each part written to the results
 as soon as it is done, so that a run cut short keeps what it measured:
 
-1. ``cuda path``: ``envs.make(env_id, device="cuda", backend="warp")`` and
+1. ``cuda path``: ``rewardlab.envs.make(env_id, device="cuda", backend="warp")`` and
    ``backend="cpu"`` (``mujoco.batch``, tensors moved to the GPU) from the same seed, the
    same random actions: every output on the GPU, and how far the two are apart over the
    first steps, compared as ``tests/test_envs_mujoco_warp.py`` does on the CPU (HalfCheetah
@@ -13,7 +13,7 @@ as soon as it is done, so that a run cut short keeps what it measured:
    at 4096 and 16384 envs, with random actions drawn on the GPU before the clock starts,
    warm-up excluded, the GPU synchronised before the clock is read; beside it the bare
    physics (``env.backend.step`` alone, no observations, rewards or resets);
-3. ``ppo``: ``agents.PPO`` on HalfCheetah-v5 with 4096 Warp envs, env steps per second of a
+3. ``ppo``: ``rewardlab.agents.PPO`` on HalfCheetah-v5 with 4096 Warp envs, env steps per second of a
    short ``learn`` (rollouts and updates), after a first iteration left out of the clock.
 
 Results go to ``benchmarks/results/mujoco_warp_gpu.json`` and ``.md`` and, when ``$OUT``
@@ -77,7 +77,7 @@ def parity(env_id: str, steps: int, num_envs: int) -> dict[str, Any]:
     median env is within the tolerance, at most one env in 50 drifts beyond it, and the
     episode flags differ only in those.
     """
-    import envs
+    from rewardlab import envs
 
     start = time.perf_counter()
     warp_env = envs.make(env_id, num_envs, seed=3, device=DEVICE, backend="warp")
@@ -151,7 +151,7 @@ class Clock:
 
 def throughput(env_id: str, num_envs: int, seconds: float) -> dict[str, Any]:
     """Env steps per second of the Warp backend, full ``step`` and the bare physics."""
-    import envs
+    from rewardlab import envs
 
     start = time.perf_counter()
     env = envs.make(env_id, num_envs, seed=0, device=DEVICE, backend="warp")
@@ -178,10 +178,10 @@ def throughput(env_id: str, num_envs: int, seconds: float) -> dict[str, Any]:
 
 
 def ppo_speed(num_envs: int, iterations: int) -> dict[str, Any]:
-    """``agents.PPO`` on HalfCheetah-v5 with Warp envs: env steps per second of ``learn``."""
-    import envs
-    from agents import PPO
-    from agents.ppo import MUJOCO_HYPERPARAMETERS
+    """``rewardlab.agents.PPO`` on HalfCheetah-v5 with Warp envs: env steps per second of ``learn``."""
+    from rewardlab import envs
+    from rewardlab.agents import PPO
+    from rewardlab.agents.ppo import MUJOCO_HYPERPARAMETERS
 
     # MUJOCO_HYPERPARAMETERS suit 16 envs; with thousands, short rollouts and a few large
     # minibatches keep one update in the same range of samples per gradient step.
@@ -287,7 +287,7 @@ def markdown(report: dict[str, Any]) -> str:
     else:
         settings = ppo["settings"]
         lines.append(
-            f"`agents.PPO` on {ppo['env_id']}, {ppo['num_envs']} envs, n_steps "
+            f"`rewardlab.agents.PPO` on {ppo['env_id']}, {ppo['num_envs']} envs, n_steps "
             f"{settings['n_steps']}, batch_size {settings['batch_size']}, n_epochs "
             f"{settings['n_epochs']}: {rate(ppo['env_steps_per_second'])} env steps/s over "
             f"{ppo['timed_env_steps']} steps ({ppo['seconds']} s; the first iteration, "

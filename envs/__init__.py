@@ -1,27 +1,37 @@
-"""Batched environments in torch, on CPU or GPU, with Gymnasium's dynamics.
+"""Batched environments in torch, on CPU or GPU, with Gymnasium's dynamics, and their descriptions.
+
+:func:`make` builds a batched env by id; :func:`describe` names the variables of an env's
+observation (what reward programs and the LLM policy's codecs know of it).
 
 Example::
 
-    >>> import envs
+    >>> from rewardlab import envs
     >>> env = envs.make("CartPole-v1", num_envs=4096, device="cpu", seed=0)
     >>> obs, info = env.reset()
     >>> obs, reward, terminated, truncated, info = env.step(env.action_space.sample())
 """
 
-from envs import (
+from rewardlab.envs import (
     deepsea,  # noqa: F401  (registers DeepSea-v0)
     fruit,  # noqa: F401  (registers FruitCollection-v0 and FruitCollection-Large-v0)
     mujoco,  # noqa: F401  (registers the MuJoCo v5 tasks; making one needs the mujoco extra)
 )
-from envs.classic import (
+from rewardlab.envs.classic import (
     AcrobotEnv,
     CartPoleEnv,
     ContinuousMountainCarEnv,
     MountainCarEnv,
     PendulumEnv,
 )
-from envs.core import BatchedEnv, BatchedWrapper
-from envs.registration import make, register, registered
+from rewardlab.envs.core import BatchedEnv, BatchedWrapper
+from rewardlab.envs.descriptions import (
+    EnvDescription,
+    describe,
+    register_description,
+    registered_descriptions,
+)
+from rewardlab.envs.mujoco import descriptions as _mujoco_descriptions  # noqa: F401  (registers them)
+from rewardlab.envs.registration import make, register, registered
 
 register("CartPole-v1", CartPoleEnv)
 register("MountainCar-v0", MountainCarEnv)
@@ -35,9 +45,13 @@ __all__ = [
     "BatchedWrapper",
     "CartPoleEnv",
     "ContinuousMountainCarEnv",
+    "EnvDescription",
     "MountainCarEnv",
     "PendulumEnv",
+    "describe",
     "make",
     "register",
+    "register_description",
     "registered",
+    "registered_descriptions",
 ]

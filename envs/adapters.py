@@ -1,6 +1,6 @@
 """Adapters that show a batched env to Gymnasium and Stable-Baselines3 tools, numpy at the boundary.
 
-Use them through :meth:`envs.BatchedEnv.to_gymnasium` and :meth:`envs.BatchedEnv.to_sb3`.
+Use them through :meth:`rewardlab.envs.BatchedEnv.to_gymnasium` and :meth:`rewardlab.envs.BatchedEnv.to_sb3`.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import torch
 from stable_baselines3.common.vec_env.base_vec_env import VecEnv, VecEnvIndices
 
 if TYPE_CHECKING:
-    from envs.core import BatchedEnv, BatchedWrapper
+    from rewardlab.envs.core import BatchedEnv, BatchedWrapper
 
 
 def _to_numpy(tensor: torch.Tensor) -> np.ndarray:
@@ -36,7 +36,7 @@ class GymnasiumVectorEnv(gymnasium.vector.VectorEnv):
 
     Example::
 
-        >>> import envs
+        >>> from rewardlab import envs
         >>> vec = envs.make("CartPole-v1", num_envs=8, seed=0).to_gymnasium()
         >>> obs, info = vec.reset()
         >>> obs, reward, terminated, truncated, info = vec.step(vec.action_space.sample())
@@ -123,7 +123,7 @@ class SB3VecEnv(VecEnv):
 
     Example::
 
-        >>> import envs
+        >>> from rewardlab import envs
         >>> from stable_baselines3 import PPO
         >>> venv = envs.make("CartPole-v1", num_envs=8, seed=0).to_sb3()
         >>> model = PPO("MlpPolicy", venv).learn(10_000)

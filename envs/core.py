@@ -80,7 +80,7 @@ class BatchedEnv:
 
     Example::
 
-        >>> import envs
+        >>> from rewardlab import envs
         >>> env = envs.make("CartPole-v1", num_envs=4, seed=0)
         >>> obs, info = env.reset()
         >>> obs.shape
@@ -347,13 +347,13 @@ class BatchedEnv:
 
     def to_gymnasium(self) -> gymnasium.vector.VectorEnv:
         """This env as a Gymnasium ``VectorEnv`` (numpy at the boundary, same-step autoreset)."""
-        from envs.adapters import GymnasiumVectorEnv
+        from rewardlab.envs.adapters import GymnasiumVectorEnv
 
         return GymnasiumVectorEnv(self)
 
     def to_sb3(self) -> Any:
         """This env as a Stable-Baselines3 ``VecEnv`` (reset inside ``step``)."""
-        from envs.adapters import SB3VecEnv
+        from rewardlab.envs.adapters import SB3VecEnv
 
         return SB3VecEnv(self)
 
@@ -485,13 +485,13 @@ class BatchedWrapper:
 
     def to_gymnasium(self) -> gymnasium.vector.VectorEnv:
         """This wrapped env as a Gymnasium ``VectorEnv``; see :meth:`BatchedEnv.to_gymnasium`."""
-        from envs.adapters import GymnasiumVectorEnv
+        from rewardlab.envs.adapters import GymnasiumVectorEnv
 
         return GymnasiumVectorEnv(self)
 
     def to_sb3(self) -> Any:
         """This wrapped env as an SB3 ``VecEnv``; see :meth:`BatchedEnv.to_sb3`."""
-        from envs.adapters import SB3VecEnv
+        from rewardlab.envs.adapters import SB3VecEnv
 
         return SB3VecEnv(self)
 

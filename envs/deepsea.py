@@ -9,8 +9,8 @@ import numpy as np
 import torch
 from gymnasium import spaces
 
-from envs.core import BatchedEnv
-from envs.registration import register
+from rewardlab.envs.core import BatchedEnv
+from rewardlab.envs.registration import register
 
 
 class DeepSeaEnv(BatchedEnv):
@@ -30,7 +30,8 @@ class DeepSeaEnv(BatchedEnv):
 
     Example::
 
-        >>> import envs, torch
+        >>> import torch
+        >>> from rewardlab import envs
         >>> env = envs.make("DeepSea-v0", num_envs=2, size=5, seed=0)
         >>> obs, info = env.reset()
         >>> obs.shape
@@ -46,7 +47,7 @@ class DeepSeaEnv(BatchedEnv):
         are ``None``)
     :param move_cost: the unscaled cost of moving right (bsuite's 0.01), divided by ``N``
     :param kwargs: ``device``, ``seed``, ``compile`` and ``validate_actions`` of
-        :class:`envs.BatchedEnv`
+        :class:`rewardlab.envs.BatchedEnv`
     """
 
     gymnasium_id = "DeepSea-v0"

@@ -17,8 +17,8 @@ import numpy as np
 import torch
 from gymnasium import spaces
 
-from envs.core import BatchedEnv, StepReturn
-from envs.registration import register
+from rewardlab.envs.core import BatchedEnv, StepReturn
+from rewardlab.envs.registration import register
 
 # (row, column) of each possible fruit position; fixed for the env id.
 FRUIT_POSITIONS = ((0, 2), (1, 7), (2, 4), (3, 0), (3, 9), (5, 2), (6, 6), (7, 9), (8, 1), (9, 5))
@@ -52,7 +52,8 @@ class FruitCollectionEnv(BatchedEnv):
 
     Example::
 
-        >>> import envs, torch
+        >>> import torch
+        >>> from rewardlab import envs
         >>> env = envs.make("FruitCollection-v0", num_envs=4, seed=0)
         >>> obs, info = env.reset()
         >>> obs.shape
@@ -67,7 +68,7 @@ class FruitCollectionEnv(BatchedEnv):
     :param num_fruits: how many fruits each episode places, at most ``len(fruit_positions)``
     :param max_episode_steps: the time limit
     :param kwargs: ``device``, ``seed``, ``compile`` and ``validate_actions`` of
-        :class:`envs.BatchedEnv`
+        :class:`rewardlab.envs.BatchedEnv`
     """
 
     gymnasium_id = "FruitCollection-v0"
@@ -123,7 +124,7 @@ class FruitCollectionEnv(BatchedEnv):
     def feature_masks(self) -> dict[str, torch.Tensor]:
         """For each ``fruit_k``, a bool mask over the observation: the agent's cell and bit ``k``.
 
-        Pass it as ``agents.HRA(env, feature_masks=env.feature_masks())`` to give each head
+        Pass it as ``rewardlab.agents.HRA(env, feature_masks=env.feature_masks())`` to give each head
         only its fruit's features (the paper's "HRA+1").
         """
         masks = {}

@@ -15,7 +15,7 @@ Needs the ``minigrid`` package: ``pip install 'rewardlab[minigrid]'``.
 
 Example::
 
-    >>> from envs.minigrid import make_minigrid
+    >>> from rewardlab.envs.minigrid import make_minigrid
     >>> env = make_minigrid("MiniGrid-DoorKey-8x8-v0", seed=0)
     >>> obs, info = env.reset(seed=0)
     >>> obs.shape, obs.dtype

@@ -7,7 +7,7 @@ from typing import Any
 
 import torch
 
-from envs.core import BatchedEnv
+from rewardlab.envs.core import BatchedEnv
 
 EnvFactory = Callable[..., BatchedEnv]
 
@@ -44,7 +44,7 @@ def make(
 
     Example::
 
-        >>> import envs
+        >>> from rewardlab import envs
         >>> env = envs.make("CartPole-v1", num_envs=1024, device="cpu", seed=0)
         >>> obs, info = env.reset()
 

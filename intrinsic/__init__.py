@@ -2,7 +2,7 @@
 
 Modules: :class:`RND` (random network distillation), :class:`Count` (exact counts and
 SimHash pseudo-counts), :class:`Surprise` (ICM forward-model error) and :class:`Hybrid`
-(HIRE's fusions of several). They share one interface (see :mod:`intrinsic.base`)::
+(HIRE's fusions of several). They share one interface (see :mod:`rewardlab.intrinsic.base`)::
 
     bonus = module.compute(obs, actions, next_obs)   # (N,), counts the transitions
     module.update(obs, actions, next_obs)            # trains the module's networks
@@ -13,7 +13,7 @@ with :class:`Hybrid`; :func:`register` adds names.
 Example::
 
     >>> import gymnasium as gym
-    >>> import intrinsic
+    >>> from rewardlab import intrinsic
     >>> env = gym.make("CartPole-v1")
     >>> module = intrinsic.make("rnd,count", env.observation_space, env.action_space,
     ...                         fusion="sum", num_envs=8, seed=0)
@@ -28,11 +28,11 @@ from typing import Any
 
 import torch
 
-from intrinsic.base import IntrinsicModule
-from intrinsic.count import Count
-from intrinsic.hybrid import DecaySchedule, Hybrid
-from intrinsic.rnd import RND, random_observations
-from intrinsic.surprise import Surprise
+from rewardlab.intrinsic.base import IntrinsicModule
+from rewardlab.intrinsic.count import Count
+from rewardlab.intrinsic.hybrid import DecaySchedule, Hybrid
+from rewardlab.intrinsic.rnd import RND, random_observations
+from rewardlab.intrinsic.surprise import Surprise
 
 ModuleFactory = Callable[..., IntrinsicModule]
 

@@ -8,9 +8,9 @@ import numpy as np
 import torch
 from gymnasium import spaces
 
-from intrinsic.base import Batch, IntrinsicModule, as_tensor, check_batch
-from intrinsic.networks import generator
-from intrinsic.spaces import check_space, encode, flat_dim, indices
+from rewardlab.intrinsic.base import Batch, IntrinsicModule, as_tensor, check_batch
+from rewardlab.intrinsic.networks import generator
+from rewardlab.intrinsic.spaces import check_space, encode, flat_dim, indices
 
 MODES = ("auto", "exact", "simhash")
 
@@ -39,7 +39,7 @@ class Count(IntrinsicModule):
 
         >>> import gymnasium as gym
         >>> import torch
-        >>> from intrinsic import Count
+        >>> from rewardlab.intrinsic import Count
         >>> count = Count(gym.spaces.Discrete(5), beta=1.0)
         >>> states = torch.tensor([0, 0, 3, 0])
         >>> count.compute(states, torch.zeros(4), states)

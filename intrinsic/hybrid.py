@@ -7,7 +7,7 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
-from intrinsic.base import Batch, IntrinsicModule, RunningRMS
+from rewardlab.intrinsic.base import Batch, IntrinsicModule, RunningRMS
 
 FUSIONS = ("sum", "product", "cycle", "max")
 
@@ -69,7 +69,7 @@ class Hybrid(IntrinsicModule):
 
         >>> import gymnasium as gym
         >>> import torch
-        >>> from intrinsic import Count, Hybrid, RND, DecaySchedule
+        >>> from rewardlab.intrinsic import Count, Hybrid, RND, DecaySchedule
         >>> space = gym.spaces.Box(0.0, 1.0, (16,))
         >>> hybrid = Hybrid([RND(space, seed=0), Count(space)], fusion="max",
         ...                 schedule=DecaySchedule(beta=1.0, kappa=1e-3))

@@ -9,7 +9,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from intrinsic.base import (
+from rewardlab.intrinsic.base import (
     Batch,
     IntrinsicModule,
     RewardForwardFilter,
@@ -17,8 +17,8 @@ from intrinsic.base import (
     as_tensor,
     check_batch,
 )
-from intrinsic.networks import generator, minibatches, mlp, seeded
-from intrinsic.spaces import check_space, encode, flat_dim
+from rewardlab.intrinsic.networks import generator, minibatches, mlp, seeded
+from rewardlab.intrinsic.spaces import check_space, encode, flat_dim
 
 
 class RND(IntrinsicModule):
@@ -48,7 +48,7 @@ class RND(IntrinsicModule):
 
         >>> import gymnasium as gym
         >>> import torch
-        >>> from intrinsic import RND
+        >>> from rewardlab.intrinsic import RND
         >>> rnd = RND(gym.spaces.Box(-1.0, 1.0, (4,)), num_envs=2, seed=0)
         >>> obs = torch.rand(8, 4)
         >>> bonus = rnd.compute(obs, torch.zeros(8, dtype=torch.long), obs)

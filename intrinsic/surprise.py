@@ -7,9 +7,9 @@ import torch.nn.functional as F
 from gymnasium import spaces
 from torch import nn
 
-from intrinsic.base import Batch, IntrinsicModule, as_tensor, check_batch
-from intrinsic.networks import generator, minibatches, mlp, seeded
-from intrinsic.spaces import categories, check_space, encode, flat_dim, indices
+from rewardlab.intrinsic.base import Batch, IntrinsicModule, as_tensor, check_batch
+from rewardlab.intrinsic.networks import generator, minibatches, mlp, seeded
+from rewardlab.intrinsic.spaces import categories, check_space, encode, flat_dim, indices
 
 
 class Surprise(IntrinsicModule):
@@ -34,7 +34,7 @@ class Surprise(IntrinsicModule):
 
         >>> import gymnasium as gym
         >>> import torch
-        >>> from intrinsic import Surprise
+        >>> from rewardlab.intrinsic import Surprise
         >>> icm = Surprise(gym.spaces.Box(-1.0, 1.0, (4,)), gym.spaces.Discrete(2), seed=0)
         >>> obs, actions, next_obs = torch.rand(8, 4), torch.randint(0, 2, (8,)), torch.rand(8, 4)
         >>> icm.compute(obs, actions, next_obs).shape

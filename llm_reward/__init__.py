@@ -1,6 +1,6 @@
-"""rewardlab: LLM-written reward programs, checked, sandboxed and evaluated.
+"""rewardlab.llm_reward: LLM-written reward programs, checked, sandboxed and evaluated.
 
-    >>> import llm_reward
+    >>> from rewardlab import llm_reward
     >>> print(llm_reward.describe("CartPole-v1").to_prompt())  # doctest: +SKIP
     >>> program = llm_reward.RewardProgram.from_llm_answer(answer_text)  # doctest: +SKIP
     >>> result = llm_reward.evaluate(program, "CartPole-v1", steps=50_000)  # doctest: +SKIP
@@ -8,23 +8,25 @@
 - :func:`describe` / :func:`register_description`: what a reward program may know of an env;
 - :class:`RewardProgram`: source found in an LLM answer and statically checked
   (:class:`CheckError` lists the findings);
-- :func:`evaluate`: trains ``agents.PPO`` on the program's reward inside a sandboxed
+- :func:`evaluate`: trains ``rewardlab.agents.PPO`` on the program's reward inside a sandboxed
   process and measures the task's true fitness (:class:`EvalResult`);
 - :func:`reference_programs`: the env's own (sparse) reward and a human-written dense one,
   as programs, for baselines;
 - :class:`ProgramReward`: the batched-env wrapper that trains on a program's reward
   (in-process: for trusted programs);
 - :func:`load_reward`: a reward program file (a search's ``best_reward.py``) as a Gymnasium
-  or batched-env wrapper;
-- :mod:`llm_reward.search`: the reward-code search behind ``rewardlab search``;
-  :mod:`llm_reward.clients`: OpenAI-compatible LLM clients.
+  or batched-env wrapper.
+
+Four subpackages, one concern each (``docs/architecture.md``):
+:mod:`~rewardlab.llm_reward.programs` (reward programs: parse, check, references, the
+reward wrappers), :mod:`~rewardlab.llm_reward.sandbox` (the isolated worker, its fork
+server and guard), :mod:`~rewardlab.llm_reward.clients` (OpenAI-compatible LLM clients)
+and :mod:`~rewardlab.llm_reward.search` (the reward-code search behind ``rewardlab search``).
 
 See ``docs/reward_programs.md``.
 """
 
-from llm_reward import mujoco_descriptions  # noqa: F401  (registers the MuJoCo descriptions)
-from llm_reward.checks import CheckError, Finding
-from llm_reward.descriptions import (
+from rewardlab.envs.descriptions import (
     ActionVariable,
     EnvDescription,
     StateVariable,
@@ -32,12 +34,19 @@ from llm_reward.descriptions import (
     register_description,
     registered_descriptions,
 )
-from llm_reward.evaluation import EvalResult, Failure, SeedRun, evaluate
-from llm_reward.program import ProgramError, RewardProgram
-from llm_reward.references import reference_programs, register_reference_programs
-from llm_reward.search.loading import LoadedReward, load_reward
-from llm_reward.training import Checkpoint
-from llm_reward.wrapper import ProgramReward
+from rewardlab.llm_reward.programs import (
+    CheckError,
+    Finding,
+    LoadedReward,
+    ProgramError,
+    ProgramReward,
+    RewardProgram,
+    load_reward,
+    reference_programs,
+    register_reference_programs,
+)
+from rewardlab.llm_reward.search.evaluation import EvalResult, Failure, SeedRun, evaluate
+from rewardlab.llm_reward.search.training import Checkpoint
 
 __all__ = [
     "ActionVariable",

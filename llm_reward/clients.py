@@ -7,7 +7,7 @@ reward programs, and the LLM policy reuses it. Needs the ``llm`` extra
 
 Example::
 
-    from llm_reward.clients import make_client
+    from rewardlab.llm_reward.clients import make_client
 
     client = make_client("ollama:qwen2.5-coder:7b")      # PROVIDER:MODEL
     client.check()                                        # clear error if unreachable

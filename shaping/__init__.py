@@ -7,9 +7,13 @@ env), ``VecPotentialShaping`` (SB3 VecEnv) and ``BatchedPotentialShaping``
 
 from typing import Any
 
-from shaping import potentials
-from shaping.core import PotentialTracker, evaluate_potential
-from shaping.wrappers import BatchedPotentialShaping, PotentialShaping, PotentialShapingVector
+from rewardlab.shaping import potentials
+from rewardlab.shaping.core import PotentialTracker, evaluate_potential
+from rewardlab.shaping.wrappers import (
+    BatchedPotentialShaping,
+    PotentialShaping,
+    PotentialShapingVector,
+)
 
 __all__ = [
     "BatchedPotentialShaping",
@@ -25,7 +29,7 @@ __all__ = [
 def __getattr__(name: str) -> Any:
     # Importing stable_baselines3 takes a while; only pay for it when asked.
     if name == "VecPotentialShaping":
-        from shaping.sb3 import VecPotentialShaping
+        from rewardlab.shaping.sb3 import VecPotentialShaping
 
         return VecPotentialShaping
-    raise AttributeError(f"module 'shaping' has no attribute {name!r}")
+    raise AttributeError(f"module 'rewardlab.shaping' has no attribute {name!r}")

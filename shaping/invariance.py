@@ -6,7 +6,7 @@ leave them unchanged (Ng et al., 1999) and shift the optimal action values by
 exactly ``-phi(s)``; any other bonus may not.
 
     >>> import numpy as np
-    >>> from shaping.invariance import check_potential
+    >>> from rewardlab.shaping.invariance import check_potential
     >>> P = np.zeros((2, 2, 2)); P[:, 0, 0] = 1; P[:, 1, 1] = 1
     >>> R = np.array([[0.0, 1.0], [0.0, 1.0]])
     >>> check_potential(P, R, 0.9, phi=np.array([5.0, -3.0])).policies_agree
@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from shaping.core import check_gamma
+from rewardlab.shaping.core import check_gamma
 
 
 @dataclass

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from shaping.core import Batch, check_scale
+from rewardlab.shaping.core import Batch, check_scale
 
 Judge = Callable[[str, str], float | None]
 
@@ -23,7 +23,7 @@ JUDGE_PROMPT = (
 def chat_judge(client: Any, task: str = "") -> Judge:
     """A judge that asks a chat client (``complete(messages) -> completion.text``) for A or B.
 
-    :param client: e.g. an ``llm_reward.clients.OpenAICompatibleClient``.
+    :param client: e.g. an ``rewardlab.llm_reward.clients.OpenAICompatibleClient``.
     :param task: the task and its goal in words, put before the two states.
     :return: ``judge(a, b)``: 1.0 when the answer is A, 0.0 when B, ``None`` when neither
         (or the request failed).

@@ -5,7 +5,7 @@ tensor, and returns ``(N,)`` of the same kind. Those meant for episodic tasks
 with a goal are at most about zero near the goal, so that ``phi(terminal) = 0``
 costs nothing for reaching it.
 
-    >>> from shaping import potentials
+    >>> from rewardlab.shaping import potentials
     >>> sorted(potentials.available())[:3]
     ['Acrobot-v1', 'Ant-v5', 'CartPole-v1']
     >>> phi = potentials.for_env("MountainCar-v0")
@@ -21,8 +21,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from shaping.core import Batch, Potential, check_scale
-from shaping.llm_ranked import LLMRankedPotential, chat_judge  # noqa: F401  (re-exported)
+from rewardlab.shaping.core import Batch, Potential, check_scale
+from rewardlab.shaping.llm_ranked import LLMRankedPotential, chat_judge  # noqa: F401  (re-exported)
 
 
 def _xp(batch: Batch) -> ModuleType:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 from stable_baselines3.common.vec_env import VecEnv, VecEnvWrapper
 
-from shaping.core import Potential, PotentialTracker
-from shaping.wrappers import check_name, stack_final, with_component
+from rewardlab.shaping.core import Potential, PotentialTracker
+from rewardlab.shaping.wrappers import check_name, stack_final, with_component
 
 
 class VecPotentialShaping(VecEnvWrapper):
@@ -23,7 +23,7 @@ class VecPotentialShaping(VecEnvWrapper):
 
     Example:
         >>> from stable_baselines3.common.env_util import make_vec_env
-        >>> from shaping import VecPotentialShaping, potentials
+        >>> from rewardlab.shaping import VecPotentialShaping, potentials
         >>> venv = VecPotentialShaping(make_vec_env("CartPole-v1", n_envs=4),
         ...                            potentials.for_env("CartPole-v1"))
         >>> obs = venv.reset()

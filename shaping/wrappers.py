@@ -2,7 +2,7 @@
 
 All of them add ``F = scale * (gamma * phi(s') - phi(s))`` to the reward, with
 ``phi(s') = 0`` on termination, the real last observation on truncation, and
-``F = 0`` on the reset step of next-step autoreset (see :mod:`shaping.core`).
+``F = 0`` on the reset step of next-step autoreset (see :mod:`rewardlab.shaping.core`).
 The env's own reward stays visible as ``info["reward_components"]["extrinsic"]``
 and the shaping term as ``info["reward_components"][name]``.
 
@@ -21,7 +21,7 @@ import numpy as np
 import torch
 from gymnasium.vector import AutoresetMode, VectorEnv, VectorWrapper
 
-from shaping.core import Potential, PotentialTracker
+from rewardlab.shaping.core import Potential, PotentialTracker
 
 
 def check_name(name: str) -> str:
@@ -79,7 +79,7 @@ class PotentialShaping(gym.Wrapper):
 
     Example:
         >>> import gymnasium as gym
-        >>> from shaping import PotentialShaping, potentials
+        >>> from rewardlab.shaping import PotentialShaping, potentials
         >>> env = PotentialShaping(gym.make("MountainCar-v0"), potentials.for_env("MountainCar-v0"))
         >>> obs, info = env.reset(seed=0)
         >>> obs, reward, terminated, truncated, info = env.step(2)
@@ -131,7 +131,7 @@ class PotentialShapingVector(VectorWrapper):
 
     Example:
         >>> import gymnasium as gym
-        >>> from shaping import PotentialShapingVector, potentials
+        >>> from rewardlab.shaping import PotentialShapingVector, potentials
         >>> envs = gym.make_vec("CartPole-v1", num_envs=4)
         >>> envs = PotentialShapingVector(envs, potentials.for_env("CartPole-v1"))
         >>> obs, info = envs.reset(seed=0)
@@ -194,7 +194,7 @@ class PotentialShapingVector(VectorWrapper):
 
 
 class BatchedPotentialShaping:
-    """Adds the potential-based shaping term to a batched torch env (``envs.make``).
+    """Adds the potential-based shaping term to a batched torch env (``rewardlab.envs.make``).
 
     The env follows rewardlab's batched-env contract: tensors on one device,
     same-step autoreset with the true last observations in ``info["final_obs"]``.
@@ -202,8 +202,8 @@ class BatchedPotentialShaping:
     device; nothing crosses to the host.
 
     Example:
-        >>> import envs
-        >>> from shaping import BatchedPotentialShaping, potentials
+        >>> from rewardlab import envs
+        >>> from rewardlab.shaping import BatchedPotentialShaping, potentials
         >>> env = envs.make("MountainCar-v0", num_envs=16, seed=0)
         >>> env = BatchedPotentialShaping(env, potentials.for_env("MountainCar-v0"))
         >>> obs, info = env.reset()

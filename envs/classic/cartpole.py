@@ -11,7 +11,7 @@ import torch
 from gymnasium import spaces
 from gymnasium.envs.classic_control import utils
 
-from envs.core import BatchedEnv
+from rewardlab.envs.core import BatchedEnv
 
 
 class CartPoleEnv(BatchedEnv):
@@ -27,7 +27,7 @@ class CartPoleEnv(BatchedEnv):
 
     :param num_envs: how many copies to run
     :param kwargs: ``device``, ``seed``, ``max_episode_steps``, ``compile`` and
-        ``validate_actions`` of :class:`envs.BatchedEnv`
+        ``validate_actions`` of :class:`rewardlab.envs.BatchedEnv`
     """
 
     gymnasium_id = "CartPole-v1"

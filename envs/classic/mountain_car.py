@@ -10,7 +10,7 @@ import torch
 from gymnasium import spaces
 from gymnasium.envs.classic_control import utils
 
-from envs.core import BatchedEnv
+from rewardlab.envs.core import BatchedEnv
 
 
 class _MountainCar(BatchedEnv):
@@ -65,7 +65,7 @@ class MountainCarEnv(_MountainCar):
 
     :param num_envs: how many copies to run
     :param kwargs: ``device``, ``seed``, ``max_episode_steps``, ``compile`` and
-        ``validate_actions`` of :class:`envs.BatchedEnv`
+        ``validate_actions`` of :class:`rewardlab.envs.BatchedEnv`
     """
 
     gymnasium_id = "MountainCar-v0"
@@ -99,7 +99,7 @@ class ContinuousMountainCarEnv(_MountainCar):
 
     :param num_envs: how many copies to run
     :param kwargs: ``device``, ``seed``, ``max_episode_steps``, ``compile`` and
-        ``validate_actions`` of :class:`envs.BatchedEnv`
+        ``validate_actions`` of :class:`rewardlab.envs.BatchedEnv`
     """
 
     gymnasium_id = "MountainCarContinuous-v0"

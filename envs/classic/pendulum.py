@@ -12,7 +12,7 @@ import torch
 from gymnasium import spaces
 from gymnasium.envs.classic_control import utils
 
-from envs.core import BatchedEnv
+from rewardlab.envs.core import BatchedEnv
 
 
 class PendulumEnv(BatchedEnv):
@@ -26,7 +26,7 @@ class PendulumEnv(BatchedEnv):
     :param num_envs: how many copies to run
     :param g: gravity, Gymnasium's default 10
     :param kwargs: ``device``, ``seed``, ``max_episode_steps``, ``compile`` and
-        ``validate_actions`` of :class:`envs.BatchedEnv`
+        ``validate_actions`` of :class:`rewardlab.envs.BatchedEnv`
     """
 
     gymnasium_id = "Pendulum-v1"

@@ -1,8 +1,8 @@
 """Batched MuJoCo locomotion: Gymnasium's v5 tasks stepped as a batch (the ``mujoco`` extra).
 
-``envs.make("Hopper-v5", num_envs=N, device=...)`` and likewise ``HalfCheetah-v5``,
+``rewardlab.envs.make("Hopper-v5", num_envs=N, device=...)`` and likewise ``HalfCheetah-v5``,
 ``Walker2d-v5``, ``Ant-v5`` and ``InvertedPendulum-v5``; new behaviours on them with
-sparse rewards (:mod:`envs.mujoco.behaviours`): ``HalfCheetah-Backward-v0``,
+sparse rewards (:mod:`rewardlab.envs.mujoco.behaviours`): ``HalfCheetah-Backward-v0``,
 ``Hopper-Backward-v0`` and ``Ant-TurnInPlace-v0``. The ids are registered whether or not
 MuJoCo is installed; making one without it says which extra to install.
 """
@@ -12,7 +12,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from envs.registration import register
+from rewardlab.envs.registration import register
 
 TASKS = {
     "HalfCheetah-v5": "HalfCheetahEnv",
@@ -31,7 +31,7 @@ BEHAVIOURS = {
 def _factory(module_name: str, class_name: str):
     def make(num_envs: int, **kwargs: Any):
         # Imported only when an env is made; its constructor is what imports mujoco.
-        module = importlib.import_module(f"envs.mujoco.{module_name}")
+        module = importlib.import_module(f"rewardlab.envs.mujoco.{module_name}")
         return getattr(module, class_name)(num_envs, **kwargs)
 
     make.__qualname__ = make.__name__ = f"make_{class_name}"

@@ -1,13 +1,13 @@
 """Physics backends of the batched MuJoCo envs: many simulations of one model, stepped together.
 
 A backend owns the simulations and exposes their state as torch tensors; the task math in
-:mod:`envs.mujoco.core` and :mod:`envs.mujoco.tasks` reads those tensors and never touches
+:mod:`rewardlab.envs.mujoco.core` and :mod:`rewardlab.envs.mujoco.tasks` reads those tensors and never touches
 MuJoCo itself, so every backend runs the same tasks.
 
 - :class:`CpuBatchBackend`: MuJoCo's own ``mujoco.batch.Batch``, a C thread pool over the
   simulations. Its results are bit-identical to stepping one ``MjData`` per simulation, so
   the envs match Gymnasium's to the last bit.
-- :class:`envs.mujoco.warp_backend.WarpBackend`: MuJoCo Warp (the ``mujoco-warp`` extra), the
+- :class:`rewardlab.envs.mujoco.warp_backend.WarpBackend`: MuJoCo Warp (the ``mujoco-warp`` extra), the
   simulations as GPU kernels in float32; made by :func:`make_backend` for ``backend="warp"``.
   On a CPU device it runs on Warp's single-threaded CPU device, for tests only. MuJoCo Warp
   4.0 builds capsule-plane contact frames differently from MuJoCo C, so Ant's trajectories
@@ -164,7 +164,7 @@ def make_backend(
                 "backend='warp' needs MuJoCo Warp: pip install 'rewardlab[mujoco-warp]' "
                 "(or use backend='cpu')"
             )
-        from envs.mujoco.warp_backend import WarpBackend
+        from rewardlab.envs.mujoco.warp_backend import WarpBackend
 
         return WarpBackend(model, num_envs, device=device, need_cfrc_ext=need_cfrc_ext)
     return CpuBatchBackend(model, num_envs, nthread=nthread, need_cfrc_ext=need_cfrc_ext)

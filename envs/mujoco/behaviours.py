@@ -3,8 +3,8 @@
 Locomotion behaviours in the spirit of Text2Reward's, which none of Gymnasium's own
 rewards asks for. Each env pays +1 on the step that achieves the behaviour, and that step
 ends the episode; every other step pays 0 (the reward component ``"success"``). Dense
-rewards that teach them are reward programs (``llm_reward.reference_programs``); the
-success rules, read from the observation, are in ``llm_reward.describe(env_id).success``.
+rewards that teach them are reward programs (``rewardlab.llm_reward.reference_programs``); the
+success rules, read from the observation, are in ``rewardlab.llm_reward.describe(env_id).success``.
 
 - ``HalfCheetah-Backward-v0``: run backwards; success on the first step with the torso's
   x <= -20 m (it starts within 0.1 m of 0). Episodes otherwise end after 1000 steps.
@@ -26,7 +26,7 @@ are refused, as are the observation-layout flags the success rules depend on.
 
 Example::
 
-    >>> import envs
+    >>> from rewardlab import envs
     >>> env = envs.make("HalfCheetah-Backward-v0", num_envs=8, seed=0)
     >>> obs, info = env.reset()
     >>> obs, reward, terminated, truncated, info = env.step(env.action_space.sample())
@@ -41,7 +41,7 @@ from typing import Any
 
 import torch
 
-from envs.mujoco.tasks import AntEnv, HalfCheetahEnv, HopperEnv, Terms
+from rewardlab.envs.mujoco.tasks import AntEnv, HalfCheetahEnv, HopperEnv, Terms
 
 EXCLUDE_POSITIONS = "exclude_current_positions_from_observation"
 

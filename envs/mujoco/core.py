@@ -3,7 +3,7 @@
 :class:`MujocoEnv` loads the task's own model file from Gymnasium, steps every simulation
 with ``frame_skip`` calls of ``mj_step`` on a :mod:`backend <envs.mujoco.backends>`, and
 computes observations, reward terms and termination from the batched ``qpos``/``qvel`` as
-torch tensors. A task subclass (:mod:`envs.mujoco.tasks`) only says how.
+torch tensors. A task subclass (:mod:`rewardlab.envs.mujoco.tasks`) only says how.
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ import numpy as np
 import torch
 from gymnasium import spaces
 
-from envs.core import Actions, BatchedEnv, StepReturn
-from envs.mujoco.backends import Backend, make_backend
+from rewardlab.envs.core import Actions, BatchedEnv, StepReturn
+from rewardlab.envs.mujoco.backends import Backend, make_backend
 
 MUJOCO_EXTRA_HINT = "pip install 'rewardlab[mujoco]'"
 

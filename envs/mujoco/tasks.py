@@ -6,7 +6,7 @@ and enter the reward with their sign (``ctrl_cost`` and ``contact_cost`` are neg
 
 Example::
 
-    >>> import envs
+    >>> from rewardlab import envs
     >>> env = envs.make("Hopper-v5", num_envs=64, seed=0)
     >>> obs, info = env.reset()
     >>> obs, reward, terminated, truncated, info = env.step(env.action_space.sample())
@@ -20,7 +20,7 @@ import math
 
 import torch
 
-from envs.mujoco.core import MujocoEnv
+from rewardlab.envs.mujoco.core import MujocoEnv
 
 Terms = tuple[dict[str, torch.Tensor], torch.Tensor, dict[str, torch.Tensor]]
 

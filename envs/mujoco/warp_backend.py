@@ -43,7 +43,7 @@ class WarpBackend:
     The tensors ``qpos``, ``qvel`` and ``xpos`` are float32 views of the Warp arrays. On a
     CUDA device the kernels run on the GPU. On the CPU device they run in Warp's CPU
     backend, one thread for all simulations: that is for tests (it compares this backend
-    with :class:`~envs.mujoco.backends.CpuBatchBackend` on a machine without a GPU), not for
+    with :class:`~rewardlab.envs.mujoco.backends.CpuBatchBackend` on a machine without a GPU), not for
     speed.
 
     The first backend of a model compiles MuJoCo Warp's kernels (about a minute for the

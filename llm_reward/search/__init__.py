@@ -1,6 +1,6 @@
 """The reward-code search: Eureka and Text2Reward loops, an LLM-free evolve proposer, resume, Ray.
 
-    from llm_reward.search import SearchConfig, search
+    from rewardlab.llm_reward.search import SearchConfig, search
 
     config = SearchConfig(env_id="CartPole-v1", task="balance the pole for 500 steps",
                           proposer="evolve", iterations=3, samples=4, steps=20_000)
@@ -9,16 +9,15 @@
 
 With an LLM: ``client=llm_reward.clients.make_client("openai:gpt-4o")`` and
 ``proposer="llm", llm="openai:gpt-4o"``. The CLI is ``rewardlab search``
-(:mod:`llm_reward.search.cli`); the run directory's layout is in
-:mod:`llm_reward.search.store`.
+(:mod:`rewardlab.app.search`); the run directory's layout is in
+:mod:`rewardlab.llm_reward.search.store`.
 """
 
-from llm_reward.search.executors import EvalTask, Executor, LocalExecutor, RayExecutor
-from llm_reward.search.feedback import FeedbackSource, FileFeedback, TerminalFeedback
-from llm_reward.search.loading import GymnasiumProgramReward, LoadedReward, load_reward
-from llm_reward.search.loop import SearchConfig, SearchResult, best_candidate, search
-from llm_reward.search.records import Candidate, FinalScore, PrescreenScore
-from llm_reward.search.reflection import RewardSignals, reward_signals
+from rewardlab.llm_reward.search.executors import EvalTask, Executor, LocalExecutor, RayExecutor
+from rewardlab.llm_reward.search.feedback import FeedbackSource, FileFeedback, TerminalFeedback
+from rewardlab.llm_reward.search.loop import SearchConfig, SearchResult, best_candidate, search
+from rewardlab.llm_reward.search.records import Candidate, FinalScore, PrescreenScore
+from rewardlab.llm_reward.search.reflection import RewardSignals, reward_signals
 
 __all__ = [
     "Candidate",
@@ -27,8 +26,6 @@ __all__ = [
     "FeedbackSource",
     "FileFeedback",
     "FinalScore",
-    "GymnasiumProgramReward",
-    "LoadedReward",
     "LocalExecutor",
     "PrescreenScore",
     "RayExecutor",
@@ -37,7 +34,6 @@ __all__ = [
     "SearchResult",
     "TerminalFeedback",
     "best_candidate",
-    "load_reward",
     "reward_signals",
     "search",
 ]

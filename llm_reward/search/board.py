@@ -18,8 +18,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from llm_reward.evaluation import EvalResult
-from llm_reward.search.reflection import reward_signals
+from rewardlab.llm_reward.search.evaluation import EvalResult
+from rewardlab.llm_reward.search.reflection import reward_signals
 
 __all__ = ["SEARCH_SUFFIX", "log_candidate", "log_iteration"]
 

@@ -36,10 +36,10 @@ import re
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
-from llm_reward.descriptions import ACTION, NEXT_PREFIX, TERMINATED, EnvDescription
-from llm_reward.program import RewardProgram
-from llm_reward.search.records import Candidate
-from llm_reward.search.reflection import component_notes
+from rewardlab.envs.descriptions import ACTION, NEXT_PREFIX, TERMINATED, EnvDescription
+from rewardlab.llm_reward.programs.program import RewardProgram
+from rewardlab.llm_reward.search.records import Candidate
+from rewardlab.llm_reward.search.reflection import component_notes
 
 __all__ = ["EvolveProposer", "Term", "focus_variables", "render_program"]
 

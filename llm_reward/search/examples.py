@@ -5,7 +5,7 @@ the user's. The library ships with rewardlab (:data:`EXAMPLES`, every program pa
 static checks for its env) and retrieval runs locally: a TF-IDF vector per example
 (instruction and env id), cosine similarity to the query, nothing downloaded.
 
-    >>> from llm_reward.search.examples import most_similar
+    >>> from rewardlab.llm_reward.search.examples import most_similar
     >>> [example.env_id for example in most_similar("swing the pendulum up", "Pendulum-v1", k=2)]
     ['Pendulum-v1', 'Pendulum-v1']
 """

@@ -1,6 +1,6 @@
 """Where candidate evaluations run: local processes (default) or a Ray cluster.
 
-Every evaluation is :func:`llm_reward.evaluate`, which already runs the program in its own
+Every evaluation is :func:`rewardlab.llm_reward.evaluate`, which already runs the program in its own
 sandboxed worker process, so the local executor only needs threads that wait on those
 processes: ``workers`` evaluations train at once, each in its own worker process forked
 from the sandbox's one fork server. The Ray executor (``--executor ray --address ADDR``,
@@ -22,8 +22,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from llm_reward.evaluation import EvalResult, evaluate
-from llm_reward.program import RewardProgram
+from rewardlab.llm_reward.programs.program import RewardProgram
+from rewardlab.llm_reward.search.evaluation import EvalResult, evaluate
 
 __all__ = ["EvalTask", "Executor", "LocalExecutor", "RayExecutor", "make_executor", "run_task"]
 
@@ -62,7 +62,7 @@ class EvalTask:
 
 
 def run_task(task: EvalTask, run_dir: str | os.PathLike[str] | None = None) -> EvalResult:
-    """Evaluate ``task`` with :func:`llm_reward.evaluate` (sandboxed, one torch thread).
+    """Evaluate ``task`` with :func:`rewardlab.llm_reward.evaluate` (sandboxed, one torch thread).
 
     A folder left by an interrupted evaluation of the same task is removed first, so a
     resumed search does not mix two runs' TensorBoard logs.

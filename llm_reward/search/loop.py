@@ -3,9 +3,9 @@
 Each iteration asks the proposer (an LLM in Eureka or Text2Reward mode, or the evolve
 proposer) for ``samples`` programs. Every candidate goes through the same pipeline, in
 its own thread: answer -> program (static checks) -> prescreen (optional, sandboxed) ->
-training and fitness (:func:`llm_reward.evaluate` through an executor: local sandboxed
+training and fitness (:func:`rewardlab.llm_reward.evaluate` through an executor: local sandboxed
 processes or Ray). Every step's outcome is appended to the run's journal as soon as it
-exists (:mod:`llm_reward.search.store`), and a resumed search takes from the journal what
+exists (:mod:`rewardlab.llm_reward.search.store`), and a resumed search takes from the journal what
 is there instead of asking or computing again. The next prompt is built from the
 results in sample order, so the same answers and seeds give the same search.
 
@@ -13,7 +13,7 @@ At the end the best program (highest task fitness, earliest on ties) is trained 
 with ``final_seeds`` new seeds next to the env's sparse and human reference rewards, and
 scored with Eureka's normalised score ``(best - sparse) / |human - sparse|``.
 
-    from llm_reward.search import SearchConfig, search
+    from rewardlab.llm_reward.search import SearchConfig, search
 
     config = SearchConfig(env_id="CartPole-v1", task="balance the pole", proposer="evolve",
                           iterations=3, samples=4, steps=20_000)
@@ -34,21 +34,29 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from llm_reward.checks import CheckError
-from llm_reward.clients import ChatClient, Completion, LLMCallFailed, Usage
-from llm_reward.descriptions import EnvDescription, describe, registered_descriptions
-from llm_reward.evaluation import EvalResult, Failure
-from llm_reward.program import RewardProgram, extract_code
-from llm_reward.references import reference_programs, registered_reference_programs
-from llm_reward.search import board
-from llm_reward.search.evolve import EvolveProposer
-from llm_reward.search.examples import most_similar
-from llm_reward.search.executors import EvalTask, Executor, LocalExecutor
-from llm_reward.search.feedback import FeedbackSource
-from llm_reward.search.prescreen import collect_trajectories, prescreen
-from llm_reward.search.progress import Progress
-from llm_reward.search.prompts import candidate_line, conversation, feedback_prompt, task_prompt
-from llm_reward.search.records import (
+from rewardlab.envs.descriptions import EnvDescription, describe, registered_descriptions
+from rewardlab.llm_reward.clients import ChatClient, Completion, LLMCallFailed, Usage
+from rewardlab.llm_reward.programs.checks import CheckError
+from rewardlab.llm_reward.programs.program import RewardProgram, extract_code
+from rewardlab.llm_reward.programs.references import (
+    reference_programs,
+    registered_reference_programs,
+)
+from rewardlab.llm_reward.search import board
+from rewardlab.llm_reward.search.evaluation import EvalResult, Failure
+from rewardlab.llm_reward.search.evolve import EvolveProposer
+from rewardlab.llm_reward.search.examples import most_similar
+from rewardlab.llm_reward.search.executors import EvalTask, Executor, LocalExecutor
+from rewardlab.llm_reward.search.feedback import FeedbackSource
+from rewardlab.llm_reward.search.prescreen import collect_trajectories, prescreen
+from rewardlab.llm_reward.search.progress import Progress
+from rewardlab.llm_reward.search.prompts import (
+    candidate_line,
+    conversation,
+    feedback_prompt,
+    task_prompt,
+)
+from rewardlab.llm_reward.search.records import (
     CHECK_FAILURE,
     LLM_FAILURE,
     NO_CODE_FAILURE,
@@ -57,9 +65,9 @@ from llm_reward.search.records import (
     FinalScore,
     PrescreenScore,
 )
-from llm_reward.search.reflection import reflect, reward_signals
-from llm_reward.search.report import write_outputs
-from llm_reward.search.store import RunStore
+from rewardlab.llm_reward.search.reflection import reflect, reward_signals
+from rewardlab.llm_reward.search.report import write_outputs
+from rewardlab.llm_reward.search.store import RunStore
 
 __all__ = ["SearchConfig", "SearchResult", "best_candidate", "search"]
 
@@ -225,7 +233,7 @@ def searchable_description(env_id: str) -> EnvDescription:
     :param env_id: the env.
     :raises ValueError: it is not a batched env, or it has no registered description.
     """
-    import envs
+    from rewardlab import envs
 
     if env_id not in envs.registered():
         raise ValueError(
@@ -235,7 +243,7 @@ def searchable_description(env_id: str) -> EnvDescription:
     if env_id not in registered_descriptions():
         raise ValueError(
             f"{env_id} has no description of its state variables, which reward programs are "
-            "written against; register one with llm_reward.register_description (see "
+            "written against; register one with rewardlab.envs.register_description (see "
             f"docs/reward_programs.md). Described envs: {', '.join(registered_descriptions())}"
         )
     return describe(env_id)
@@ -276,7 +284,7 @@ class _Search:
         if config.prescreen != "off" and not self.references:
             raise ValueError(
                 f"--prescreen trains a policy on {config.env_id}'s human reference reward, and it has "
-                "none (llm_reward.register_reference_programs)"
+                "none (rewardlab.llm_reward.register_reference_programs)"
             )
         self.client = client
         secrets = client.secrets if client is not None else ()
@@ -604,7 +612,7 @@ def search(
 
     :param config: what to search.
     :param out: the run directory (new, empty, or this run's with ``resume``).
-    :param client: the LLM (``llm_reward.clients.make_client``) when the proposer is ``"llm"``.
+    :param client: the LLM (``rewardlab.llm_reward.clients.make_client``) when the proposer is ``"llm"``.
     :param executor: where evaluations run (default: local processes, ``workers`` at a time;
         an executor given here is not shut down).
     :param workers: concurrent evaluations of the default executor (default: CPU count).

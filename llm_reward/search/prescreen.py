@@ -23,16 +23,21 @@ from typing import Any
 
 import torch
 
-from llm_reward.evaluation import Failure
-from llm_reward.guard import Guard
-from llm_reward.program import ProgramError, RewardFunction, RewardProgram, program_traceback
-from llm_reward.sandbox import Limits, run_sandboxed
-from llm_reward.search.records import PrescreenScore
-from llm_reward.training import PRELOAD
+from rewardlab.llm_reward.programs.program import (
+    ProgramError,
+    RewardFunction,
+    RewardProgram,
+    program_traceback,
+)
+from rewardlab.llm_reward.sandbox.guard import Guard
+from rewardlab.llm_reward.sandbox.runner import Limits, run_sandboxed
+from rewardlab.llm_reward.search.evaluation import Failure
+from rewardlab.llm_reward.search.records import PrescreenScore
+from rewardlab.llm_reward.search.training import PRELOAD
 
 __all__ = ["collect_trajectories", "kendall_tau_b", "prescreen", "score_job"]
 
-SCORE_JOB = "llm_reward.search.prescreen:score_job"
+SCORE_JOB = "rewardlab.llm_reward.search.prescreen:score_job"
 MIN_PAIRS = 10
 DIGITS = 6
 
@@ -77,7 +82,7 @@ def _rollouts(
     env_id: str, act: Callable[[torch.Tensor, Any], torch.Tensor], episodes: int, seed: int, label: str
 ) -> list[dict[str, Any]]:
     """One episode in each of ``episodes`` envs: states (with the true last one), actions, return."""
-    import envs
+    from rewardlab import envs
 
     env = envs.make(env_id, num_envs=episodes, seed=seed)
     obs, _ = env.reset(seed=seed)
@@ -144,11 +149,11 @@ def collect_trajectories(
     :return: JSON data: ``policy``, ``return``, ``states`` (``T + 1``), ``actions``,
         ``terminated``.
     """
-    import envs
-    from agents.ppo import PPO
-    from llm_reward.descriptions import describe
-    from llm_reward.references import reference_programs
-    from llm_reward.wrapper import ProgramReward
+    from rewardlab import envs
+    from rewardlab.agents.ppo import PPO
+    from rewardlab.envs.descriptions import describe
+    from rewardlab.llm_reward.programs.references import reference_programs
+    from rewardlab.llm_reward.programs.wrapper import ProgramReward
 
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
@@ -196,7 +201,7 @@ def score_job(payload: Mapping[str, Any], guard: Guard) -> dict[str, Any]:
     :param guard: the worker's installed guard.
     :return: ``{"returns": [...], "failure": None | {"kind", "reason", "traceback"}}``.
     """
-    from llm_reward.descriptions import describe
+    from rewardlab.envs.descriptions import describe
 
     description = describe(payload["env_id"])
     program = RewardProgram(**payload["program"])

@@ -13,7 +13,7 @@ import sys
 import threading
 from typing import TextIO
 
-from llm_reward.clients import redact
+from rewardlab.llm_reward.clients import redact
 
 __all__ = ["Progress"]
 

@@ -16,10 +16,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from llm_reward.descriptions import EnvDescription
-from llm_reward.search.examples import Example
-from llm_reward.search.records import PRESCREEN_FAILURE, Candidate
-from llm_reward.search.reflection import describe_failure, reflect, tips
+from rewardlab.envs.descriptions import EnvDescription
+from rewardlab.llm_reward.search.examples import Example
+from rewardlab.llm_reward.search.records import PRESCREEN_FAILURE, Candidate
+from rewardlab.llm_reward.search.reflection import describe_failure, reflect, tips
 
 __all__ = [
     "SYSTEM_PROMPT",

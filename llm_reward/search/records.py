@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from llm_reward.clients import Usage
-from llm_reward.evaluation import EvalResult, Failure
-from llm_reward.search.reflection import RewardSignals
+from rewardlab.llm_reward.clients import Usage
+from rewardlab.llm_reward.search.evaluation import EvalResult, Failure
+from rewardlab.llm_reward.search.reflection import RewardSignals
 
 __all__ = ["Candidate", "FinalScore", "PrescreenScore", "candidate_key"]
 

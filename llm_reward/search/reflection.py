@@ -20,9 +20,9 @@ import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 
-from llm_reward.evaluation import EvalResult, Failure
-from llm_reward.training import Checkpoint
-from llm_reward.wrapper import COMPONENT_PREFIX
+from rewardlab.llm_reward.programs.wrapper import COMPONENT_PREFIX
+from rewardlab.llm_reward.search.evaluation import EvalResult, Failure
+from rewardlab.llm_reward.search.training import Checkpoint
 
 __all__ = [
     "ComponentNote",

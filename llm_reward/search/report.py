@@ -12,13 +12,13 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
-from llm_reward.search.loading import reward_file_text
-from llm_reward.search.prescreen import MIN_PAIRS
-from llm_reward.search.records import Candidate, FinalScore
-from llm_reward.search.store import RunStore
+from rewardlab.llm_reward.programs.loading import reward_file_text
+from rewardlab.llm_reward.search.prescreen import MIN_PAIRS
+from rewardlab.llm_reward.search.records import Candidate, FinalScore
+from rewardlab.llm_reward.search.store import RunStore
 
 if TYPE_CHECKING:
-    from llm_reward.search.loop import SearchResult
+    from rewardlab.llm_reward.search.loop import SearchResult
 
 __all__ = ["prescreen_summary", "summary", "write_outputs"]
 
@@ -290,7 +290,7 @@ def _best_header(result: SearchResult) -> list[str]:
         lines.append(f"Normalised score (best - sparse) / |human - sparse|: {result.normalized_score:.3f}.")
     lines += [
         f"Use: rewardlab train --env {config.env_id} --reward-program best_reward.py --logdir runs/best",
-        "  or: llm_reward.load_reward('best_reward.py').wrap(env)",
+        "  or: rewardlab.llm_reward.load_reward('best_reward.py').wrap(env)",
     ]
     return lines
 

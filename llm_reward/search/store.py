@@ -31,7 +31,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from llm_reward.clients import redact
+from rewardlab.llm_reward.clients import redact
 
 __all__ = ["CONFIG_FILE", "JOURNAL_FILE", "RunStore"]
 

@@ -1,0 +1,450 @@
+"""Static checks of reward-program source, run on the AST before anything executes.
+
+Every rejection is a :class:`Finding` (line and reason, worded to be sent back to
+the LLM that wrote the program); :func:`check_source` returns them all and
+:class:`CheckError` carries them. What the checks allow:
+
+- imports of ``math``, ``numpy`` and ``torch`` (and their public submodules, e.g.
+  ``torch.nn.functional``); ``math``, ``np``/``numpy`` and ``torch`` are also
+  available without importing;
+- at the top level only imports, function definitions and constant assignments;
+- the builtins in :data:`SAFE_BUILTINS` (no ``open``, ``exec``, ``eval``, ``compile``,
+  ``__import__``, ``globals``, ``vars``, ``setattr``, ``type`` ...); ``getattr`` and
+  ``hasattr`` only with a literal, public attribute name;
+- no private or dunder attributes (``x.__class__``, ``torch._C``) and none of the
+  attributes in :data:`FORBIDDEN_ATTRIBUTES` (modules such as ``torch.os``, file and
+  process functions, global torch/numpy settings, frame internals);
+- no classes, decorators, ``global``/``nonlocal`` or ``async`` code;
+- a reward function named ``compute_reward`` (or the one top-level function when there
+  is only one) whose arguments are variables the env's description declares, which it
+  does not change in place.
+
+These checks are one layer: the sandbox (:mod:`rewardlab.llm_reward.sandbox.runner`) assumes they can be
+bypassed and enforces its own limits at run time.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+__all__ = [
+    "ALLOWED_MODULES",
+    "FORBIDDEN_ATTRIBUTES",
+    "PRELOADED_NAMES",
+    "PROGRAM_FILENAME",
+    "REWARD_FUNCTION",
+    "SAFE_BUILTINS",
+    "CheckError",
+    "Finding",
+    "check_source",
+    "find_reward_function",
+    "forbidden_attribute",
+]
+
+REWARD_FUNCTION = "compute_reward"
+PROGRAM_FILENAME = "<reward_program>"
+MAX_SOURCE_CHARS = 100_000
+
+ALLOWED_MODULES = ("math", "numpy", "torch")
+PRELOADED_NAMES = ("math", "np", "numpy", "torch")
+
+SAFE_BUILTINS = frozenset(
+    {
+        "abs", "all", "any", "bool", "callable", "chr", "dict", "divmod", "enumerate", "filter",
+        "float", "format", "frozenset", "getattr", "hasattr", "int", "isinstance", "iter", "len",
+        "list", "map", "max", "min", "next", "ord", "pow", "print", "range", "repr", "reversed",
+        "round", "set", "slice", "sorted", "str", "sum", "tuple", "zip",
+        "ArithmeticError", "AssertionError", "Exception", "IndexError", "KeyError",
+        "NotImplementedError", "OverflowError", "RuntimeError", "StopIteration", "TypeError",
+        "ValueError", "ZeroDivisionError",
+    }
+)
+
+_MODULE_REASON = "reaches the `{name}` module; reward programs may only use math, numpy and torch"
+_FILE_REASON = "reads or writes files, which reward programs may not do"
+_PROCESS_REASON = "starts, replaces or signals processes, which reward programs may not do"
+_ENV_REASON = "reads or changes environment variables, which reward programs may not do"
+_SUBSYSTEM_REASON = (
+    "`{name}` can load or compile code or touch files and is not available to reward programs"
+)
+_GLOBAL_STATE_REASON = (
+    "changes global torch/numpy settings shared with the training run; compute the reward "
+    "without it"
+)
+_FRAME_REASON = "inspects interpreter frames or code objects, which reward programs may not do"
+
+
+def _reasons(names: str, reason: str) -> dict[str, str]:
+    return {name: reason for name in names.split()}
+
+
+FORBIDDEN_ATTRIBUTES: dict[str, str] = {
+    **{
+        name: _MODULE_REASON.format(name=name)
+        for name in (
+            "os sys subprocess socket ctypes importlib builtins inspect shutil pathlib threading "
+            "multiprocessing signal io pickle marshal gc tempfile glob platform resource asyncio "
+            "code codeop runpy pty selectors mmap urllib http ftplib smtplib webbrowser "
+            "weakref sysconfig site zipimport linecache traceback"
+        ).split()
+    },
+    **_reasons("environ environb getenv putenv unsetenv", _ENV_REASON),
+    **_reasons(
+        "system popen fork forkpty spawnl spawnle spawnlp spawnv spawnve spawnvp posix_spawn "
+        "posix_spawnp execl execle execlp execv execve execvp kill killpg abort",
+        _PROCESS_REASON,
+    ),
+    **_reasons(
+        "load loads save savez savez_compressed savetxt loadtxt genfromtxt fromfile tofile "
+        "from_file memmap open_memmap DataSource fromregex",
+        _FILE_REASON,
+    ),
+    **{
+        name: _SUBSYSTEM_REASON.format(name=name)
+        for name in (
+            "utils hub jit compile library ops classes package distributed backends onnx export "
+            "fx profiler testing overrides lib ctypeslib f2py distutils cpp_extension"
+        ).split()
+    },
+    **_reasons(
+        "manual_seed seed seterr seterrcall setbufsize use_deterministic_algorithms",
+        _GLOBAL_STATE_REASON,
+    ),
+    **_reasons(
+        "f_globals f_locals f_builtins f_back f_code gi_frame gi_code cr_frame ag_frame tb_frame "
+        "tb_next co_code func_globals",
+        _FRAME_REASON,
+    ),
+}
+
+_BUILTIN_REASONS = {
+    **_reasons("exec eval compile", "runs code from strings, which reward programs may not do"),
+    **_reasons("open input breakpoint help exit quit", "is not available to reward programs"),
+    **_reasons(
+        "__import__ globals locals vars dir setattr delattr type object super memoryview "
+        "classmethod staticmethod property id",
+        "gives access to the interpreter's internals and is not available to reward programs",
+    ),
+}
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One reason a program was rejected.
+
+    :param line: the 1-based source line (0 when it concerns the whole program).
+    :param message: what is wrong and what to do instead, fit to send back to an LLM.
+    """
+
+    line: int
+    message: str
+
+    def __str__(self) -> str:
+        return f"line {self.line}: {self.message}" if self.line else self.message
+
+
+class CheckError(ValueError):
+    """A program failed the static checks; :attr:`findings` says where and why.
+
+    :param findings: the findings, at least one.
+    :param source: the program's source, kept for the record.
+    """
+
+    def __init__(self, findings: Sequence[Finding], source: str = ""):
+        self.findings = list(findings)
+        self.source = source
+        listed = "\n".join(f"- {finding}" for finding in self.findings)
+        super().__init__(f"the reward program was rejected:\n{listed}")
+
+
+def forbidden_attribute(name: str) -> str | None:
+    """Why a program may not use attribute ``name``, or ``None`` if it may.
+
+    :param name: an attribute name, e.g. ``"os"`` in ``torch.os``.
+    """
+    if name.startswith("_"):
+        return (
+            f"`{name}` is a private or dunder attribute; reward programs may only use public "
+            "attributes of tensors, arrays and the math/numpy/torch modules"
+        )
+    if name.startswith("set_"):
+        return f"`{name}` {_GLOBAL_STATE_REASON}"
+    reason = FORBIDDEN_ATTRIBUTES.get(name)
+    return f"`{name}` {reason}" if reason else None
+
+
+def forbidden_module(module: str) -> str | None:
+    """Why a program may not import ``module`` (a dotted name), or ``None`` if it may.
+
+    :param module: e.g. ``"torch.nn.functional"``.
+    """
+    root, *rest = module.split(".")
+    if root not in ALLOWED_MODULES:
+        return (
+            f"imports `{module}`; reward programs may only import math, numpy and torch "
+            "(annotations are not evaluated, so `typing` is not needed)"
+        )
+    for part in rest:
+        reason = forbidden_attribute(part)
+        if reason:
+            return f"imports `{module}`: {reason}"
+    return None
+
+
+def find_reward_function(tree: ast.Module) -> ast.FunctionDef | None:
+    """The reward function of a parsed program: ``compute_reward``, else the only top-level def.
+
+    :param tree: the parsed module.
+    """
+    functions = [node for node in tree.body if isinstance(node, ast.FunctionDef)]
+    for function in functions:
+        if function.name == REWARD_FUNCTION:
+            return function
+    return functions[0] if len(functions) == 1 else None
+
+
+def parse_source(source: str) -> tuple[ast.Module | None, list[Finding]]:
+    """Parse ``source``, turning every way parsing can fail into a finding.
+
+    :param source: the program text.
+    :return: ``(tree, [])`` or ``(None, [finding])``.
+    """
+    if len(source) > MAX_SOURCE_CHARS:
+        return None, [Finding(0, f"the program has {len(source)} characters; at most "
+                                 f"{MAX_SOURCE_CHARS} are allowed")]
+    try:
+        return ast.parse(source, filename=PROGRAM_FILENAME), []
+    except SyntaxError as error:
+        line = error.lineno or 0
+        return None, [Finding(line, f"syntax error: {error.msg}")]
+    except (ValueError, RecursionError, MemoryError) as error:
+        return None, [Finding(0, f"the program cannot be parsed: {type(error).__name__}: {error}")]
+
+
+def check_source(source: str, variables: Iterable[str] | None = None) -> list[Finding]:
+    """Every static finding against ``source``; an empty list means it passed.
+
+    :param source: the program text.
+    :param variables: the names the env's description declares (``describe(env_id).variables``);
+        ``None`` skips the check of the reward function's arguments.
+    """
+    tree, findings = parse_source(source)
+    if tree is None:
+        return findings
+    checker = _Checker(None if variables is None else tuple(variables))
+    checker.check(tree)
+    unique = {(finding.line, finding.message): finding for finding in checker.findings}
+    return sorted(unique.values(), key=lambda finding: finding.line)
+
+
+class _Checker:
+    def __init__(self, variables: tuple[str, ...] | None):
+        self.variables = variables
+        self.findings: list[Finding] = []
+
+    def add(self, node: ast.AST | None, message: str) -> None:
+        self.findings.append(Finding(getattr(node, "lineno", 0), message))
+
+    def check(self, tree: ast.Module) -> None:
+        self.check_top_level(tree)
+        defined = _bound_names(tree)
+        for node in ast.walk(tree):
+            self.check_node(node, defined)
+        self.check_reward_function(tree)
+
+    def check_top_level(self, tree: ast.Module) -> None:
+        allowed = (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.Assign, ast.AnnAssign)
+        for index, statement in enumerate(tree.body):
+            is_docstring = (
+                index == 0
+                and isinstance(statement, ast.Expr)
+                and isinstance(statement.value, ast.Constant)
+                and isinstance(statement.value.value, str)
+            )
+            if not isinstance(statement, allowed) and not is_docstring:
+                self.add(
+                    statement,
+                    "top-level code may only import modules, define functions and assign "
+                    "constants; move this statement into a function",
+                )
+
+    def check_node(self, node: ast.AST, defined: set[str]) -> None:
+        if isinstance(node, ast.ClassDef):
+            self.add(node, f"class `{node.name}`: reward programs may not define classes")
+        elif isinstance(node, ast.AsyncFunctionDef | ast.Await | ast.AsyncFor | ast.AsyncWith):
+            self.add(node, "async code is not allowed in reward programs")
+        elif isinstance(node, ast.Global | ast.Nonlocal):
+            self.add(node, f"`{type(node).__name__.lower()}` statements are not allowed; pass "
+                           "values as arguments or return them")
+        elif isinstance(node, ast.FunctionDef | ast.Lambda):
+            self.check_function(node)
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                reason = forbidden_module(alias.name)
+                if reason:
+                    self.add(node, reason)
+        elif isinstance(node, ast.ImportFrom):
+            self.check_import_from(node)
+        elif isinstance(node, ast.Attribute):
+            reason = forbidden_attribute(node.attr)
+            if reason:
+                self.add(node, f"attribute access `.{node.attr}`: {reason}")
+            elif isinstance(node.ctx, ast.Store | ast.Del):
+                self.add(
+                    node,
+                    f"assigning or deleting the attribute `.{node.attr}` is not allowed (it "
+                    "could change torch or numpy for the whole run); use a local variable",
+                )
+        elif isinstance(node, ast.Name):
+            self.check_name(node, defined)
+        elif isinstance(node, ast.Call):
+            self.check_call(node)
+
+    def check_function(self, node: ast.FunctionDef | ast.Lambda) -> None:
+        if isinstance(node, ast.FunctionDef):
+            if node.decorator_list:
+                self.add(
+                    node.decorator_list[0],
+                    f"decorators are not supported (on `{node.name}`); define it as a plain "
+                    "function, e.g. without @torch.jit.script",
+                )
+            if node.name.startswith("__"):
+                self.add(node, f"function name `{node.name}`: names starting with '__' are not allowed")
+        arguments = node.args
+        for argument in (*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs):
+            if argument.arg.startswith("__"):
+                self.add(node, f"argument `{argument.arg}`: names starting with '__' are not allowed")
+
+    def check_import_from(self, node: ast.ImportFrom) -> None:
+        if node.level:
+            self.add(node, "relative imports are not allowed; import math, numpy or torch")
+            return
+        module = node.module or ""
+        reason = forbidden_module(module)
+        if reason:
+            self.add(node, reason)
+            return
+        for alias in node.names:
+            if alias.name == "*":
+                self.add(node, f"`from {module} import *` is not allowed; import the names you use")
+                continue
+            reason = forbidden_attribute(alias.name)
+            if reason:
+                self.add(node, f"`from {module} import {alias.name}`: {reason}")
+
+    def check_name(self, node: ast.Name, defined: set[str]) -> None:
+        name = node.id
+        if name.startswith("__"):
+            self.add(node, f"`{name}`: names starting with '__' are not allowed")
+            return
+        if not isinstance(node.ctx, ast.Load) or name in defined:
+            return
+        if name in SAFE_BUILTINS or name in PRELOADED_NAMES:
+            return
+        if name in _BUILTIN_REASONS:
+            self.add(node, f"`{name}` {_BUILTIN_REASONS[name]}")
+        elif hasattr(builtins, name):
+            self.add(node, f"the builtin `{name}` is not available to reward programs")
+        elif name in FORBIDDEN_ATTRIBUTES:
+            self.add(node, f"`{name}` is not defined: {FORBIDDEN_ATTRIBUTES[name].format(name=name)}")
+        else:
+            self.add(node, f"`{name}` is not defined; define it or use one of the function's arguments")
+
+    def check_call(self, node: ast.Call) -> None:
+        function = node.func
+        if isinstance(function, ast.Name) and function.id in ("getattr", "hasattr"):
+            if len(node.args) < 2 or not (
+                isinstance(node.args[1], ast.Constant) and isinstance(node.args[1].value, str)
+            ):
+                self.add(node, f"`{function.id}` needs a literal attribute name, e.g. "
+                               f"{function.id}(x, \"shape\")")
+            else:
+                reason = forbidden_attribute(node.args[1].value)
+                if reason:
+                    self.add(node, f"`{function.id}(..., {node.args[1].value!r})`: {reason}")
+        for keyword in node.keywords:
+            if keyword.arg == "out":
+                self.add(node, "`out=` writes into an existing tensor; use the returned value")
+
+    def check_reward_function(self, tree: ast.Module) -> None:
+        function = find_reward_function(tree)
+        if function is None:
+            names = [node.name for node in tree.body if isinstance(node, ast.FunctionDef)]
+            if names:
+                listed = ", ".join(f"`{name}`" for name in names)
+                self.add(None, f"the program defines {listed} but none is named `{REWARD_FUNCTION}`; "
+                               f"name the reward function `{REWARD_FUNCTION}`")
+            else:
+                self.add(None, f"the program defines no function; define `def {REWARD_FUNCTION}(...)` "
+                               "returning (reward, components)")
+            return
+        arguments = function.args
+        if arguments.vararg or arguments.kwarg:
+            self.add(function, f"`{function.name}` may not take *args or **kwargs; name each "
+                               "variable it uses as an argument")
+        parameters = [a.arg for a in (*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs)]
+        if not parameters:
+            self.add(function, f"`{function.name}` takes no arguments, so it cannot return one "
+                               "value per env; take the state variables it needs")
+        if self.variables is not None:
+            for name in parameters:
+                if name not in self.variables:
+                    declared = ", ".join(self.variables)
+                    self.add(function, f"argument `{name}` of `{function.name}` is not a variable "
+                                       f"of this environment; it declares: {declared}")
+        self.check_in_place(function, set(parameters))
+
+    def check_in_place(self, function: ast.FunctionDef, parameters: set[str]) -> None:
+        for node in ast.walk(function):
+            if isinstance(node, ast.AugAssign):
+                name = _name_in(node.target, parameters)
+                if name:
+                    op = _OPERATORS.get(type(node.op), "?")
+                    self.add(node, f"`{name} {op}= ...` changes the input tensor `{name}` in place; "
+                                   f"write `{name} = {name} {op} ...` or use a new name")
+            elif isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Store | ast.Del):
+                name = _name_in(node.value, parameters)
+                if name:
+                    self.add(node, f"assigning to `{name}[...]` changes the input tensor `{name}` "
+                                   f"in place; work on a copy (`{name}.clone()`) or a new tensor")
+            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+                name = _name_in(node.func.value, parameters)
+                method = node.func.attr
+                if name and method.endswith("_") and not method.startswith("_"):
+                    self.add(node, f"`{name}.{method}(...)` changes the input tensor `{name}` in "
+                                   f"place; use `{name}.{method[:-1]}(...)`")
+
+
+def _name_in(node: ast.AST, names: set[str]) -> str | None:
+    return node.id if isinstance(node, ast.Name) and node.id in names else None
+
+
+_OPERATORS = {
+    ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "//", ast.Mod: "%",
+    ast.Pow: "**", ast.MatMult: "@", ast.BitAnd: "&", ast.BitOr: "|", ast.BitXor: "^",
+    ast.LShift: "<<", ast.RShift: ">>",
+}
+
+
+def _bound_names(tree: ast.Module) -> set[str]:
+    """Every name the program binds anywhere (a scope-free over-approximation)."""
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store | ast.Del):
+            names.add(node.id)
+        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            names.add(node.name)
+        elif isinstance(node, ast.arg):
+            names.add(node.arg)
+        elif isinstance(node, ast.alias):
+            names.add((node.asname or node.name).split(".")[0])
+        elif isinstance(node, ast.ExceptHandler) and node.name:
+            names.add(node.name)
+        elif isinstance(node, ast.MatchAs | ast.MatchStar) and node.name:
+            names.add(node.name)
+        elif isinstance(node, ast.MatchMapping) and node.rest:
+            names.add(node.rest)
+    return names

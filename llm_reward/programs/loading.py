@@ -1,0 +1,193 @@
+"""``best_reward.py``: a search's best program as a file, and :func:`load_reward` to use it.
+
+The file is the program's source exactly as it was evaluated, under a comment header that
+names the env (``# rewardlab-env: CartPole-v1``), the task and the scores. Loading runs the
+static checks again and then the program in this process: load files you trust (your
+search's output), as with any Python code you run.
+
+    import gymnasium as gym
+    from rewardlab import envs
+    from rewardlab import llm_reward
+
+    reward = llm_reward.load_reward("runs/search/best_reward.py")
+    env = reward.wrap(gym.make("CartPole-v1"))              # a Gymnasium wrapper
+    batched = reward.wrap(envs.make("CartPole-v1", 16))      # a batched-env wrapper
+
+or from the command line: ``rewardlab train --env CartPole-v1 --reward-program best_reward.py``.
+Both keep the env's own reward as ``info["reward_components"]["extrinsic"]`` and add the
+program's components as ``program/<name>``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, SupportsFloat
+
+import gymnasium
+import numpy as np
+import torch
+
+from rewardlab.envs.descriptions import EnvDescription, describe
+from rewardlab.llm_reward.programs.program import RewardFunction, RewardProgram
+from rewardlab.llm_reward.programs.wrapper import COMPONENT_PREFIX, ProgramReward
+
+__all__ = ["GymnasiumProgramReward", "LoadedReward", "load_reward", "reward_file_text"]
+
+ENV_MARKER = "# rewardlab-env:"
+_ENV_LINE = re.compile(rf"^{re.escape(ENV_MARKER)}\s*(\S+)\s*$", re.MULTILINE)
+
+
+def reward_file_text(source: str, env_id: str, header: list[str]) -> str:
+    """The text of a reward file: a comment header naming the env, then the program.
+
+    :param source: the program's source (kept as it is).
+    :param env_id: the env it was written for.
+    :param header: more comment lines (without ``#``): task, scores, how to use it.
+    """
+    lines = [f"{ENV_MARKER} {env_id}", *(f"# {line}".rstrip() for line in header), ""]
+    return "\n".join(lines) + "\n" + source.lstrip("\n")
+
+
+class GymnasiumProgramReward(gymnasium.Wrapper):
+    r"""Replace a Gymnasium env's reward with a reward program's.
+
+    The program sees the transition as a batch of one: the observations before and after
+    the action (Gymnasium returns the true last observation when an episode ends), the
+    action and ``terminated``. ``info["reward_components"]`` keeps the env's reward as
+    ``"extrinsic"`` and adds the program's components as ``"program/<name>"`` (floats).
+
+    Example::
+
+        >>> import gymnasium as gym
+        >>> from rewardlab import llm_reward
+        >>> from rewardlab.llm_reward.programs.program import RewardFunction
+        >>> program = llm_reward.RewardProgram.from_source(
+        ...     "def compute_reward(next_theta):\n"
+        ...     "    upright = 1 - (next_theta / 0.21) ** 2\n"
+        ...     "    return upright, {'upright': upright}\n")
+        >>> function = RewardFunction(program, llm_reward.describe("CartPole-v1"))
+        >>> env = GymnasiumProgramReward(gym.make("CartPole-v1"), function)
+        >>> obs, info = env.reset(seed=0)
+        >>> obs, reward, terminated, truncated, info = env.step(1)
+        >>> sorted(info["reward_components"])
+        ['extrinsic', 'program/upright']
+
+    :param env: a Gymnasium env whose observations the program's description reads (the
+        same layout as the batched env of that id).
+    :param reward_function: the loaded program.
+    """
+
+    def __init__(self, env: gymnasium.Env, reward_function: RewardFunction):
+        super().__init__(env)
+        self.reward_function = reward_function
+        self._obs: torch.Tensor | None = None
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
+        """Reset the env and remember the first observation.
+
+        :param seed: the seed, or ``None``.
+        :param options: reset options, or ``None``.
+        """
+        obs, info = self.env.reset(seed=seed, options=options)
+        self._obs = _batch(obs)
+        return obs, info
+
+    def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
+        """Step the env and reward the transition with the program.
+
+        :param action: the action.
+        :raises llm_reward.ProgramError: the program failed on this transition.
+        """
+        if self._obs is None:
+            raise RuntimeError("GymnasiumProgramReward.step was called before reset()")
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        next_obs = _batch(obs)
+        action_batch = torch.as_tensor(np.asarray(action))[None]
+        if action_batch.dtype.is_floating_point:
+            action_batch = action_batch.float()
+        program_reward, components = self.reward_function(
+            self._obs, action_batch, next_obs, torch.tensor([bool(terminated)])
+        )
+        self._obs = next_obs
+        info = dict(info)
+        info["reward_components"] = {
+            **info.get("reward_components", {"extrinsic": float(reward)}),
+            **{COMPONENT_PREFIX + name: float(value[0]) for name, value in components.items()},
+        }
+        return obs, float(program_reward[0]), terminated, truncated, info
+
+
+def _batch(obs: Any) -> torch.Tensor:
+    return torch.as_tensor(np.asarray(obs, dtype=np.float32))[None]
+
+
+@dataclass(frozen=True)
+class LoadedReward:
+    """A reward program read from a file, checked, for one env.
+
+    :param program: the checked program.
+    :param env_id: the env it is for.
+    :param path: the file it came from.
+    """
+
+    program: RewardProgram
+    env_id: str
+    path: Path
+
+    @property
+    def description(self) -> EnvDescription:
+        """The env's description (the program's variables)."""
+        return describe(self.env_id)
+
+    def reward_function(self) -> RewardFunction:
+        """The program loaded in this process, callable on batched transitions."""
+        return RewardFunction(self.program, self.description)
+
+    def wrap(self, env: Any) -> Any:
+        """``env`` with the program's reward: a batched-env wrapper for rewardlab's batched envs
+        (``rewardlab.envs.make``), a Gymnasium wrapper for a Gymnasium env.
+
+        :param env: the env.
+        :raises TypeError: another kind of env (for Gymnasium vector envs, wrap each env).
+        """
+        from rewardlab.envs import BatchedEnv, BatchedWrapper
+
+        if isinstance(env, BatchedEnv | BatchedWrapper):
+            return ProgramReward(env, self.reward_function())
+        if isinstance(env, gymnasium.Env):
+            return GymnasiumProgramReward(env, self.reward_function())
+        raise TypeError(
+            f"cannot wrap a {type(env).__name__}: pass a rewardlab batched env (rewardlab.envs.make) or a "
+            "Gymnasium env (for a Gymnasium vector env, wrap each env with wrappers=[reward.wrap])"
+        )
+
+
+def load_reward(path: str | os.PathLike[str], env_id: str | None = None) -> LoadedReward:
+    """Read a reward program file (e.g. a search's ``best_reward.py``) and check it.
+
+    :param path: the file.
+    :param env_id: the env; default: the file's ``# rewardlab-env:`` line.
+    :raises ValueError: the file is missing, names no env and ``env_id`` is not given, or
+        names another env than ``env_id``.
+    :raises llm_reward.CheckError: the program fails the static checks for the env.
+    """
+    path = Path(path)
+    try:
+        source = path.read_text()
+    except OSError as error:
+        raise ValueError(f"cannot read the reward program {path}: {error}") from error
+    match = _ENV_LINE.search(source)
+    if match is not None and env_id is not None and match.group(1) != env_id:
+        raise ValueError(f"{path} was written for {match.group(1)}, not {env_id}")
+    if env_id is None:
+        if match is None:
+            raise ValueError(
+                f"{path} does not say which env it is for (no '{ENV_MARKER} ENV_ID' line); pass env_id"
+            )
+        env_id = match.group(1)
+    program = RewardProgram.from_source(source)
+    program.check(env_id)
+    return LoadedReward(program, env_id, path)

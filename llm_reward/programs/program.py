@@ -1,0 +1,432 @@
+"""Reward programs: source text found in an LLM answer, checked, loaded and called on batches.
+
+A reward program is Python source defining ``compute_reward`` (or exactly one top-level
+function under another name) that takes named batched tensors as keyword arguments (a
+subset of ``describe(env_id).variables``) and returns ``(reward, components)``: a float
+tensor ``(N,)`` and a dict of named float ``(N,)`` tensors, as in Eureka. A bare tensor
+return (Text2Reward style) counts as one component named ``"reward"``.
+
+Example::
+
+    >>> from rewardlab import llm_reward
+    >>> program = llm_reward.RewardProgram.from_llm_answer('''
+    ... Here is a dense reward:
+    ... ```python
+    ... def compute_reward(theta, next_theta):
+    ...     upright = 1.0 - (next_theta / 0.21) ** 2
+    ...     return upright, {"upright": upright}
+    ... ```''')
+    >>> program.parameters
+    ('theta', 'next_theta')
+    >>> program.check("CartPole-v1")
+
+Loading (:class:`RewardFunction`) executes the program, so it belongs inside the sandbox
+(:func:`rewardlab.llm_reward.evaluate` does that); load a program in-process only when you trust it.
+"""
+
+from __future__ import annotations
+import __future__
+
+import ast
+import builtins
+import linecache
+import math
+import re
+import textwrap
+import traceback
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from rewardlab.envs.descriptions import EnvDescription, describe
+from rewardlab.llm_reward.programs.checks import (
+    PROGRAM_FILENAME,
+    REWARD_FUNCTION,
+    SAFE_BUILTINS,
+    CheckError,
+    Finding,
+    check_source,
+    find_reward_function,
+    forbidden_attribute,
+    forbidden_module,
+    parse_source,
+)
+
+__all__ = ["ProgramError", "RewardFunction", "RewardProgram", "extract_code", "program_traceback"]
+
+BARE_COMPONENT = "reward"
+MAX_COMPONENTS = 32
+MAX_MESSAGE_CHARS = 2000
+
+_FENCE = re.compile(
+    r"^[ \t]*(?P<fence>`{3,}|~{3,})[ \t]*(?P<lang>[\w+.-]*)[^\n]*\n(?P<body>.*?)(?:^[ \t]*(?P=fence)[ \t]*$|\Z)",
+    re.MULTILINE | re.DOTALL,
+)
+_CODE_START = re.compile(r"^[ \t]*(import\s|from\s+\S+\s+import\s|def\s|@)")
+_DEFINES_REWARD = re.compile(rf"^[ \t]*def[ \t]+{REWARD_FUNCTION}\b", re.MULTILINE)
+_NON_PYTHON_LANGUAGES = {"json", "text", "bash", "sh", "shell", "console", "yaml", "output"}
+
+
+def extract_code(answer: str) -> str:
+    """The reward program's source in an LLM answer.
+
+    Takes fenced blocks (``` or ~~~, with or without a language) and picks the last one
+    defining ``compute_reward``, else the last one defining a function; without fences,
+    the text from the first ``import``/``def`` line to the last line that still parses.
+
+    :param answer: the LLM's whole reply.
+    :raises CheckError: no Python code defining a function was found.
+    """
+    blocks = [
+        textwrap.dedent(match.group("body"))
+        for match in _FENCE.finditer(answer)
+        if match.group("lang").lower() not in _NON_PYTHON_LANGUAGES
+    ]
+    if not blocks:
+        blocks = _unfenced_code(answer)
+    defining_reward = [block for block in blocks if _DEFINES_REWARD.search(block)]
+    if defining_reward:
+        return defining_reward[-1]
+    defining_any = [block for block in blocks if re.search(r"^[ \t]*def\s", block, re.MULTILINE)]
+    if defining_any:
+        return defining_any[-1]
+    raise CheckError(
+        [Finding(0, f"the answer contains no Python code defining `{REWARD_FUNCTION}`; reply with "
+                    "one ```python block that defines it")],
+        answer,
+    )
+
+
+def _unfenced_code(answer: str) -> list[str]:
+    lines = answer.splitlines()
+    start = next((i for i, line in enumerate(lines) if _CODE_START.match(line)), None)
+    if start is None:
+        return []
+    for end in range(len(lines), start, -1):
+        candidate = textwrap.dedent("\n".join(lines[start:end])) + "\n"
+        tree, findings = parse_source(candidate)
+        if tree is not None and any(isinstance(node, ast.FunctionDef) for node in tree.body):
+            return [candidate]
+    return []
+
+
+@dataclass(frozen=True)
+class RewardProgram:
+    """The source of a reward program that passed the env-independent static checks.
+
+    Build one with :meth:`from_source` or :meth:`from_llm_answer`; both raise
+    :class:`~rewardlab.llm_reward.programs.checks.CheckError` listing every problem found.
+
+    :param source: the program text.
+    :param function_name: the reward function's name (``compute_reward`` unless the program
+        defines a single function under another name).
+    :param parameters: the reward function's argument names, in order.
+    """
+
+    source: str
+    function_name: str
+    parameters: tuple[str, ...]
+
+    @classmethod
+    def from_source(cls, source: str) -> RewardProgram:
+        """Check ``source`` (everything but the argument names, see :meth:`check`) and wrap it.
+
+        :param source: Python source defining the reward function.
+        :raises CheckError: the source failed a static check.
+        """
+        findings = check_source(source)
+        if findings:
+            raise CheckError(findings, source)
+        function = find_reward_function(ast.parse(source))
+        assert function is not None, "check_source reports a program without a reward function"
+        arguments = function.args
+        parameters = tuple(a.arg for a in (*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs))
+        return cls(source=source, function_name=function.name, parameters=parameters)
+
+    @classmethod
+    def from_llm_answer(cls, answer: str) -> RewardProgram:
+        """Find the program in an LLM's reply (see :func:`extract_code`) and check it.
+
+        :param answer: the whole reply: prose, one or several code blocks.
+        :raises CheckError: no program found, or it failed a static check.
+        """
+        return cls.from_source(extract_code(answer))
+
+    def check(self, env: str | EnvDescription) -> None:
+        """Run every static check, including that the arguments are variables ``env`` declares.
+
+        :param env: an env id or its description.
+        :raises CheckError: listing every finding.
+        """
+        description = describe(env) if isinstance(env, str) else env
+        findings = check_source(self.source, description.variables)
+        if findings:
+            raise CheckError(findings, self.source)
+
+
+class ProgramError(Exception):
+    """Something a reward program did made its evaluation fail.
+
+    :param reason: what went wrong, in words fit to send back to an LLM.
+    :param traceback: the traceback cut to the program's own lines (may be empty).
+    :param kind: ``"program"`` (it raised or returned something wrong), ``"limit"`` (it ran
+        out of memory) or ``"sandbox"`` (the sandbox's guard refused something it did).
+    """
+
+    def __init__(self, reason: str, traceback: str = "", kind: str = "program"):
+        super().__init__(reason)
+        self.reason = reason
+        self.traceback = traceback
+        self.kind = kind
+
+
+def clip_message(text: str, limit: int = MAX_MESSAGE_CHARS) -> str:
+    """``text`` cut to ``limit`` characters, saying how much was cut.
+
+    :param text: any text.
+    :param limit: the most characters to keep.
+    """
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}... [{len(text) - limit} more characters cut]"
+
+
+def _describe_exception(error: BaseException) -> str:
+    try:
+        return clip_message("".join(traceback.format_exception_only(type(error), error)).strip())
+    except Exception:  # a hostile exception whose str() fails
+        return type(error).__name__
+
+
+def program_traceback(error: BaseException) -> str:
+    """The traceback of ``error`` keeping only the frames of the reward program's own code.
+
+    :param error: an exception raised while the program ran.
+    """
+    frames = [
+        frame for frame in traceback.extract_tb(error.__traceback__)
+        if frame.filename == PROGRAM_FILENAME
+    ]
+    lines = ["Traceback (most recent call last):\n", *traceback.format_list(frames)]
+    return clip_message("".join(lines) + _describe_exception(error), 4 * MAX_MESSAGE_CHARS)
+
+
+def _safe_getattr(obj: Any, name: str, *default: Any) -> Any:
+    if not isinstance(name, str) or forbidden_attribute(name):
+        raise AttributeError(f"getattr with the attribute name {name!r} is not allowed")
+    return getattr(obj, name, *default)
+
+
+def _safe_hasattr(obj: Any, name: str) -> bool:
+    if not isinstance(name, str) or forbidden_attribute(name):
+        raise AttributeError(f"hasattr with the attribute name {name!r} is not allowed")
+    return hasattr(obj, name)
+
+
+def _safe_import(
+    name: str,
+    globals: Mapping[str, Any] | None = None,
+    locals: Mapping[str, Any] | None = None,
+    fromlist: tuple[str, ...] | None = (),
+    level: int = 0,
+) -> Any:
+    reason = "relative imports are not allowed" if level else forbidden_module(name)
+    for item in fromlist or ():
+        reason = reason or forbidden_attribute(item)
+    if reason:
+        raise ImportError(reason)
+    return builtins.__import__(name, globals, locals, fromlist, level)
+
+
+def restricted_builtins() -> dict[str, Any]:
+    """The builtins a reward program's namespace gets: :data:`~rewardlab.llm_reward.programs.checks.SAFE_BUILTINS`.
+
+    ``getattr``/``hasattr`` refuse private and forbidden names and ``__import__`` only
+    imports math, numpy and torch, whatever got past the static checks.
+    """
+    namespace = {name: getattr(builtins, name) for name in SAFE_BUILTINS}
+    namespace.update(getattr=_safe_getattr, hasattr=_safe_hasattr, __import__=_safe_import)
+    return namespace
+
+
+def _check_output(value: Any, what: str, num_envs: int, device: torch.device) -> torch.Tensor:
+    if not isinstance(value, torch.Tensor):
+        raise ProgramError(
+            f"{what} is a {type(value).__name__}; it must be a torch tensor of shape ({num_envs},) "
+            "(one value per env)"
+        )
+    if tuple(value.shape) != (num_envs,):
+        raise ProgramError(
+            f"{what} has shape {tuple(value.shape)}; it must have shape ({num_envs},), one value "
+            "per env (reduce or squeeze extra dimensions, broadcast scalars with torch.full_like)"
+        )
+    if not value.dtype.is_floating_point:
+        raise ProgramError(
+            f"{what} has dtype {value.dtype}; it must be a float tensor (use .float())"
+        )
+    return value.detach().to(device=device, dtype=torch.float32)
+
+
+class RewardFunction:
+    """A reward program loaded into a restricted namespace and applied to batched transitions.
+
+    Calling it builds the named inputs from copies of the batch, calls the program under
+    ``torch.no_grad()`` and checks what it returns: a float tensor ``(N,)`` and a dict of
+    at most 32 named float ``(N,)`` tensors, all finite, and the inputs left unchanged.
+    Anything wrong raises :class:`ProgramError`.
+
+    Executes the program: inside the sandbox, or in-process only for trusted programs.
+
+    :param program: the program.
+    :param description: the env's description (names to tensors).
+    :param check: called after every call of the program; a string it returns fails the
+        call with that reason (the sandbox reports its guard's violations this way, since a
+        program may catch the exception the guard raised).
+    :raises ProgramError: running the program's top level failed or its function is missing.
+    """
+
+    def __init__(
+        self,
+        program: RewardProgram,
+        description: EnvDescription,
+        check: Callable[[], str | None] | None = None,
+    ):
+        self.program = program
+        self.description = description
+        self.calls = 0
+        self._check = check
+        linecache.cache[PROGRAM_FILENAME] = (
+            len(program.source), None, program.source.splitlines(True), PROGRAM_FILENAME
+        )
+        namespace: dict[str, Any] = {
+            "__builtins__": restricted_builtins(),
+            "__name__": "reward_program",
+            "math": math,
+            "np": np,
+            "numpy": np,
+            "torch": torch,
+        }
+        try:
+            code = compile(
+                program.source, PROGRAM_FILENAME, "exec",
+                flags=__future__.annotations.compiler_flag, dont_inherit=True,
+            )
+            exec(code, namespace)
+        except Exception as error:
+            raise self._failure(error, "running the program's top level") from None
+        self._raise_if_check_fails()
+        function = namespace.get(program.function_name)
+        if not callable(function):
+            raise ProgramError(f"the program does not define a function `{program.function_name}`")
+        self._function: Callable[..., Any] = function
+
+    def __call__(
+        self,
+        obs: torch.Tensor,
+        action: torch.Tensor,
+        next_obs: torch.Tensor,
+        terminated: torch.Tensor,
+    ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """The program's reward and components for one batched step.
+
+        :param obs: observations before the step ``(N, *obs_shape)``.
+        :param action: the actions ``(N,)`` or ``(N, *shape)``.
+        :param next_obs: observations after it (true last ones where episodes ended).
+        :param terminated: bool ``(N,)``.
+        :return: ``(reward, components)``, float32 on ``obs.device``.
+        :raises ProgramError: the program raised, returned something malformed or non-finite,
+            or changed its inputs.
+        """
+        self.calls += 1
+        num_envs = len(obs)
+        originals = {"obs": obs, "next_obs": next_obs, "action": action, "terminated": terminated}
+        copies = {name: tensor.clone() for name, tensor in originals.items()}
+        inputs = self.description.reward_inputs(
+            copies["obs"], copies["action"], copies["next_obs"], copies["terminated"],
+            self.program.parameters,
+        )
+        try:
+            with torch.no_grad():
+                result = self._function(**inputs)
+        except Exception as error:
+            where = (
+                f"`{self.program.function_name}` (call {self.calls}, after "
+                f"{(self.calls - 1) * num_envs} env steps)"
+            )
+            raise self._failure(error, where) from None
+        self._raise_if_check_fails()
+        reward, components = self._check_result(result, num_envs, obs.device)
+        for name, original in originals.items():
+            if not torch.equal(copies[name], original):
+                raise ProgramError(
+                    f"`{self.program.function_name}` changed its input tensors ({name}) in place "
+                    "(e.g. `x += 1`, `x[...] = v`, `x.clamp_()`); compute new tensors instead"
+                )
+        return reward, components
+
+    def _raise_if_check_fails(self) -> None:
+        reason = self._check() if self._check is not None else None
+        if reason:
+            raise ProgramError(reason, kind="sandbox")
+
+    def _failure(self, error: Exception, where: str) -> ProgramError:
+        """The :class:`ProgramError` for an exception raised while running ``where``."""
+        self._raise_if_check_fails()
+        described = _describe_exception(error)
+        if isinstance(error, MemoryError) or (
+            isinstance(error, RuntimeError) and "can't allocate memory" in str(error)
+        ):
+            return ProgramError(
+                f"{where} ran out of memory ({described}); the sandbox limits its memory, so "
+                "use smaller tensors",
+                program_traceback(error),
+                kind="limit",
+            )
+        return ProgramError(f"{where} raised {described}", program_traceback(error))
+
+    def _check_result(
+        self, result: Any, num_envs: int, device: torch.device
+    ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        name = self.program.function_name
+        if isinstance(result, torch.Tensor):
+            reward = _check_output(result, f"the reward returned by `{name}`", num_envs, device)
+            components = {BARE_COMPONENT: reward}
+        elif isinstance(result, tuple) and len(result) == 2 and isinstance(result[1], dict):
+            reward = _check_output(result[0], f"the reward returned by `{name}`", num_envs, device)
+            if len(result[1]) > MAX_COMPONENTS:
+                raise ProgramError(
+                    f"`{name}` returned {len(result[1])} components; at most {MAX_COMPONENTS} "
+                    "are allowed"
+                )
+            components = {}
+            for key, value in result[1].items():
+                if not isinstance(key, str) or not 0 < len(key) <= 64:
+                    raise ProgramError(
+                        f"component names must be strings of 1 to 64 characters; got {key!r:.80}"
+                    )
+                components[key] = _check_output(value, f"component {key!r}", num_envs, device)
+        else:
+            raise ProgramError(
+                f"`{name}` returned a {type(result).__name__}; it must return (reward, components): "
+                f"a tensor ({num_envs},) and a dict of named tensors ({num_envs},)"
+            )
+        stacked = torch.stack([reward, *components.values()])
+        if not bool(torch.isfinite(stacked).all()):
+            raise ProgramError(self._non_finite_reason(reward, components))
+        return reward, components
+
+    def _non_finite_reason(self, reward: torch.Tensor, components: Mapping[str, torch.Tensor]) -> str:
+        parts = []
+        for what, value in (("the reward", reward), *((f"component {k!r}", v) for k, v in components.items())):
+            nan = int(torch.isnan(value).sum())
+            inf = int(torch.isinf(value).sum())
+            if nan or inf:
+                parts.append(f"{what}: {nan} NaN and {inf} inf of {len(value)}")
+        return (
+            f"`{self.program.function_name}` returned non-finite values at call {self.calls} "
+            f"({'; '.join(parts)}); guard divisions, logs and exponentials (e.g. clamp the "
+            "denominator or the argument)"
+        )

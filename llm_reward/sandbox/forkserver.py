@@ -1,0 +1,309 @@
+"""The sandbox's own fork server: imports torch once, then forks one worker per job.
+
+Starting a fresh interpreter per job would cost seconds of imports each time, so
+:func:`rewardlab.llm_reward.sandbox.runner.run_sandboxed` asks a long-lived server process to fork its
+workers. The server is our own rather than ``multiprocessing``'s because
+
+- it is started with a minimal environment, so no worker can find the caller's secrets
+  in its inherited environment block (``/proc/self/environ``);
+- it never re-imports the caller's ``__main__`` module, so scripts need no
+  ``if __name__ == "__main__":`` guard;
+- it is not shared with other users of ``multiprocessing`` (SB3's ``SubprocVecEnv`` starts
+  a fork server of its own, without our preloaded modules).
+
+Protocol, over a Unix socket in a private directory, each message a 4-byte length and
+JSON: the client sends one request; the forked worker sends ``{"pid": ...}`` and later
+its ``{"result": ...}`` envelope; after the worker has exited, the server sends
+``{"exit": code}`` (negative: killed by that signal). The server exits when its standard
+input closes (the client process ended), killing any workers left.
+"""
+
+from __future__ import annotations
+
+import atexit
+import importlib
+import json
+import os
+import select
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+__all__ = ["ForkServer", "fork_server", "kill_group", "read_message", "send_message"]
+
+MAX_MESSAGE_BYTES = 16 * 2**20
+READY = b"ready\n"
+STARTUP_TIMEOUT_S = 300.0
+# Kept from the caller's environment for the server: where Python and the libraries are,
+# the locale and the GPUs; everything else (tokens, keys) stays behind.
+KEPT_ENVIRONMENT = ("PATH", "VIRTUAL_ENV", "LANG", "LC_ALL", "CUDA_VISIBLE_DEVICES")
+
+_HEADER = struct.Struct(">I")
+# Not ``python -m rewardlab.llm_reward.sandbox.forkserver``: importing the package imports this module first,
+# and runpy would then run a second copy of it as __main__.
+_SERVER_COMMAND = "import sys; from rewardlab.llm_reward.sandbox.forkserver import serve; serve(sys.argv[1], sys.argv[2:])"
+
+
+def send_message(write: Callable[[bytes], Any], message: dict[str, Any]) -> None:
+    """Frame ``message`` as a 4-byte length and JSON and hand it to ``write``.
+
+    :param write: e.g. ``socket.sendall``.
+    :param message: JSON data.
+    """
+    data = json.dumps(message).encode()
+    write(_HEADER.pack(len(data)) + data)
+
+
+def read_message(connection: socket.socket, deadline: float) -> dict[str, Any] | None:
+    """The next framed message, or ``None`` when the peer closed or ``deadline`` passed.
+
+    :param connection: a connected stream socket.
+    :param deadline: a ``time.monotonic()`` value.
+    :raises ValueError: the bytes are not a framed JSON object (a malformed or oversized
+        message from an untrusted worker).
+    """
+    header = _read_exactly(connection, _HEADER.size, deadline)
+    if header is None:
+        return None
+    (size,) = _HEADER.unpack(header)
+    if size > MAX_MESSAGE_BYTES:
+        raise ValueError(f"a message of {size} bytes is larger than {MAX_MESSAGE_BYTES}")
+    data = _read_exactly(connection, size, deadline)
+    if data is None:
+        return None
+    message = json.loads(data)
+    if not isinstance(message, dict):
+        raise ValueError("a message is not a JSON object")
+    return message
+
+
+def _read_exactly(connection: socket.socket, size: int, deadline: float) -> bytes | None:
+    chunks, received = [], 0
+    while received < size:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            return None
+        connection.settimeout(remaining)
+        try:
+            chunk = connection.recv(min(size - received, 2**20))
+        except (TimeoutError, OSError):
+            return None
+        if not chunk:
+            return None
+        chunks.append(chunk)
+        received += len(chunk)
+    return b"".join(chunks)
+
+
+class ForkServer:
+    """Client of one fork server process, started with ``preload`` imported.
+
+    :param preload: modules the server imports before forking any worker.
+    """
+
+    def __init__(self, preload: Sequence[str]):
+        self.preload = tuple(preload)
+        self._directory = tempfile.mkdtemp(prefix="rewardlab-forkserver-")
+        self.socket_path = os.path.join(self._directory, "socket")
+        environment = {name: os.environ[name] for name in KEPT_ENVIRONMENT if name in os.environ}
+        # The caller's import path, so the server finds the same modules (tests, checkouts).
+        environment["PYTHONPATH"] = os.pathsep.join(path for path in sys.path if path)
+        environment["HOME"] = self._directory
+        self.process = subprocess.Popen(
+            [sys.executable, "-c", _SERVER_COMMAND, self.socket_path, *self.preload],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            env=environment,
+            cwd=self._directory,
+            start_new_session=True,
+        )
+        ready = _read_line(self.process.stdout, time.monotonic() + STARTUP_TIMEOUT_S)
+        if ready != READY:
+            self.close()
+            raise RuntimeError(
+                f"the sandbox's fork server did not start (exit code {self.process.poll()}); its "
+                f"error, if any, is above. Preloaded modules: {', '.join(self.preload)}"
+            )
+
+    def alive(self) -> bool:
+        """Whether the server process is still running."""
+        return self.process.poll() is None
+
+    def connect(self, request: dict[str, Any]) -> socket.socket:
+        """Ask for one worker; read its messages from the returned socket.
+
+        :param request: the worker's instructions (JSON data).
+        """
+        connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        connection.connect(self.socket_path)
+        send_message(connection.sendall, request)
+        return connection
+
+    def close(self) -> None:
+        """Stop the server (closing its standard input) and remove its socket directory."""
+        if self.process.stdin is not None and not self.process.stdin.closed:
+            self.process.stdin.close()
+        try:
+            self.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+        if self.process.stdout is not None:
+            self.process.stdout.close()
+        for remove, path in ((os.unlink, self.socket_path), (os.rmdir, self._directory)):
+            try:
+                remove(path)
+            except OSError:
+                pass
+
+
+_SERVERS: dict[tuple[str, ...], ForkServer] = {}
+_SERVERS_LOCK = threading.Lock()
+
+
+def fork_server(preload: Sequence[str]) -> ForkServer:
+    """The running fork server with ``preload`` imported, started on first use.
+
+    :param preload: the modules to import once in the server.
+    """
+    key = tuple(preload)
+    with _SERVERS_LOCK:
+        server = _SERVERS.get(key)
+        if server is None or not server.alive():
+            server = _SERVERS[key] = ForkServer(key)
+        return server
+
+
+@atexit.register
+def _close_servers() -> None:
+    with _SERVERS_LOCK:
+        for server in _SERVERS.values():
+            server.close()
+        _SERVERS.clear()
+
+
+def _read_line(stream: Any, deadline: float) -> bytes:
+    line = b""
+    while not line.endswith(b"\n"):
+        remaining = deadline - time.monotonic()
+        if remaining <= 0 or not select.select([stream], [], [], remaining)[0]:
+            return line
+        byte = os.read(stream.fileno(), 1)
+        if not byte:
+            return line
+        line += byte
+    return line
+
+
+# ------------------------------------------------------------------- the server
+def serve(socket_path: str, preload: Sequence[str]) -> None:
+    """The server loop: fork a worker per request, report each worker's exit, stop on EOF.
+
+    :param socket_path: where to listen.
+    :param preload: modules to import first.
+    """
+    for module in preload:
+        importlib.import_module(module)
+    # Imported here, in the server only: sandbox imports this module for the client side.
+    from rewardlab.llm_reward.sandbox.runner import worker_main
+
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(socket_path)
+    listener.listen(64)
+    os.write(sys.stdout.fileno(), READY)
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    stdin = sys.stdin.fileno()
+    workers: dict[int, socket.socket] = {}
+    try:
+        while True:
+            readable, _, _ = select.select([listener, stdin], [], [], 0.1)
+            if stdin in readable and not os.read(stdin, 1):
+                return
+            if listener in readable:
+                connection, _ = listener.accept()
+                try:
+                    request = read_message(connection, time.monotonic() + 10.0)
+                except ValueError:
+                    request = None
+                if request is None:
+                    connection.close()
+                else:
+                    pid = os.fork()
+                    if pid == 0:
+                        others = [listener, *workers.values()]
+                        _run_worker(others, stdin, connection, request, worker_main)
+                    workers[pid] = connection
+            _report_exits(workers)
+    finally:
+        for pid in workers:
+            kill_group(pid)
+
+
+def _run_worker(
+    others: list[socket.socket],
+    stdin: int,
+    connection: socket.socket,
+    request: dict[str, Any],
+    worker_main: Callable[..., None],
+) -> None:
+    """In the forked child: run the job and exit, never returning to the server loop.
+
+    Closes the listener and the connections of the other running workers first, so a
+    worker cannot write into another worker's result.
+    """
+    try:
+        for other in others:
+            other.close()
+        os.close(stdin)
+        fd = connection.detach()
+
+        def write(data: bytes) -> None:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+
+        send_message(write, {"pid": os.getpid()})
+        worker_main(request["job"], request["payload"], request["run_dir"], request["limits"],
+                    tuple(request["preload"]), write)
+    finally:
+        os._exit(1)
+
+
+def _report_exits(workers: dict[int, socket.socket]) -> None:
+    while workers:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+        connection = workers.pop(pid, None)
+        if connection is None:
+            continue
+        try:
+            send_message(connection.sendall, {"exit": os.waitstatus_to_exitcode(status)})
+        except OSError:
+            pass
+        connection.close()
+
+
+def kill_group(pid: int) -> None:
+    """SIGKILL the process group led by ``pid`` (a worker calls ``setsid`` first) and ``pid``.
+
+    :param pid: the worker's process id.
+    """
+    for kill in (os.killpg, os.kill):
+        try:
+            kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+

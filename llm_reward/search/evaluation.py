@@ -1,0 +1,415 @@
+"""``evaluate``: check a reward program, train PPO on it in the sandbox, return a result record.
+
+Example::
+
+    from rewardlab import llm_reward
+
+    program = llm_reward.RewardProgram.from_source('''
+    def compute_reward(next_theta, next_x):
+        upright = 1.0 - (next_theta / 0.2095) ** 2
+        centred = 1.0 - (next_x / 2.4) ** 2
+        return upright + 0.1 * centred, {"upright": upright, "centred": centred}
+    ''')
+    result = llm_reward.evaluate(program, "CartPole-v1", steps=50_000, seeds=(0, 1))
+    print(result.ok, result.fitness, result.failure)
+    for point in result.curve:
+        print(point.step, point.fitness, point.components)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rewardlab.envs.descriptions import describe
+from rewardlab.llm_reward.programs.checks import CheckError
+from rewardlab.llm_reward.programs.program import RewardProgram
+from rewardlab.llm_reward.sandbox.runner import Limits, SandboxRun, run_sandboxed
+from rewardlab.llm_reward.search.training import PRELOAD, Checkpoint
+
+__all__ = ["EvalResult", "Failure", "SeedRun", "evaluate"]
+
+EVALUATION_JOB = "rewardlab.llm_reward.search.training:evaluation_job"
+RESULT_FILE = "result.json"
+PROGRAM_FILE = "reward_program.py"
+
+
+@dataclass
+class Failure:
+    """Why an evaluation failed.
+
+    :param kind: ``"check"`` (static checks), ``"program"`` (the program raised, returned
+        something malformed or non-finite, or changed its inputs), ``"sandbox"`` (the guard
+        refused something), ``"timeout"``, ``"limit"`` (CPU time, memory or file size),
+        ``"crash"`` (the worker died) or ``"error"`` (training failed for another reason).
+    :param reason: what went wrong, in words fit to send back to an LLM.
+    :param traceback: the traceback cut to the program's own lines (file
+        ``<reward_program>``), when there is one.
+    :param findings: the static-check findings (``kind == "check"``), one per line.
+    :param details: the end of the worker's log, for crashes.
+    """
+
+    kind: str
+    reason: str
+    traceback: str = ""
+    findings: list[str] = field(default_factory=list)
+    details: str = ""
+
+
+@dataclass
+class SeedRun:
+    """One seed's training run.
+
+    :param seed: the seed.
+    :param checkpoints: what was measured, in order.
+    :param wall_s: its training time in the worker (``None`` if it did not finish).
+    """
+
+    seed: int
+    checkpoints: list[Checkpoint]
+    wall_s: float | None
+
+
+@dataclass
+class EvalResult:
+    """The record of one evaluation; JSON-serialisable with :meth:`to_json`.
+
+    :param env_id: the env.
+    :param ok: every seed trained to the end without a failure.
+    :param fitness: mean over seeds of the last checkpoint's true return (``None`` if not ok).
+    :param success_rate: same for the success rate, where the task has one.
+    :param curve: the checkpoints averaged over seeds, index by index.
+    :param seeds: each seed's run (what was measured before a failure is kept).
+    :param failure: why it failed, or ``None``.
+    :param steps: the training budget per seed.
+    :param wall_s: wall time of the whole evaluation (sandbox start to result).
+    :param peak_rss_mb: the worker's peak resident memory, when it reported one.
+    :param peak_vm_mb: the worker's peak address space (what ``memory_mb`` limits), when it
+        reported one.
+    :param cpu_s: the CPU time the worker used (all threads), when it reported it.
+    :param run_dir: where the run wrote its files (``None`` when a temporary one was removed).
+    :param source: the program's source.
+    """
+
+    env_id: str
+    ok: bool
+    fitness: float | None
+    success_rate: float | None
+    curve: list[Checkpoint]
+    seeds: list[SeedRun]
+    failure: Failure | None
+    steps: int
+    wall_s: float
+    peak_rss_mb: float | None
+    peak_vm_mb: float | None
+    cpu_s: float | None
+    run_dir: str | None
+    source: str
+
+    def to_dict(self) -> dict[str, Any]:
+        """The record as plain data."""
+        return asdict(self)
+
+    def to_json(self, indent: int | None = 2) -> str:
+        """The record as JSON text.
+
+        :param indent: JSON indentation.
+        """
+        return json.dumps(self.to_dict(), indent=indent)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> EvalResult:
+        """Rebuild a record from :meth:`to_dict`'s output.
+
+        :param data: the plain data.
+        """
+        failure = data.get("failure")
+        return cls(
+            env_id=data["env_id"],
+            ok=data["ok"],
+            fitness=data["fitness"],
+            success_rate=data["success_rate"],
+            curve=[Checkpoint(**point) for point in data["curve"]],
+            seeds=[
+                SeedRun(run["seed"], [Checkpoint(**point) for point in run["checkpoints"]], run["wall_s"])
+                for run in data["seeds"]
+            ],
+            failure=Failure(**failure) if failure else None,
+            steps=data["steps"],
+            wall_s=data["wall_s"],
+            peak_rss_mb=data["peak_rss_mb"],
+            peak_vm_mb=data["peak_vm_mb"],
+            cpu_s=data["cpu_s"],
+            run_dir=data["run_dir"],
+            source=data["source"],
+        )
+
+
+def evaluate(
+    program: RewardProgram,
+    env_id: str,
+    steps: int = 100_000,
+    seeds: Sequence[int] = (0,),
+    timeout_s: float = 600.0,
+    memory_mb: int = 4096,
+    run_dir: str | os.PathLike[str] | None = None,
+    num_envs: int = 8,
+    device: str = "cpu",
+    *,
+    ppo_kwargs: Mapping[str, Any] | None = None,
+    num_checkpoints: int = 10,
+    eval_episodes: int = 10,
+    cpu_s: float | None = None,
+    threads: int = 1,
+    static_checks: bool = True,
+) -> EvalResult:
+    """Check ``program``, then train ``rewardlab.agents.PPO`` on its reward in the sandbox and measure fitness.
+
+    The static checks run here; everything that executes the program (loading it,
+    training, measuring) runs in one sandboxed worker process (:mod:`rewardlab.llm_reward.sandbox.runner`)
+    for all seeds in turn, under one wall-clock ``timeout_s``. Fitness is the env's own
+    return (and success rate), measured on separate evaluation episodes at about
+    ``num_checkpoints`` points and at the end; the program's own reward is never used for
+    it. Nothing the program does makes this function raise: failures come back in
+    :attr:`EvalResult.failure`.
+
+    :param program: the reward program.
+    :param env_id: a batched env id (``rewardlab.envs.registered()``).
+    :param steps: training env steps per seed.
+    :param seeds: the seeds, trained one after another.
+    :param timeout_s: wall-clock limit of the whole evaluation.
+    :param memory_mb: the worker's address-space limit; not applied when ``device`` is a
+        CUDA device (the CUDA driver reserves far more address space than it uses).
+    :param run_dir: folder for the run's files (TensorBoard logs under ``tensorboard/``, the
+        program and ``result.json``); ``None``: a temporary folder, removed afterwards, and
+        no TensorBoard logs.
+    :param num_envs: batched envs to train in.
+    :param device: torch device for env and networks.
+    :param ppo_kwargs: hyperparameters for ``rewardlab.agents.PPO`` (JSON data), else its defaults.
+    :param num_checkpoints: how many points to measure at.
+    :param eval_episodes: evaluation episodes per checkpoint.
+    :param cpu_s: the worker's CPU-time limit (default: see :class:`~rewardlab.llm_reward.sandbox.Limits`).
+    :param threads: torch threads in the worker.
+    :param static_checks: False runs the program without the static checks, to test the
+        sandbox on its own; never for programs an LLM wrote.
+    :raises ValueError: bad arguments (unknown env, non-positive budget, non-JSON ``ppo_kwargs``).
+    """
+    payload = _payload(program, env_id, steps, seeds, num_envs, device, ppo_kwargs,
+                       num_checkpoints, eval_episodes)
+    on_cuda = str(device).startswith("cuda")
+    limits = Limits(timeout_s=timeout_s, memory_mb=None if on_cuda else memory_mb, cpu_s=cpu_s,
+                    threads=threads)
+    keep = run_dir is not None
+    directory = Path(run_dir) if keep else Path(tempfile.mkdtemp(prefix="rewardlab-eval-"))
+    directory.mkdir(parents=True, exist_ok=True)
+    start = time.monotonic()
+    try:
+        checked = program
+        if static_checks:
+            try:
+                checked = RewardProgram.from_source(program.source)
+                checked.check(env_id)
+            except CheckError as error:
+                return _check_failure(error, env_id, steps, start, directory if keep else None, program.source)
+        payload["program"] = asdict(checked)
+        payload["tensorboard_log"] = os.fspath(directory.resolve() / "tensorboard") if keep else None
+        if keep:
+            (directory / PROGRAM_FILE).write_text(checked.source)
+        run = run_sandboxed(EVALUATION_JOB, payload, directory, limits, PRELOAD)
+        result = _result(run, env_id, steps, time.monotonic() - start,
+                         os.fspath(directory) if keep else None, checked.source)
+        if keep:
+            (directory / RESULT_FILE).write_text(result.to_json())
+        return result
+    finally:
+        if not keep:
+            shutil.rmtree(directory, ignore_errors=True)
+
+
+def _payload(
+    program: RewardProgram,
+    env_id: str,
+    steps: int,
+    seeds: Sequence[int],
+    num_envs: int,
+    device: str,
+    ppo_kwargs: Mapping[str, Any] | None,
+    num_checkpoints: int,
+    eval_episodes: int,
+) -> dict[str, Any]:
+    from rewardlab import envs
+
+    if not isinstance(program, RewardProgram):
+        raise TypeError(
+            f"program must be a RewardProgram (RewardProgram.from_source / from_llm_answer), got "
+            f"{type(program).__name__}"
+        )
+    if env_id not in envs.registered():
+        raise ValueError(
+            f"env_id={env_id!r} is not a batched env; evaluate trains on rewardlab.envs.make, which knows: "
+            f"{', '.join(envs.registered())}"
+        )
+    describe(env_id)
+    for name, value in (("steps", steps), ("num_envs", num_envs), ("num_checkpoints", num_checkpoints),
+                        ("eval_episodes", eval_episodes)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name} must be a positive integer, got {name}={value!r}")
+    seeds = list(seeds)
+    if not seeds or not all(isinstance(seed, int) and not isinstance(seed, bool) for seed in seeds):
+        raise ValueError(f"seeds must be a non-empty sequence of integers, got seeds={seeds!r}")
+    ppo_kwargs = dict(ppo_kwargs or {})
+    try:
+        json.dumps(ppo_kwargs)
+    except (TypeError, ValueError) as error:
+        raise ValueError(f"ppo_kwargs must be JSON data (it crosses to the sandbox): {error}") from error
+    return {
+        "env_id": env_id,
+        "steps": steps,
+        "seeds": seeds,
+        "num_envs": num_envs,
+        "device": str(device),
+        "ppo_kwargs": ppo_kwargs,
+        "num_checkpoints": num_checkpoints,
+        "eval_episodes": eval_episodes,
+    }
+
+
+def _check_failure(
+    error: CheckError, env_id: str, steps: int, start: float, run_dir: Path | None, source: str
+) -> EvalResult:
+    failure = Failure(
+        kind="check",
+        reason="the program failed the static checks: " + "; ".join(map(str, error.findings)),
+        findings=[str(finding) for finding in error.findings],
+    )
+    return EvalResult(
+        env_id=env_id, ok=False, fitness=None, success_rate=None, curve=[], seeds=[],
+        failure=failure, steps=steps, wall_s=time.monotonic() - start, peak_rss_mb=None,
+        peak_vm_mb=None, cpu_s=None, run_dir=None if run_dir is None else os.fspath(run_dir), source=source,
+    )
+
+
+def _result(
+    run: SandboxRun, env_id: str, steps: int, wall_s: float, run_dir: str | None, source: str
+) -> EvalResult:
+    failure: Failure | None = None
+    seed_runs: list[SeedRun] = []
+    usage: dict[str, float | None] = {"peak_rss_mb": None, "peak_vm_mb": None, "cpu_s": None}
+    if run.result is not None:
+        try:
+            seed_runs, failure, usage = _parse_job_result(run.result)
+        except (KeyError, TypeError, ValueError) as error:
+            failure = Failure("crash", f"the worker returned a malformed result ({error})")
+    if run.error is not None and failure is None:
+        failure = Failure(run.error_kind or "crash", run.error, details=run.log_tail)
+    if run.violation is not None and (failure is None or failure.kind != "sandbox"):
+        failure = Failure("sandbox", run.violation, traceback=failure.traceback if failure else "")
+    ok = failure is None and all(seed.wall_s is not None for seed in seed_runs) and bool(seed_runs)
+    if not ok and failure is None:
+        failure = Failure("error", "the worker reported no complete training run")
+    finals = [seed.checkpoints[-1] for seed in seed_runs if seed.checkpoints] if ok else []
+    rates = [point.success_rate for point in finals if point.success_rate is not None]
+    return EvalResult(
+        env_id=env_id,
+        ok=ok,
+        fitness=sum(point.fitness for point in finals) / len(finals) if finals else None,
+        success_rate=sum(rates) / len(rates) if rates else None,
+        curve=_mean_curve(seed_runs),
+        seeds=seed_runs,
+        failure=failure,
+        steps=steps,
+        wall_s=wall_s,
+        **usage,
+        run_dir=run_dir,
+        source=source,
+    )
+
+
+def _number(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError(f"expected a number, got {type(value).__name__}")
+    return float(value)
+
+
+def _optional_number(value: Any) -> float | None:
+    return None if value is None else _number(value)
+
+
+def _text(value: Any) -> str:
+    if not isinstance(value, str):
+        raise TypeError(f"expected a string, got {type(value).__name__}")
+    return value[:8000]
+
+
+def _parse_checkpoint(data: Any) -> Checkpoint:
+    components = data["components"]
+    if not isinstance(components, dict):
+        raise TypeError("components must be a dict")
+    return Checkpoint(
+        step=int(_number(data["step"])),
+        fitness=_number(data["fitness"]),
+        success_rate=_optional_number(data["success_rate"]),
+        train_return=_optional_number(data["train_return"]),
+        components={_text(name): _number(value) for name, value in components.items()},
+        reward=_optional_number(data.get("reward")),
+    )
+
+
+def _parse_job_result(
+    data: Mapping[str, Any],
+) -> tuple[list[SeedRun], Failure | None, dict[str, float | None]]:
+    """Read the worker's (untrusted) JSON into records, checking every type."""
+    seed_runs = [
+        SeedRun(
+            seed=int(_number(run["seed"])),
+            checkpoints=[_parse_checkpoint(point) for point in run["checkpoints"]],
+            wall_s=_optional_number(run["wall_s"]),
+        )
+        for run in data["seeds"]
+    ]
+    raw_failure = data["failure"]
+    failure = None
+    if raw_failure is not None:
+        failure = Failure(
+            kind=_text(raw_failure["kind"]),
+            reason=_text(raw_failure["reason"]),
+            traceback=_text(raw_failure["traceback"]),
+        )
+    usage = {name: _optional_number(data.get(name)) for name in ("peak_rss_mb", "peak_vm_mb", "cpu_s")}
+    return seed_runs, failure, usage
+
+
+def _mean_curve(seed_runs: Sequence[SeedRun]) -> list[Checkpoint]:
+    curve = []
+    length = max((len(run.checkpoints) for run in seed_runs), default=0)
+    for index in range(length):
+        points = [run.checkpoints[index] for run in seed_runs if len(run.checkpoints) > index]
+        names = sorted({name for point in points for name in point.components})
+        rates = [p.success_rate for p in points if p.success_rate is not None]
+        train = [p.train_return for p in points if p.train_return is not None]
+        rewards = [p.reward for p in points if p.reward is not None]
+        curve.append(
+            Checkpoint(
+                step=round(sum(p.step for p in points) / len(points)),
+                fitness=sum(p.fitness for p in points) / len(points),
+                success_rate=sum(rates) / len(rates) if rates else None,
+                train_return=sum(train) / len(train) if train else None,
+                components={
+                    name: _mean([p.components[name] for p in points if name in p.components])
+                    for name in names
+                },
+                reward=_mean(rewards) if rewards else None,
+            )
+        )
+    return curve
+
+
+def _mean(values: Sequence[float]) -> float:
+    return sum(values) / len(values)

@@ -1,0 +1,279 @@
+"""Train PPO on a reward program and measure the task's true fitness along the way.
+
+:func:`train_program` is the training loop (one seed, in this process);
+:func:`evaluation_job` is the sandboxed job :func:`rewardlab.llm_reward.evaluate` runs: it loads the
+program in the worker, trains every seed and reports plain JSON data.
+
+Fitness is never the program's own reward: at each checkpoint the current policy plays
+``eval_episodes`` episodes (deterministic actions) on a separate, unwrapped env and the
+mean of their true returns is the fitness; where the env's description has a success
+rule, the share of successful episodes is reported too. Each checkpoint also holds the
+mean per step of every reward component (``"extrinsic"`` and ``"program/<name>"``) and of
+the reward trained on (the program's own), and the true return of the training episodes
+that finished since the previous checkpoint.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import resource
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import torch
+
+from rewardlab import envs
+from rewardlab.agents.ppo import PPO
+from rewardlab.envs.descriptions import EnvDescription, describe
+from rewardlab.llm_reward.programs.program import (
+    ProgramError,
+    RewardFunction,
+    RewardProgram,
+    program_traceback,
+)
+from rewardlab.llm_reward.programs.wrapper import ProgramReward
+from rewardlab.llm_reward.sandbox.guard import Guard
+
+__all__ = ["Checkpoint", "evaluate_policy", "evaluation_job", "train_program"]
+
+# Imported by the worker before its guard is installed: PPO's optimiser imports
+# torch._dynamo on first use, which replaces torch.manual_seed (the guard's snapshot must
+# come after); TensorBoard's import chain calls ctypes, which the guard refuses, and so
+# does MuJoCo's (it loads its plugins with ctypes and probes GLFW in a subprocess), when
+# the mujoco extra is installed.
+_MUJOCO = ("mujoco",) if importlib.util.find_spec("mujoco") is not None else ()
+PRELOAD = ("torch._dynamo", "torch.utils.tensorboard", *_MUJOCO)
+
+_REWARD_PREFIX = "reward/"
+
+
+@dataclass
+class Checkpoint:
+    """The state of one training run at one point.
+
+    :param step: env steps trained so far.
+    :param fitness: mean true return of the evaluation episodes.
+    :param success_rate: share of successful evaluation episodes (``None`` when the task
+        has no success rule).
+    :param train_return: mean true return of the training episodes that finished since the
+        previous checkpoint (``None`` if none did).
+    :param components: mean per step of each reward component since the previous checkpoint.
+    :param reward: mean per step of the reward trained on (the program's own reward) since
+        the previous checkpoint; with ``fitness`` it shows whether the two move together.
+    """
+
+    step: int
+    fitness: float
+    success_rate: float | None
+    train_return: float | None
+    components: dict[str, float] = field(default_factory=dict)
+    reward: float | None = None
+
+
+def evaluate_policy(
+    model: PPO,
+    description: EnvDescription,
+    episodes: int,
+    device: str | torch.device,
+    seed: int,
+) -> tuple[float, float | None]:
+    """Mean true return (and success rate) of ``episodes`` deterministic episodes.
+
+    Runs one episode in each of ``episodes`` copies of the env, from the same start states
+    for the same ``seed``.
+
+    :param model: the trained policy.
+    :param description: the env's description (its id and success rule).
+    :param episodes: how many episodes (envs in the batch).
+    :param device: the model's device.
+    :param seed: seed of the evaluation env.
+    :return: ``(mean_return, success_rate or None)``.
+    """
+    env = envs.make(description.env_id, num_envs=episodes, device=device, seed=seed)
+    obs, _ = env.reset(seed=seed)
+    returns = torch.zeros(episodes, device=env.device)
+    done = torch.zeros(episodes, dtype=torch.bool, device=env.device)
+    success = torch.zeros(episodes, dtype=torch.bool, device=env.device)
+    for _ in range(env.max_episode_steps):
+        actions, _ = model.predict(obs, deterministic=True)
+        obs, reward, terminated, truncated, info = env.step(actions)
+        returns += reward * ~done
+        ended = (terminated | truncated) & ~done
+        if description.success is not None:
+            success |= ended & description.success(info["final_obs"], terminated, truncated)
+        done |= ended
+        if bool(done.all()):
+            break
+    env.close()
+    success_rate = float(success.float().mean()) if description.success is not None else None
+    return float(returns.mean()), success_rate
+
+
+def train_program(
+    reward_function: RewardFunction,
+    *,
+    seed: int,
+    steps: int,
+    num_envs: int,
+    device: str = "cpu",
+    ppo_kwargs: Mapping[str, Any] | None = None,
+    num_checkpoints: int = 10,
+    eval_episodes: int = 10,
+    tensorboard_log: str | None = None,
+    checkpoints: list[Checkpoint] | None = None,
+    after_iteration: Callable[[], None] | None = None,
+) -> list[Checkpoint]:
+    """Train ``rewardlab.agents.PPO`` on the program's reward for one seed, measuring fitness along the way.
+
+    Runs the program in this process: inside the sandbox, or for trusted programs only.
+
+    :param reward_function: the loaded program.
+    :param seed: seeds the env and PPO; the evaluation env gets ``seed + 10_000``.
+    :param steps: env steps to train for (whole PPO rollouts, so a little more).
+    :param num_envs: batched envs to train in.
+    :param device: torch device of env and networks.
+    :param ppo_kwargs: hyperparameters for ``rewardlab.agents.PPO`` (its defaults otherwise).
+    :param num_checkpoints: measure at about this many evenly spaced points, the last at the end.
+    :param eval_episodes: evaluation episodes per checkpoint.
+    :param tensorboard_log: PPO's TensorBoard folder, or ``None``.
+    :param checkpoints: a list to append checkpoints to as they are taken (so a caller keeps
+        them when training fails half-way); a new list when ``None``.
+    :param after_iteration: called after every PPO iteration (the sandbox checks its guard).
+    :return: the checkpoints.
+    :raises ProgramError: the program failed.
+    """
+    checkpoints = [] if checkpoints is None else checkpoints
+    description = reward_function.description
+    env = ProgramReward(
+        envs.make(description.env_id, num_envs=num_envs, device=device, seed=seed), reward_function
+    )
+    model = PPO(env, seed=seed, device=device, tensorboard_log=tensorboard_log, **dict(ppo_kwargs or {}))
+    component_values: dict[str, list[float]] = {}
+    rewards: list[float] = []
+    train_returns: list[float] = []
+    next_index = 1
+
+    def callback(local: Mapping[str, Any]) -> None:
+        nonlocal next_index
+        if after_iteration is not None:
+            after_iteration()
+        logged: Mapping[str, float] = local["logged"]
+        for key, value in logged.items():
+            if key.startswith(_REWARD_PREFIX):
+                component_values.setdefault(key[len(_REWARD_PREFIX):], []).append(value)
+        rewards.append(float(local["rollout"].rewards.mean()))
+        if "episode/extrinsic" in logged:
+            train_returns.append(logged["episode/extrinsic"])
+        if model.num_timesteps < steps * next_index / num_checkpoints:
+            return
+        while next_index <= num_checkpoints and model.num_timesteps >= steps * next_index / num_checkpoints:
+            next_index += 1
+        fitness, success_rate = evaluate_policy(model, description, eval_episodes, device, seed + 10_000)
+        checkpoints.append(
+            Checkpoint(
+                step=model.num_timesteps,
+                fitness=fitness,
+                success_rate=success_rate,
+                train_return=sum(train_returns) / len(train_returns) if train_returns else None,
+                components={name: sum(values) / len(values) for name, values in component_values.items()},
+                reward=sum(rewards) / len(rewards),
+            )
+        )
+        component_values.clear()
+        rewards.clear()
+        train_returns.clear()
+
+    try:
+        model.learn(steps, callback=callback)
+    finally:
+        env.close()
+    return checkpoints
+
+
+def evaluation_job(payload: Mapping[str, Any], guard: Guard) -> dict[str, Any]:
+    """The sandboxed job behind :func:`rewardlab.llm_reward.evaluate`: load, train every seed, report.
+
+    :param payload: ``program`` (``source``, ``function_name``, ``parameters``), ``env_id``,
+        ``seeds``, ``steps``, ``num_envs``, ``device``, ``ppo_kwargs``, ``num_checkpoints``,
+        ``eval_episodes`` and ``tensorboard_log``.
+    :param guard: the installed guard of this worker.
+    :return: ``{"seeds": [{"seed", "checkpoints", "wall_s"}], "failure": None | {...},
+        "peak_rss_mb", "peak_vm_mb", "cpu_s"}``.
+    """
+    description = describe(payload["env_id"])
+    program = RewardProgram(**payload["program"])
+    guard.snapshot_modules()
+    runs: list[dict[str, Any]] = []
+    failure = None
+    try:
+        reward_function = RewardFunction(program, description, check=lambda: guard.violation)
+        _raise_if_changed(guard)
+        for seed in payload["seeds"]:
+            start = time.perf_counter()
+            checkpoints: list[Checkpoint] = []
+            runs.append({"seed": seed, "checkpoints": checkpoints, "wall_s": None})
+            train_program(
+                reward_function,
+                seed=seed,
+                steps=payload["steps"],
+                num_envs=payload["num_envs"],
+                device=payload["device"],
+                ppo_kwargs=payload["ppo_kwargs"],
+                num_checkpoints=payload["num_checkpoints"],
+                eval_episodes=payload["eval_episodes"],
+                tensorboard_log=payload["tensorboard_log"],
+                checkpoints=checkpoints,
+                after_iteration=lambda: _raise_if_changed(guard),
+            )
+            runs[-1]["wall_s"] = time.perf_counter() - start
+    except ProgramError as error:
+        failure = {"kind": error.kind, "reason": error.reason, "traceback": error.traceback}
+    except Exception as error:
+        failure = _failure_from_exception(error)
+    if guard.violation is not None:
+        failure = {"kind": "sandbox", "reason": guard.violation,
+                   "traceback": failure["traceback"] if failure else ""}
+    for run in runs:
+        run["checkpoints"] = [asdict(checkpoint) for checkpoint in run["checkpoints"]]
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return {
+        "seeds": runs,
+        "failure": failure,
+        "peak_rss_mb": usage.ru_maxrss / 1024,
+        "peak_vm_mb": _peak_address_space_mb(),
+        "cpu_s": usage.ru_utime + usage.ru_stime,
+    }
+
+
+def _peak_address_space_mb() -> float | None:
+    """This process's peak address space (``VmPeak``, what ``RLIMIT_AS`` limits), Linux only."""
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("VmPeak:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        return None
+    return None
+
+
+def _raise_if_changed(guard: Guard) -> None:
+    changed = guard.changed_modules()
+    if changed:
+        raise ProgramError(changed, kind="sandbox")
+
+
+def _failure_from_exception(error: Exception) -> dict[str, Any]:
+    """A failure record for an exception that escaped training without being a ProgramError.
+
+    Running out of memory under the address-space limit (after the program filled it) is
+    the common case; the traceback keeps only the program's frames, if any.
+    """
+    text = f"{type(error).__name__}: {error}"
+    if isinstance(error, MemoryError) or "can't allocate memory" in str(error):
+        return {"kind": "limit", "reason": f"training ran out of memory: {text}"[:2000],
+                "traceback": program_traceback(error)}
+    return {"kind": "error", "reason": f"training failed: {text}"[:2000],
+            "traceback": program_traceback(error)}

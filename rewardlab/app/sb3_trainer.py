@@ -1,0 +1,106 @@
+"""The SB3 learner behind ``rewardlab train --algo sb3-*``.
+
+In a module of its own because importing stable_baselines3 takes a while: ``rewardlab
+train --algo ppo`` never pays for it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from stable_baselines3.common.callbacks import BaseCallback, CallbackList
+from stable_baselines3.common.evaluation import evaluate_policy
+
+from rewardlab.agents.sb3 import RewardComponentCallback, make_sb3_env, sb3_algorithm
+from rewardlab.app.trainers import (
+    ON_POLICY,
+    ProgressBar,
+    Trainer,
+    checkpoint_interval,
+    make_intrinsic,
+)
+
+
+class SB3Trainer(Trainer):
+    """Trains an SB3 algorithm, with shaping and intrinsic rewards in the right order."""
+
+    model_file = "model.zip"
+    checkpoint_file = "checkpoint.zip"
+
+    def __init__(self, config: dict[str, Any], run_dir: Path):
+        import torch
+
+        from rewardlab.shaping import potentials
+
+        self.config, self.run_dir = config, run_dir
+        torch.set_num_threads(1)
+        algo_name = config["algo"]
+        self.algorithm = sb3_algorithm(algo_name)
+        hyperparameters = dict(config["hyperparameters"])
+        gamma = hyperparameters.setdefault("gamma", 0.99)
+        num_envs = config["num_envs"] or (8 if algo_name in ON_POLICY else 1)
+        potential = potentials.for_env(config["env"]) if config["shaping"] == "builtin" else None
+        probe = make_sb3_env(config["env"], n_envs=1)
+        module = None
+        if config["intrinsic"]:
+            module = make_intrinsic(config, probe, num_envs)
+        probe.close()
+        off_policy_module = module if algo_name not in ON_POLICY else None
+        self.venv = make_sb3_env(
+            config["env"], n_envs=num_envs, seed=config["seed"], potential=potential, gamma=gamma,
+            shaping_scale=config["shaping_scale"], intrinsic_module=off_policy_module,
+            intrinsic_coef=config["intrinsic_coef"],
+        )  # fmt: skip
+        self.on_policy_module = module if algo_name in ON_POLICY else None
+        self.model = self.algorithm(
+            "MlpPolicy", self.venv, seed=config["seed"], device=config["device"],
+            tensorboard_log=str(run_dir / "tb"), **hyperparameters,
+        )  # fmt: skip
+
+    def learn(self, steps: int, resumed: bool, bar: ProgressBar | None) -> None:
+        callbacks = [RewardComponentCallback(), PeriodicCallback(self, checkpoint_interval(self.config), bar)]
+        if self.on_policy_module is not None:
+            from rewardlab.agents.sb3_intrinsic import IntrinsicRewardCallback
+
+            callbacks.append(IntrinsicRewardCallback(self.on_policy_module, coef=self.config["intrinsic_coef"]))
+        self.model.learn(
+            steps, callback=CallbackList(callbacks), tb_log_name="run",
+            reset_num_timesteps=not resumed,
+        )  # fmt: skip
+
+    def load_checkpoint(self) -> int:
+        path = self.run_dir / self.checkpoint_file
+        if not path.exists():
+            return 0
+        self.model = self.algorithm.load(
+            path, env=self.venv, device=self.config["device"], tensorboard_log=str(self.run_dir / "tb")
+        )
+        return self.model.num_timesteps
+
+    def evaluate(self, episodes: int, seed: int) -> list[float]:
+        returns, _ = evaluate_policy(
+            self.model, make_sb3_env(self.config["env"], n_envs=1, seed=seed),
+            n_eval_episodes=episodes, deterministic=True, return_episode_rewards=True,
+        )  # fmt: skip
+        return [float(r) for r in returns]
+
+
+class PeriodicCallback(BaseCallback):
+    """Updates the progress bar and saves a checkpoint every ``every`` env steps."""
+
+    def __init__(self, trainer: SB3Trainer, every: int, bar: ProgressBar | None):
+        super().__init__()
+        self.trainer, self.every, self.bar = trainer, every, bar
+        self.next_checkpoint = trainer.model.num_timesteps + every
+
+    def _on_step(self) -> bool:
+        if self.bar is not None and self.n_calls % 64 == 0:
+            episodes = [e["r"] for e in self.model.ep_info_buffer]
+            self.bar.update(self.model.num_timesteps, float(np.mean(episodes)) if episodes else None)
+        if self.model.num_timesteps >= self.next_checkpoint:
+            self.trainer.save_checkpoint()
+            self.next_checkpoint = self.model.num_timesteps + self.every
+        return True
+

@@ -1,0 +1,261 @@
+"""``rewardlab train``: one command to train with or without shaping and intrinsic rewards.
+
+Each seed gets its own run directory under ``--logdir``::
+
+    runs/NAME/seed_0/
+        config.json      the full resolved config: `rewardlab train --config` repeats the run
+        tb/              TensorBoard events (SB3's keys, plus reward/<c> and episode/<c>)
+        model.pt|.zip    the final model
+        checkpoint.*     the latest periodic checkpoint (``--resume`` continues from it)
+        metrics.json     status, steps, wall time and the final true evaluation return
+
+Example::
+
+    rewardlab train --env MountainCar-v0 --algo ppo --steps 200000 --seeds 0,1,2 \\
+        --shaping builtin --logdir runs/mc_shaped
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from rewardlab.app.rundirs import prepare_run_dir, run_dir_for, write_json
+from rewardlab.app.trainers import HRATrainer, OwnPPOTrainer, ProgressBar
+
+ALGOS = ("ppo", "hra", "sb3-ppo", "sb3-a2c", "sb3-dqn", "sb3-sac")
+SHAPINGS = ("none", "builtin")
+FUSIONS = ("sum", "product", "cycle", "max")
+
+DEFAULTS: dict[str, Any] = {
+    "env": None,
+    "algo": "ppo",
+    "steps": 100_000,
+    "seeds": [0],
+    "shaping": "none",
+    "shaping_scale": 1.0,
+    "intrinsic": [],
+    "fusion": "sum",
+    "intrinsic_coef": 1.0,
+    "num_envs": None,
+    "device": "cpu",
+    "hyperparameters": {},
+    "eval_episodes": 10,
+    "checkpoint_every": None,
+    "reward_program": None,
+}
+
+
+def resolve_config(args: argparse.Namespace) -> dict[str, Any]:
+    """Defaults, then the ``--config`` file, then the flags given on the command line."""
+    config = dict(DEFAULTS)
+    if args.config:
+        config.update(read_config_file(args.config))
+    for key in DEFAULTS:
+        value = getattr(args, key, None)
+        if value is not None:
+            config[key] = value
+    if args.seed is not None:
+        config["seeds"] = [args.seed]
+    config = {key: config[key] for key in DEFAULTS}
+    check_config(config)
+    if config["algo"] == "ppo" and is_mujoco(config["env"]):
+        # PPO's own defaults suit classic control; MuJoCo tasks train with the preset, which
+        # hyperparameters given in the config file still override.
+        from rewardlab.agents.ppo import MUJOCO_HYPERPARAMETERS
+
+        config["hyperparameters"] = {**MUJOCO_HYPERPARAMETERS, **config["hyperparameters"]}
+    return config
+
+
+def is_mujoco(env_id: str) -> bool:
+    """Whether ``env_id`` is one of the batched MuJoCo tasks or behaviours."""
+    from rewardlab.envs.mujoco import BEHAVIOURS, TASKS
+
+    return env_id in TASKS or env_id in BEHAVIOURS
+
+
+def read_config_file(path: str) -> dict[str, Any]:
+    """Read a JSON (or, on Python 3.11+, TOML) config whose keys are ``DEFAULTS``' keys."""
+    text = Path(path).read_text()
+    if path.endswith(".toml"):
+        import tomllib
+
+        data = tomllib.loads(text)
+    else:
+        data = json.loads(text)
+    data.pop("seed", None)  # a run's own config.json names its seed; --seeds decides here
+    unknown = sorted(set(data) - set(DEFAULTS))
+    if unknown:
+        raise ValueError(f"config file {path} has unknown keys {unknown}; known: {sorted(DEFAULTS)}")
+    return data
+
+
+def check_config(config: dict[str, Any]) -> None:
+    """Raise ``ValueError`` naming the value and the valid choices for anything unknown."""
+    from rewardlab import envs, intrinsic
+
+    if not config["env"]:
+        raise ValueError("no env given: pass --env ENV_ID (e.g. --env CartPole-v1)")
+    if config["algo"] not in ALGOS:
+        raise ValueError(f"unknown algorithm {config['algo']!r}; choose from {', '.join(ALGOS)}")
+    if config["algo"] in ("ppo", "hra") and config["env"] not in envs.registered():
+        raise ValueError(
+            f"--algo {config['algo']} trains on rewardlab's batched envs and {config['env']!r} is not one; "
+            f"known: {', '.join(envs.registered())}. Use an sb3-* algorithm for other Gymnasium envs"
+        )
+    if config["shaping"] not in SHAPINGS:
+        raise ValueError(
+            f"unknown shaping {config['shaping']!r}; choose from {', '.join(SHAPINGS)} "
+            "(builtin: the env's potential from rewardlab.shaping.potentials)"
+        )
+    unknown = [name for name in config["intrinsic"] if name not in intrinsic.registered()]
+    if unknown:
+        raise ValueError(
+            f"unknown intrinsic reward(s) {unknown}; choose from {', '.join(intrinsic.registered())}"
+        )
+    if config["fusion"] not in FUSIONS:
+        raise ValueError(f"unknown fusion {config['fusion']!r}; choose from {', '.join(FUSIONS)}")
+    if not isinstance(config["steps"], int) or config["steps"] < 1:
+        raise ValueError(f"steps={config['steps']!r} must be a positive integer")
+    if not config["seeds"]:
+        raise ValueError("no seeds given: pass --seed S or --seeds 0,1,2")
+    if config["reward_program"]:
+        if config["algo"] != "ppo":
+            raise ValueError("--reward-program trains rewardlab's PPO on the batched env: use --algo ppo")
+        from rewardlab.llm_reward import load_reward
+
+        load_reward(config["reward_program"], config["env"])  # the checks, before any training
+
+
+
+
+def train_seed(config: dict[str, Any], seed: int, run_dir: Path, resume: bool, progress: bool) -> dict:
+    """Train one seed in ``run_dir``; returns the metrics written to ``metrics.json``."""
+    run_config = {**config, "seed": seed}
+    run_config.pop("seeds")
+    prepare_run_dir(run_dir, run_config, resume)
+    if config["algo"] == "ppo":
+        trainer = OwnPPOTrainer(run_config, run_dir)
+    elif config["algo"] == "hra":
+        trainer = HRATrainer(run_config, run_dir)
+    else:
+        from rewardlab.app.sb3_trainer import SB3Trainer  # imports SB3, which is slow
+
+        trainer = SB3Trainer(run_config, run_dir)
+    done_before = trainer.load_checkpoint() if resume else 0
+    remaining = config["steps"] - done_before
+    started = time.perf_counter()
+    status = "complete"
+    bar = ProgressBar(config["steps"], done_before, f"seed {seed}") if progress else None
+    try:
+        if remaining > 0:
+            trainer.learn(remaining, resumed=done_before > 0, bar=bar)
+    except KeyboardInterrupt:
+        status = "interrupted"
+    finally:
+        if bar is not None:
+            bar.close()
+    trainer.save_checkpoint()
+    trainer.save_final()
+    metrics = {
+        "status": status,
+        "env": config["env"],
+        "algo": config["algo"],
+        "seed": seed,
+        "num_timesteps": trainer.num_timesteps,
+        "wall_time_s": time.perf_counter() - started,
+    }
+    if status == "complete":
+        returns = trainer.evaluate(config["eval_episodes"], seed=10_000 + seed)
+        metrics |= {
+            "eval_return_mean": float(np.mean(returns)),
+            "eval_return_std": float(np.std(returns)),
+            "eval_episodes": len(returns),
+        }
+    write_json(run_dir / "metrics.json", metrics)
+    if status == "interrupted":
+        raise KeyboardInterrupt
+    return metrics
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+def run_train(args: argparse.Namespace) -> int:
+    config = resolve_config(args)
+    logdir = Path(args.logdir)
+    results = []
+    for seed in config["seeds"]:
+        run_dir = run_dir_for(logdir, seed)
+        try:
+            metrics = train_seed(config, seed, run_dir, args.resume, progress=not args.no_progress)
+        except KeyboardInterrupt:
+            print(f"\ninterrupted: what was logged and a checkpoint are in {run_dir}; "
+                  "continue with the same command and --resume")
+            return 130
+        results.append(metrics)
+        print(
+            f"seed {seed}: {metrics['num_timesteps']} steps in {metrics['wall_time_s']:.1f} s, "
+            f"true eval return {metrics.get('eval_return_mean', float('nan')):.2f}"
+        )
+    print(f"runs in {logdir}; compare with: rewardlab compare {logdir} --out {logdir}/compare")
+    print(f"TensorBoard: tensorboard --logdir {logdir}")
+    return 0
+
+
+def register_train(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "train", help="train an agent, with or without shaping and intrinsic rewards",
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
+    )  # fmt: skip
+    parser.add_argument("--env", help="env id, e.g. CartPole-v1")
+    parser.add_argument("--algo", help=f"one of {', '.join(ALGOS)} (default ppo)")
+    parser.add_argument("--steps", type=int, help="env steps per seed (default 100000)")
+    parser.add_argument("--seed", type=int, help="one seed")
+    parser.add_argument("--seeds", type=_int_list, help="several seeds, e.g. 0,1,2")
+    parser.add_argument("--shaping", help="none or builtin (the env's built-in potential)")
+    parser.add_argument("--shaping-scale", dest="shaping_scale", type=float)
+    parser.add_argument("--intrinsic", type=_name_list, help="e.g. rnd or rnd,count")
+    parser.add_argument("--fusion", help=f"how several intrinsic rewards fuse: {', '.join(FUSIONS)}")
+    parser.add_argument("--intrinsic-coef", dest="intrinsic_coef", type=float)
+    parser.add_argument("--num-envs", dest="num_envs", type=int)
+    parser.add_argument("--device", help="cpu or cuda (our PPO)")
+    parser.add_argument("--reward-program", dest="reward_program",
+                        help="train on a reward program file (e.g. a search's best_reward.py; --algo ppo)")
+    parser.add_argument("--config", help="a JSON/TOML file with these settings (flags win)")
+    parser.add_argument("--logdir", required=True, help="parent folder of the run directories")
+    parser.add_argument("--resume", action="store_true", help="continue runs from their checkpoints")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    parser.set_defaults(func=run_train)
+
+
+def _int_list(text: str) -> list[int]:
+    try:
+        return [int(part) for part in text.split(",") if part.strip()]
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of integers") from error
+
+
+def _name_list(text: str) -> list[str]:
+    return [part.strip().lower() for part in text.split(",") if part.strip()]

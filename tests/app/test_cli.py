@@ -1,0 +1,40 @@
+"""The ``rewardlab`` command line."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import rewardlab
+from rewardlab.app.cli import main
+
+
+def test_version_and_help(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--version"])
+    assert exit_info.value.code == 0
+    assert capsys.readouterr().out.strip() == f"rewardlab {rewardlab.__version__}"
+    assert main([]) == 0
+    assert "quickstart" in capsys.readouterr().out
+
+
+def test_console_script_is_installed(tmp_path):
+    # from outside the checkout, so only the installed package can answer
+    script = Path(sys.executable).with_name("rewardlab")
+    result = subprocess.run([str(script), "--help"], capture_output=True, text=True, check=True, cwd=tmp_path)
+    assert "usage: rewardlab" in result.stdout
+    result = subprocess.run(
+        [sys.executable, "-m", "rewardlab.app.cli", "--version"], capture_output=True, text=True,
+        check=True, cwd=tmp_path,
+    )
+    assert result.stdout.strip() == f"rewardlab {rewardlab.__version__}"
+
+
+def test_unknown_command_is_an_error(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["no-such-command"])
+    assert exit_info.value.code == 2
+    assert "invalid choice" in capsys.readouterr().err

@@ -1,0 +1,211 @@
+"""``rewardlab train`` and ``rewardlab compare`` on small real runs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from torch.utils.tensorboard import SummaryWriter
+
+from rewardlab.app.cli import main
+from rewardlab.app.compare import compare, iqm, load_runs
+
+PPO_SMALL = '{"n_steps": 32, "n_epochs": 2}'
+
+
+def scalars(run_dir: Path, tag: str) -> list[float]:
+    from rewardlab.app.compare import read_scalars
+
+    values: list[float] = []
+    for events in sorted(run_dir.rglob("events.out.tfevents.*")):
+        series = read_scalars(events.parent)
+        if tag in series:
+            values.extend(series[tag][1].tolist())
+    return values
+
+
+def train(tmp_path: Path, *flags: str) -> int:
+    config = tmp_path / "hp.json"
+    config.write_text(json.dumps({"hyperparameters": json.loads(PPO_SMALL)}))
+    return main(["train", "--no-progress", "--config", str(config), *flags])
+
+
+def test_train_writes_a_complete_run_directory(tmp_path):
+    logdir = tmp_path / "runs"
+    code = train(
+        tmp_path, "--env", "CartPole-v1", "--algo", "ppo", "--steps", "1024", "--seeds", "0,1",
+        "--shaping", "builtin", "--logdir", str(logdir), "--num-envs", "16",
+    )  # fmt: skip
+    assert code == 0
+    for seed in (0, 1):
+        run = logdir / f"seed_{seed}"
+        config = json.loads((run / "config.json").read_text())
+        assert config["seed"] == seed and config["shaping"] == "builtin"
+        metrics = json.loads((run / "metrics.json").read_text())
+        assert metrics["status"] == "complete" and metrics["num_timesteps"] >= 1024
+        assert np.isfinite(metrics["eval_return_mean"])
+        assert (run / "model.pt").exists() and (run / "checkpoint.pt").exists()
+        episode_sums = scalars(run, "episode/extrinsic")
+        true_returns = scalars(run, "rollout/ep_rew_mean")
+        assert true_returns and episode_sums
+        # CartPole pays +1 per step, so the true return must be positive and must not
+        # include the shaping term (logged on its own).
+        assert scalars(run, "reward/shaping")
+        assert scalars(run, "reward/extrinsic") == pytest.approx([1.0] * len(scalars(run, "reward/extrinsic")))
+
+
+def test_logged_return_is_the_true_return_under_shaping(tmp_path):
+    """With a large shaping term, ep_rew_mean still equals the mean true episode length."""
+    logdir = tmp_path / "runs"
+    assert train(
+        tmp_path, "--env", "CartPole-v1", "--steps", "1024", "--seed", "3", "--shaping", "builtin",
+        "--shaping-scale", "50", "--logdir", str(logdir), "--num-envs", "16",
+    ) == 0  # fmt: skip
+    run = logdir / "seed_3"
+    returns = scalars(run, "rollout/ep_rew_mean")
+    lengths = scalars(run, "rollout/ep_len_mean")
+    assert returns == pytest.approx(lengths)
+    assert max(abs(v) for v in scalars(run, "reward/shaping")) > 0
+
+
+def test_sb3_training_logs_components_and_resumes(tmp_path):
+    logdir = tmp_path / "runs"
+    flags = [
+        "--env", "CartPole-v1", "--algo", "sb3-ppo", "--seed", "0", "--shaping", "builtin",
+        "--logdir", str(logdir), "--num-envs", "2", "--no-progress",
+    ]  # fmt: skip
+    config = tmp_path / "sb3.json"
+    config.write_text(json.dumps({"hyperparameters": {"n_steps": 64, "batch_size": 64, "n_epochs": 1}}))
+    assert main(["train", "--config", str(config), "--steps", "256", *flags]) == 0
+    run = logdir / "seed_0"
+    assert scalars(run, "reward/shaping") and scalars(run, "episode/extrinsic")
+    first = json.loads((run / "metrics.json").read_text())["num_timesteps"]
+    # The same run asked again without --resume is refused; a longer one is a different run.
+    assert main(["train", "--config", str(config), "--steps", "256", *flags]) == 2
+    config.write_text(json.dumps({"hyperparameters": {"n_steps": 64, "batch_size": 64, "n_epochs": 1}}))
+    assert main(["train", "--config", str(config), "--steps", "512", *flags]) == 2
+    # Resuming continues from the checkpoint: the step count goes on, not from zero.
+    (run / "metrics.json").unlink()
+    assert main(["train", "--config", str(config), "--steps", "256", "--resume", *flags]) == 0
+    assert json.loads((run / "metrics.json").read_text())["num_timesteps"] == first
+
+
+def test_own_ppo_resume_continues_the_step_count(tmp_path):
+    logdir = tmp_path / "runs"
+    flags = ["--env", "CartPole-v1", "--seed", "0", "--logdir", str(logdir), "--num-envs", "8"]
+    assert train(tmp_path, "--steps", "512", *flags) == 0
+    run = logdir / "seed_0"
+    config = json.loads((run / "config.json").read_text())
+    # Pretend the run was killed at its checkpoint with 1024 steps asked for.
+    config["steps"] = 1024
+    (run / "config.json").write_text(json.dumps(config))
+    (run / "metrics.json").unlink()
+    assert train(tmp_path, "--steps", "1024", "--resume", *flags) == 0
+    metrics = json.loads((run / "metrics.json").read_text())
+    assert metrics["num_timesteps"] == 1024
+
+
+@pytest.mark.parametrize(
+    "flags, message",
+    [
+        (["--env", "NoSuchEnv-v0"], "known"),
+        (["--env", "CartPole-v1", "--algo", "sb3-xyz"], "sb3-ppo"),
+        (["--env", "CartPole-v1", "--shaping", "magic"], "builtin"),
+        (["--env", "CartPole-v1", "--intrinsic", "rnd,bogus"], "bogus"),
+        (["--env", "CartPole-v1", "--intrinsic", "rnd", "--fusion", "avg"], "product"),
+    ],
+)
+def test_unknown_names_list_the_valid_ones(tmp_path, capsys, flags, message):
+    assert main(["train", "--logdir", str(tmp_path / "x"), *flags]) == 2
+    assert message in capsys.readouterr().err
+
+
+def write_run(root: Path, name: str, seed: int, points: list[tuple[int, float]], config=None) -> None:
+    run = root / name / f"seed_{seed}"
+    run.mkdir(parents=True)
+    if config is not None:
+        (run / "config.json").write_text(json.dumps({**config, "seed": seed}))
+    writer = SummaryWriter(str(run / "tb"))
+    for step, value in points:
+        writer.add_scalar("rollout/ep_rew_mean", value, step)
+    writer.close()
+
+
+def test_compare_on_a_hand_made_case(tmp_path):
+    for seed, final in enumerate([10.0, 20.0, 30.0, 40.0]):
+        write_run(tmp_path, "a", seed, [(0, 0.0), (100, final)], config={"algo": "x"})
+    for seed in range(2):
+        write_run(tmp_path, "b", seed, [(0, 5.0), (50, 5.0), (100, 5.0)], config={"algo": "y"})
+    rows = compare([tmp_path / "a", tmp_path / "b"], "rollout/ep_rew_mean", tmp_path / "out", 15.0)
+    a, b = rows
+    assert a["group"] == "a" and a["seeds"] == 4
+    assert a["final_mean"] == pytest.approx(25.0)
+    assert a["iqm_final"] == pytest.approx(25.0)  # mean of the middle two: 20 and 30
+    assert a["auc_mean"] == pytest.approx(12.5)  # linear from 0 to the final value
+    assert a["iqm_ci_low"] >= 10.0 and a["iqm_ci_high"] <= 40.0
+    # Seeds with finals 20, 30, 40 cross 15 at steps 75, 50 and 37.5: logged points only
+    # count, so each reaches it at step 100.
+    assert a["seeds_reaching"] == 3 and a["steps_to_threshold_median"] == 100
+    assert b["final_mean"] == 5.0 and b["auc_mean"] == pytest.approx(5.0) and b["seeds_reaching"] == 0
+    out = tmp_path / "out"
+    assert (out / "summary.csv").read_text().startswith("group,seeds")
+    assert "| a | 4 |" in (out / "summary.md").read_text()
+    png = (out / "curves.png").read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10_000
+
+
+def test_compare_plots_one_curve_per_group(tmp_path):
+    import matplotlib.image
+
+    write_run(tmp_path, "a", 0, [(0, 0.0), (100, 1.0)])
+    write_run(tmp_path, "b", 0, [(0, 1.0), (100, 0.0)])
+    compare([tmp_path / "a", tmp_path / "b"], "rollout/ep_rew_mean", tmp_path / "out", None)
+    image = matplotlib.image.imread(tmp_path / "out" / "curves.png")
+    assert image.ndim == 3 and image.shape[0] > 100
+    runs = load_runs([tmp_path / "a", tmp_path / "b"], "rollout/ep_rew_mean")
+    assert sorted({run.group for run in runs}) == ["a", "b"]
+
+
+def test_compare_names_what_is_missing(tmp_path):
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ValueError, match="no TensorBoard event files under"):
+        compare([tmp_path / "empty"], "rollout/ep_rew_mean", tmp_path / "out", None)
+    write_run(tmp_path, "a", 0, [(0, 0.0)])
+    with pytest.raises(ValueError, match="'rollout/ep_rew_mean'"):
+        compare([tmp_path / "a"], "train/loss", tmp_path / "out", None)
+
+
+def test_iqm_matches_trimmed_mean():
+    values = np.array([1.0, 2.0, 3.0, 4.0, 100.0, -50.0, 7.0, 8.0])
+    middle = np.sort(values)[2:6]
+    assert iqm(values) == pytest.approx(middle.mean())
+
+
+def test_quickstart_trains_both_and_compares(tmp_path, capsys):
+    logdir = tmp_path / "qs"
+    assert main(["quickstart", "--algo", "ppo", "--steps", "4096", "--seeds", "0", "--logdir", str(logdir), "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    assert "| plain | 1 |" in out and "| shaped | 1 |" in out
+    assert "tensorboard --logdir" in out
+    assert (logdir / "compare" / "curves.png").exists()
+    assert json.loads((logdir / "shaped" / "seed_0" / "config.json").read_text())["shaping"] == "builtin"
+
+
+def test_ppo_on_mujoco_trains_with_the_mujoco_preset(tmp_path):
+    pytest.importorskip("mujoco.batch")
+    from rewardlab.agents.ppo import MUJOCO_HYPERPARAMETERS
+
+    config_file = tmp_path / "hp.json"
+    config_file.write_text(json.dumps({"hyperparameters": {"n_steps": 16, "n_epochs": 1}}))
+    logdir = tmp_path / "runs"
+    code = main([
+        "train", "--no-progress", "--config", str(config_file), "--env", "Hopper-v5",
+        "--algo", "ppo", "--steps", "256", "--seed", "0", "--logdir", str(logdir),
+    ])  # fmt: skip
+    assert code == 0
+    config = json.loads((logdir / "seed_0" / "config.json").read_text())
+    # The preset fills in what the config file leaves out; the file's values win.
+    assert config["hyperparameters"] == {**MUJOCO_HYPERPARAMETERS, "n_steps": 16, "n_epochs": 1}
+    assert scalars(logdir / "seed_0", "reward/healthy_reward")

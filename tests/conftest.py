@@ -1,0 +1,31 @@
+"""Test set-up: rewardlab is imported as installed; the benchmark scripts are loaded by path.
+
+No folder of the checkout is put on ``sys.path`` (``--import-mode=importlib`` in
+pyproject.toml), so a bare ``import agents`` or ``import envs`` cannot succeed by
+accident here and hide a packaging mistake. ``benchmarks/`` is not part of the
+distribution; tests that check a benchmark import it as the package ``benchmarks``,
+registered below from its folder.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+REPOSITORY = Path(__file__).resolve().parents[1]
+
+
+def _register_benchmarks() -> None:
+    if "benchmarks" in sys.modules:
+        return
+    folder = REPOSITORY / "benchmarks"
+    spec = importlib.util.spec_from_file_location(
+        "benchmarks", folder / "__init__.py", submodule_search_locations=[str(folder)]
+    )
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["benchmarks"] = module
+    spec.loader.exec_module(module)
+
+
+_register_benchmarks()

@@ -1,0 +1,219 @@
+"""The batched-env contract (docs/batched_envs.md): API, autoreset, seeding, errors, wrappers."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from rewardlab import envs
+from rewardlab.envs import BatchedEnv, BatchedWrapper
+
+
+def test_registry_lists_the_classic_envs() -> None:
+    assert {"CartPole-v1"} <= set(envs.registered())
+    assert envs.registered() == sorted(envs.registered())
+
+
+def test_register_rejects_a_taken_id() -> None:
+    with pytest.raises(ValueError, match="already registered"):
+        envs.register("CartPole-v1", envs.CartPoleEnv)
+
+
+def test_reset_and_step_follow_the_contract() -> None:
+    env = envs.make("CartPole-v1", 32, seed=0)
+    obs, info = env.reset()
+    assert isinstance(env, BatchedEnv)
+    assert obs.shape == (32, 4) and obs.dtype == torch.float32 and obs.device == env.device
+    assert info == {}
+    obs, reward, terminated, truncated, info = env.step(torch.zeros(32, dtype=torch.int64))
+    assert obs.shape == (32, 4) and obs.dtype == torch.float32
+    assert reward.shape == (32,) and reward.dtype == torch.float32
+    assert terminated.dtype == torch.bool and truncated.dtype == torch.bool
+    assert info["final_obs"].shape == obs.shape
+    assert set(info["reward_components"]) == {"extrinsic"}
+    assert torch.equal(info["reward_components"]["extrinsic"], reward)
+
+
+def test_same_step_autoreset_reports_the_final_observation() -> None:
+    env = envs.make("CartPole-v1", 64, seed=1)
+    env.reset()
+    pushes = torch.ones(64, dtype=torch.int64)
+    for _ in range(100):
+        obs, _, terminated, truncated, info = env.step(pushes)
+        done = terminated | truncated
+        if done.any():
+            break
+    assert done.any()
+    final = info["final_obs"]
+    # Ended envs: the final observation is outside the termination box, the new one is a
+    # fresh reset state; the other envs' rows are equal.
+    assert (final[done].abs()[:, [0, 2]] > torch.tensor([2.4, 0.2094])).any(dim=1).all()
+    assert obs[done].abs().max() <= 0.05
+    assert torch.equal(final[~done], obs[~done])
+    assert torch.equal(env.state, obs)
+
+
+def test_same_seed_gives_the_same_trajectories() -> None:
+    def rollout(env: BatchedEnv) -> list[torch.Tensor]:
+        obs, _ = env.reset()
+        observations = [obs]
+        actions = torch.Generator().manual_seed(0)
+        for _ in range(300):
+            obs, *_ = env.step(torch.randint(0, 2, (16,), generator=actions))
+            observations.append(obs)
+        return observations
+
+    first = rollout(envs.make("CartPole-v1", 16, seed=7))
+    second = rollout(envs.make("CartPole-v1", 16, seed=7))
+    other = rollout(envs.make("CartPole-v1", 16, seed=8))
+    assert all(torch.equal(a, b) for a, b in zip(first, second, strict=True))
+    assert not torch.equal(first[0], other[0])
+
+    env = envs.make("CartPole-v1", 16)
+    env.reset(seed=7)
+    assert torch.equal(env.state, first[0])
+
+
+def test_reset_without_seed_continues_the_stream() -> None:
+    env = envs.make("CartPole-v1", 4, seed=0)
+    first, _ = env.reset()
+    second, _ = env.reset()
+    assert not torch.equal(first, second)
+
+
+def test_numpy_actions_are_accepted() -> None:
+    env = envs.make("CartPole-v1", 4, seed=0)
+    env.reset()
+    obs, *_ = env.step(np.array([0, 1, 0, 1]))
+    assert obs.shape == (4, 4)
+    obs, *_ = env.step(env.action_space.sample())
+    assert obs.shape == (4, 4)
+
+
+def test_observations_are_not_the_env_state() -> None:
+    env = envs.make("CartPole-v1", 4, seed=0)
+    obs, _ = env.reset()
+    obs += 1.0
+    assert env.state.abs().max() <= 0.05
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "match"),
+    [
+        ({"env_id": "CartPole-v9"}, ValueError, r"unknown env_id 'CartPole-v9'.*CartPole-v1"),
+        ({"num_envs": 0}, ValueError, "num_envs must be at least 1, got 0"),
+        ({"num_envs": 2.0}, TypeError, "num_envs must be an int"),
+        ({"device": "tpu"}, ValueError, "device='tpu'"),
+        ({"max_episode_steps": 0}, ValueError, "max_episode_steps must be a positive int"),
+    ],
+)
+def test_make_rejects_bad_arguments(kwargs: dict, error: type, match: str) -> None:
+    arguments = {"env_id": "CartPole-v1", "num_envs": 2, **kwargs}
+    with pytest.raises(error, match=match):
+        envs.make(arguments.pop("env_id"), arguments.pop("num_envs"), **arguments)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA")
+def test_make_names_a_missing_cuda_device() -> None:
+    with pytest.raises(ValueError, match="CUDA is not available.*device='cpu'"):
+        envs.make("CartPole-v1", 2, device="cuda")
+
+
+@pytest.mark.parametrize(
+    ("actions", "error", "match"),
+    [
+        (torch.zeros(3, dtype=torch.int64), ValueError, r"shape \(3,\).*takes shape \(4,\)"),
+        (torch.zeros(4, 1, dtype=torch.int64), ValueError, r"shape \(4, 1\)"),
+        (torch.zeros(4), TypeError, "must be integers, got dtype torch.float32"),
+        (torch.tensor([0, 1, 2, 0]), ValueError, r"action 2 of env 2 is outside.*\[0, 1\]"),
+        (np.array([0, -1, 0, 0]), ValueError, r"action -1 of env 1"),
+        ([0, 1, 0, 1], TypeError, "must be a torch.Tensor or numpy array, got list"),
+    ],
+)
+def test_step_rejects_bad_actions_and_keeps_the_state(actions, error: type, match: str) -> None:
+    env = envs.make("CartPole-v1", 4, seed=0)
+    env.reset()
+    state = env.state.clone()
+    with pytest.raises(error, match=match):
+        env.step(actions)
+    assert torch.equal(env.state, state)
+
+
+def test_box_actions_must_be_floats() -> None:
+    env = envs.make("Pendulum-v1", 2, seed=0)
+    env.reset()
+    with pytest.raises(TypeError, match="must be floats, got dtype torch.int64"):
+        env.step(torch.zeros(2, 1, dtype=torch.int64))
+
+
+def test_step_before_reset_says_to_reset() -> None:
+    env = envs.make("CartPole-v1", 2)
+    with pytest.raises(RuntimeError, match="call reset"):
+        env.step(torch.zeros(2, dtype=torch.int64))
+
+
+class ScaleReward(BatchedWrapper):
+    def step(self, actions):
+        obs, reward, terminated, truncated, info = self.env.step(actions)
+        components = {**info["reward_components"], "scaled": 0.5 * reward}
+        return obs, 1.5 * reward, terminated, truncated, {**info, "reward_components": components}
+
+
+def test_wrapper_forwards_what_it_does_not_override() -> None:
+    env = envs.make("CartPole-v1", 4, seed=0)
+    wrapped = ScaleReward(env)
+    assert wrapped.num_envs == 4 and wrapped.device == env.device
+    assert wrapped.single_action_space == env.single_action_space
+    assert wrapped.unwrapped is env and wrapped.spec_id == "CartPole-v1"
+    wrapped.reset(seed=0)
+    _, reward, _, _, info = wrapped.step(torch.zeros(4, dtype=torch.int64))
+    assert torch.equal(reward, torch.full((4,), 1.5))
+    assert set(info["reward_components"]) == {"extrinsic", "scaled"}
+    with pytest.raises(AttributeError):
+        _ = wrapped.no_such_attribute
+
+
+def test_render_draws_the_chosen_copy_with_gymnasiums_renderer() -> None:
+    env = envs.make("CartPole-v1", 2, seed=0)
+    env.reset()
+    frame = env.render(index=1)
+    assert frame.shape == (400, 600, 3) and frame.dtype == np.uint8
+    with pytest.raises(ValueError, match="index=2"):
+        env.render(index=2)
+    env.close()
+
+
+@pytest.mark.parametrize("env_id", ["CartPole-v1"])
+def test_compiled_step_matches_the_eager_one(env_id: str) -> None:
+    eager = envs.make(env_id, 64, seed=9)
+    compiled = envs.make(env_id, 64, seed=9, compile=True)
+    eager.reset()
+    compiled.reset()
+    rng = torch.Generator().manual_seed(0)
+    for _ in range(40):
+        actions = torch.randint(0, 2, (64,), generator=rng)
+        expected = eager.step(actions)
+        got = compiled.step(actions)
+        for a, b in zip(expected[:4], got[:4], strict=True):
+            torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("env_id", ["CartPole-v1", "Pendulum-v1"])
+def test_cuda_env_steps_like_the_cpu_one(env_id: str) -> None:
+    cpu = envs.make(env_id, 256, seed=0)
+    cuda = envs.make(env_id, 256, device="cuda", seed=0)
+    cpu.reset()
+    cuda.reset()
+    cuda._state.copy_(cpu._state)
+    space = cpu.single_action_space
+    for _ in range(20):
+        actions = torch.as_tensor(cpu.action_space.sample())
+        if isinstance(space, envs.core.spaces.Box):
+            actions = actions.float()
+        expected = cpu.step(actions)
+        got = cuda.step(actions.cuda())
+        assert got[0].device.type == "cuda" and got[1].device.type == "cuda"
+        torch.testing.assert_close(got[4]["final_obs"].cpu(), expected[4]["final_obs"])
+        cuda._state.copy_(cpu._state)

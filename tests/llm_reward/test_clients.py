@@ -1,0 +1,150 @@
+"""LLM clients against a scripted OpenAI-compatible server on 127.0.0.1: answers, usage and
+cost, retries with backoff (429, 5xx, timeouts), clear errors (unreachable, refused key,
+model not served), endpoint and key resolution, and redaction of the key.
+
+``ScriptedLLM`` is also used by ``test_search.py``."""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Iterable
+from typing import Any
+
+import pytest
+
+pytest.importorskip("openai")
+
+from llm_servers import KEY, ScriptedLLM, client_for  # noqa: E402
+
+from rewardlab.llm_reward.clients import (  # noqa: E402
+    EndpointError,
+    LLMCallFailed,
+    PriceTable,
+    Usage,
+    make_client,
+    parse_llm_spec,
+    redact,
+)
+
+
+@pytest.fixture
+def scripted() -> Iterable[Any]:
+    servers: list[ScriptedLLM] = []
+
+    def start(script: Iterable[dict[str, Any]], models: Iterable[str] = ("scripted",)) -> ScriptedLLM:
+        servers.append(ScriptedLLM(script, models))
+        return servers[-1]
+
+    yield start
+    for server in servers:
+        server.close()
+
+
+
+
+MESSAGES = [{"role": "user", "content": "write a reward"}]
+
+
+def test_answer_usage_and_cost(scripted) -> None:
+    server = scripted([{"answer": "hello", "usage": (1000, 500)}])
+    client = client_for(server, prices=PriceTable({"scripted": (2.0, 8.0)}))
+    completion = client.complete(MESSAGES)
+    assert completion.text == "hello"
+    assert completion.usage == Usage(1000, 500)
+    assert completion.cost_usd == pytest.approx((1000 * 2.0 + 500 * 8.0) / 1e6)
+    assert completion.retries == 0
+    assert server.requests[0]["messages"] == MESSAGES
+    assert server.headers[0]["authorization"] == f"Bearer {KEY}"
+
+
+def test_missing_usage_is_estimated_and_unknown_prices_are_none(scripted) -> None:
+    server = scripted([{"answer": "x" * 40, "usage": None}])
+    completion = client_for(server, prices=PriceTable({})).complete(MESSAGES)
+    assert completion.usage.estimated and completion.usage.completion_tokens == 10
+    assert completion.cost_usd is None
+
+
+def test_retries_429_500_and_timeouts_with_backoff(scripted) -> None:
+    waits: list[float] = []
+    server = scripted([
+        {"status": 429, "retry_after": 0.5},
+        {"status": 500},
+        {"sleep": 1.5, "answer": "too late"},
+        {"status": 503},
+        {"answer": "finally"},
+    ])
+    client = client_for(server, retries=4, timeout_s=0.5, sleep=waits.append)
+    completion = client.complete(MESSAGES)
+    assert completion.text == "finally"
+    assert completion.retries == 4
+    assert len(server.requests) == 5
+    assert waits[0] >= 0.5  # Retry-After honoured
+    assert waits[2] >= waits[1] * 1.8  # exponential backoff (with at most 10% jitter)
+
+
+def test_retries_used_up_raise_call_failed(scripted) -> None:
+    server = scripted([{"status": 500}] * 3)
+    with pytest.raises(LLMCallFailed, match="failed 3 times, the last one HTTP 500") as raised:
+        client_for(server, retries=2, sleep=lambda s: None).complete(MESSAGES)
+    assert raised.value.tries == 3
+
+
+def test_unreachable_endpoint_is_a_clear_error() -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    client = make_client("compatible:m", f"http://127.0.0.1:{port}/v1", environ={}, retries=1, backoff_s=0.0)
+    with pytest.raises(EndpointError, match="no LLM endpoint reachable at http://127.0.0.1"):
+        client.check()
+
+
+def test_refused_key_error_does_not_show_the_key(scripted) -> None:
+    server = scripted([{"status": 401}])
+    with pytest.raises(EndpointError, match="refused the API key") as raised:
+        client_for(server).complete(MESSAGES)
+    message = str(raised.value)
+    assert KEY not in message and KEY[-4:] not in message and "[redacted]" in message
+
+
+def test_model_not_served_lists_the_models(scripted) -> None:
+    server = scripted([], models=["llama3", "qwen2.5-coder"])
+    with pytest.raises(EndpointError, match="model 'scripted' is not served .* llama3, qwen2.5-coder"):
+        client_for(server).check()
+    client_for(scripted([], models=["scripted"])).check()
+
+
+def test_endpoint_and_key_resolution() -> None:
+    assert parse_llm_spec("ollama:qwen2.5-coder:7b") == ("ollama", "qwen2.5-coder:7b")
+    with pytest.raises(ValueError, match="PROVIDER:MODEL"):
+        parse_llm_spec("gpt-4o")
+    with pytest.raises(ValueError, match="unknown LLM provider 'acme'"):
+        parse_llm_spec("acme:model")
+    with pytest.raises(ValueError, match="missing API key .* OPENAI_API_KEY or REWARDLAB_API_KEY"):
+        make_client("openai:gpt-4o", environ={})
+    with pytest.raises(ValueError, match="--base-url"):
+        make_client("compatible:m", environ={})
+    environ = {"OPENAI_API_KEY": "k1", "OPENAI_BASE_URL": "http://openai-proxy/v1",
+               "REWARDLAB_BASE_URL": "http://rewardlab-url/v1/"}
+    client = make_client("openai:gpt-4o", environ=environ)
+    assert client.base_url == "http://rewardlab-url/v1" and client.secrets == ("k1",)
+    client = make_client("ollama:llama3", environ={"OPENAI_BASE_URL": "http://openai-proxy/v1"})
+    assert client.base_url == "http://localhost:11434/v1" and client.secrets == ()
+    assert client.prices.cost("llama3", Usage(10, 10)) == 0.0  # local: free
+    client = make_client("vllm:m", "http://flag/v1", "k-flag", environ={"REWARDLAB_API_KEY": "k-env"})
+    assert client.base_url == "http://flag/v1" and client.secrets == ("k-flag",)
+
+
+def test_price_table() -> None:
+    table = PriceTable.from_mapping({"gpt-4o": [2.5, 10.0], "mini": {"input": 0.1, "output": 0.2}})
+    assert table.cost("gpt-4o-2024-08-06", Usage(1_000_000, 0)) == pytest.approx(2.5)
+    assert table.cost("mini", Usage(0, 1_000_000)) == pytest.approx(0.2)
+    assert table.cost("unknown", Usage(1, 1)) is None
+    with pytest.raises(ValueError, match="price of 'bad'"):
+        PriceTable.from_mapping({"bad": [1.0]})
+
+
+def test_redact_removes_keys_and_masked_keys() -> None:
+    text = f"key {KEY} and masked {KEY[:5]}**********{KEY[-4:]} and {KEY[:3]}...{KEY[-4:]}"
+    cleaned = redact(text, [KEY])
+    assert KEY not in cleaned and KEY[-4:] not in cleaned and cleaned.count("[redacted]") == 3
+    assert redact("nothing here", [KEY, ""]) == "nothing here"

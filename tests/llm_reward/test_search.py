@@ -1,0 +1,276 @@
+"""The reward-code search: Eureka and Text2Reward loops against a scripted OpenAI-compatible
+server (failures counted and fed back, the key never written), resume after SIGKILL with
+nothing repeated or lost, clear CLI errors, the evolve proposer, prescreen, reflection,
+the run store, best_reward.py with load_reward and ``rewardlab train --reward-program``,
+and the Ray executor (skipped without Ray).
+
+Budgets are tiny (256 env steps per candidate): these tests check behaviour, not learning."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from rewardlab import llm_reward
+from rewardlab.app.cli import main as rewardlab
+from rewardlab.llm_reward.search import SearchConfig, search
+from rewardlab.llm_reward.search.feedback import FeedbackSource, FileFeedback, TerminalFeedback
+from rewardlab.llm_reward.search.progress import Progress
+
+pytest.importorskip("openai")
+from llm_servers import KEY, ScriptedLLM, client_for  # noqa: E402
+
+TINY = {"steps": 256, "num_envs": 4, "ppo_kwargs": {"n_steps": 32, "n_epochs": 2}, "num_checkpoints": 2,
+        "eval_episodes": 2, "timeout_s": 120.0}
+TINY_FLAGS = ["--steps", "256", "--num-envs", "4", "--ppo", '{"n_steps": 32, "n_epochs": 2}',
+              "--checkpoints", "2", "--eval-episodes", "2", "--timeout", "120"]
+
+
+def fenced(code: str) -> str:
+    return f"Here is the reward function:\n```python\n{code.strip()}\n```\n"
+
+
+GOOD = fenced('''
+import torch
+
+def compute_reward(next_theta, next_x, terminated):
+    upright = 1.0 - (next_theta / 0.2095) ** 2
+    centred = 1.0 - (next_x / 2.4) ** 2
+    alive = 1.0 - terminated.float()
+    return alive * (upright + 0.1 * centred), {"upright": upright, "centred": centred}
+''')
+GOOD_2 = GOOD.replace("0.1 * centred", "0.3 * centred")
+GOOD_3 = GOOD.replace("0.1 * centred", "0.5 * centred")
+NO_CODE = "I would reward the agent for keeping the pole upright and the cart near the centre."
+BROKEN = fenced('''
+import torch
+
+def compute_reward(next_theta):
+    offsets = torch.zeros(3)
+    bonus = offsets + next_theta
+    return bonus, {"bonus": bonus}
+''')
+HOSTILE = fenced('''
+import os
+
+def compute_reward(next_theta):
+    os.system("touch /tmp/rewardlab-pwned")
+    return next_theta, {"theta": next_theta}
+''')
+# Every step costs, so longer (better) episodes get less reward: the prescreen rejects it.
+BAD_RANKING = fenced('''
+def compute_reward(next_theta):
+    penalty = -((next_theta / 0.2095) ** 2) - 0.1
+    return penalty, {"penalty": penalty}
+''')
+
+
+def files_text(root: Path) -> str:
+    return "\n".join(path.read_bytes().decode("utf-8", "replace") for path in root.rglob("*") if path.is_file())
+
+
+# --------------------------------------------------------------------- the Eureka loop
+def test_eureka_loop_counts_failures_feeds_them_back_and_never_writes_the_key(tmp_path: Path) -> None:
+    secret_error = {"status": 500, "message": f"upstream failed for {KEY}"}
+    server = ScriptedLLM([
+        {"status": 429, "retry_after": 0}, {"answer": GOOD},           # it00_s00: rate limited, then good
+        {"status": 500}, {"answer": NO_CODE},                           # it00_s01: no code
+        {"sleep": 4.0, "answer": "late"}, {"answer": BROKEN},           # it00_s02: slow, then fails in training
+        {"answer": HOSTILE},                                            # it00_s03: fails the static checks
+        {"answer": GOOD_2},                                             # it01_s00
+        {"answer": BAD_RANKING},                                        # it01_s01: rejected by the prescreen
+        secret_error, secret_error, secret_error, secret_error,        # it01_s02: retries used up
+        {"answer": GOOD_3},                                             # it01_s03
+    ])
+    stream = io.StringIO()
+    try:
+        client = client_for(server, timeout_s=2.0)
+        config = SearchConfig("CartPole-v1", "keep the pole upright", llm="compatible:scripted", iterations=2,
+                              samples=4, final_seeds=1, prescreen="reject", prescreen_steps=256, **TINY)
+        progress = Progress(2, 4, stream=stream, secrets=client.secrets)
+        result = search(config, tmp_path / "run", client=client, workers=2, progress=progress, llm_concurrency=1)
+    finally:
+        server.close()
+
+    assert [c.status for c in result.candidates] == [
+        "ok", "no_code", "program", "check", "ok", "prescreen", "llm", "ok"]
+    assert result.failures == {"no_code": 1, "program": 1, "check": 1, "prescreen": 1, "llm": 1}
+    assert result.llm_calls == 7 and result.llm_failures == 1
+    assert result.llm_retries == 1 + 1 + 1 + 3
+    assert result.usage.prompt_tokens == 700 and result.usage.completion_tokens == 350
+    assert len(server.requests) == 14
+
+    # The second iteration's prompt: the best program so far, its reflection, every failure.
+    second = server.prompts()[-1]
+    assert [m["role"] for m in second] == ["system", "user", "assistant", "user"]
+    assert "0.1 * centred" in second[2]["content"]
+    feedback = second[3]["content"]
+    assert "it00_s01: failed (no_code)" in feedback and "no Python code" in feedback
+    assert "it00_s02: failed (program)" in feedback and "RuntimeError" in feedback
+    assert 'File "<reward_program>", line' in feedback  # the cut traceback
+    assert "it00_s03: failed (check)" in feedback and "imports `os`" in feedback
+    assert "task fitness (the env's own return" in feedback and "max" in feedback and "min" in feedback
+    assert "component `upright`" in feedback and "Correlation of your reward" in feedback
+    rejected = result.candidates[5]
+    assert rejected.prescreen is not None and rejected.prescreen.tau is not None and rejected.prescreen.tau < 0.2
+    assert "prefers worse trajectories" in rejected.failure.reason
+
+    out = result.out
+    assert result.best is not None and result.best.key in ("it00_s00", "it01_s00", "it01_s03")
+    assert set(result.final) == {"best", "sparse", "human"} and result.final["best"].mean is not None
+    report = (out / "report.md").read_text()
+    for text in ("it00_s02", "RuntimeError", "prefers worse trajectories", "Normalised score", "retries"):
+        assert text in report
+    summary = json.loads((out / "summary.json").read_text())
+    # Rejected before training: the one that ranked trajectories badly, the one that failed on them.
+    assert summary["prescreen"]["trainings_saved"] == 2 and summary["llm_retries"] == 6
+    reward = llm_reward.load_reward(out / "best_reward.py")
+    assert reward.env_id == "CartPole-v1" and reward.program.source.strip() in (out / "best_reward.py").read_text()
+    events = list((out / "candidates" / "it00_s00" / "train" / "tensorboard").rglob("*.search"))
+    assert events, "the search's scalars sit next to PPO's TensorBoard logs"
+    # The key: not in the run directory, not in the progress output.
+    assert KEY not in files_text(out) and KEY not in stream.getvalue()
+    assert "[redacted]" in (out / "journal.jsonl").read_text()
+    assert "iteration 2/2" in stream.getvalue()
+
+
+# ---------------------------------------------------------------- Text2Reward mode
+class Refuse(FeedbackSource):
+    name = "refuse"
+
+    def ask(self, iteration: int, summary: str) -> str | None:
+        raise AssertionError("a resumed search asked for feedback it had saved")
+
+
+def test_text2reward_few_shot_and_human_feedback_from_a_file(tmp_path: Path) -> None:
+    feedback_file = tmp_path / "feedback.txt"
+    feedback_file.write_text("Keep the cart closer to the centre of the track.\n---\nunused second round\n")
+    server = ScriptedLLM([{"answer": GOOD}, {"answer": GOOD_2}])
+    config = SearchConfig("CartPole-v1", "balance the pole upright", mode="text2reward", llm="compatible:scripted",
+                          iterations=2, samples=1, shots=2, final_seeds=0, **TINY)
+    try:
+        first = search(config, tmp_path / "run", client=client_for(server), workers=1,
+                       feedback=FileFeedback(feedback_file))
+        again = search(config, tmp_path / "run", client=client_for(server), workers=1, feedback=Refuse(),
+                       resume=True)
+    finally:
+        server.close()
+    prompts = server.prompts()
+    assert len(prompts) == 2, "the resumed search asked the LLM again"
+    assert "Instruction (CartPole-v1): Balance the pole upright" in prompts[0][1]["content"]
+    assert "Keep the cart closer to the centre" in prompts[1][3]["content"]
+    assert "Revise the reward function to address the feedback" in prompts[1][3]["content"]
+    assert [c.fitness for c in again.candidates] == [c.fitness for c in first.candidates]
+    assert "Keep the cart closer" in (tmp_path / "run" / "report.md").read_text()
+
+
+def test_feedback_sources() -> None:
+    answers = io.StringIO("move right\nfaster\n\nignored\n")
+    shown = io.StringIO()
+    assert TerminalFeedback(answers, shown).ask(1, "best so far: x") == "move right\nfaster"
+    assert "best so far: x" in shown.getvalue() and "iteration 2" in shown.getvalue()
+    assert TerminalFeedback(io.StringIO("\n"), io.StringIO()).ask(1, "") is None
+
+
+# ---------------------------------------------------------------- kill -9 and resume
+def test_sigkill_mid_iteration_then_resume_repeats_nothing_and_matches_a_straight_run(tmp_path: Path) -> None:
+    answers = [GOOD, GOOD_2, GOOD_3, GOOD.replace("0.1 * centred", "0.7 * centred")]
+    config = SearchConfig("CartPole-v1", "keep the pole upright", llm="compatible:scripted", iterations=2,
+                          samples=2, final_seeds=0, **TINY)
+    straight_server = ScriptedLLM([{"answer": a} for a in answers])
+    try:
+        straight = search(config, tmp_path / "straight", client=client_for(straight_server), workers=2,
+                          llm_concurrency=1)
+    finally:
+        straight_server.close()
+
+    # The fourth request (it01_s01) hangs; it01_s00's evaluation is in flight when we kill.
+    server = ScriptedLLM([{"answer": answers[0]}, {"answer": answers[1]}, {"answer": answers[2]}, {"hang": True},
+                          {"answer": answers[3]}])
+    out = tmp_path / "killed"
+    command = [sys.executable, "-m", "rewardlab.app.cli", "search", "--env", "CartPole-v1", "--task", config.task,
+               "--llm", "compatible:scripted", "--base-url", server.url, "--iterations", "2", "--samples", "2",
+               "--final-seeds", "0", "--workers", "2", "--llm-concurrency", "1", "--llm-backoff", "0.01",
+               "--no-progress", "--out", str(out), *TINY_FLAGS]
+    environment = {**os.environ, "REWARDLAB_API_KEY": KEY}
+    try:
+        process = subprocess.Popen(command, cwd=tmp_path, env=environment, stdout=subprocess.PIPE,
+                                   stderr=subprocess.STDOUT)
+        assert server.hanging.wait(180), "the search never reached the fourth request"
+        time.sleep(0.5)
+        process.send_signal(signal.SIGKILL)
+        process.wait(30)
+        journal = [json.loads(line) for line in (out / "journal.jsonl").read_text().splitlines()]
+        before = {(r["type"], r.get("key")) for r in journal}
+        assert ("answer", "it01_s00") in before and ("answer", "it01_s01") not in before
+        assert ("evaluation", "it00_s00") in before and ("evaluation", "it01_s01") not in before
+        finished = {path: path.stat().st_mtime_ns for path in out.glob("candidates/it00_*/train/result.json")}
+        resumed = subprocess.run([*command, "--resume"], cwd=tmp_path, env=environment, capture_output=True,
+                                 text=True, timeout=300)
+        assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    finally:
+        server.close()
+    assert len(server.requests) == 5, "only the unanswered request is sent again"
+    assert server.prompts()[4] == server.prompts()[3]
+    journal = [json.loads(line) for line in (out / "journal.jsonl").read_text().splitlines()]
+    for kind in ("answer", "evaluation"):
+        keys = [r["key"] for r in journal if r["type"] == kind]
+        assert sorted(keys) == ["it00_s00", "it00_s01", "it01_s00", "it01_s01"], (kind, keys)
+    assert {path: path.stat().st_mtime_ns for path in finished} == finished, "a finished evaluation re-ran"
+    summary = json.loads((out / "summary.json").read_text())
+    fitness = {r["key"]: r["result"]["fitness"] for r in journal if r["type"] == "evaluation"}
+    assert fitness == {c.key: c.fitness for c in straight.candidates}
+    assert summary["best"]["key"] == straight.best.key and summary["best"]["fitness"] == straight.best.fitness
+    assert KEY not in files_text(out) and KEY not in resumed.stdout + resumed.stderr
+
+
+# ---------------------------------------------------------------------- CLI errors
+def test_cli_errors_are_clear(tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch) -> None:
+    base = ["search", "--env", "CartPole-v1", "--task", "balance", "--iterations", "1", "--samples", "1",
+            "--no-progress", *TINY_FLAGS]
+
+    def error(*args: str) -> str:
+        assert rewardlab([*base, *args]) == 2
+        return capsys.readouterr().err
+
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("REWARDLAB_API_KEY", raising=False)
+    monkeypatch.delenv("REWARDLAB_BASE_URL", raising=False)
+    assert "missing API key" in error("--llm", "openai:gpt-4o", "--out", str(tmp_path / "a"))
+    assert "pass --llm PROVIDER:MODEL" in error("--out", str(tmp_path / "b"))
+    assert "DeepSea-v0 has no description" in rewardlab_error(
+        ["search", "--env", "DeepSea-v0", "--task", "dig", "--proposer", "evolve", "--out", str(tmp_path / "d")],
+        capsys)
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        closed = probe.getsockname()[1]
+    assert "no LLM endpoint reachable" in error("--llm", "compatible:m", "--base-url",
+                                                f"http://127.0.0.1:{closed}/v1", "--llm-retries", "0",
+                                                "--out", str(tmp_path / "e"))
+    server = ScriptedLLM([], models=["llama3"])
+    try:
+        assert "model 'qwen' is not served" in error("--llm", "compatible:qwen", "--base-url", server.url,
+                                                     "--out", str(tmp_path / "f"))
+        assert "holds a different search run" in error("--llm", "compatible:qwen", "--base-url", server.url,
+                                                       "--out", str(tmp_path / "f"), "--steps", "512")
+        assert "already holds this search run" in error("--llm", "compatible:qwen", "--base-url", server.url,
+                                                         "--out", str(tmp_path / "f"))
+    finally:
+        server.close()
+    (tmp_path / "g").mkdir()
+    (tmp_path / "g" / "notes.txt").write_text("mine")
+    assert "is not empty and holds no search run" in error("--proposer", "evolve", "--out", str(tmp_path / "g"))
+
+
+def rewardlab_error(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
+    assert rewardlab(argv) == 2
+    return capsys.readouterr().err

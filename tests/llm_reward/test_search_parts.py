@@ -1,0 +1,254 @@
+"""Parts of the reward-code search: the evolve proposer, reflection and hacking signals, the
+examples library, Kendall tau, the run store, best_reward.py with load_reward (Gymnasium
+and batched wrappers) and ``rewardlab train --reward-program``, an offline evolve search
+through the CLI, and the Ray executor (skipped without Ray)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import gymnasium as gym
+import pytest
+import torch
+
+from rewardlab import envs, llm_reward
+from rewardlab.app.cli import main as rewardlab
+from rewardlab.llm_reward.clients import Usage
+from rewardlab.llm_reward.programs.loading import reward_file_text
+from rewardlab.llm_reward.programs.program import RewardFunction
+from rewardlab.llm_reward.search.evaluation import EvalResult, Failure
+from rewardlab.llm_reward.search.evolve import STATE_KINDS, EvolveProposer, Term
+from rewardlab.llm_reward.search.examples import EXAMPLES, most_similar
+from rewardlab.llm_reward.search.executors import EvalTask
+from rewardlab.llm_reward.search.loop import SearchConfig, SearchResult, best_candidate
+from rewardlab.llm_reward.search.prescreen import kendall_tau_b
+from rewardlab.llm_reward.search.records import Candidate, PrescreenScore
+from rewardlab.llm_reward.search.reflection import component_notes, reflect, reward_signals
+from rewardlab.llm_reward.search.report import prescreen_summary
+from rewardlab.llm_reward.search.store import JOURNAL_FILE, RunStore
+from rewardlab.llm_reward.search.training import Checkpoint
+
+DESCRIBED = ["CartPole-v1", "MountainCar-v0", "MountainCarContinuous-v0", "Acrobot-v1", "Pendulum-v1"]
+TINY_FLAGS = ["--steps", "256", "--num-envs", "4", "--ppo", '{"n_steps": 32, "n_epochs": 2}',
+              "--checkpoints", "2", "--eval-episodes", "2", "--timeout", "120"]
+
+
+def curve(fitness: list[float], reward: list[float], **components: list[float]) -> list[Checkpoint]:
+    return [
+        Checkpoint(step=1000 * (i + 1), fitness=f, success_rate=None, train_return=f, reward=r,
+                   components={f"program/{name}": values[i] for name, values in components.items()})
+        for i, (f, r) in enumerate(zip(fitness, reward))
+    ]
+
+
+def trained(genome: list[Term], points: list[Checkpoint], fitness: float, sample: int = 0) -> Candidate:
+    result = EvalResult("CartPole-v1", True, fitness, None, points, [], None, 1000, 1.0, None, None, None,
+                        None, "")
+    return Candidate(0, sample, genome=[vars(term) for term in genome], source=f"# {sample}", result=result,
+                     signals=reward_signals(points))
+
+
+# ------------------------------------------------------------------- evolve proposer
+@pytest.mark.parametrize("env_id", DESCRIBED)
+def test_evolve_programs_pass_the_checks_and_repeat_with_the_seed(env_id: str) -> None:
+    proposer = EvolveProposer(llm_reward.describe(env_id), seed=3, references=llm_reward.reference_programs(env_id))
+    proposals = proposer.propose(0, 12, [])
+    for _, source in proposals:
+        llm_reward.RewardProgram.from_source(source).check(env_id)
+    assert len({source for _, source in proposals}) == 12
+    # Every kind of term, including the borrowed potential, runs on a batch.
+    description = llm_reward.describe(env_id)
+    every_kind = [Term(kind, description.state_names[0], 0.5) for kind in STATE_KINDS]
+    every_kind += [Term(kind, None, 1.0) for kind in proposer._global_kinds]
+    function = RewardFunction(llm_reward.RewardProgram.from_source(proposer.render(every_kind)), description)
+    env = envs.make(env_id, num_envs=3, seed=0)
+    obs, _ = env.reset()
+    action = torch.as_tensor(env.action_space.sample())
+    next_obs, _, terminated, _, info = env.step(action.float() if action.dtype.is_floating_point else action)
+    reward, components = function(obs, action, info["final_obs"], terminated)
+    assert reward.shape == (3,) and set(components) == {term.name for term in every_kind}
+    assert proposals[0][0] == [{"kind": "task", "variable": None, "weight": 1.0, "temperature": 1.0}]
+    again = EvolveProposer(llm_reward.describe(env_id), seed=3, references=llm_reward.reference_programs(env_id))
+    assert again.propose(0, 12, []) == proposals
+
+
+def test_evolve_children_come_from_the_fittest_and_drop_constant_components() -> None:
+    description = llm_reward.describe("CartPole-v1")
+    proposer = EvolveProposer(description, seed=0, references=llm_reward.reference_programs("CartPole-v1"))
+    flat = Term("alive", None, 1.0)
+    useful = Term("square", "theta", -2.0)
+    best = trained([flat, useful], curve([10, 50, 90], [1, 2, 3], alive=[1.0, 1.0, 1.0], square_theta=[-3, -2, -1]),
+                   90.0, sample=0)
+    worst = trained([Term("linear", "x", 1.0)], curve([9, 9, 9], [1, 2, 3], linear_x=[0.1, 0.2, 0.3]), 9.0,
+                    sample=1)
+    children = proposer.propose(1, 30, [best, worst])
+    kinds = [{term["kind"] for term in genome} for genome, _ in children]
+    assert sum("square" in k for k in kinds) > sum("linear" in k for k in kinds)  # the fittest passes on more
+    assert sum("alive" in k for k in kinds) < len(children) / 2  # the constant component is mostly dropped
+    for _, source in children:
+        llm_reward.RewardProgram.from_source(source).check("CartPole-v1")
+
+
+# --------------------------------------------------------------------- reflection
+def test_reward_hacking_signal_and_correlation() -> None:
+    hacked = reward_signals(curve([50, 80, 90, 85, 70, 60], [0.1, 0.2, 0.3, 0.5, 0.7, 0.9]))
+    assert hacked.hacking and "rose from" in hacked.reason
+    honest = reward_signals(curve([10, 20, 40, 60, 80, 95], [0.1, 0.2, 0.3, 0.5, 0.7, 0.9]))
+    assert not honest.hacking and honest.correlation == pytest.approx(0.99, abs=0.02)
+    solved = curve([50, 80, 90, 85, 70, 60], [0.1, 0.2, 0.3, 0.5, 0.7, 0.9])
+    solved[-1].success_rate = 1.0
+    assert not reward_signals(solved).hacking
+    assert reward_signals(curve([1, 2], [1, 2])).correlation is None
+
+
+def test_reflection_lists_components_and_notes() -> None:
+    points = curve([10, 20, 30], [1, 2, 3], flat=[0.5, 0.5, 0.5], huge=[100, 200, 300], small=[0.1, 0.2, 0.3])
+    notes = {(note.component, note.kind) for note in component_notes(points)}
+    assert notes == {("flat", "constant"), ("huge", "dominant")}
+    result = EvalResult("CartPole-v1", True, 30.0, None, points, [], None, 3000, 1.0, None, None, None, None, "")
+    text = reflect(result)
+    assert "task fitness (the env's own return of evaluation episodes): [10, 20, 30], max 30, mean 20, min 10" in text
+    assert "component `huge` (mean per step): [100, 200, 300]" in text
+    assert "stays nearly constant" in text and "dominates" in text
+    failed = EvalResult("CartPole-v1", False, None, None, [], [], Failure("program", "it raised", "Traceback: x"),
+                        1, 1.0, None, None, None, None, "")
+    assert reflect(failed) == "it failed (program): it raised\n\nTraceback: x"
+
+
+# ------------------------------------------------------------- examples, Kendall tau
+def test_examples_pass_the_checks_and_retrieval_ranks_by_similarity() -> None:
+    for example in EXAMPLES:
+        llm_reward.RewardProgram.from_source(example.program).check(example.env_id)
+    found = most_similar("swing the pendulum up and keep it balanced", "Pendulum-v1", k=2)
+    assert [e.instruction for e in found][0] == "Swing the pendulum up and balance it upright."
+    assert all(e.env_id == "Pendulum-v1" for e in found)
+    assert most_similar("anything", "CartPole-v1", k=0) == []
+
+
+def test_kendall_tau_b() -> None:
+    assert kendall_tau_b([1, 2, 3, 4], [10, 20, 30, 40]) == (1.0, 6)
+    assert kendall_tau_b([4, 3, 2, 1], [10, 20, 30, 40]) == (-1.0, 6)
+    tau, pairs = kendall_tau_b([5, 5, 5, 5], [1, 2, 3, 4])
+    assert tau == 0.0 and pairs == 6
+    assert kendall_tau_b([1, 2, 3], [7, 7, 7]) == (None, 0)
+
+
+def test_prescreen_audit_summary_says_whether_it_would_have_rejected_the_best() -> None:
+    points = curve([1, 2, 3], [1, 2, 3])
+    candidates = [trained([Term("alive", None, 1.0)], points, fitness, sample=i)
+                  for i, fitness in enumerate((10.0, 50.0, 30.0))]
+    taus = (0.9, -0.4, 0.5)  # the eventual best (fitness 50) ranks the trajectories badly
+    for candidate, tau in zip(candidates, taus):
+        candidate.prescreen = PrescreenScore(tau, 20, tau >= 0.2, [], "")
+    candidates.append(Candidate(0, 3, prescreen=PrescreenScore(None, 0, True, [], "inconclusive"),
+                                failure=Failure("program", "raised")))
+    config = SearchConfig("CartPole-v1", "balance", proposer="evolve", prescreen="audit")
+    result = SearchResult(config, Path("out"), candidates, best_candidate(candidates), {}, None, Usage(), 0.0,
+                          False, 0, 0, 0, "local", None, 1.0)
+    screen = prescreen_summary(result)
+    assert screen is not None and screen["scored"] == 4 and screen["rejected"] == 1
+    assert screen["rejected_eventual_best"] and screen["best_fitness_among_rejected"] == 50.0
+    assert screen["inconclusive"] == 1
+
+
+# ---------------------------------------------------------------------- run store
+def test_store_drops_a_torn_line_redacts_and_refuses_other_runs(tmp_path: Path) -> None:
+    config = {"env_id": "CartPole-v1", "steps": 100, "workers": 2}
+    store = RunStore.open(tmp_path / "run", config, ("env_id", "steps"), resume=False, secrets=("sk-secret-123",))
+    store.append({"type": "answer", "key": "it00_s00", "text": "key sk-secret-123 leaked"})
+    with open(tmp_path / "run" / JOURNAL_FILE, "a") as journal:
+        journal.write('{"type": "answer", "key": "it00_s01", "te')  # a kill -9 in the middle of a write
+    reopened = RunStore.open(tmp_path / "run", {**config, "workers": 8}, ("env_id", "steps"), resume=True)
+    assert reopened.get("answer", "it00_s00")["text"] == "key [redacted] leaked"
+    assert reopened.get("answer", "it00_s01") is None
+    reopened.append({"type": "answer", "key": "it00_s01", "text": "whole"})
+    lines = (tmp_path / "run" / JOURNAL_FILE).read_text().splitlines()
+    assert [json.loads(line)["key"] for line in lines] == ["it00_s00", "it00_s01"]
+    with pytest.raises(ValueError, match="already holds this search run; pass --resume"):
+        RunStore.open(tmp_path / "run", config, ("env_id", "steps"), resume=False)
+    with pytest.raises(ValueError, match="holds a different search run .*steps: 100 there, 200 now"):
+        RunStore.open(tmp_path / "run", {**config, "steps": 200}, ("env_id", "steps"), resume=True)
+
+
+# ------------------------------------------------- best_reward.py, load_reward, train
+def write_reward_file(path: Path) -> Path:
+    source = llm_reward.reference_programs("CartPole-v1")["human"].source
+    path.write_text(reward_file_text(source, "CartPole-v1", ["Task: balance", "fitness 500"]))
+    return path
+
+
+def test_load_reward_as_gymnasium_and_batched_wrappers(tmp_path: Path) -> None:
+    reward = llm_reward.load_reward(write_reward_file(tmp_path / "best_reward.py"))
+    assert reward.env_id == "CartPole-v1"
+    env = reward.wrap(gym.make("CartPole-v1"))
+    env.reset(seed=0)
+    _, value, _, _, info = env.step(1)
+    assert set(info["reward_components"]) == {"extrinsic", "program/task", "program/shaping"}
+    assert value == pytest.approx(info["reward_components"]["program/task"]
+                                  + info["reward_components"]["program/shaping"], abs=1e-5)
+    batched = reward.wrap(envs.make("CartPole-v1", num_envs=3, seed=0))
+    batched.reset()
+    _, rewards, _, _, info = batched.step(torch.ones(3, dtype=torch.int64))
+    assert rewards.shape == (3,) and "program/shaping" in info["reward_components"]
+    with pytest.raises(ValueError, match="written for CartPole-v1, not Pendulum-v1"):
+        llm_reward.load_reward(tmp_path / "best_reward.py", "Pendulum-v1")
+    with pytest.raises(TypeError, match="cannot wrap"):
+        reward.wrap(object())
+
+
+def test_train_on_a_reward_program_file(tmp_path: Path) -> None:
+    path = write_reward_file(tmp_path / "best_reward.py")
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({"hyperparameters": {"n_steps": 32, "n_epochs": 2}, "eval_episodes": 2}))
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # a busy machine makes several threads far slower for tiny networks
+    try:
+        code = rewardlab(["train", "--env", "CartPole-v1", "--reward-program", str(path), "--steps", "256",
+                          "--num-envs", "4", "--config", str(config), "--logdir", str(tmp_path / "runs"),
+                          "--no-progress"])
+    finally:
+        torch.set_num_threads(threads)
+    assert code == 0
+    metrics = json.loads((tmp_path / "runs" / "seed_0" / "metrics.json").read_text())
+    assert metrics["status"] == "complete"
+    assert json.loads((tmp_path / "runs" / "seed_0" / "config.json").read_text())["reward_program"] == str(path)
+
+
+# ------------------------------------------------------- an offline search via the CLI
+def test_evolve_search_through_the_cli_writes_every_output(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "run"
+    code = rewardlab(["search", "--env", "CartPole-v1", "--task", "balance the pole", "--proposer", "evolve",
+                      "--iterations", "2", "--samples", "2", "--final-seeds", "1", "--workers", "2",
+                      "--no-progress", "--out", str(out), *TINY_FLAGS])
+    printed = capsys.readouterr().out
+    assert code == 0 and "best program:" in printed and "normalised score" in printed
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["candidates"] == 4 and summary["proposer"] == "evolve" and summary["llm_calls"] == 0
+    assert set(summary["final"]) == {"best", "sparse", "human"}
+    llm_reward.load_reward(out / "best_reward.py")
+    rows = rewardlab(["compare", str(out / "final" / "best"), str(out / "final" / "human"),
+                      str(out / "final" / "sparse"), "--out", str(tmp_path / "compare")])
+    assert rows == 0 and (tmp_path / "compare" / "summary.md").exists()
+    assert rewardlab(["compare", *map(str, sorted(out.glob("candidates/*/train"))), "--out",
+                      str(tmp_path / "compare_candidates")]) == 0
+
+
+# ------------------------------------------------------------------------- Ray
+def test_ray_executor_on_a_local_instance(tmp_path: Path) -> None:
+    ray = pytest.importorskip("ray")
+    from rewardlab.llm_reward.search.executors import RayExecutor
+
+    executor = RayExecutor(1, init_kwargs={"num_cpus": 1, "include_dashboard": False})
+    try:
+        source = llm_reward.reference_programs("CartPole-v1")["sparse"].source
+        task = EvalTask("ray", source, "CartPole-v1", 256, (0,), str(tmp_path / "ray"), num_envs=4,
+                        ppo_kwargs={"n_steps": 32, "n_epochs": 2}, num_checkpoints=2, eval_episodes=2,
+                        timeout_s=120.0)
+        result = executor.submit(task).result(timeout=300)
+    finally:
+        executor.shutdown()
+    assert result.ok and result.fitness is not None
+    assert result.run_dir == str(tmp_path / "ray")
+    assert list((tmp_path / "ray" / "tensorboard").rglob("events.out.tfevents.*"))
+    assert not ray.is_initialized()

@@ -1,0 +1,104 @@
+"""The package as installed: one `rewardlab` namespace, every folder mapped, layers one way.
+
+These tests look at the distribution, not at the checkout: a build into a temporary
+folder (what ``pip install .`` copies) and fresh interpreters started outside the
+repository, so that nothing on the checkout's path can stand in for the package.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+
+REPOSITORY = Path(__file__).resolve().parents[1]
+BARE_NAMES = ("agents", "envs", "intrinsic", "llm_reward", "shaping")
+
+
+def pyproject() -> dict:
+    return tomllib.loads((REPOSITORY / "pyproject.toml").read_text())
+
+
+def test_every_code_folder_is_a_listed_package() -> None:
+    setuptools = pyproject()["tool"]["setuptools"]
+    mapping = setuptools["package-dir"]
+    listed = set(setuptools["packages"])
+    found = set()
+    for name, folder in mapping.items():
+        for init in (REPOSITORY / folder).rglob("__init__.py"):
+            relative = init.parent.relative_to(REPOSITORY / folder)
+            found.add(".".join([name, *relative.parts]))
+    # subpackages of rewardlab/ that another mapping owns are found under that mapping
+    assert found == listed, f"packages in pyproject.toml differ from the folders: {sorted(found ^ listed)}"
+    for folder in mapping.values():
+        stray = [
+            path for path in (REPOSITORY / folder).rglob("*.py")
+            if not (path.parent / "__init__.py").exists()
+        ]  # fmt: skip
+        assert not stray, f"Python files outside any package would not be installed: {stray}"
+
+
+def _run_outside(code: str, cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=cwd, timeout=120)
+
+
+@pytest.mark.parametrize("name", BARE_NAMES)
+def test_no_bare_name_is_installed(name: str, tmp_path: Path) -> None:
+    result = _run_outside(
+        f"import importlib.util; print(importlib.util.find_spec({name!r}) is None)", tmp_path
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "True", f"`import {name}` finds something: the install leaks a bare name"
+
+
+def test_rewardlab_imports_from_anywhere_and_has_a_version(tmp_path: Path) -> None:
+    code = (
+        "import rewardlab, sys; from rewardlab import envs, shaping, intrinsic, agents, llm_reward; "
+        "import rewardlab.app.cli; "
+        "print(rewardlab.__version__); print(sorted(m for m in sys.modules if m.split('.')[0] in "
+        f"{BARE_NAMES!r}))"
+    )
+    result = _run_outside(code, tmp_path)
+    assert result.returncode == 0, result.stderr
+    version, bare = result.stdout.split("\n")[:2]
+    assert version and version != "0+unknown"
+    assert bare == "[]", f"modules imported under bare names: {bare}"
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """rewardlab as ``pip install .`` lays it out, in a folder of its own."""
+    target = tmp_path_factory.mktemp("built")
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation",
+         "--target", str(target), str(REPOSITORY)],
+        check=True, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    return target
+
+
+def test_the_built_package_holds_only_rewardlab(built: Path) -> None:
+    top = {path.name for path in built.iterdir() if not path.name.endswith(".dist-info")} - {"bin"}
+    assert top == {"rewardlab"}, f"the distribution installs {sorted(top)}"
+    for sub in ("app", "agents", "envs", "intrinsic", "llm_reward", "shaping"):
+        assert (built / "rewardlab" / sub / "__init__.py").exists(), sub
+
+
+LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
+
+
+@pytest.mark.skipif(not LINT_IMPORTS.exists(), reason="import-linter is in the dev extra")
+def test_layers_are_kept(built: Path, tmp_path: Path) -> None:
+    # import-linter reads the package from disk, so it reads the built one (an editable
+    # install maps the folders at import time, which it cannot see).
+    environment = {"PATH": str(Path(sys.executable).parent), "PYTHONPATH": str(built)}
+    result = subprocess.run(
+        [str(LINT_IMPORTS), str(REPOSITORY / "pyproject.toml")],
+        capture_output=True, text=True, cwd=tmp_path, env=environment, timeout=300,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "broken" in result.stdout and " 0 broken" in result.stdout, result.stdout
