@@ -1,20 +1,88 @@
-"""Evaluate a policy on a batched env: one episode per env, all envs at once."""
+"""The true return of a policy on a batched env: one episode per env, all envs at once.
+
+Every evaluation in rewardlab goes through :func:`play_episodes`: ``rewardlab train``'s
+final score (:func:`evaluate_batched`), the reward search's fitness, and the benchmarks'
+solve clocks. The return is the sum of the env's own reward
+(``info["reward_components"]["extrinsic"]``), never a shaped one, so a wrapped env scores
+the same as a bare one.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 
+# A success rule: (true last observations, terminated, truncated) -> bool (N,)
+SuccessRule = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
+
+
+@dataclass(frozen=True)
+class Episodes:
+    """What :func:`play_episodes` measured.
+
+    :param returns: the true return of each env's episode.
+    :param successes: whether each episode met the success rule; None without a rule.
+    """
+
+    returns: list[float]
+    successes: list[bool] | None = None
+
+    @property
+    def mean_return(self) -> float:
+        return sum(self.returns) / len(self.returns)
+
+    @property
+    def success_rate(self) -> float | None:
+        return None if self.successes is None else sum(self.successes) / len(self.successes)
+
+
+def play_episodes(
+    policy: Any,
+    env: Any,
+    *,
+    seed: int | None = None,
+    deterministic: bool = True,
+    success: SuccessRule | None = None,
+    max_steps: int | None = None,
+) -> Episodes:
+    """Play the first episode of every env of ``env`` to its end and measure it.
+
+    :param policy: a model with ``predict(obs, deterministic=...) -> (actions, _)`` (ours
+        or SB3's), or a function ``obs -> actions``.
+    :param env: a batched env (reset here); it is left open.
+    :param seed: seeds the reset (the same start states for the same seed); None: the
+        env's own stream.
+    :param deterministic: act greedily (for a model with ``predict``).
+    :param success: a success rule read from the last observation, or None.
+    :param max_steps: a bound on the steps; default the env's ``max_episode_steps`` (or
+        100,000 for an env without a time limit).
+    """
+    act = _actions_of(policy, deterministic)
+    limit = max_steps or getattr(env, "max_episode_steps", None) or 100_000
+    obs, _ = env.reset(seed=seed)
+    returns = torch.zeros(env.num_envs, dtype=torch.float64, device=env.device)
+    running = torch.ones(env.num_envs, dtype=torch.bool, device=env.device)
+    succeeded = torch.zeros(env.num_envs, dtype=torch.bool, device=env.device)
+    for _ in range(limit):
+        obs, _, terminated, truncated, info = env.step(act(obs))
+        returns += info["reward_components"]["extrinsic"].double() * running
+        ended = (terminated | truncated) & running
+        if success is not None:
+            succeeded |= ended & success(info["final_obs"], terminated, truncated)
+        running &= ~ended
+        if not running.any():
+            break
+    return Episodes(returns.tolist(), succeeded.tolist() if success is not None else None)
+
 
 def evaluate_batched(
     model: Any, env_id: str, episodes: int = 10, seed: int = 0, device: str = "cpu",
-    deterministic: bool = True, max_steps: int = 100_000,
+    deterministic: bool = True, max_steps: int | None = None,
 ) -> list[float]:
     """True returns of ``episodes`` episodes of ``model`` on a fresh, unshaped batched env.
-
-    The return is the sum of the env's own reward (``reward_components["extrinsic"]``),
-    never a shaped one. Each of ``episodes`` envs runs exactly one episode.
 
     :param model: anything with ``predict(obs_tensor, deterministic=...) -> (actions, _)``.
     :param env_id: a batched env id (``rewardlab.envs.registered()``).
@@ -22,7 +90,7 @@ def evaluate_batched(
     :param seed: seeds the evaluation env.
     :param device: where the env lives.
     :param deterministic: act greedily.
-    :param max_steps: a bound on the steps, for envs without a time limit.
+    :param max_steps: a bound on the steps (see :func:`play_episodes`).
     :return: one true return per episode.
     """
     from rewardlab import envs
@@ -30,15 +98,18 @@ def evaluate_batched(
     if episodes < 1:
         raise ValueError(f"episodes={episodes!r} must be at least 1")
     env = envs.make(env_id, num_envs=episodes, device=device, seed=seed)
-    obs, _ = env.reset(seed=seed)
-    returns = torch.zeros(episodes, dtype=torch.float64, device=env.device)
-    running = torch.ones(episodes, dtype=torch.bool, device=env.device)
-    for _ in range(max_steps):
-        actions, _ = model.predict(obs, deterministic=deterministic)
-        obs, _, terminated, truncated, info = env.step(actions)
-        returns += info["reward_components"]["extrinsic"].double() * running
-        running &= ~(terminated | truncated)
-        if not running.any():
-            break
-    env.close()
-    return returns.tolist()
+    try:
+        return play_episodes(model, env, seed=seed, deterministic=deterministic, max_steps=max_steps).returns
+    finally:
+        env.close()
+
+
+def _actions_of(policy: Any, deterministic: bool) -> Callable[[Any], Any]:
+    if hasattr(policy, "predict"):
+        return lambda obs: policy.predict(obs, deterministic=deterministic)[0]
+    if callable(policy):
+        return policy
+    raise TypeError(
+        f"policy={type(policy).__name__} neither has predict(obs, deterministic=...) nor is a "
+        "function obs -> actions"
+    )

@@ -45,11 +45,13 @@ Example::
 from __future__ import annotations
 
 import copy
+import dataclasses
 import math
 import os
 import time
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import gymnasium
@@ -59,6 +61,7 @@ from torch import nn
 
 from rewardlab.agents.common import check_batched, read_saved, steps_bar
 from rewardlab.agents.logger import TensorBoardLogger
+from rewardlab.common.networks import mlp
 
 EXTRINSIC = "extrinsic"
 BOOTSTRAPS = ("max", "mean")
@@ -170,13 +173,7 @@ class MultiHeadQNetwork(nn.Module):
         super().__init__()
         self.num_heads, self.num_actions, self.shared_torso = num_heads, num_actions, shared_torso
         if shared_torso:
-            layers: list[nn.Module] = []
-            width = obs_dim
-            for size in hidden_sizes:
-                layers += [nn.Linear(width, size), nn.ReLU()]
-                width = size
-            layers.append(nn.Linear(width, num_heads * num_actions))
-            self.torso = nn.Sequential(*layers)
+            self.torso = mlp(obs_dim, hidden_sizes, num_heads * num_actions, activation="relu", init="default")
             return
         widths = [obs_dim, *(max(size // num_heads, 1) for size in hidden_sizes), num_actions]
         self.weights = nn.ParameterList()
@@ -270,6 +267,125 @@ class ReplayBuffer:
         )  # fmt: skip
 
 
+@dataclass(frozen=True)
+class HRAConfig:
+    """HRA's hyperparameters, named once (SB3's DQN names and defaults where they apply).
+
+    Checked when made (a bad value raises ``ValueError`` naming it); saved with the model
+    as plain data (:meth:`to_dict`, :meth:`from_dict`). ``HRA(env, **changes)`` and
+    ``HRA(env, config=..., **changes)`` start from the defaults or from ``config``.
+
+    :param bootstrap: ``"max"`` (Q-learning on each head; with one head, DQN) or ``"mean"``
+        (each head learns the value of the uniformly random policy: the paper's best setting
+        on fruit collection).
+    :param shared_torso: one MLP torso with a linear output per head, instead of a separate
+        network per head.
+    :param net_arch: hidden units per layer in total: split evenly over separate heads, or
+        the torso's sizes.
+    :param learning_rate: Adam's step size.
+    :param buffer_size: transitions the replay buffer keeps.
+    :param learning_starts: transitions of uniformly random actions before training starts.
+    :param batch_size: transitions per gradient step.
+    :param gamma: discount of every head.
+    :param train_freq: calls of ``env.step`` between training rounds.
+    :param gradient_steps: gradient steps per training round.
+    :param target_update_interval: transitions between target-network updates.
+    :param tau: target update ``target <- tau * online + (1 - tau) * target`` (1: copy).
+    :param exploration_fraction: the part of each ``learn`` call over which epsilon falls
+        linearly from ``exploration_initial_eps`` to ``exploration_final_eps``.
+    :param exploration_initial_eps: epsilon at the start.
+    :param exploration_final_eps: epsilon at the end of the schedule and after.
+    :param max_grad_norm: clip of the global gradient norm.
+    :param log_interval: transitions between log points (TensorBoard, ``ep_info_buffer``,
+        the component check and the callback).
+    """
+
+    bootstrap: str = "max"
+    shared_torso: bool = False
+    net_arch: Sequence[int] = (250,)
+    learning_rate: float = 1e-3
+    buffer_size: int = 100_000
+    learning_starts: int = 1_000
+    batch_size: int = 256
+    gamma: float = 0.99
+    train_freq: int = 1
+    gradient_steps: int = 1
+    target_update_interval: int = 1_000
+    tau: float = 1.0
+    exploration_fraction: float = 0.1
+    exploration_initial_eps: float = 1.0
+    exploration_final_eps: float = 0.05
+    max_grad_norm: float = 10.0
+    log_interval: int = 1_000
+
+    def __post_init__(self) -> None:
+        _check_config(self)
+        object.__setattr__(self, "net_arch", list(self.net_arch))  # plain data, for saving
+
+    def replace(self, **changes: Any) -> HRAConfig:
+        """A copy with ``changes``; a name that is not a hyperparameter raises ``ValueError``."""
+        unknown = sorted(set(changes) - set(HRA_HYPERPARAMETERS))
+        if unknown:
+            raise ValueError(
+                f"unknown HRA hyperparameter(s) {unknown}; known: {sorted(HRA_HYPERPARAMETERS)}"
+            )
+        return dataclasses.replace(self, **changes)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Every hyperparameter, as plain data."""
+        return {name: getattr(self, name) for name in HRA_HYPERPARAMETERS}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> HRAConfig:
+        """The config of :meth:`to_dict`'s data (missing names keep their defaults)."""
+        return cls().replace(**data)
+
+
+HRA_HYPERPARAMETERS: tuple[str, ...] = tuple(field.name for field in dataclasses.fields(HRAConfig))
+
+
+def _check_config(config: HRAConfig) -> None:
+    """Check every hyperparameter, naming the one that is wrong."""
+    hp = {field.name: getattr(config, field.name) for field in dataclasses.fields(config)}
+
+    def fail(name: str, requirement: str) -> None:
+        raise ValueError(f"{name} must be {requirement}, got {name}={hp[name]!r}")
+
+    def number(name: str) -> bool:
+        value = hp[name]
+        return (
+            isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+        )
+
+    def integer(name: str) -> bool:
+        return isinstance(hp[name], int) and not isinstance(hp[name], bool)
+
+    if hp["bootstrap"] not in BOOTSTRAPS:
+        fail("bootstrap", f"one of {BOOTSTRAPS}")
+    for name in ("buffer_size", "batch_size", "train_freq", "gradient_steps",
+                 "target_update_interval", "log_interval"):  # fmt: skip
+        if not integer(name) or hp[name] < 1:
+            fail(name, "a positive integer")
+    if not integer("learning_starts") or hp["learning_starts"] < 0:
+        fail("learning_starts", "an integer >= 0")
+    for name in ("gamma", "exploration_fraction", "exploration_initial_eps",
+                 "exploration_final_eps"):  # fmt: skip
+        if not number(name) or not 0.0 <= hp[name] <= 1.0:
+            fail(name, "a number in [0, 1]")
+    if not number("tau") or not 0.0 < hp["tau"] <= 1.0:
+        fail("tau", "a number in (0, 1]")
+    if not number("learning_rate") or hp["learning_rate"] <= 0:
+        fail("learning_rate", "a positive number")
+    if not (isinstance(hp["max_grad_norm"], int | float) and hp["max_grad_norm"] > 0):
+        fail("max_grad_norm", "a positive number (math.inf: no clipping)")
+    if not isinstance(hp["shared_torso"], bool):
+        fail("shared_torso", "True or False")
+    if isinstance(hp["net_arch"], str | bytes) or not all(
+        isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in hp["net_arch"]
+    ):
+        fail("net_arch", "a list of positive layer sizes (may be empty: linear heads)")
+
+
 class HRA:
     """Hybrid Reward Architecture: a DQN with one Q head per reward component.
 
@@ -293,34 +409,14 @@ class HRA:
     :param seed: seeds the networks, the exploration, the replay sampling and the env's
         first reset.
     :param device: where the networks live; must be the env's device (default: the env's).
-    :param bootstrap: ``"max"`` (Q-learning on each head; with one head, DQN) or ``"mean"``
-        (each head learns the value of the uniformly random policy: the paper's best setting
-        on fruit collection).
+    :param config: the hyperparameters (:class:`HRAConfig`); None: the defaults.
     :param head_weights: ``{name: weight}`` of each head in the action choice (default 1);
         change them later with :meth:`set_head_weights`.
     :param feature_masks: ``{name: bool mask shaped like one observation}``, the features the
         head of ``name`` sees (heads not named see all); separate heads only.
-    :param shared_torso: one MLP torso with a linear output per head, instead of a separate
-        network per head.
-    :param net_arch: hidden units per layer in total: split evenly over separate heads, or
-        the torso's sizes.
-    :param learning_rate: Adam's step size.
-    :param buffer_size: transitions the replay buffer keeps.
-    :param learning_starts: transitions of uniformly random actions before training starts.
-    :param batch_size: transitions per gradient step.
-    :param gamma: discount of every head.
-    :param train_freq: calls of ``env.step`` between training rounds.
-    :param gradient_steps: gradient steps per training round.
-    :param target_update_interval: transitions between target-network updates.
-    :param tau: target update ``target <- tau * online + (1 - tau) * target`` (1: copy).
-    :param exploration_fraction: the part of each ``learn`` call over which epsilon falls
-        linearly from ``exploration_initial_eps`` to ``exploration_final_eps``.
-    :param exploration_initial_eps: epsilon at the start.
-    :param exploration_final_eps: epsilon at the end of the schedule and after.
-    :param max_grad_norm: clip of the global gradient norm.
-    :param log_interval: transitions between log points (TensorBoard, ``ep_info_buffer``,
-        the component check and the callback).
     :param tensorboard_log: folder for TensorBoard runs; None: no logging.
+    :param hyperparameters: changes to ``config`` by name (``HRA(env, gamma=0.9)``), as
+        :meth:`HRAConfig.replace` takes them.
     """
 
     def __init__(
@@ -331,26 +427,11 @@ class HRA:
         seed: int = 0,
         device: torch.device | str | None = None,
         *,
-        bootstrap: str = "max",
+        config: HRAConfig | None = None,
         head_weights: Mapping[str, float] | None = None,
         feature_masks: Mapping[str, Any] | None = None,
-        shared_torso: bool = False,
-        net_arch: Sequence[int] = (250,),
-        learning_rate: float = 1e-3,
-        buffer_size: int = 100_000,
-        learning_starts: int = 1_000,
-        batch_size: int = 256,
-        gamma: float = 0.99,
-        train_freq: int = 1,
-        gradient_steps: int = 1,
-        target_update_interval: int = 1_000,
-        tau: float = 1.0,
-        exploration_fraction: float = 0.1,
-        exploration_initial_eps: float = 1.0,
-        exploration_final_eps: float = 0.05,
-        max_grad_norm: float = 10.0,
-        log_interval: int = 1_000,
         tensorboard_log: str | os.PathLike[str] | None = None,
+        **hyperparameters: Any,
     ) -> None:
         check_batched(env, "HRA", "DQN")
         if device is not None and torch.device(device) != torch.device(env.device):
@@ -380,23 +461,15 @@ class HRA:
             heads = select_components(computed if computed is not None else reported, reward)
         else:
             heads = select_components({**reported, **(computed or {})}, reward, components)
-        hyperparameters = dict(
-            bootstrap=bootstrap, shared_torso=shared_torso, net_arch=list(net_arch),
-            learning_rate=learning_rate, buffer_size=buffer_size,
-            learning_starts=learning_starts, batch_size=batch_size, gamma=gamma,
-            train_freq=train_freq, gradient_steps=gradient_steps,
-            target_update_interval=target_update_interval, tau=tau,
-            exploration_fraction=exploration_fraction,
-            exploration_initial_eps=exploration_initial_eps,
-            exploration_final_eps=exploration_final_eps, max_grad_norm=max_grad_norm,
-            log_interval=log_interval,
-            tensorboard_log=None if tensorboard_log is None else os.fspath(tensorboard_log),
-        )  # fmt: skip
-        masks = _checked_masks(feature_masks, heads, env.single_observation_space, shared_torso)
+        if tensorboard_log is not None and not isinstance(tensorboard_log, str | os.PathLike):
+            raise ValueError(f"tensorboard_log must be None or a folder path, got {tensorboard_log!r}")
+        config = (config if config is not None else HRAConfig()).replace(**hyperparameters)
+        masks = _checked_masks(feature_masks, heads, env.single_observation_space, config.shared_torso)
         self._build(
             env.single_observation_space, env.single_action_space, env.device, seed, heads,
-            hyperparameters, masks,
+            config, masks,
         )  # fmt: skip
+        self.tensorboard_log = None if tensorboard_log is None else os.fspath(tensorboard_log)
         if head_weights is not None:
             self.set_head_weights(head_weights)
         self._check_env(env)
@@ -409,15 +482,12 @@ class HRA:
         device: torch.device | str,
         seed: int,
         heads: list[str],
-        hyperparameters: dict[str, Any],
+        config: HRAConfig,
         feature_masks: dict[str, torch.Tensor] | None,
     ) -> None:
-        """Check the hyperparameters and make the networks, optimiser and generator."""
+        """Make the networks, optimiser and generator for ``config``."""
         _check_spaces(observation_space, action_space)
-        hp = _checked_hyperparameters(hyperparameters)
-        # Every hyperparameter becomes an attribute of the same name (model.gamma, ...).
-        self.__dict__.update(hp)
-        self.hyperparameters = hp
+        self.config = config
         self.heads = list(heads)
         self.seed = seed
         self.device = torch.device(device)
@@ -436,17 +506,17 @@ class HRA:
                 [feature_masks.get(h, torch.ones(self.obs_dim, dtype=torch.bool)) for h in heads]
             )
         self.q_network = MultiHeadQNetwork(
-            self.obs_dim, self.num_actions, len(heads), self.net_arch, self.shared_torso,
+            self.obs_dim, self.num_actions, len(heads), self.config.net_arch, self.config.shared_torso,
             input_masks,
         ).to(self.device)  # fmt: skip
         self.target_network = copy.deepcopy(self.q_network).requires_grad_(False)
         self.optimizer = torch.optim.Adam(
-            self.q_network.parameters(), lr=self.learning_rate, fused=True
+            self.q_network.parameters(), lr=self.config.learning_rate, fused=True
         )
         self._head_weights = torch.ones(len(heads), device=self.device)
 
         self.num_timesteps = 0
-        self.exploration_rate = self.exploration_initial_eps
+        self.exploration_rate = self.config.exploration_initial_eps
         self.ep_info_buffer: deque[dict[str, float]] = deque(maxlen=100)
         self.env: Any = None
         self._n_updates = 0
@@ -517,12 +587,11 @@ class HRA:
             raise ValueError(
                 f"the env's action space {action_space} differs from the model's {self.action_space}"
             )
-        if self.buffer_size < env.num_envs:
+        if self.config.buffer_size < env.num_envs:
             raise ValueError(
-                f"buffer_size={self.buffer_size} is smaller than one step of the env's "
+                f"buffer_size={self.config.buffer_size} is smaller than one step of the env's "
                 f"{env.num_envs} copies"
             )
-        self._attach(env, *_probe(env, self.reward_components, self.seed))
 
     def _attach(
         self,
@@ -540,7 +609,7 @@ class HRA:
         # reward_components function adds.
         self._logged_components = list(reported) + [n for n in available if n not in reported]
         self.replay_buffer = ReplayBuffer(
-            self.buffer_size, self.obs_dim, len(self.heads), self.device
+            self.config.buffer_size, self.obs_dim, len(self.heads), self.device
         )
 
     def q_values(self, obs: torch.Tensor) -> torch.Tensor:
@@ -601,22 +670,22 @@ class HRA:
         bar = steps_bar(total_timesteps) if progress_bar else None
 
         num_iterations = math.ceil(total_timesteps / num_envs)
-        log_every = max(self.log_interval // num_envs, 1)
-        target_every = max(self.target_update_interval // num_envs, 1)
+        log_every = max(self.config.log_interval // num_envs, 1)
+        target_every = max(self.config.target_update_interval // num_envs, 1)
         # SB3's schedule: epsilon falls over a fraction of all steps, counting earlier calls.
-        schedule_steps = self.exploration_fraction * (total_timesteps + self.num_timesteps)
+        schedule_steps = self.config.exploration_fraction * (total_timesteps + self.num_timesteps)
         window = _Window(log_every, self._episode_sums, num_heads)
         start_time, start_timesteps = time.perf_counter(), self.num_timesteps
         for iteration in range(1, num_iterations + 1):
             # Act: epsilon-greedy on the weighted sum of the heads (uniform before learning_starts).
             progress = min(self.num_timesteps / schedule_steps, 1.0) if schedule_steps > 0 else 1.0
-            self.exploration_rate = self.exploration_initial_eps + progress * (
-                self.exploration_final_eps - self.exploration_initial_eps
+            self.exploration_rate = self.config.exploration_initial_eps + progress * (
+                self.config.exploration_final_eps - self.config.exploration_initial_eps
             )
             random_actions = torch.randint(
                 self.num_actions, (num_envs,), generator=self._generator, device=device
             )
-            if self.num_timesteps < self.learning_starts:
+            if self.num_timesteps < self.config.learning_starts:
                 actions = random_actions
             else:
                 with torch.no_grad():
@@ -649,8 +718,8 @@ class HRA:
             self.num_timesteps += num_envs
 
             # Train each head on its own component, with its own bootstrapped target.
-            if self.num_timesteps >= self.learning_starts and iteration % self.train_freq == 0:
-                for _ in range(self.gradient_steps):
+            if self.num_timesteps >= self.config.learning_starts and iteration % self.config.train_freq == 0:
+                for _ in range(self.config.gradient_steps):
                     window.record_training(*self._train_step())
             if iteration % target_every == 0:
                 self._update_target()
@@ -678,22 +747,22 @@ class HRA:
     def _train_step(self) -> tuple[torch.Tensor, torch.Tensor]:
         """One gradient step on a replay batch; returns the per-head losses and mean Q values."""
         obs, actions, rewards, next_obs, terminated = self.replay_buffer.sample(
-            self.batch_size, self._generator
+            self.config.batch_size, self._generator
         )
         with torch.no_grad():
             next_q = self.target_network(next_obs)  # (B, H, A)
             # max: each head's own greedy value (Q-learning per head); mean: the uniformly
             # random policy's value. Terminated transitions have no future; truncated ones
             # bootstrap from the true last observation stored as next_obs.
-            next_values = next_q.amax(dim=-1) if self.bootstrap == "max" else next_q.mean(dim=-1)
-            targets = rewards + self.gamma * (~terminated).unsqueeze(1) * next_values
+            next_values = next_q.amax(dim=-1) if self.config.bootstrap == "max" else next_q.mean(dim=-1)
+            targets = rewards + self.config.gamma * (~terminated).unsqueeze(1) * next_values
         q = self.q_network(obs)
         taken = actions.view(-1, 1, 1).expand(-1, q.shape[1], 1)
         q_taken = q.gather(2, taken).squeeze(2)  # (B, H)
         losses = nn.functional.smooth_l1_loss(q_taken, targets, reduction="none").mean(dim=0)
         self.optimizer.zero_grad(set_to_none=True)
         losses.sum().backward()
-        nn.utils.clip_grad_norm_(self.q_network.parameters(), self.max_grad_norm, foreach=True)
+        nn.utils.clip_grad_norm_(self.q_network.parameters(), self.config.max_grad_norm, foreach=True)
         self.optimizer.step()
         self._n_updates += 1
         return losses.detach(), q_taken.detach().mean(dim=0)
@@ -704,7 +773,7 @@ class HRA:
             for target, online in zip(
                 self.target_network.parameters(), self.q_network.parameters()
             ):
-                target.lerp_(online, self.tau)
+                target.lerp_(online, self.config.tau)
 
     def _log_point(
         self, window: _Window, start_time: float, start_timesteps: int
@@ -728,7 +797,7 @@ class HRA:
             logged |= {f"train/q_{h}": q_means[i] for i, h in enumerate(self.heads)}
             logged["train/loss"] = float(sum(losses))
         logged["train/n_updates"] = self._n_updates
-        logged["train/learning_rate"] = self.learning_rate
+        logged["train/learning_rate"] = self.config.learning_rate
         logged["rollout/exploration_rate"] = self.exploration_rate
         if self.ep_info_buffer:
             logged["rollout/ep_rew_mean"] = float(np.mean([e["r"] for e in self.ep_info_buffer]))
@@ -797,7 +866,7 @@ class HRA:
                     if self.feature_masks is None
                     else {n: m.cpu() for n, m in self.feature_masks.items()}
                 ),
-                "hyperparameters": self.hyperparameters,
+                "hyperparameters": self.config.to_dict(),
                 "observation_space": {
                     "low": torch.as_tensor(self.observation_space.low),
                     "high": torch.as_tensor(self.observation_space.high),
@@ -837,8 +906,10 @@ class HRA:
         model.reward_components = reward_components
         model._build(
             observation_space, gymnasium.spaces.Discrete(data["num_actions"]), device,
-            data["seed"], data["heads"], data["hyperparameters"], data["feature_masks"],
+            data["seed"], data["heads"], HRAConfig.from_dict(data["hyperparameters"]),
+            data["feature_masks"],
         )  # fmt: skip
+        model.tensorboard_log = None
         model.q_network.load_state_dict(data["q_network"])
         model.target_network.load_state_dict(data["target_network"])
         model.optimizer.load_state_dict(data["optimizer"])
@@ -1021,44 +1092,3 @@ def _checked_masks(
     return masks
 
 
-def _checked_hyperparameters(hp: dict[str, Any]) -> dict[str, Any]:
-    """Check every hyperparameter, naming the one that is wrong; return them unchanged."""
-
-    def fail(name: str, requirement: str) -> None:
-        raise ValueError(f"{name} must be {requirement}, got {name}={hp[name]!r}")
-
-    def number(name: str) -> bool:
-        value = hp[name]
-        return (
-            isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
-        )
-
-    def integer(name: str) -> bool:
-        return isinstance(hp[name], int) and not isinstance(hp[name], bool)
-
-    if hp["bootstrap"] not in BOOTSTRAPS:
-        fail("bootstrap", f"one of {BOOTSTRAPS}")
-    for name in ("buffer_size", "batch_size", "train_freq", "gradient_steps",
-                 "target_update_interval", "log_interval"):  # fmt: skip
-        if not integer(name) or hp[name] < 1:
-            fail(name, "a positive integer")
-    if not integer("learning_starts") or hp["learning_starts"] < 0:
-        fail("learning_starts", "an integer >= 0")
-    for name in ("gamma", "exploration_fraction", "exploration_initial_eps",
-                 "exploration_final_eps"):  # fmt: skip
-        if not number(name) or not 0.0 <= hp[name] <= 1.0:
-            fail(name, "a number in [0, 1]")
-    if not number("tau") or not 0.0 < hp["tau"] <= 1.0:
-        fail("tau", "a number in (0, 1]")
-    if not number("learning_rate") or hp["learning_rate"] <= 0:
-        fail("learning_rate", "a positive number")
-    if not (isinstance(hp["max_grad_norm"], int | float) and hp["max_grad_norm"] > 0):
-        fail("max_grad_norm", "a positive number (math.inf: no clipping)")
-    if not isinstance(hp["shared_torso"], bool):
-        fail("shared_torso", "True or False")
-    if not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in hp["net_arch"]):
-        fail("net_arch", "a list of positive layer sizes (may be empty: linear heads)")
-    tb = hp["tensorboard_log"]
-    if tb is not None and not isinstance(tb, str):
-        fail("tensorboard_log", "None or a folder path")
-    return hp

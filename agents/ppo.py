@@ -33,6 +33,7 @@ Example::
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import math
 import os
@@ -50,24 +51,13 @@ from torch import nn
 
 from rewardlab.agents.common import check_batched, read_saved, steps_bar
 from rewardlab.agents.logger import TensorBoardLogger
-from rewardlab.agents.networks import mlp
-from rewardlab.agents.running_stats import RunningMeanStd
+from rewardlab.common.networks import mlp
+from rewardlab.common.running_stats import RunningMeanStd
 
 HEAD_OPTIONS = ("gamma", "weight", "episodic")
 SUMMED_REWARD_HEAD = "reward"
 INTRINSIC_COMPONENT = "intrinsic"
 
-# Settings for Gymnasium's MuJoCo locomotion tasks (envs.make("Hopper-v5", num_envs=
-# MUJOCO_NUM_ENVS), then PPO(env, **MUJOCO_HYPERPARAMETERS)), chosen with
-# benchmarks/mujoco_ppo.py. PPO's own defaults suit classic control with many envs; these are
-# the PPO paper's MuJoCo settings spread over 16 envs (rollouts of 2048 steps, normalised
-# observations and rewards, annealed learning rate), with minibatches of 128 instead of 64:
-# as sample-efficient in short trials and quicker per update.
-MUJOCO_NUM_ENVS = 16
-MUJOCO_HYPERPARAMETERS: dict[str, Any] = dict(
-    n_steps=128, batch_size=128, n_epochs=10, learning_rate=3e-4, anneal_lr=True, gamma=0.99,
-    gae_lambda=0.95, normalize_obs=True, normalize_reward=True, log_std_init=0.0, ent_coef=0.0,
-)  # fmt: skip
 
 
 class IntrinsicModule(Protocol):
@@ -180,8 +170,8 @@ class ActorCritic(nn.Module):
         self.discrete = isinstance(action_space, gymnasium.spaces.Discrete)
         action_dim = int(action_space.n) if self.discrete else int(action_space.shape[0])
         flatten: list[nn.Module] = [nn.Flatten()] if len(observation_space.shape) > 1 else []
-        self.actor = nn.Sequential(*flatten, mlp(obs_dim, pi_sizes, action_dim, activation, 0.01))
-        self.critic = nn.Sequential(*flatten, mlp(obs_dim, vf_sizes, num_heads, activation, 1.0))
+        self.actor = nn.Sequential(*flatten, mlp(obs_dim, pi_sizes, action_dim, activation, output_gain=0.01))
+        self.critic = nn.Sequential(*flatten, mlp(obs_dim, vf_sizes, num_heads, activation, output_gain=1.0))
         if not self.discrete:
             self.log_std = nn.Parameter(torch.full((action_dim,), float(log_std_init)))
 
@@ -248,19 +238,21 @@ class _Rollout:
     components: torch.Tensor | None = None  # (C, T, N), allocated at the first step
 
 
-class PPO:
-    """PPO for batched torch environments (``rewardlab.envs.make`` and wrappers around them).
-
-    Hyperparameters keep SB3's names and, where they still make sense for hundreds of
-    batched envs, SB3's defaults; ``n_steps`` is per env, so a rollout has
+@dataclass(frozen=True)
+class PPOConfig:
+    """PPO's hyperparameters, named once: SB3's names and, where they still make sense for
+    hundreds of batched envs, SB3's defaults. ``n_steps`` is per env, so a rollout has
     ``n_steps * env.num_envs`` transitions.
 
-    :param env: a batched env following ``docs/batched_envs.md`` (``num_envs``, ``device``,
-        ``single_observation_space``, ``single_action_space``, same-step autoreset with
-        ``info["final_obs"]`` and ``info["reward_components"]``).
-    :param seed: seeds the network initialisation, the action sampling, the minibatch
-        shuffling and the env's first reset.
-    :param device: where the networks live; must be the env's device (default: the env's).
+    Checked when made (a bad value raises ``ValueError`` naming it); saved with the model
+    as plain data (:meth:`to_dict`, :meth:`from_dict`). ``PPO(env, **changes)`` and
+    ``PPO(env, config=..., **changes)`` start from the defaults or from ``config``.
+
+    Example::
+
+        config = PPOConfig(n_steps=64, learning_rate=1e-3)
+        faster = config.replace(n_epochs=4)
+
     :param learning_rate: Adam's step size.
     :param anneal_lr: decay the learning rate linearly to 0 over each ``learn`` call.
     :param n_steps: steps per env per rollout.
@@ -291,12 +283,174 @@ class PPO:
         float, "weight": float, "episodic": bool}`` (defaults: ``gamma``, 1.0, True).
         Names must be in ``info["reward_components"]`` or be ``"intrinsic"`` when an
         ``intrinsic`` module is given. Reward not covered by a head is not learned from.
+    """
+
+    learning_rate: float = 3e-4
+    anneal_lr: bool = False
+    n_steps: int = 128
+    batch_size: int | None = None
+    n_epochs: int = 10
+    gamma: float = 0.99
+    gae_lambda: float = 0.95
+    clip_range: float = 0.2
+    clip_range_vf: float | None = None
+    normalize_advantage: bool = True
+    ent_coef: float = 0.0
+    vf_coef: float = 0.5
+    max_grad_norm: float = 0.5
+    target_kl: float | None = None
+    normalize_obs: bool = False
+    normalize_reward: bool = False
+    clip_obs: float = 10.0
+    clip_reward: float = 10.0
+    net_arch: Sequence[int] | Mapping[str, Sequence[int]] = (64, 64)
+    activation: str = "tanh"
+    log_std_init: float = 0.0
+    value_heads: Sequence[str] | Mapping[str, Mapping[str, Any]] | None = None
+
+    def __post_init__(self) -> None:
+        _check_config(self)
+        # plain lists and dicts, so the config saves as data torch.load(weights_only=True) reads
+        object.__setattr__(self, "net_arch", _plain_net_arch(self.net_arch))
+        object.__setattr__(self, "value_heads", _plain_value_heads(self.value_heads))
+
+    def replace(self, **changes: Any) -> PPOConfig:
+        """A copy with ``changes``; a name that is not a hyperparameter raises ``ValueError``."""
+        unknown = sorted(set(changes) - set(PPO_HYPERPARAMETERS))
+        if unknown:
+            raise ValueError(
+                f"unknown PPO hyperparameter(s) {unknown}; known: {sorted(PPO_HYPERPARAMETERS)}"
+            )
+        return dataclasses.replace(self, **changes)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Every hyperparameter, as plain data."""
+        return {name: getattr(self, name) for name in PPO_HYPERPARAMETERS}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> PPOConfig:
+        """The config of :meth:`to_dict`'s data (missing names keep their defaults)."""
+        return cls().replace(**data)
+
+
+PPO_HYPERPARAMETERS: tuple[str, ...] = tuple(field.name for field in dataclasses.fields(PPOConfig))
+
+
+def _check_config(config: PPOConfig) -> None:
+    """Check every hyperparameter, naming the one that is wrong."""
+    hp = {field.name: getattr(config, field.name) for field in dataclasses.fields(config)}
+
+    def fail(name: str, requirement: str) -> None:
+        raise ValueError(f"{name} must be {requirement}, got {name}={hp[name]!r}")
+
+    def number(name: str) -> bool:
+        value = hp[name]
+        return (
+            isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+        )
+
+    for name in ("n_steps", "n_epochs"):
+        if not isinstance(hp[name], int) or isinstance(hp[name], bool) or hp[name] < 1:
+            fail(name, "a positive integer")
+    if hp["batch_size"] is not None:
+        smallest = 2 if hp["normalize_advantage"] else 1
+        if not isinstance(hp["batch_size"], int) or hp["batch_size"] < smallest:
+            fail(
+                "batch_size",
+                f"None or an integer >= {smallest} (advantages are normalised per minibatch)",
+            )
+    for name in ("gamma", "gae_lambda"):
+        if not number(name) or not 0.0 <= hp[name] <= 1.0:
+            fail(name, "a number in [0, 1]")
+    for name in ("learning_rate", "clip_range", "clip_obs", "clip_reward"):
+        if not number(name) or hp[name] <= 0:
+            fail(name, "a positive number")
+    if not (isinstance(hp["max_grad_norm"], int | float) and hp["max_grad_norm"] > 0):
+        fail("max_grad_norm", "a positive number (math.inf: no clipping)")
+    for name in ("clip_range_vf", "target_kl"):
+        if hp[name] is not None and (not number(name) or hp[name] <= 0):
+            fail(name, "None or a positive number")
+    for name in ("ent_coef", "vf_coef"):
+        if not number(name) or hp[name] < 0:
+            fail(name, "a number >= 0")
+    if not number("log_std_init"):
+        fail("log_std_init", "a finite number")
+    for name in ("anneal_lr", "normalize_advantage", "normalize_obs", "normalize_reward"):
+        if not isinstance(hp[name], bool):
+            fail(name, "True or False")
+    if hp["activation"] not in ("tanh", "relu"):
+        fail("activation", "'tanh' or 'relu'")
+    _split_net_arch(hp["net_arch"])
+
+
+def _split_net_arch(net_arch: Any) -> tuple[list[int], list[int]]:
+    """``(pi_sizes, vf_sizes)`` from a list of sizes or ``{"pi": [...], "vf": [...]}``."""
+
+    def sizes(value: Any) -> list[int]:
+        if (
+            isinstance(value, str | bytes)
+            or not isinstance(value, Sequence)
+            or not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in value)
+        ):
+            raise ValueError(
+                "net_arch must be a list of positive layer sizes or {'pi': [...], 'vf': [...]}, "
+                f"got net_arch={net_arch!r}"
+            )
+        return list(value)
+
+    if isinstance(net_arch, Mapping):
+        if set(net_arch) != {"pi", "vf"}:
+            raise ValueError(
+                f"net_arch as a dict needs exactly the keys 'pi' and 'vf', got net_arch={net_arch!r}"
+            )
+        return sizes(net_arch["pi"]), sizes(net_arch["vf"])
+    return sizes(net_arch), sizes(net_arch)
+
+
+def _plain_net_arch(arch: Any) -> Any:
+    return {k: list(v) for k, v in arch.items()} if isinstance(arch, Mapping) else list(arch)
+
+
+def _plain_value_heads(heads: Any) -> Any:
+    if heads is None:
+        return None
+    return {n: dict(o) for n, o in heads.items()} if isinstance(heads, Mapping) else list(heads)
+
+
+# Settings for Gymnasium's MuJoCo locomotion tasks (envs.make("Hopper-v5", num_envs=
+# MUJOCO_NUM_ENVS), then PPO(env, config=MUJOCO_CONFIG)), chosen with
+# benchmarks/mujoco_ppo.py. PPO's own defaults suit classic control with many envs; these are
+# the PPO paper's MuJoCo settings spread over 16 envs (rollouts of 2048 steps, normalised
+# observations and rewards, annealed learning rate), with minibatches of 128 instead of 64:
+# as sample-efficient in short trials and quicker per update.
+MUJOCO_NUM_ENVS = 16
+MUJOCO_CONFIG = PPOConfig(
+    n_steps=128, batch_size=128, n_epochs=10, learning_rate=3e-4, anneal_lr=True, gamma=0.99,
+    gae_lambda=0.95, normalize_obs=True, normalize_reward=True, log_std_init=0.0, ent_coef=0.0,
+)  # fmt: skip
+
+
+class PPO:
+    """PPO for batched torch environments (``rewardlab.envs.make`` and wrappers around them).
+
+    Hyperparameters keep SB3's names and, where they still make sense for hundreds of
+    batched envs, SB3's defaults; they are one :class:`PPOConfig` (``model.config``).
+
+    :param env: a batched env following ``docs/batched_envs.md`` (``num_envs``, ``device``,
+        ``single_observation_space``, ``single_action_space``, same-step autoreset with
+        ``info["final_obs"]`` and ``info["reward_components"]``).
+    :param seed: seeds the network initialisation, the action sampling, the minibatch
+        shuffling and the env's first reset.
+    :param device: where the networks live; must be the env's device (default: the env's).
+    :param config: the hyperparameters (:class:`PPOConfig`); None: the defaults.
     :param intrinsic: a module with ``name``, ``compute(obs, actions, next_obs) -> (B,)``
         and ``update(obs, actions, next_obs)``, called on each whole rollout (raw
         observations; ``next_obs`` is the true last observation where an episode ended).
         Its bonus is component ``"intrinsic"``: the ``intrinsic`` head's reward if there
         is one, else added to the summed reward.
     :param tensorboard_log: folder for TensorBoard runs; None: no logging.
+    :param hyperparameters: changes to ``config`` by name (``PPO(env, n_steps=64)``), as
+        :meth:`PPOConfig.replace` takes them.
 
     After training, ``num_timesteps`` counts env steps, ``ep_info_buffer`` holds the last
     100 finished episodes as SB3 does (``{"r": extrinsic return, "l": length}``),
@@ -310,30 +464,10 @@ class PPO:
         seed: int = 0,
         device: torch.device | str | None = None,
         *,
-        learning_rate: float = 3e-4,
-        anneal_lr: bool = False,
-        n_steps: int = 128,
-        batch_size: int | None = None,
-        n_epochs: int = 10,
-        gamma: float = 0.99,
-        gae_lambda: float = 0.95,
-        clip_range: float = 0.2,
-        clip_range_vf: float | None = None,
-        normalize_advantage: bool = True,
-        ent_coef: float = 0.0,
-        vf_coef: float = 0.5,
-        max_grad_norm: float = 0.5,
-        target_kl: float | None = None,
-        normalize_obs: bool = False,
-        normalize_reward: bool = False,
-        clip_obs: float = 10.0,
-        clip_reward: float = 10.0,
-        net_arch: Sequence[int] | Mapping[str, Sequence[int]] = (64, 64),
-        activation: str = "tanh",
-        log_std_init: float = 0.0,
-        value_heads: Sequence[str] | Mapping[str, Mapping[str, Any]] | None = None,
+        config: PPOConfig | None = None,
         intrinsic: IntrinsicModule | None = None,
         tensorboard_log: str | os.PathLike[str] | None = None,
+        **hyperparameters: Any,
     ) -> None:
         check_batched(env, "PPO", "PPO")
         if device is not None and torch.device(device) != torch.device(env.device):
@@ -341,20 +475,14 @@ class PPO:
                 f"device={device!r} but the env lives on {env.device}; the env and the "
                 "network must share one device (make the env there, or leave device=None)"
             )
-        hyperparameters = dict(
-            learning_rate=learning_rate, anneal_lr=anneal_lr, n_steps=n_steps,
-            batch_size=batch_size, n_epochs=n_epochs, gamma=gamma, gae_lambda=gae_lambda,
-            clip_range=clip_range, clip_range_vf=clip_range_vf,
-            normalize_advantage=normalize_advantage, ent_coef=ent_coef, vf_coef=vf_coef,
-            max_grad_norm=max_grad_norm, target_kl=target_kl, normalize_obs=normalize_obs,
-            normalize_reward=normalize_reward, clip_obs=clip_obs, clip_reward=clip_reward,
-            net_arch=net_arch, activation=activation, log_std_init=log_std_init,
-            value_heads=value_heads, tensorboard_log=tensorboard_log,
-        )  # fmt: skip
+        if tensorboard_log is not None and not isinstance(tensorboard_log, str | os.PathLike):
+            raise ValueError(f"tensorboard_log must be None or a folder path, got {tensorboard_log!r}")
+        config = (config if config is not None else PPOConfig()).replace(**hyperparameters)
         self._build(
-            env.single_observation_space, env.single_action_space, env.device, seed,
-            hyperparameters, intrinsic,
+            env.single_observation_space, env.single_action_space, env.device, seed, config,
+            intrinsic,
         )  # fmt: skip
+        self.tensorboard_log = None if tensorboard_log is None else os.fspath(tensorboard_log)
         self.set_env(env)
 
     def _build(
@@ -363,17 +491,14 @@ class PPO:
         action_space: gymnasium.spaces.Space,
         device: torch.device | str,
         seed: int,
-        hyperparameters: dict[str, Any],
+        config: PPOConfig,
         intrinsic: IntrinsicModule | None,
     ) -> None:
-        """Check the hyperparameters and make the networks, optimiser and statistics."""
+        """Make the networks, optimiser and statistics for ``config``."""
         _check_spaces(observation_space, action_space)
-        hp = _plain(_checked_hyperparameters(hyperparameters))
-        self.heads = _parse_value_heads(hp["value_heads"], hp["gamma"])
-        _check_intrinsic(intrinsic, self.heads, hp["value_heads"] is not None)
-        # Every hyperparameter becomes an attribute of the same name (model.n_steps, ...).
-        self.__dict__.update(hp)
-        self.hyperparameters = hp
+        self.heads = _parse_value_heads(config.value_heads, config.gamma)
+        _check_intrinsic(intrinsic, self.heads, config.value_heads is not None)
+        self.config = config
         self.seed = seed
         self.device = torch.device(device)
         self.observation_space = observation_space
@@ -386,14 +511,14 @@ class PPO:
 
         torch.manual_seed(seed)
         self._generator = torch.Generator(self.device).manual_seed(seed)
-        pi_sizes, vf_sizes = _split_net_arch(self.net_arch)
+        pi_sizes, vf_sizes = _split_net_arch(self.config.net_arch)
         self.policy = ActorCritic(
             observation_space, action_space, pi_sizes, vf_sizes, len(self.heads),
-            self.activation, self.log_std_init,
+            self.config.activation, self.config.log_std_init,
         ).to(self.device)  # fmt: skip
         self._parameters = list(self.policy.parameters())  # listed once, not per minibatch
         self.optimizer = torch.optim.Adam(
-            self._parameters, lr=self.learning_rate, eps=1e-5, fused=True
+            self._parameters, lr=self.config.learning_rate, eps=1e-5, fused=True
         )
         self.obs_rms = RunningMeanStd(observation_space.shape, device=self.device)
         self.reward_rms = RunningMeanStd((len(self.heads),), device=self.device)
@@ -428,11 +553,11 @@ class PPO:
         ):
             if not _same_space(mine, theirs):
                 raise ValueError(f"the env's {kind} space {theirs} differs from the model's {mine}")
-        rollout_size = self.n_steps * env.num_envs
-        if self.batch_size is not None and self.batch_size > rollout_size:
+        rollout_size = self.config.n_steps * env.num_envs
+        if self.config.batch_size is not None and self.config.batch_size > rollout_size:
             raise ValueError(
-                f"batch_size={self.batch_size} exceeds the rollout size n_steps * num_envs = "
-                f"{self.n_steps} * {env.num_envs} = {rollout_size}"
+                f"batch_size={self.config.batch_size} exceeds the rollout size n_steps * num_envs = "
+                f"{self.config.n_steps} * {env.num_envs} = {rollout_size}"
             )
         # An intrinsic module reads a rollout as time-major rows of num_envs envs (its
         # return filter and episodic counts depend on it): tell it how many.
@@ -440,9 +565,7 @@ class PPO:
             self.intrinsic.set_num_envs(env.num_envs)
         self.env = env
         self._last_obs = None
-        if hasattr(self.intrinsic, "set_num_envs"):
-            self.intrinsic.set_num_envs(env.num_envs)  # how many envs its batches interleave
-        T, N, obs_shape = self.n_steps, env.num_envs, tuple(self.observation_space.shape)
+        T, N, obs_shape = self.config.n_steps, env.num_envs, tuple(self.observation_space.shape)
         if self.policy.discrete:
             actions = torch.zeros((T, N), dtype=torch.int64, device=self.device)
         else:
@@ -504,14 +627,14 @@ class PPO:
         )
         bar = steps_bar(total_timesteps) if progress_bar else None
 
-        rollout_size = self.n_steps * env.num_envs
-        batch_size = self.batch_size or max(rollout_size // 4, 1)
+        rollout_size = self.config.n_steps * env.num_envs
+        batch_size = self.config.batch_size or max(rollout_size // 4, 1)
         num_iterations = math.ceil(total_timesteps / rollout_size)
         start_time, start_timesteps = time.perf_counter(), self.num_timesteps
         for iteration in range(1, num_iterations + 1):
             # Learning-rate annealing (CleanRL): linear from learning_rate to 0 over this call.
             progress_remaining = 1.0 - (iteration - 1) / num_iterations
-            learning_rate = self.learning_rate * (progress_remaining if self.anneal_lr else 1.0)
+            learning_rate = self.config.learning_rate * (progress_remaining if self.config.anneal_lr else 1.0)
             for group in self.optimizer.param_groups:
                 group["lr"] = learning_rate
 
@@ -519,7 +642,7 @@ class PPO:
             self.num_timesteps += rollout_size
 
             # Score the rollout in batches, with the observation statistics the policy acted on.
-            T, N = self.n_steps, env.num_envs
+            T, N = self.config.n_steps, env.num_envs
             with torch.no_grad():
                 obs = self._normalize_obs(rollout.obs)
                 flat_obs = obs.reshape(T * N, *obs.shape[2:])
@@ -552,7 +675,7 @@ class PPO:
 
             # Rewards per head: a component, or the summed reward (plus any intrinsic bonus).
             head_rewards = self._head_rewards(intrinsic_reward)
-            if self.normalize_reward:
+            if self.config.normalize_reward:
                 head_rewards = self._scale_rewards(head_rewards, episode_ended)
 
             # GAE per head. Episodic heads bootstrap from V(final_obs) and stop at episode
@@ -563,21 +686,21 @@ class PPO:
             ended = episode_ended.unsqueeze(-1) & episodic
             advantages, returns = compute_gae(
                 head_rewards, values[:-1], next_values, terminated, ended,
-                self._head_gammas, self.gae_lambda,
+                self._head_gammas, self.config.gae_lambda,
             )  # fmt: skip
 
             stats |= self._update(
                 flat_obs, flat_actions, old_log_prob, advantages.reshape(T * N, -1),
                 returns.reshape(T * N, -1), values[:-1].reshape(T * N, -1), batch_size,
             )  # fmt: skip
-            if self.normalize_obs:
+            if self.config.normalize_obs:
                 self.obs_rms.update(rollout.obs.reshape(T * N, *rollout.obs.shape[2:]))
 
             # One host sync for all statistics of this iteration.
             values_read = torch.stack(list(stats.values())).tolist()
             logged: dict[str, float] = dict(zip(stats, values_read, strict=True))
             logged["train/learning_rate"] = learning_rate
-            logged["train/clip_range"] = self.clip_range
+            logged["train/clip_range"] = self.config.clip_range
             logged["train/n_updates"] = self._n_updates
             logged["time/fps"] = int(
                 (self.num_timesteps - start_timesteps) / (time.perf_counter() - start_time)
@@ -611,7 +734,7 @@ class PPO:
         env, rollout, obs = self.env, self._rollout, self._last_obs
         discrete = self.policy.discrete
         with torch.no_grad():
-            for t in range(self.n_steps):
+            for t in range(self.config.n_steps):
                 rollout.obs[t] = obs
                 actions = self.policy.act(self._normalize_obs(obs), self._generator)
                 rollout.actions[t] = actions
@@ -661,14 +784,14 @@ class PPO:
                 stacklevel=4,
             )
         self._component_names = names
-        T, N = self.n_steps, self.env.num_envs
+        T, N = self.config.n_steps, self.env.num_envs
         self._rollout.components = torch.zeros((len(names), T, N), device=self.device)
 
     def _normalize_obs(self, obs: torch.Tensor) -> torch.Tensor:
         """Whiten observations with the running statistics, if ``normalize_obs``."""
-        if not self.normalize_obs:
+        if not self.config.normalize_obs:
             return obs
-        return self.obs_rms.normalize(obs, self.clip_obs)
+        return self.obs_rms.normalize(obs, self.config.clip_obs)
 
     def _episode_statistics(
         self, intrinsic_reward: torch.Tensor | None, episode_ended: torch.Tensor
@@ -739,7 +862,7 @@ class PPO:
             running = running * keeps[t]
         self._discounted_returns = running
         self.reward_rms.update(discounted.reshape(-1, discounted.shape[-1]))
-        return self.reward_rms.scale(head_rewards).clamp(-self.clip_reward, self.clip_reward)
+        return self.reward_rms.scale(head_rewards).clamp(-self.config.clip_reward, self.config.clip_reward)
 
     def _update(
         self,
@@ -761,7 +884,7 @@ class PPO:
         pg_losses, value_losses, entropy_losses, losses, approx_kls, clip_fractions = (
             [] for _ in range(6)
         )
-        for _ in range(self.n_epochs):
+        for _ in range(self.config.n_epochs):
             stop = False
             permutation = torch.randperm(size, generator=self._generator, device=self.device)
             for start in range(0, size, batch_size):
@@ -772,36 +895,36 @@ class PPO:
                 log_ratio = log_prob - old_log_prob[idx]
                 ratio = log_ratio.exp()
                 mb_advantages = policy_advantages[idx]
-                if self.normalize_advantage and len(idx) > 1:
+                if self.config.normalize_advantage and len(idx) > 1:
                     mb_advantages = (mb_advantages - mb_advantages.mean()) / (
                         mb_advantages.std() + 1e-8
                     )
                 pg_loss = -torch.min(
                     mb_advantages * ratio,
-                    mb_advantages * ratio.clamp(1 - self.clip_range, 1 + self.clip_range),
+                    mb_advantages * ratio.clamp(1 - self.config.clip_range, 1 + self.config.clip_range),
                 ).mean()
 
-                if self.clip_range_vf is not None:
+                if self.config.clip_range_vf is not None:
                     new_values = old_values[idx] + (new_values - old_values[idx]).clamp(
-                        -self.clip_range_vf, self.clip_range_vf
+                        -self.config.clip_range_vf, self.config.clip_range_vf
                     )
                 value_loss = (
                     (returns[idx] - new_values).square().mean(dim=0).sum()
                 )  # sum over heads
                 entropy_loss = -entropy.mean()
-                loss = pg_loss + self.ent_coef * entropy_loss + self.vf_coef * value_loss
+                loss = pg_loss + self.config.ent_coef * entropy_loss + self.config.vf_coef * value_loss
 
                 with torch.no_grad():
                     approx_kl = ((ratio - 1) - log_ratio).mean()  # the low-variance k3 estimator
-                    clip_fractions.append(((ratio - 1).abs() > self.clip_range).float().mean())
+                    clip_fractions.append(((ratio - 1).abs() > self.config.clip_range).float().mean())
                 approx_kls.append(approx_kl)
-                if self.target_kl is not None and approx_kl.item() > 1.5 * self.target_kl:
+                if self.config.target_kl is not None and approx_kl.item() > 1.5 * self.config.target_kl:
                     stop = True
                     break
 
                 self.optimizer.zero_grad(set_to_none=True)
                 loss.backward()
-                nn.utils.clip_grad_norm_(self._parameters, self.max_grad_norm, foreach=True)
+                nn.utils.clip_grad_norm_(self._parameters, self.config.max_grad_norm, foreach=True)
                 self.optimizer.step()
                 pg_losses.append(pg_loss.detach())
                 value_losses.append(value_loss.detach())
@@ -876,7 +999,7 @@ class PPO:
             {
                 "format": "rewardlab.agents.PPO/1",
                 "seed": self.seed,
-                "hyperparameters": self.hyperparameters,
+                "hyperparameters": self.config.to_dict(),
                 "observation_space": _space_to_dict(self.observation_space),
                 "action_space": _space_to_dict(self.action_space),
                 "policy": self.policy.state_dict(),
@@ -908,8 +1031,9 @@ class PPO:
         model = cls.__new__(cls)
         model._build(
             _space_from_dict(data["observation_space"]), _space_from_dict(data["action_space"]),
-            device, data["seed"], data["hyperparameters"], intrinsic,
+            device, data["seed"], PPOConfig.from_dict(data["hyperparameters"]), intrinsic,
         )  # fmt: skip
+        model.tensorboard_log = None
         model.policy.load_state_dict(data["policy"])
         model.optimizer.load_state_dict(data["optimizer"])
         model.obs_rms.load_state_dict(data["obs_rms"])
@@ -954,80 +1078,6 @@ def _same_space(a: gymnasium.spaces.Space, b: gymnasium.spaces.Space) -> bool:
     if isinstance(a, gymnasium.spaces.Discrete):
         return isinstance(b, gymnasium.spaces.Discrete) and int(a.n) == int(b.n)
     return type(a) is type(b) and tuple(a.shape) == tuple(b.shape)
-
-
-def _checked_hyperparameters(hp: dict[str, Any]) -> dict[str, Any]:
-    """Check every hyperparameter, naming the one that is wrong; return them unchanged."""
-
-    def fail(name: str, requirement: str) -> None:
-        raise ValueError(f"{name} must be {requirement}, got {name}={hp[name]!r}")
-
-    def number(name: str) -> bool:
-        value = hp[name]
-        return (
-            isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
-        )
-
-    for name in ("n_steps", "n_epochs"):
-        if not isinstance(hp[name], int) or isinstance(hp[name], bool) or hp[name] < 1:
-            fail(name, "a positive integer")
-    if hp["batch_size"] is not None:
-        smallest = 2 if hp["normalize_advantage"] else 1
-        if not isinstance(hp["batch_size"], int) or hp["batch_size"] < smallest:
-            fail(
-                "batch_size",
-                f"None or an integer >= {smallest} (advantages are normalised per minibatch)",
-            )
-    for name in ("gamma", "gae_lambda"):
-        if not number(name) or not 0.0 <= hp[name] <= 1.0:
-            fail(name, "a number in [0, 1]")
-    for name in ("learning_rate", "clip_range", "clip_obs", "clip_reward"):
-        if not number(name) or hp[name] <= 0:
-            fail(name, "a positive number")
-    if not (isinstance(hp["max_grad_norm"], int | float) and hp["max_grad_norm"] > 0):
-        fail("max_grad_norm", "a positive number (math.inf: no clipping)")
-    for name in ("clip_range_vf", "target_kl"):
-        if hp[name] is not None and (not number(name) or hp[name] <= 0):
-            fail(name, "None or a positive number")
-    for name in ("ent_coef", "vf_coef"):
-        if not number(name) or hp[name] < 0:
-            fail(name, "a number >= 0")
-    if not number("log_std_init"):
-        fail("log_std_init", "a finite number")
-    for name in ("anneal_lr", "normalize_advantage", "normalize_obs", "normalize_reward"):
-        if not isinstance(hp[name], bool):
-            fail(name, "True or False")
-    if hp["activation"] not in ("tanh", "relu"):
-        fail("activation", "'tanh' or 'relu'")
-    _split_net_arch(hp["net_arch"])
-    tb = hp["tensorboard_log"]
-    if tb is not None and not isinstance(tb, str | os.PathLike):
-        fail("tensorboard_log", "None or a folder path")
-    return hp
-
-
-def _split_net_arch(net_arch: Any) -> tuple[list[int], list[int]]:
-    """``(pi_sizes, vf_sizes)`` from a list of sizes or ``{"pi": [...], "vf": [...]}``."""
-
-    def sizes(value: Any) -> list[int]:
-        if (
-            isinstance(value, str | bytes)
-            or not isinstance(value, Sequence)
-            or not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in value)
-        ):
-            raise ValueError(
-                "net_arch must be a list of positive layer sizes or {'pi': [...], 'vf': [...]}, "
-                f"got net_arch={net_arch!r}"
-            )
-        return list(value)
-
-    if isinstance(net_arch, Mapping):
-        if set(net_arch) != {"pi", "vf"}:
-            raise ValueError(
-                f"net_arch as a dict needs exactly the keys 'pi' and 'vf', got net_arch={net_arch!r}"
-            )
-        return sizes(net_arch["pi"]), sizes(net_arch["vf"])
-    return sizes(net_arch), sizes(net_arch)
 
 
 def _parse_value_heads(value_heads: Any, gamma: float) -> list[ValueHead]:
@@ -1129,21 +1179,3 @@ def _space_from_dict(data: dict[str, Any]) -> gymnasium.spaces.Space:
     return gymnasium.spaces.Box(data["low"].numpy(), data["high"].numpy(), dtype=dtype)
 
 
-def _plain(hp: dict[str, Any]) -> dict[str, Any]:
-    """Hyperparameters as plain data (lists, dicts, str), as ``torch.load(weights_only=True)``
-    reads them back."""
-    out = dict(hp)
-    out["tensorboard_log"] = (
-        None if hp["tensorboard_log"] is None else os.fspath(hp["tensorboard_log"])
-    )
-    arch = hp["net_arch"]
-    out["net_arch"] = (
-        {k: list(v) for k, v in arch.items()} if isinstance(arch, Mapping) else list(arch)
-    )
-    heads = hp["value_heads"]
-    if heads is not None:
-        heads = (
-            {n: dict(o) for n, o in heads.items()} if isinstance(heads, Mapping) else list(heads)
-        )
-    out["value_heads"] = heads
-    return out

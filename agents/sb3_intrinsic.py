@@ -32,8 +32,9 @@ from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.on_policy_algorithm import OnPolicyAlgorithm
 from stable_baselines3.common.vec_env import VecEnv, VecEnvWrapper
 
+from rewardlab.common.components import with_components
 from rewardlab.intrinsic import Hybrid, IntrinsicModule
-from rewardlab.shaping.wrappers import stack_final, with_component
+from rewardlab.shaping.wrappers import stack_final
 
 
 def _check(module: IntrinsicModule, coef: float) -> None:
@@ -187,8 +188,9 @@ class IntrinsicRewardVecEnv(VecEnvWrapper):
         bonus = self.module.compute(self._obs, actions, next_obs, dones=dones)
         intrinsic_rewards = self.coef * bonus.detach().cpu().numpy()
         for info, extrinsic, value in zip(infos, rewards, intrinsic_rewards, strict=True):
-            info["reward_components"] = with_component(
-                info.get("reward_components"), float(extrinsic), self.component, float(value)
+            info["reward_components"] = with_components(
+                info.get("reward_components"), float(extrinsic), {self.component: float(value)},
+                "give this intrinsic wrapper another component name",
             )
         self._pending.append((self._obs, actions, next_obs))
         if len(self._pending) >= self.update_every:

@@ -4,7 +4,7 @@ For HalfCheetah-v5 and Hopper-v5, each seed trains, interleaved (ours seed 0, SB
 ours seed 1, ...) so that other load on the machine falls on both alike:
 
 - ``ours``: ``rewardlab.agents.PPO`` on ``rewardlab.envs.make(env_id, num_envs)`` (rewardlab's batched MuJoCo
-  envs, one physics thread) with ``rewardlab.agents.ppo.MUJOCO_HYPERPARAMETERS``;
+  envs, one physics thread) with ``rewardlab.agents.ppo.MUJOCO_CONFIG``;
 - ``sb3``: SB3's PPO on Gymnasium's own env, ``make_vec_env(env_id, 1)`` (a
   ``DummyVecEnv``) in ``VecNormalize``: rl-baselines3-zoo's ``mujoco-defaults``, which are
   SB3's default hyperparameters (the PPO paper's MuJoCo settings) with normalised
@@ -57,7 +57,7 @@ from benchmarks.machine import describe_machine, recorded_args
 from benchmarks.ppo_speed import _median_lower_bound, evaluate
 from rewardlab import envs
 from rewardlab.agents import PPO
-from rewardlab.agents.ppo import MUJOCO_HYPERPARAMETERS, MUJOCO_NUM_ENVS
+from rewardlab.agents.ppo import MUJOCO_CONFIG, MUJOCO_NUM_ENVS
 
 RESULTS = Path(__file__).parent / "results"
 FULL_STEPS = 1_000_000
@@ -389,7 +389,7 @@ def markdown(report: dict) -> str:
         "`curve` (steps, train s, mean return of the last 100 finished training episodes) "
         "and `evaluations` (steps, train s, deterministic evaluation return).",
         "",
-        "Ours (`rewardlab.agents.ppo.MUJOCO_NUM_ENVS` envs, `rewardlab.agents.ppo.MUJOCO_HYPERPARAMETERS`): "
+        "Ours (`rewardlab.agents.ppo.MUJOCO_NUM_ENVS` envs, `rewardlab.agents.ppo.MUJOCO_CONFIG`): "
         f"`{json.dumps(report['ours_settings'])}`",
         "",
         "SB3: rl-baselines3-zoo's `mujoco-defaults` (SB3's default PPO hyperparameters, "
@@ -468,7 +468,7 @@ def main(argv: list[str] | None = None) -> int:
     }
     ours_settings = {
         "num_envs": MUJOCO_NUM_ENVS,
-        **MUJOCO_HYPERPARAMETERS,
+        **MUJOCO_CONFIG.to_dict(),
         **json.loads(args.ours_hp),
     }
 

@@ -43,6 +43,7 @@ import torch
 from benchmarks.machine import describe_machine, recorded_args
 from rewardlab import envs
 from rewardlab.agents import PPO
+from rewardlab.agents.evaluation import play_episodes
 
 RESULTS = Path(__file__).parent / "results"
 THRESHOLDS = {"CartPole-v1": 475.0, "Acrobot-v1": -100.0}
@@ -76,21 +77,12 @@ SB3_ZOO: dict[str, dict[str, Any]] = {
 
 
 def evaluate(act: Callable[[torch.Tensor], Any], env: Any) -> float:
-    """Mean return of one deterministic episode in each env of a batched eval env.
+    """Mean true return of one deterministic episode in each env of a batched eval env.
 
     :param act: observations ``(N, *obs_shape)`` tensor -> actions (tensor or numpy).
     :param env: the batched eval env; every env plays until its first episode ends.
     """
-    obs, _ = env.reset()
-    returns = torch.zeros(env.num_envs)
-    done = torch.zeros(env.num_envs, dtype=torch.bool)
-    for _ in range(env.max_episode_steps):
-        obs, reward, terminated, truncated, _ = env.step(act(obs))
-        returns += reward * ~done
-        done |= terminated | truncated
-        if bool(done.all()):
-            break
-    return returns.mean().item()
+    return play_episodes(act, env).mean_return
 
 
 class SolveClock:

@@ -181,13 +181,13 @@ def ppo_speed(num_envs: int, iterations: int) -> dict[str, Any]:
     """``rewardlab.agents.PPO`` on HalfCheetah-v5 with Warp envs: env steps per second of ``learn``."""
     from rewardlab import envs
     from rewardlab.agents import PPO
-    from rewardlab.agents.ppo import MUJOCO_HYPERPARAMETERS
+    from rewardlab.agents.ppo import MUJOCO_CONFIG
 
-    # MUJOCO_HYPERPARAMETERS suit 16 envs; with thousands, short rollouts and a few large
+    # MUJOCO_CONFIG suit 16 envs; with thousands, short rollouts and a few large
     # minibatches keep one update in the same range of samples per gradient step.
     n_steps = 16
     settings = {
-        **MUJOCO_HYPERPARAMETERS,
+        **MUJOCO_CONFIG.to_dict(),
         "n_steps": n_steps,
         "batch_size": n_steps * num_envs // 4,
         "n_epochs": 4,

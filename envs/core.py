@@ -61,7 +61,30 @@ def resolve_device(device: str | torch.device) -> torch.device:
     return resolved
 
 
-class BatchedEnv:
+class Batched:
+    """What batched envs and their wrappers share: the Gymnasium and SB3 views of ``self``.
+
+    Defined once here, so a wrapper adapts itself (its reward included), never the env
+    beneath it.
+    """
+
+    def to_gymnasium(self) -> gymnasium.vector.VectorEnv:
+        """This env (with every wrapper it is) as a Gymnasium ``VectorEnv``: numpy at the
+        boundary, same-step autoreset."""
+        # adapters.py imports SB3's VecEnv, which is slow to import: only when asked
+        from rewardlab.envs.adapters import GymnasiumVectorEnv
+
+        return GymnasiumVectorEnv(self)
+
+    def to_sb3(self) -> Any:
+        """This env (with every wrapper it is) as a Stable-Baselines3 ``VecEnv`` (reset
+        inside ``step``)."""
+        from rewardlab.envs.adapters import SB3VecEnv
+
+        return SB3VecEnv(self)
+
+
+class BatchedEnv(Batched):
     """``num_envs`` copies of one environment, stepped together as torch tensors on ``device``.
 
     Subclasses describe one task as pure batched functions and this class does the rest:
@@ -345,18 +368,6 @@ class BatchedEnv:
             self._render_env.close()
             self._render_env = None
 
-    def to_gymnasium(self) -> gymnasium.vector.VectorEnv:
-        """This env as a Gymnasium ``VectorEnv`` (numpy at the boundary, same-step autoreset)."""
-        from rewardlab.envs.adapters import GymnasiumVectorEnv
-
-        return GymnasiumVectorEnv(self)
-
-    def to_sb3(self) -> Any:
-        """This env as a Stable-Baselines3 ``VecEnv`` (reset inside ``step``)."""
-        from rewardlab.envs.adapters import SB3VecEnv
-
-        return SB3VecEnv(self)
-
     def __repr__(self) -> str:
         return (
             f"{type(self).__name__}({self.spec_id}, num_envs={self.num_envs}, device={self.device})"
@@ -393,7 +404,7 @@ class BatchedEnv:
 
         The step is traced to one graph and compiled without Dynamo: Dynamo would check its
         guards on every call, about 20 us of Python on a slow CPU, as long as the whole step
-        of a thousand envs takes. Nothing guards are needed for can change here: every input
+        of a thousand envs takes. Nothing the guards would check can change here: every input
         keeps the shape, dtype, device and memory layout it has now, and the env's
         constants are fixed at construction.
         """
@@ -437,11 +448,12 @@ class BatchedEnv:
         return state, elapsed, obs, reward, terminated, truncated, done, final_obs, invalid
 
 
-class BatchedWrapper:
+class BatchedWrapper(Batched):
     """Base class of wrappers around a batched env.
 
     Unknown attributes and methods are looked up on the wrapped env, so a wrapper that only
-    changes the reward overrides :meth:`step` and nothing else.
+    changes the reward overrides :meth:`step` and nothing else; ``to_gymnasium`` and
+    ``to_sb3`` adapt the wrapper itself, and wrappers stack in any order.
 
     Example::
 
@@ -482,18 +494,6 @@ class BatchedWrapper:
         :param actions: the batch of actions
         """
         return self.env.step(actions)
-
-    def to_gymnasium(self) -> gymnasium.vector.VectorEnv:
-        """This wrapped env as a Gymnasium ``VectorEnv``; see :meth:`BatchedEnv.to_gymnasium`."""
-        from rewardlab.envs.adapters import GymnasiumVectorEnv
-
-        return GymnasiumVectorEnv(self)
-
-    def to_sb3(self) -> Any:
-        """This wrapped env as an SB3 ``VecEnv``; see :meth:`BatchedEnv.to_sb3`."""
-        from rewardlab.envs.adapters import SB3VecEnv
-
-        return SB3VecEnv(self)
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__}{self.env!r}>"

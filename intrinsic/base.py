@@ -166,45 +166,6 @@ def check_batch(*named: tuple[str, torch.Tensor]) -> int:
     return next(iter(sizes.values()))
 
 
-class RunningMeanStd(nn.Module):
-    """Mean and variance of all samples seen, updated a batch at a time (Chan et al.).
-
-    :param shape: the shape of one sample
-    :param epsilon: the initial count (so an empty filter has mean 0, variance 1)
-    """
-
-    mean: torch.Tensor
-    var: torch.Tensor
-    count: torch.Tensor
-
-    def __init__(self, shape: tuple[int, ...] = (), epsilon: float = 1e-4) -> None:
-        super().__init__()
-        self.register_buffer("mean", torch.zeros(shape))
-        self.register_buffer("var", torch.ones(shape))
-        self.register_buffer("count", torch.tensor(epsilon))
-
-    @torch.no_grad()
-    def update(self, batch: torch.Tensor) -> None:
-        """Fold ``batch`` ``(B, *shape)`` into the statistics.
-
-        :param batch: the samples
-        """
-        batch = batch.float()
-        batch_count = batch.shape[0]
-        batch_mean = batch.mean(dim=0)
-        batch_var = batch.var(dim=0, unbiased=False)
-        delta = batch_mean - self.mean
-        total = self.count + batch_count
-        m2 = (
-            self.var * self.count
-            + batch_var * batch_count
-            + delta.square() * self.count * batch_count / total
-        )
-        self.mean += delta * batch_count / total
-        self.var.copy_(m2 / total)
-        self.count.copy_(total)
-
-
 class RunningRMS(nn.Module):
     """Running root mean square of all values seen, as a scale for bonuses.
 

@@ -8,8 +8,8 @@ import numpy as np
 import torch
 from gymnasium import spaces
 
+from rewardlab.common.networks import generator
 from rewardlab.intrinsic.base import Batch, IntrinsicModule, as_tensor, check_batch
-from rewardlab.intrinsic.networks import generator
 from rewardlab.intrinsic.spaces import check_space, encode, flat_dim, indices
 
 MODES = ("auto", "exact", "simhash")

@@ -9,15 +9,15 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from rewardlab.common.networks import generator, minibatches, mlp, seeded
+from rewardlab.common.running_stats import RunningMeanStd
 from rewardlab.intrinsic.base import (
     Batch,
     IntrinsicModule,
     RewardForwardFilter,
-    RunningMeanStd,
     as_tensor,
     check_batch,
 )
-from rewardlab.intrinsic.networks import generator, minibatches, mlp, seeded
 from rewardlab.intrinsic.spaces import check_space, encode, flat_dim
 
 
@@ -109,8 +109,8 @@ class RND(IntrinsicModule):
         self.obs_clip = obs_clip
         in_features = flat_dim(self.space)
         with seeded(seed):
-            self.target = mlp(in_features, hidden_sizes, feature_dim)
-            self.predictor = mlp(in_features, hidden_sizes, feature_dim)
+            self.target = mlp(in_features, hidden_sizes, feature_dim, activation="relu", init="default")
+            self.predictor = mlp(in_features, hidden_sizes, feature_dim, activation="relu", init="default")
         self.target.requires_grad_(False)
         self.optimizer = torch.optim.Adam(self.predictor.parameters(), lr=learning_rate)
         self.obs_rms = RunningMeanStd((in_features,))
@@ -147,7 +147,7 @@ class RND(IntrinsicModule):
             if self.normalize_reward:
                 steps = bonus.view(-1, self.streams(len(bonus)))
                 self.return_rms.update(self.return_filter(steps).flatten())
-                bonus = bonus / torch.sqrt(self.return_rms.var + 1e-8)
+                bonus = bonus / torch.sqrt(self.return_rms.var + 1e-8).to(bonus.dtype)
         return bonus
 
     def update(self, obs: Batch, actions: Batch, next_obs: Batch) -> None:
@@ -182,8 +182,10 @@ class RND(IntrinsicModule):
         return encode(self.space, tensors[2][1])
 
     def _whiten(self, raw: torch.Tensor) -> torch.Tensor:
+        # RND's whitening, with its own variance floor (the statistics are float64)
         std = torch.sqrt(self.obs_rms.var + 1e-8)
-        return ((raw - self.obs_rms.mean) / std).clamp(-self.obs_clip, self.obs_clip)
+        whitened = ((raw - self.obs_rms.mean) / std).to(raw.dtype)
+        return whitened.clamp(-self.obs_clip, self.obs_clip)
 
 
 def random_observations(env: Any, num_steps: int, seed: int | None = None) -> torch.Tensor:

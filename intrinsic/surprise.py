@@ -7,8 +7,8 @@ import torch.nn.functional as F
 from gymnasium import spaces
 from torch import nn
 
+from rewardlab.common.networks import generator, minibatches, mlp, seeded
 from rewardlab.intrinsic.base import Batch, IntrinsicModule, as_tensor, check_batch
-from rewardlab.intrinsic.networks import generator, minibatches, mlp, seeded
 from rewardlab.intrinsic.spaces import categories, check_space, encode, flat_dim, indices
 
 
@@ -91,10 +91,11 @@ class Surprise(IntrinsicModule):
         self.minibatch_size = minibatch_size
         action_dim = flat_dim(self.action_space)
         with seeded(seed):
-            self.encoder = mlp(flat_dim(self.space), [hidden_size], feature_dim)
-            self.forward_model = mlp(feature_dim + action_dim, [hidden_size], feature_dim)
+            relu = {"activation": "relu", "init": "default"}
+            self.encoder = mlp(flat_dim(self.space), [hidden_size], feature_dim, **relu)
+            self.forward_model = mlp(feature_dim + action_dim, [hidden_size], feature_dim, **relu)
             self.inverse = (
-                mlp(2 * feature_dim, [hidden_size], action_dim) if inverse_model else None
+                mlp(2 * feature_dim, [hidden_size], action_dim, **relu) if inverse_model else None
             )
         if not inverse_model:
             self.encoder.requires_grad_(False)

@@ -6,7 +6,7 @@ import numpy as np
 from stable_baselines3.common.vec_env import VecEnv, VecEnvWrapper
 
 from rewardlab.shaping.core import Potential, PotentialTracker
-from rewardlab.shaping.wrappers import check_name, stack_final, with_component
+from rewardlab.shaping.wrappers import check_name, shaping_component, stack_final
 
 
 class VecPotentialShaping(VecEnvWrapper):
@@ -66,7 +66,7 @@ class VecPotentialShaping(VecEnvWrapper):
             final_obs = stack_final(obs, dones, [info.get("terminal_observation") for info in infos])
         shaping = self.tracker.step(obs, terminated, ended=dones, final_obs=final_obs)
         for info, reward, term in zip(infos, rewards.tolist(), shaping.tolist(), strict=True):
-            info["reward_components"] = with_component(
+            info["reward_components"] = shaping_component(
                 info.get("reward_components"), reward, self.name, term
             )
         return obs, (rewards + shaping).astype(np.float32), dones, infos

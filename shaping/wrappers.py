@@ -21,6 +21,8 @@ import numpy as np
 import torch
 from gymnasium.vector import AutoresetMode, VectorEnv, VectorWrapper
 
+from rewardlab.common.components import with_components
+from rewardlab.envs.core import BatchedWrapper
 from rewardlab.shaping.core import Potential, PotentialTracker
 
 
@@ -34,16 +36,9 @@ def check_name(name: str) -> str:
     return name
 
 
-def with_component(components: dict | None, extrinsic: Any, name: str, value: Any) -> dict:
-    """A new components dict: the old one (or ``{"extrinsic": extrinsic}``) plus ``name``."""
-    updated = dict(components) if components else {"extrinsic": extrinsic}
-    if name in updated:
-        raise ValueError(
-            f"reward component {name!r} is already reported by an inner wrapper; give this "
-            "shaping wrapper another name="
-        )
-    updated[name] = value
-    return updated
+def shaping_component(components: dict | None, extrinsic: Any, name: str, value: Any) -> dict:
+    """The components with the shaping term added under ``name`` (see :func:`with_components`)."""
+    return with_components(components, extrinsic, {name: value}, "give this shaping wrapper another name=")
 
 
 def batch_of_one(obs: Any) -> Any:
@@ -115,7 +110,7 @@ class PotentialShaping(gym.Wrapper):
         obs, reward, terminated, truncated, info = self.env.step(action)
         shaping = float(self.tracker.step(batch_of_one(obs), [terminated])[0])
         info = dict(info)
-        info["reward_components"] = with_component(
+        info["reward_components"] = shaping_component(
             info.get("reward_components"), float(reward), self.name, shaping
         )
         return obs, float(reward) + shaping, terminated, truncated, info
@@ -186,14 +181,14 @@ class PotentialShapingVector(VectorWrapper):
             shaping = self.tracker.step(obs, terminated)
         rewards = np.asarray(rewards, dtype=np.float64)
         info = dict(info)
-        info["reward_components"] = with_component(
+        info["reward_components"] = shaping_component(
             info.get("reward_components"), rewards, self.name, shaping
         )
         info["_reward_components"] = np.ones(self.num_envs, dtype=bool)
         return obs, rewards + shaping, terminated, truncated, info
 
 
-class BatchedPotentialShaping:
+class BatchedPotentialShaping(BatchedWrapper):
     """Adds the potential-based shaping term to a batched torch env (``rewardlab.envs.make``).
 
     The env follows rewardlab's batched-env contract: tensors on one device,
@@ -233,18 +228,9 @@ class BatchedPotentialShaping:
                     "PotentialShaping for a gymnasium.Env, PotentialShapingVector for a "
                     "gymnasium VectorEnv and VecPotentialShaping for an SB3 VecEnv"
                 )
-        self.env = env
+        super().__init__(env)
         self.tracker = PotentialTracker(potential, gamma, scale)
         self.name = check_name(name)
-
-    def __getattr__(self, name: str) -> Any:
-        if name.startswith("_"):
-            raise AttributeError(name)
-        return getattr(self.env, name)
-
-    @property
-    def unwrapped(self) -> Any:
-        return getattr(self.env, "unwrapped", self.env)
 
     def reset(self, seed: int | None = None, options: dict | None = None):
         obs, info = self.env.reset(seed=seed, options=options)
@@ -257,10 +243,8 @@ class BatchedPotentialShaping:
             obs, terminated, ended=terminated | truncated, final_obs=info["final_obs"]
         ).to(reward.dtype)
         info = dict(info)
-        info["reward_components"] = with_component(
+        info["reward_components"] = shaping_component(
             info.get("reward_components"), reward, self.name, shaping
         )
         return obs, reward + shaping, terminated, truncated, info
 
-    def close(self) -> None:
-        self.env.close()

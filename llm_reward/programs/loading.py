@@ -30,6 +30,8 @@ import gymnasium
 import numpy as np
 import torch
 
+from rewardlab.common.components import with_components
+from rewardlab.envs.core import Batched
 from rewardlab.envs.descriptions import EnvDescription, describe
 from rewardlab.llm_reward.programs.program import RewardFunction, RewardProgram
 from rewardlab.llm_reward.programs.wrapper import COMPONENT_PREFIX, ProgramReward
@@ -99,7 +101,7 @@ class GymnasiumProgramReward(gymnasium.Wrapper):
         """Step the env and reward the transition with the program.
 
         :param action: the action.
-        :raises llm_reward.ProgramError: the program failed on this transition.
+        :raises rewardlab.llm_reward.ProgramError: the program failed on this transition.
         """
         if self._obs is None:
             raise RuntimeError("GymnasiumProgramReward.step was called before reset()")
@@ -113,10 +115,11 @@ class GymnasiumProgramReward(gymnasium.Wrapper):
         )
         self._obs = next_obs
         info = dict(info)
-        info["reward_components"] = {
-            **info.get("reward_components", {"extrinsic": float(reward)}),
-            **{COMPONENT_PREFIX + name: float(value[0]) for name, value in components.items()},
-        }
+        info["reward_components"] = with_components(
+            info.get("reward_components"), float(reward),
+            {COMPONENT_PREFIX + name: float(value[0]) for name, value in components.items()},
+            "wrap the program reward only once",
+        )
         return obs, float(program_reward[0]), terminated, truncated, info
 
 
@@ -153,9 +156,7 @@ class LoadedReward:
         :param env: the env.
         :raises TypeError: another kind of env (for Gymnasium vector envs, wrap each env).
         """
-        from rewardlab.envs import BatchedEnv, BatchedWrapper
-
-        if isinstance(env, BatchedEnv | BatchedWrapper):
+        if isinstance(env, Batched):
             return ProgramReward(env, self.reward_function())
         if isinstance(env, gymnasium.Env):
             return GymnasiumProgramReward(env, self.reward_function())

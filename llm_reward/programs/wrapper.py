@@ -6,6 +6,7 @@ from typing import Any
 
 import torch
 
+from rewardlab.common.components import with_components
 from rewardlab.envs import BatchedWrapper
 from rewardlab.envs.core import Actions, StepReturn
 from rewardlab.llm_reward.programs.program import RewardFunction
@@ -67,17 +68,18 @@ class ProgramReward(BatchedWrapper):
         """Step the wrapped env and reward the transition with the program.
 
         :param actions: the batch of actions.
-        :raises llm_reward.program.ProgramError: the program failed on this transition.
+        :raises rewardlab.llm_reward.programs.ProgramError: the program failed on this transition.
         """
         if self._obs is None:
             raise RuntimeError("ProgramReward.step was called before reset()")
         actions = torch.as_tensor(actions, device=self.device)
-        obs, _, terminated, truncated, info = self.env.step(actions)
+        obs, env_reward, terminated, truncated, info = self.env.step(actions)
         next_obs = info.get("final_obs", obs)
         reward, components = self.reward_function(self._obs, actions, next_obs, terminated)
         self._obs = obs
-        info["reward_components"] = {
-            **info["reward_components"],
-            **{COMPONENT_PREFIX + name: value for name, value in components.items()},
-        }
+        info = dict(info)
+        named = {COMPONENT_PREFIX + name: value for name, value in components.items()}
+        info["reward_components"] = with_components(
+            info.get("reward_components"), env_reward, named, "wrap the program reward only once"
+        )
         return obs, reward, terminated, truncated, info

@@ -25,6 +25,7 @@ from typing import Any
 import torch
 
 from rewardlab import envs
+from rewardlab.agents.evaluation import play_episodes
 from rewardlab.agents.ppo import PPO
 from rewardlab.envs.descriptions import EnvDescription, describe
 from rewardlab.llm_reward.programs.program import (
@@ -92,23 +93,11 @@ def evaluate_policy(
     :return: ``(mean_return, success_rate or None)``.
     """
     env = envs.make(description.env_id, num_envs=episodes, device=device, seed=seed)
-    obs, _ = env.reset(seed=seed)
-    returns = torch.zeros(episodes, device=env.device)
-    done = torch.zeros(episodes, dtype=torch.bool, device=env.device)
-    success = torch.zeros(episodes, dtype=torch.bool, device=env.device)
-    for _ in range(env.max_episode_steps):
-        actions, _ = model.predict(obs, deterministic=True)
-        obs, reward, terminated, truncated, info = env.step(actions)
-        returns += reward * ~done
-        ended = (terminated | truncated) & ~done
-        if description.success is not None:
-            success |= ended & description.success(info["final_obs"], terminated, truncated)
-        done |= ended
-        if bool(done.all()):
-            break
-    env.close()
-    success_rate = float(success.float().mean()) if description.success is not None else None
-    return float(returns.mean()), success_rate
+    try:
+        measured = play_episodes(model, env, seed=seed, success=description.success)
+    finally:
+        env.close()
+    return measured.mean_return, measured.success_rate
 
 
 def train_program(

@@ -67,9 +67,9 @@ def resolve_config(args: argparse.Namespace) -> dict[str, Any]:
     if config["algo"] == "ppo" and is_mujoco(config["env"]):
         # PPO's own defaults suit classic control; MuJoCo tasks train with the preset, which
         # hyperparameters given in the config file still override.
-        from rewardlab.agents.ppo import MUJOCO_HYPERPARAMETERS
+        from rewardlab.agents.ppo import MUJOCO_CONFIG
 
-        config["hyperparameters"] = {**MUJOCO_HYPERPARAMETERS, **config["hyperparameters"]}
+        config["hyperparameters"] = {**MUJOCO_CONFIG.to_dict(), **config["hyperparameters"]}
     return config
 
 

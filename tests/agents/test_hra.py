@@ -146,7 +146,7 @@ def test_default_heads_are_the_components_that_decompose_the_reward(trained: HRA
 def test_heads_converge_to_the_dynamic_programming_values(trained: HRA) -> None:
     # Episodes are truncated after 3 steps; bootstrapping from final_obs makes the values
     # those of the task without a time limit.
-    expected = corridor_q_values(GAMMA, trained.bootstrap)
+    expected = corridor_q_values(GAMMA, trained.config.bootstrap)
     q = trained.q_values(CELLS)
     for i, name in enumerate(trained.heads):
         np.testing.assert_allclose(q[:, i].numpy(), expected[name], atol=0.03, err_msg=name)
@@ -157,7 +157,7 @@ def test_greedy_action_on_the_sum_is_optimal(trained: HRA) -> None:
     # action on the sum need not be optimal; the corridor is set up so that here it is.
     best = optimal_q_values(GAMMA).argmax(axis=1)
     assert best.tolist() == [0, 1, 1]  # the task needs both ends
-    summed = sum(corridor_q_values(GAMMA, trained.bootstrap).values())
+    summed = sum(corridor_q_values(GAMMA, trained.config.bootstrap).values())
     assert summed.argmax(axis=1).tolist() == best.tolist()
     actions, _ = trained.predict(CELLS)
     assert actions.tolist() == best.tolist()

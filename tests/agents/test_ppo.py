@@ -14,8 +14,9 @@ from gymnasium.vector import AutoresetMode
 
 from rewardlab import envs
 from rewardlab.agents import PPO
+from rewardlab.agents.evaluation import play_episodes
 from rewardlab.agents.ppo import compute_gae
-from rewardlab.agents.running_stats import RunningMeanStd
+from rewardlab.common.running_stats import RunningMeanStd
 
 
 class ChainEnv:
@@ -374,16 +375,8 @@ def cartpole(num_envs: int = 16, seed: int = 0) -> Any:
 
 
 def evaluate(model: PPO, env: Any) -> float:
-    """Mean return of the first episode of every env, deterministic actions."""
-    obs, _ = env.reset()
-    returns = torch.zeros(env.num_envs)
-    done = torch.zeros(env.num_envs, dtype=torch.bool)
-    while not done.all():
-        actions, _ = model.predict(obs)
-        obs, reward, terminated, truncated, _ = env.step(actions)
-        returns += reward * ~done
-        done |= terminated | truncated
-    return returns.mean().item()
+    """Mean true return of the first episode of every env, deterministic actions."""
+    return play_episodes(model, env).mean_return
 
 
 @pytest.fixture(scope="module")
@@ -466,10 +459,10 @@ def test_mujoco_control_cost_is_charged_on_clipped_actions() -> None:
     """Gymnasium's MuJoCo envs charge the control cost on the actions as given, so the
     rollout must clip the Gaussian samples to the Box (as SB3 does) before ``env.step``."""
     pytest.importorskip("mujoco.batch")
-    from rewardlab.agents.ppo import MUJOCO_HYPERPARAMETERS
+    from rewardlab.agents.ppo import MUJOCO_CONFIG
 
     env = envs.make("Hopper-v5", num_envs=4, device="cpu", seed=0, nthread=1)
-    hyperparameters = {**MUJOCO_HYPERPARAMETERS, "n_steps": 16, "batch_size": 32}
+    hyperparameters = {**MUJOCO_CONFIG.to_dict(), "n_steps": 16, "batch_size": 32}
     model = PPO(env, seed=0, **{**hyperparameters, "log_std_init": 2.0})
     steps = record_steps(env)
     model.learn(64)
@@ -503,7 +496,7 @@ def test_save_load_round_trip(tmp_path: Any) -> None:
 
     loaded = PPO.load(path)
     assert loaded.env is None and loaded.num_timesteps == model.num_timesteps
-    assert loaded.hyperparameters == model.hyperparameters
+    assert loaded.config == model.config
     torch.testing.assert_close(loaded.obs_rms.mean, model.obs_rms.mean)
     assert torch.equal(loaded.predict(obs)[0], model.predict(obs)[0])
     for mine, theirs in zip(model.policy.parameters(), loaded.policy.parameters(), strict=True):

@@ -195,7 +195,7 @@ def test_quickstart_trains_both_and_compares(tmp_path, capsys):
 
 def test_ppo_on_mujoco_trains_with_the_mujoco_preset(tmp_path):
     pytest.importorskip("mujoco.batch")
-    from rewardlab.agents.ppo import MUJOCO_HYPERPARAMETERS
+    from rewardlab.agents.ppo import MUJOCO_CONFIG
 
     config_file = tmp_path / "hp.json"
     config_file.write_text(json.dumps({"hyperparameters": {"n_steps": 16, "n_epochs": 1}}))
@@ -207,5 +207,5 @@ def test_ppo_on_mujoco_trains_with_the_mujoco_preset(tmp_path):
     assert code == 0
     config = json.loads((logdir / "seed_0" / "config.json").read_text())
     # The preset fills in what the config file leaves out; the file's values win.
-    assert config["hyperparameters"] == {**MUJOCO_HYPERPARAMETERS, "n_steps": 16, "n_epochs": 1}
+    assert config["hyperparameters"] == {**MUJOCO_CONFIG.to_dict(), "n_steps": 16, "n_epochs": 1}
     assert scalars(logdir / "seed_0", "reward/healthy_reward")

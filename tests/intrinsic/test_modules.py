@@ -185,7 +185,7 @@ def test_rnd_initialises_whitening_from_a_random_rollout():
     assert rows.shape == (100, 4)
     rnd = RND(env.single_observation_space, seed=0)
     rnd.init_obs_stats(rows)
-    assert torch.allclose(rnd.obs_rms.mean, rows.mean(0), atol=1e-4)
+    assert torch.allclose(rnd.obs_rms.mean, rows.double().mean(0), atol=1e-4)
 
 
 def test_rnd_trains_the_predictor_on_a_fraction_of_the_batch():
