@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any
+import dataclasses
+from collections.abc import Mapping
+from typing import Any, ClassVar, TypeVar
+
+Config = TypeVar("Config", bound="LearnerConfig")
 
 BATCHED_ATTRIBUTES = ("num_envs", "device", "single_observation_space", "single_action_space", "step", "reset")
 
@@ -51,3 +55,36 @@ def read_saved(path: Any, file_format: str, learner: str, env: Any, device: Any)
     if device is None:
         device = env.device if env is not None else "cpu"
     return data, device
+
+
+class LearnerConfig:
+    """What every learner's hyperparameter dataclass shares: copies with changes, and plain data.
+
+    A subclass is a frozen dataclass whose fields are the hyperparameters and whose
+    ``__post_init__`` checks them; ``learner`` names it in error messages.
+    """
+
+    learner: ClassVar[str]
+
+    @classmethod
+    def names(cls) -> tuple[str, ...]:
+        """The hyperparameters' names, in field order."""
+        return tuple(field.name for field in dataclasses.fields(cls))  # type: ignore[arg-type]
+
+    def replace(self: Config, **changes: Any) -> Config:
+        """A copy with ``changes``; a name that is not a hyperparameter raises ``ValueError``."""
+        unknown = sorted(set(changes) - set(self.names()))
+        if unknown:
+            raise ValueError(
+                f"unknown {self.learner} hyperparameter(s) {unknown}; known: {sorted(self.names())}"
+            )
+        return dataclasses.replace(self, **changes)  # type: ignore[type-var]
+
+    def to_dict(self) -> dict[str, Any]:
+        """Every hyperparameter, as plain data."""
+        return {name: getattr(self, name) for name in self.names()}
+
+    @classmethod
+    def from_dict(cls: type[Config], data: Mapping[str, Any]) -> Config:
+        """The config of :meth:`to_dict`'s data (missing names keep their defaults)."""
+        return cls().replace(**data)

@@ -52,14 +52,14 @@ import time
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import gymnasium
 import numpy as np
 import torch
 from torch import nn
 
-from rewardlab.agents.common import check_batched, read_saved, steps_bar
+from rewardlab.agents.common import LearnerConfig, check_batched, read_saved, steps_bar
 from rewardlab.agents.logger import TensorBoardLogger
 from rewardlab.common.networks import mlp
 
@@ -268,7 +268,7 @@ class ReplayBuffer:
 
 
 @dataclass(frozen=True)
-class HRAConfig:
+class HRAConfig(LearnerConfig):
     """HRA's hyperparameters, named once (SB3's DQN names and defaults where they apply).
 
     Checked when made (a bad value raises ``ValueError`` naming it); saved with the model
@@ -300,6 +300,8 @@ class HRAConfig:
         the component check and the callback).
     """
 
+    learner: ClassVar[str] = "HRA"
+
     bootstrap: str = "max"
     shared_torso: bool = False
     net_arch: Sequence[int] = (250,)
@@ -321,27 +323,6 @@ class HRAConfig:
     def __post_init__(self) -> None:
         _check_config(self)
         object.__setattr__(self, "net_arch", list(self.net_arch))  # plain data, for saving
-
-    def replace(self, **changes: Any) -> HRAConfig:
-        """A copy with ``changes``; a name that is not a hyperparameter raises ``ValueError``."""
-        unknown = sorted(set(changes) - set(HRA_HYPERPARAMETERS))
-        if unknown:
-            raise ValueError(
-                f"unknown HRA hyperparameter(s) {unknown}; known: {sorted(HRA_HYPERPARAMETERS)}"
-            )
-        return dataclasses.replace(self, **changes)
-
-    def to_dict(self) -> dict[str, Any]:
-        """Every hyperparameter, as plain data."""
-        return {name: getattr(self, name) for name in HRA_HYPERPARAMETERS}
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> HRAConfig:
-        """The config of :meth:`to_dict`'s data (missing names keep their defaults)."""
-        return cls().replace(**data)
-
-
-HRA_HYPERPARAMETERS: tuple[str, ...] = tuple(field.name for field in dataclasses.fields(HRAConfig))
 
 
 def _check_config(config: HRAConfig) -> None:

@@ -42,14 +42,14 @@ import warnings
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, ClassVar, Protocol
 
 import gymnasium
 import numpy as np
 import torch
 from torch import nn
 
-from rewardlab.agents.common import check_batched, read_saved, steps_bar
+from rewardlab.agents.common import LearnerConfig, check_batched, read_saved, steps_bar
 from rewardlab.agents.logger import TensorBoardLogger
 from rewardlab.common.networks import mlp
 from rewardlab.common.running_stats import RunningMeanStd
@@ -239,7 +239,7 @@ class _Rollout:
 
 
 @dataclass(frozen=True)
-class PPOConfig:
+class PPOConfig(LearnerConfig):
     """PPO's hyperparameters, named once: SB3's names and, where they still make sense for
     hundreds of batched envs, SB3's defaults. ``n_steps`` is per env, so a rollout has
     ``n_steps * env.num_envs`` transitions.
@@ -285,6 +285,8 @@ class PPOConfig:
         ``intrinsic`` module is given. Reward not covered by a head is not learned from.
     """
 
+    learner: ClassVar[str] = "PPO"
+
     learning_rate: float = 3e-4
     anneal_lr: bool = False
     n_steps: int = 128
@@ -313,27 +315,6 @@ class PPOConfig:
         # plain lists and dicts, so the config saves as data torch.load(weights_only=True) reads
         object.__setattr__(self, "net_arch", _plain_net_arch(self.net_arch))
         object.__setattr__(self, "value_heads", _plain_value_heads(self.value_heads))
-
-    def replace(self, **changes: Any) -> PPOConfig:
-        """A copy with ``changes``; a name that is not a hyperparameter raises ``ValueError``."""
-        unknown = sorted(set(changes) - set(PPO_HYPERPARAMETERS))
-        if unknown:
-            raise ValueError(
-                f"unknown PPO hyperparameter(s) {unknown}; known: {sorted(PPO_HYPERPARAMETERS)}"
-            )
-        return dataclasses.replace(self, **changes)
-
-    def to_dict(self) -> dict[str, Any]:
-        """Every hyperparameter, as plain data."""
-        return {name: getattr(self, name) for name in PPO_HYPERPARAMETERS}
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> PPOConfig:
-        """The config of :meth:`to_dict`'s data (missing names keep their defaults)."""
-        return cls().replace(**data)
-
-
-PPO_HYPERPARAMETERS: tuple[str, ...] = tuple(field.name for field in dataclasses.fields(PPOConfig))
 
 
 def _check_config(config: PPOConfig) -> None:
