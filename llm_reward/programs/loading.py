@@ -10,8 +10,8 @@ search's output), as with any Python code you run.
     from rewardlab import llm_reward
 
     reward = llm_reward.load_reward("runs/search/best_reward.py")
-    env = reward.wrap(gym.make("CartPole-v1"))              # a Gymnasium wrapper
-    batched = reward.wrap(envs.make("CartPole-v1", 16))      # a batched-env wrapper
+    env = reward.wrap(gym.make("CartPole-v1"), trusted=True)          # a Gymnasium wrapper
+    batched = reward.wrap(envs.make("CartPole-v1", 16), trusted=True)  # a batched-env wrapper
 
 or from the command line: ``rewardlab train --env CartPole-v1 --reward-program best_reward.py``.
 Both keep the env's own reward as ``info["reward_components"]["extrinsic"]`` and add the
@@ -145,24 +145,47 @@ class LoadedReward:
         """The env's description (the program's variables)."""
         return describe(self.env_id)
 
-    def reward_function(self) -> RewardFunction:
-        """The program loaded in this process, callable on batched transitions."""
+    def reward_function(self, trusted: bool = False) -> RewardFunction:
+        """The program loaded in this process, callable on batched transitions.
+
+        :param trusted: must be True: the program then runs here, with this process's
+            rights, so only for a program you wrote or reviewed.
+        :raises PermissionError: ``trusted`` is not True.
+        """
+        _require_trust(trusted, self.path)
         return RewardFunction(self.program, self.description)
 
-    def wrap(self, env: Any) -> Any:
-        """``env`` with the program's reward: a batched-env wrapper for rewardlab's batched envs
-        (``rewardlab.envs.make``), a Gymnasium wrapper for a Gymnasium env.
+    def wrap(self, env: Any, trusted: bool = False) -> Any:
+        """``env`` with the program's reward, run in this process: a batched-env wrapper for
+        rewardlab's batched envs (``rewardlab.envs.make``), a Gymnasium wrapper for a
+        Gymnasium env.
+
+        A program an LLM wrote is hostile until shown otherwise: train on it isolated with
+        ``rewardlab train --reward-program FILE`` or :func:`rewardlab.llm_reward.evaluate`;
+        wrap an env with it only once you have read it.
 
         :param env: the env.
+        :param trusted: must be True (see above).
+        :raises PermissionError: ``trusted`` is not True.
         :raises TypeError: another kind of env (for Gymnasium vector envs, wrap each env).
         """
+        _require_trust(trusted, self.path)
         if isinstance(env, Batched):
-            return ProgramReward(env, self.reward_function())
+            return ProgramReward(env, self.reward_function(trusted))
         if isinstance(env, gymnasium.Env):
-            return GymnasiumProgramReward(env, self.reward_function())
+            return GymnasiumProgramReward(env, self.reward_function(trusted))
         raise TypeError(
             f"cannot wrap a {type(env).__name__}: pass a rewardlab batched env (rewardlab.envs.make) or a "
             "Gymnasium env (for a Gymnasium vector env, wrap each env with wrappers=[reward.wrap])"
+        )
+
+
+def _require_trust(trusted: bool, path: Path) -> None:
+    if trusted is not True:
+        raise PermissionError(
+            f"{path} would run in this process, outside the sandbox: pass trusted=True only for "
+            "a program you wrote or reviewed; to train on an LLM's program use `rewardlab train "
+            "--reward-program FILE` or rewardlab.llm_reward.evaluate, which run it isolated"
         )
 
 

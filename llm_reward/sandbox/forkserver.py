@@ -36,7 +36,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-__all__ = ["ForkServer", "fork_server", "kill_group", "read_message", "send_message"]
+__all__ = ["ForkServer", "fork_server", "kill_group", "read_message", "send_message", "strict_json"]
 
 MAX_MESSAGE_BYTES = 16 * 2**20
 READY = b"ready\n"
@@ -78,10 +78,41 @@ def read_message(connection: socket.socket, deadline: float) -> dict[str, Any] |
     data = _read_exactly(connection, size, deadline)
     if data is None:
         return None
-    message = json.loads(data)
+    message = strict_json(data)
     if not isinstance(message, dict):
         raise ValueError("a message is not a JSON object")
     return message
+
+
+MAX_DEPTH = 32
+MAX_ITEMS = 200_000
+
+
+def _refuse_constant(name: str) -> None:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def strict_json(data: bytes | str) -> Any:
+    """Parse JSON from an untrusted peer: no ``NaN``/``Infinity``, at most ``MAX_DEPTH``
+    levels of nesting and ``MAX_ITEMS`` values in all.
+
+    :raises ValueError: for anything else, deep nesting included (never ``RecursionError``).
+    """
+    try:
+        value = json.loads(data, parse_constant=_refuse_constant)
+    except RecursionError as error:
+        raise ValueError("the JSON is nested too deeply") from error
+    pending, items = [(value, 1)], 0
+    while pending:
+        node, depth = pending.pop()
+        items += 1
+        if depth > MAX_DEPTH or items > MAX_ITEMS:
+            raise ValueError(f"the JSON is nested deeper than {MAX_DEPTH} or holds more than {MAX_ITEMS} values")
+        if isinstance(node, dict):
+            pending.extend((child, depth + 1) for child in node.values())
+        elif isinstance(node, list):
+            pending.extend((child, depth + 1) for child in node)
+    return value
 
 
 def _read_exactly(connection: socket.socket, size: int, deadline: float) -> bytes | None:
@@ -212,6 +243,7 @@ def serve(socket_path: str, preload: Sequence[str]) -> None:
     for module in preload:
         importlib.import_module(module)
     # Imported here, in the server only: sandbox imports this module for the client side.
+    from rewardlab.llm_reward.sandbox.isolation import run_isolated
     from rewardlab.llm_reward.sandbox.runner import worker_main
 
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -230,22 +262,33 @@ def serve(socket_path: str, preload: Sequence[str]) -> None:
                 return
             if listener in readable:
                 connection, _ = listener.accept()
-                try:
-                    request = read_message(connection, time.monotonic() + 10.0)
-                except ValueError:
-                    request = None
+                request = None
+                if _peer_uid(connection) == os.getuid():  # only the user who started the server
+                    try:
+                        request = read_message(connection, time.monotonic() + 2.0)
+                    except (ValueError, OSError):
+                        request = None
                 if request is None:
                     connection.close()
                 else:
                     pid = os.fork()
                     if pid == 0:
                         others = [listener, *workers.values()]
-                        _run_worker(others, stdin, connection, request, worker_main)
+                        _run_worker(others, stdin, connection, request, worker_main, run_isolated)
                     workers[pid] = connection
             _report_exits(workers)
     finally:
         for pid in workers:
             kill_group(pid)
+
+
+def _peer_uid(connection: socket.socket) -> int | None:
+    """The user id of the process at the other end of a Unix socket (``SO_PEERCRED``)."""
+    try:
+        credentials = connection.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    except OSError:
+        return None
+    return struct.unpack("3i", credentials)[1]
 
 
 def _run_worker(
@@ -254,6 +297,7 @@ def _run_worker(
     connection: socket.socket,
     request: dict[str, Any],
     worker_main: Callable[..., None],
+    run_isolated: Callable[..., None],
 ) -> None:
     """In the forked child: run the job and exit, never returning to the server loop.
 
@@ -265,15 +309,23 @@ def _run_worker(
             other.close()
         os.close(stdin)
         fd = connection.detach()
+        # Reading the request with a timeout made the socket non-blocking; a large result
+        # must block until the caller has read it, not fail half-written.
+        os.set_blocking(fd, True)
 
         def write(data: bytes) -> None:
             view = memoryview(data)
             while view:
                 view = view[os.write(fd, view):]
 
+        os.setsid()  # the keeper leads the worker's process group
         send_message(write, {"pid": os.getpid()})
-        worker_main(request["job"], request["payload"], request["run_dir"], request["limits"],
-                    tuple(request["preload"]), write)
+
+        def job() -> None:
+            worker_main(request["job"], request["payload"], request["run_dir"], request["limits"],
+                        tuple(request["preload"]), write)
+
+        run_isolated(job, request["run_dir"], float(request["limits"]["max_disk_mb"]))
     finally:
         os._exit(1)
 

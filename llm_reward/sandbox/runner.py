@@ -1,31 +1,31 @@
-"""Run a job on untrusted code in a separate, limited process and get its JSON result back.
+"""Run a job on untrusted code in a process isolated by the kernel and get its JSON result back.
 
-:func:`run_sandboxed` has one worker process forked for the job by the sandbox's fork
-server (:mod:`rewardlab.llm_reward.sandbox.forkserver`, started once with torch and the job's modules
-imported, and with a minimal environment). The worker
+:func:`run_sandboxed` has one worker forked for the job by the sandbox's fork server
+(:mod:`~rewardlab.llm_reward.sandbox.forkserver`, started once with torch and the job's
+modules imported, and with a minimal environment). The worker
 
-1. becomes the leader of a new process group (so the whole group can be killed) and asks
-   the kernel to kill it if its parent dies (Linux);
+1. is made by :func:`~rewardlab.llm_reward.sandbox.isolation.run_isolated`: its own user,
+   PID, network, mount, IPC and UTS namespaces and a fresh ``/proc`` (no other process
+   of the machine visible; no network at all), its run directory watched for a disk
+   quota, the whole tree killed with its keeper;
 2. moves into its run directory, points ``HOME`` and ``TMPDIR`` there, replaces the
    environment variables with a minimal set (nothing secret to read) and sends its
    standard output and error to ``<run_dir>/worker.log``;
 3. sets OS limits: CPU time (``RLIMIT_CPU``), address space (``RLIMIT_AS``), open files
-   (``RLIMIT_NOFILE``), file size (``RLIMIT_FSIZE``), no core dumps, and, for non-root
-   users, the number of processes (``RLIMIT_NPROC``; root ignores it, so the audit hooks
-   are what stop forks there);
-4. where the kernel has Landlock (Linux 5.13+, :func:`landlock_abi`), restricts itself in
-   the kernel, for C code too (torch's own file I/O never reaches Python's audit hooks):
-   files and directories are created, written, truncated or removed only beneath the run
-   directory (and ``/dev/null``); with ABI 4+ no TCP ``connect`` or ``bind``; with ABI 6+
-   no signals to processes outside the sandbox and no abstract Unix sockets;
-5. installs the :class:`~rewardlab.llm_reward.sandbox.guard.Guard` (audit hooks: no network, no processes,
-   no writes outside the run directory, ...), then calls the job.
+   (``RLIMIT_NOFILE``), file size (``RLIMIT_FSIZE``), no core dumps;
+4. imports what the job needs, then :func:`~rewardlab.llm_reward.sandbox.isolation.confine`:
+   Landlock (reads only of Python, its libraries, rewardlab and system libraries; writes
+   only beneath the run directory; no TCP, no signals out), no capabilities,
+   ``PR_SET_NO_NEW_PRIVS`` and a seccomp filter (no ``execve``, no processes but threads,
+   no new sockets, no namespaces or mounts);
+5. installs the :class:`~rewardlab.llm_reward.sandbox.guard.Guard`, whose audit hooks give
+   the LLM clear messages (they are not what keeps the program in), then calls the job.
 
-The caller waits for the result with a wall-clock timeout and kills the worker's process
-group (SIGKILL) when time is up or once the result is in. The result travels as JSON
-over a Unix socket; the caller never unpickles anything the worker sends. Linux is the
-platform this is built for (``resource``, ``prctl`` and Landlock; other POSIX systems get
-the rest).
+The caller waits for the result with a wall-clock timeout and kills the worker's tree
+(SIGKILL) when time is up or once the result is in. The result travels as JSON over the
+worker's own socket, read with limits on size and nesting; the caller never unpickles
+anything the worker sends. Linux only: where the kernel lacks namespaces, Landlock or
+seccomp, workers refuse to run (see :func:`~rewardlab.llm_reward.sandbox.isolation.kernel_support`).
 
 A job is a function ``job(payload: dict, guard: Guard) -> dict`` named ``"module:function"``;
 its payload and result are JSON data.
@@ -38,6 +38,7 @@ import json
 import os
 import resource
 import signal
+import stat
 import sys
 import tempfile
 import time
@@ -54,8 +55,10 @@ from rewardlab.llm_reward.sandbox.forkserver import (
     read_message,
     send_message,
 )
+from rewardlab.llm_reward.sandbox.isolation import QUOTA_EXIT, confine, readable_roots
+from rewardlab.llm_reward.sandbox.landlock import landlock_abi
 
-__all__ = ["Limits", "SandboxRun", "landlock_abi", "run_sandboxed"]
+__all__ = ["Limits", "SandboxRun", "landlock_abi", "read_private_tail", "run_sandboxed", "write_private"]
 
 LOG_NAME = "worker.log"
 # A worker that sent its result gets this long to exit before it is killed.
@@ -76,6 +79,9 @@ class Limits:
         ``timeout_s * (threads + 1)``, a backstop for when the parent is gone.
     :param max_open_files: ``RLIMIT_NOFILE``.
     :param max_file_mb: the largest file the worker may write (``RLIMIT_FSIZE``).
+    :param max_disk_mb: the most its run directory may hold, all files together; a
+        watchdog outside the sandbox kills the worker past it (checked every 0.05 s, so a
+        program can overshoot it by what it writes in that time).
     :param threads: torch's intra-op threads in the worker.
     """
 
@@ -83,11 +89,12 @@ class Limits:
     memory_mb: int | None = 4096
     cpu_s: float | None = None
     max_open_files: int = 256
-    max_file_mb: int = 1024
+    max_file_mb: int = 256
+    max_disk_mb: int = 1024
     threads: int = 1
 
     def __post_init__(self) -> None:
-        for name in ("timeout_s", "memory_mb", "max_open_files", "max_file_mb", "threads"):
+        for name in ("timeout_s", "memory_mb", "max_open_files", "max_file_mb", "max_disk_mb", "threads"):
             value = getattr(self, name)
             if value is None and name == "memory_mb":
                 continue
@@ -255,18 +262,62 @@ def _describe_exit(exit_code: int | None, limits: Limits) -> tuple[str, str]:
             return (f"the job wrote a file larger than {limits.max_file_mb} MB and was killed "
                     "(SIGXFSZ)"), "limit"
         return f"the worker died from signal {name}", "crash"
+    if exit_code == QUOTA_EXIT:
+        return (f"the job filled its run directory past its disk quota of {limits.max_disk_mb:g} MB "
+                "and was killed"), "limit"
     return f"the worker exited (code {exit_code}) without sending a result", "crash"
 
 
 def _log_tail(run_dir: Path, limit: int = 2000) -> str:
+    return read_private_tail(run_dir / LOG_NAME, limit)
+
+
+def read_private_tail(path: str | os.PathLike[str], limit: int = 2000) -> str:
+    """The last ``limit`` bytes of a regular file in a folder a worker could write, as text.
+
+    Follows no link (``O_NOFOLLOW``) and reads nothing but a regular file, so a program
+    cannot make the caller read another file through a link it planted; ``""`` otherwise.
+
+    :param path: the file.
+    :param limit: bytes from the end.
+    """
     try:
-        with open(run_dir / LOG_NAME, "rb") as log:
-            log.seek(0, os.SEEK_END)
-            size = log.tell()
-            log.seek(max(0, size - limit))
-            return log.read().decode("utf-8", errors="replace")
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError:
         return ""
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            return ""
+        os.lseek(fd, max(0, info.st_size - limit), os.SEEK_SET)
+        return os.read(fd, limit).decode("utf-8", errors="replace")
+    except OSError:
+        return ""
+    finally:
+        os.close(fd)
+
+
+def write_private(directory: str | os.PathLike[str], name: str, text: str) -> Path:
+    """Write ``text`` as ``directory/name``, where a worker may have left a link or a file.
+
+    Whatever is at that name is removed first (a link is removed, never followed), and the
+    file is created anew with ``O_EXCL | O_NOFOLLOW``. Call it once the worker is gone.
+
+    :param directory: a folder the caller made (a run directory).
+    :param name: a plain file name.
+    :raises OSError: the name could not be cleared (e.g. a folder is there).
+    """
+    if os.sep in name or name in ("", ".", ".."):
+        raise ValueError(f"name={name!r} must be a plain file name")
+    path = Path(directory) / name
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    with os.fdopen(fd, "w") as file:
+        file.write(text)
+    return path
 
 
 # ---------------------------------------------------------------- in the worker
@@ -299,6 +350,7 @@ def worker_main(
         from rewardlab.llm_reward.sandbox.guard import Guard
 
         guard = Guard(writable=[run_dir])
+        confine(run_dir, readable_roots())  # the kernel's rules; the guard only explains
         guard.install()
         envelope["result"] = function(payload, guard)
     except BaseException as error:  # noqa: B036 - report anything, the worker exits next
@@ -324,8 +376,6 @@ def _describe_error(error: BaseException) -> str:
 
 
 def _isolate(run_dir: str, limits: Limits) -> None:
-    os.setsid()
-    _die_with_parent()
     os.chdir(run_dir)
     # The working directory is no import location: nothing written in the run dir is imported.
     sys.path[:] = [path for path in sys.path if path not in ("", ".")]
@@ -346,11 +396,6 @@ def _isolate(run_dir: str, limits: Limits) -> None:
         _set_limit(resource.RLIMIT_AS, int(limits.memory_mb * 2**20))
     _set_limit(resource.RLIMIT_NOFILE, int(limits.max_open_files))
     _set_limit(resource.RLIMIT_FSIZE, int(limits.max_file_mb * 2**20))
-    if os.getuid() != 0:
-        # Counts every task (thread) of this user on the machine, hence the margin.
-        _set_limit(resource.RLIMIT_NPROC, _user_task_count() + 64)
-    if landlock_abi() > 0:
-        _restrict_with_landlock(run_dir)
     import torch
 
     torch.set_num_threads(int(limits.threads))
@@ -365,15 +410,6 @@ def _set_limit(which: int, soft: int, hard: int | None = None) -> None:
     resource.setrlimit(which, (soft, hard))
 
 
-def _die_with_parent() -> None:
-    if not sys.platform.startswith("linux"):
-        return
-    import ctypes
-
-    pr_set_pdeathsig = 1
-    ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, int(signal.SIGKILL), 0, 0, 0)
-
-
 def _user_task_count() -> int:
     uid, count = os.getuid(), 0
     for entry in os.scandir("/proc"):
@@ -385,76 +421,3 @@ def _user_task_count() -> int:
         except OSError:
             continue
     return count
-
-
-# Landlock (see landlock(7)): the same syscall numbers on x86_64 and the generic table (arm64).
-_LANDLOCK_CREATE_RULESET, _LANDLOCK_ADD_RULE, _LANDLOCK_RESTRICT_SELF = 444, 445, 446
-_LANDLOCK_CREATE_RULESET_VERSION = 1
-_LANDLOCK_RULE_PATH_BENEATH = 1
-_PR_SET_NO_NEW_PRIVS = 38
-# Filesystem rights that change something, with the ABI that introduced each.
-_FS_WRITE_FILE, _FS_TRUNCATE, _FS_IOCTL_DEV = 1 << 1, 1 << 14, 1 << 15
-_FS_CHANGES = (
-    (1, _FS_WRITE_FILE | (1 << 4) | (1 << 5) | sum(1 << bit for bit in range(6, 13))),
-    (2, 1 << 13),  # REFER (links and renames across directories)
-    (3, _FS_TRUNCATE),
-    (5, _FS_IOCTL_DEV),
-)
-_NET_BIND_TCP, _NET_CONNECT_TCP = 1 << 0, 1 << 1  # ABI 4
-_SCOPE_ABSTRACT_UNIX_SOCKET, _SCOPE_SIGNAL = 1 << 0, 1 << 1  # ABI 6
-
-
-def landlock_abi() -> int:
-    """The Landlock ABI version this kernel offers, 0 if none (not Linux, too old, disabled)."""
-    if not sys.platform.startswith("linux"):
-        return 0
-    import ctypes
-
-    libc = ctypes.CDLL(None, use_errno=True)
-    version = libc.syscall(_LANDLOCK_CREATE_RULESET, None, ctypes.c_size_t(0),
-                           ctypes.c_uint32(_LANDLOCK_CREATE_RULESET_VERSION))
-    return max(int(version), 0)
-
-
-def _restrict_with_landlock(run_dir: str) -> None:
-    """Restrict this process (and anything it starts) as step 4 of the module docstring says."""
-    import ctypes
-
-    class RulesetAttr(ctypes.Structure):
-        _fields_ = [("handled_access_fs", ctypes.c_uint64), ("handled_access_net", ctypes.c_uint64),
-                    ("scoped", ctypes.c_uint64)]
-
-    class PathBeneathAttr(ctypes.Structure):
-        _pack_ = 1
-        _fields_ = [("allowed_access", ctypes.c_uint64), ("parent_fd", ctypes.c_int32)]
-
-    abi = landlock_abi()
-    libc = ctypes.CDLL(None, use_errno=True)
-    handled = sum(rights for version, rights in _FS_CHANGES if abi >= version)
-    attr = RulesetAttr(
-        handled_access_fs=handled,
-        handled_access_net=(_NET_BIND_TCP | _NET_CONNECT_TCP) if abi >= 4 else 0,
-        scoped=(_SCOPE_ABSTRACT_UNIX_SOCKET | _SCOPE_SIGNAL) if abi >= 6 else 0,
-    )
-    size = ctypes.sizeof(RulesetAttr) if abi >= 6 else (16 if abi >= 4 else 8)
-    ruleset = libc.syscall(_LANDLOCK_CREATE_RULESET, ctypes.byref(attr), ctypes.c_size_t(size),
-                           ctypes.c_uint32(0))
-    if ruleset < 0:
-        raise OSError(ctypes.get_errno(), f"landlock_create_ruleset: {os.strerror(ctypes.get_errno())}")
-    try:
-        file_rights = handled & (_FS_WRITE_FILE | _FS_TRUNCATE | _FS_IOCTL_DEV)
-        for path, rights in ((run_dir, handled), ("/dev/null", file_rights)):
-            fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
-            try:
-                rule = PathBeneathAttr(allowed_access=rights, parent_fd=fd)
-                if libc.syscall(_LANDLOCK_ADD_RULE, ruleset, _LANDLOCK_RULE_PATH_BENEATH,
-                                ctypes.byref(rule), ctypes.c_uint32(0)) < 0:
-                    raise OSError(ctypes.get_errno(), f"landlock_add_rule({path!r})")
-            finally:
-                os.close(fd)
-        if libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0:
-            raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS)")
-        if libc.syscall(_LANDLOCK_RESTRICT_SELF, ruleset, ctypes.c_uint32(0)) < 0:
-            raise OSError(ctypes.get_errno(), "landlock_restrict_self")
-    finally:
-        os.close(ruleset)

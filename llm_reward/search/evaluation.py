@@ -19,11 +19,12 @@ Example::
 from __future__ import annotations
 
 import json
+import math
 import os
 import shutil
 import tempfile
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,8 +32,9 @@ from typing import Any
 from rewardlab.envs.descriptions import describe
 from rewardlab.llm_reward.programs.checks import CheckError
 from rewardlab.llm_reward.programs.program import RewardProgram
-from rewardlab.llm_reward.sandbox.runner import Limits, SandboxRun, run_sandboxed
-from rewardlab.llm_reward.search.training import PRELOAD, Checkpoint
+from rewardlab.llm_reward.sandbox.runner import Limits, SandboxRun, run_sandboxed, write_private
+from rewardlab.llm_reward.search.text import COMPONENT_NAME, sanitize
+from rewardlab.llm_reward.search.training import PRELOAD, Checkpoint, measure_snapshot
 
 __all__ = ["EvalResult", "Failure", "SeedRun", "evaluate"]
 
@@ -169,6 +171,7 @@ def evaluate(
     cpu_s: float | None = None,
     threads: int = 1,
     static_checks: bool = True,
+    on_final_policy: Callable[[int, Any], None] | None = None,
 ) -> EvalResult:
     """Check ``program``, then train ``rewardlab.agents.PPO`` on its reward in the sandbox and measure fitness.
 
@@ -199,6 +202,9 @@ def evaluate(
     :param threads: torch threads in the worker.
     :param static_checks: False runs the program without the static checks, to test the
         sandbox on its own; never for programs an LLM wrote.
+    :param on_final_policy: called as ``on_final_policy(seed, snapshot)`` with each seed's
+        last policy (:func:`~rewardlab.llm_reward.search.training.policy_snapshot` data,
+        untrusted: rebuild it with :func:`~rewardlab.llm_reward.search.training.load_snapshot`).
     :raises ValueError: bad arguments (unknown env, non-positive budget, non-JSON ``ppo_kwargs``).
     """
     payload = _payload(program, env_id, steps, seeds, num_envs, device, ppo_kwargs,
@@ -221,12 +227,25 @@ def evaluate(
         payload["program"] = asdict(checked)
         payload["tensorboard_log"] = os.fspath(directory.resolve() / "tensorboard") if keep else None
         if keep:
-            (directory / PROGRAM_FILE).write_text(checked.source)
+            write_private(directory, PROGRAM_FILE, checked.source)
         run = run_sandboxed(EVALUATION_JOB, payload, directory, limits, PRELOAD)
+        description = describe(env_id)
+
+        last: dict[int, Any] = {}
+
+        def measure(policy: Any, seed: int) -> tuple[float, float | None]:
+            # here, in the caller, which never loaded the program (the same seed as in place)
+            last[seed] = policy
+            return measure_snapshot(policy, description, payload["ppo_kwargs"], eval_episodes,
+                                    device, seed + 10_000)
+
         result = _result(run, env_id, steps, time.monotonic() - start,
-                         os.fspath(directory) if keep else None, checked.source)
+                         os.fspath(directory) if keep else None, checked.source, measure)
+        if on_final_policy is not None and result.ok:
+            for seed, policy in last.items():
+                on_final_policy(seed, policy)
         if keep:
-            (directory / RESULT_FILE).write_text(result.to_json())
+            write_private(directory, RESULT_FILE, result.to_json())  # the worker is gone by now
         return result
     finally:
         if not keep:
@@ -297,20 +316,22 @@ def _check_failure(
 
 
 def _result(
-    run: SandboxRun, env_id: str, steps: int, wall_s: float, run_dir: str | None, source: str
+    run: SandboxRun, env_id: str, steps: int, wall_s: float, run_dir: str | None, source: str,
+    measure: Callable[[Any, int], tuple[float, float | None]],
 ) -> EvalResult:
     failure: Failure | None = None
     seed_runs: list[SeedRun] = []
     usage: dict[str, float | None] = {"peak_rss_mb": None, "peak_vm_mb": None, "cpu_s": None}
     if run.result is not None:
         try:
-            seed_runs, failure, usage = _parse_job_result(run.result)
-        except (KeyError, TypeError, ValueError) as error:
-            failure = Failure("crash", f"the worker returned a malformed result ({error})")
+            seed_runs, failure, usage = _parse_job_result(run.result, measure)
+        except (KeyError, TypeError, ValueError, RuntimeError) as error:
+            seed_runs, failure = [], Failure("crash", f"the worker returned a malformed result ({error})")
+    # What the worker wrote (its error text, the guard's record, its log) is untrusted text.
     if run.error is not None and failure is None:
-        failure = Failure(run.error_kind or "crash", run.error, details=run.log_tail)
+        failure = Failure(run.error_kind or "crash", _text(run.error), details=_text(run.log_tail))
     if run.violation is not None and (failure is None or failure.kind != "sandbox"):
-        failure = Failure("sandbox", run.violation, traceback=failure.traceback if failure else "")
+        failure = Failure("sandbox", _text(run.violation), traceback=failure.traceback if failure else "")
     ok = failure is None and all(seed.wall_s is not None for seed in seed_runs) and bool(seed_runs)
     if not ok and failure is None:
         failure = Failure("error", "the worker reported no complete training run")
@@ -333,8 +354,8 @@ def _result(
 
 
 def _number(value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise TypeError(f"expected a number, got {type(value).__name__}")
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise TypeError(f"expected a finite number, got {type(value).__name__}")
     return float(value)
 
 
@@ -345,35 +366,49 @@ def _optional_number(value: Any) -> float | None:
 def _text(value: Any) -> str:
     if not isinstance(value, str):
         raise TypeError(f"expected a string, got {type(value).__name__}")
-    return value[:8000]
+    return sanitize(value[:8000])
+
+
+MAX_COMPONENTS = 64
+
+
+def _component_name(value: Any) -> str:
+    if not isinstance(value, str) or not COMPONENT_NAME.fullmatch(value):
+        raise ValueError(f"a component name is not {COMPONENT_NAME.pattern}: {sanitize(str(value))[:80]!r}")
+    return value
 
 
 def _parse_checkpoint(data: Any) -> Checkpoint:
     components = data["components"]
     if not isinstance(components, dict):
         raise TypeError("components must be a dict")
+    if len(components) > MAX_COMPONENTS:
+        raise ValueError(f"{len(components)} components; at most {MAX_COMPONENTS}")
     return Checkpoint(
         step=int(_number(data["step"])),
         fitness=_number(data["fitness"]),
         success_rate=_optional_number(data["success_rate"]),
         train_return=_optional_number(data["train_return"]),
-        components={_text(name): _number(value) for name, value in components.items()},
+        components={_component_name(name): _number(value) for name, value in components.items()},
         reward=_optional_number(data.get("reward")),
     )
 
 
 def _parse_job_result(
-    data: Mapping[str, Any],
+    data: Mapping[str, Any], measure: Callable[[Any, int], tuple[float, float | None]]
 ) -> tuple[list[SeedRun], Failure | None, dict[str, float | None]]:
-    """Read the worker's (untrusted) JSON into records, checking every type."""
-    seed_runs = [
-        SeedRun(
-            seed=int(_number(run["seed"])),
-            checkpoints=[_parse_checkpoint(point) for point in run["checkpoints"]],
-            wall_s=_optional_number(run["wall_s"]),
-        )
-        for run in data["seeds"]
-    ]
+    """Read the worker's (untrusted) JSON into records, checking every type; measure the
+    fitness of every checkpoint from the policy it shipped."""
+    seed_runs = []
+    for run in data["seeds"]:
+        seed = int(_number(run["seed"]))
+        checkpoints = [_parse_checkpoint(point) for point in run["checkpoints"]]
+        policies = run["policies"]
+        if not isinstance(policies, list) or len(policies) != len(checkpoints):
+            raise ValueError("the worker did not ship one policy per checkpoint")
+        for point, policy in zip(checkpoints, policies):
+            point.fitness, point.success_rate = measure(policy, seed)
+        seed_runs.append(SeedRun(seed=seed, checkpoints=checkpoints, wall_s=_optional_number(run["wall_s"])))
     raw_failure = data["failure"]
     failure = None
     if raw_failure is not None:

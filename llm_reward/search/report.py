@@ -16,6 +16,7 @@ from rewardlab.llm_reward.programs.loading import reward_file_text
 from rewardlab.llm_reward.search.prescreen import MIN_PAIRS
 from rewardlab.llm_reward.search.records import Candidate, FinalScore
 from rewardlab.llm_reward.search.store import RunStore
+from rewardlab.llm_reward.search.text import fenced, markdown_text
 
 if TYPE_CHECKING:
     from rewardlab.llm_reward.search.loop import SearchResult
@@ -139,9 +140,9 @@ def _failure_block(candidate: Candidate) -> list[str]:
     failure = candidate.failure
     if failure is None:
         return []
-    lines = [f"- **{candidate.key}** ({failure.kind}): {failure.reason.strip()}"]
+    lines = [f"- **{candidate.key}** ({markdown_text(failure.kind)}): {markdown_text(failure.reason.strip())}"]
     if failure.traceback.strip():
-        lines += ["  ```", *(f"  {line}" for line in failure.traceback.strip().splitlines()), "  ```"]
+        lines += fenced(failure.traceback.strip(), indent="  ")
     return lines
 
 
@@ -290,7 +291,7 @@ def _best_header(result: SearchResult) -> list[str]:
         lines.append(f"Normalised score (best - sparse) / |human - sparse|: {result.normalized_score:.3f}.")
     lines += [
         f"Use: rewardlab train --env {config.env_id} --reward-program best_reward.py --logdir runs/best",
-        "  or: rewardlab.llm_reward.load_reward('best_reward.py').wrap(env)",
+        "  or, once you have read it: rewardlab.llm_reward.load_reward('best_reward.py').wrap(env, trusted=True)",
     ]
     return lines
 

@@ -7,7 +7,10 @@ program in the worker, trains every seed and reports plain JSON data.
 Fitness is never the program's own reward: at each checkpoint the current policy plays
 ``eval_episodes`` episodes (deterministic actions) on a separate, unwrapped env and the
 mean of their true returns is the fitness; where the env's description has a success
-rule, the share of successful episodes is reported too. Each checkpoint also holds the
+rule, the share of successful episodes is reported too. In the sandbox the worker does
+not measure: it ships each checkpoint's policy as plain arrays (:func:`policy_snapshot`)
+and the caller, a process that never loaded the program, measures it
+(:func:`measure_snapshot`), so a program cannot change the score it gets. Each checkpoint also holds the
 mean per step of every reward component (``"extrinsic"`` and ``"program/<name>"``) and of
 the reward trained on (the program's own), and the true return of the training episodes
 that finished since the previous checkpoint.
@@ -15,6 +18,7 @@ that finished since the previous checkpoint.
 
 from __future__ import annotations
 
+import base64
 import importlib.util
 import resource
 import time
@@ -37,7 +41,7 @@ from rewardlab.llm_reward.programs.program import (
 from rewardlab.llm_reward.programs.wrapper import ProgramReward
 from rewardlab.llm_reward.sandbox.guard import Guard
 
-__all__ = ["Checkpoint", "evaluate_policy", "evaluation_job", "train_program"]
+__all__ = ["Checkpoint", "evaluate_policy", "evaluation_job", "load_snapshot", "measure_snapshot", "policy_snapshot", "train_program"]
 
 # Imported by the worker before its guard is installed: PPO's optimiser imports
 # torch._dynamo on first use, which replaces torch.manual_seed (the guard's snapshot must
@@ -113,6 +117,7 @@ def train_program(
     tensorboard_log: str | None = None,
     checkpoints: list[Checkpoint] | None = None,
     after_iteration: Callable[[], None] | None = None,
+    measure: Callable[[PPO], tuple[float, float | None]] | None = None,
 ) -> list[Checkpoint]:
     """Train ``rewardlab.agents.PPO`` on the program's reward for one seed, measuring fitness along the way.
 
@@ -130,6 +135,8 @@ def train_program(
     :param checkpoints: a list to append checkpoints to as they are taken (so a caller keeps
         them when training fails half-way); a new list when ``None``.
     :param after_iteration: called after every PPO iteration (the sandbox checks its guard).
+    :param measure: ``measure(model) -> (fitness, success_rate)`` at each checkpoint;
+        default: play ``eval_episodes`` episodes here (:func:`evaluate_policy`).
     :return: the checkpoints.
     :raises ProgramError: the program failed.
     """
@@ -159,7 +166,10 @@ def train_program(
             return
         while next_index <= num_checkpoints and model.num_timesteps >= steps * next_index / num_checkpoints:
             next_index += 1
-        fitness, success_rate = evaluate_policy(model, description, eval_episodes, device, seed + 10_000)
+        if measure is None:
+            fitness, success_rate = evaluate_policy(model, description, eval_episodes, device, seed + 10_000)
+        else:
+            fitness, success_rate = measure(model)
         checkpoints.append(
             Checkpoint(
                 step=model.num_timesteps,
@@ -188,8 +198,9 @@ def evaluation_job(payload: Mapping[str, Any], guard: Guard) -> dict[str, Any]:
         ``seeds``, ``steps``, ``num_envs``, ``device``, ``ppo_kwargs``, ``num_checkpoints``,
         ``eval_episodes`` and ``tensorboard_log``.
     :param guard: the installed guard of this worker.
-    :return: ``{"seeds": [{"seed", "checkpoints", "wall_s"}], "failure": None | {...},
-        "peak_rss_mb", "peak_vm_mb", "cpu_s"}``.
+    :return: ``{"seeds": [{"seed", "checkpoints", "policies", "wall_s"}], "failure": None |
+        {...}, "peak_rss_mb", "peak_vm_mb", "cpu_s"}``; ``policies`` holds one
+        :func:`policy_snapshot` per checkpoint, whose fitness the caller measures.
     """
     description = describe(payload["env_id"])
     program = RewardProgram(**payload["program"])
@@ -202,7 +213,8 @@ def evaluation_job(payload: Mapping[str, Any], guard: Guard) -> dict[str, Any]:
         for seed in payload["seeds"]:
             start = time.perf_counter()
             checkpoints: list[Checkpoint] = []
-            runs.append({"seed": seed, "checkpoints": checkpoints, "wall_s": None})
+            policies: list[dict[str, Any]] = []
+            runs.append({"seed": seed, "checkpoints": checkpoints, "policies": policies, "wall_s": None})
             train_program(
                 reward_function,
                 seed=seed,
@@ -215,6 +227,8 @@ def evaluation_job(payload: Mapping[str, Any], guard: Guard) -> dict[str, Any]:
                 tensorboard_log=payload["tensorboard_log"],
                 checkpoints=checkpoints,
                 after_iteration=lambda: _raise_if_changed(guard),
+                # measured by the caller, from the policy: 0.0 until then
+                measure=lambda model, policies=policies: (policies.append(policy_snapshot(model)), (0.0, None))[1],
             )
             runs[-1]["wall_s"] = time.perf_counter() - start
     except ProgramError as error:
@@ -266,3 +280,95 @@ def _failure_from_exception(error: Exception) -> dict[str, Any]:
                 "traceback": program_traceback(error)}
     return {"kind": "error", "reason": f"training failed: {text}"[:2000],
             "traceback": program_traceback(error)}
+
+
+# ------------------------------------------------------- policies as plain data
+MAX_SNAPSHOT_VALUES = 20_000_000
+_DTYPES = {"float32": torch.float32, "float64": torch.float64}
+
+
+def policy_snapshot(model: PPO) -> dict[str, Any]:
+    """The policy's weights and observation statistics as JSON data: for each tensor its
+    dtype, shape and little-endian bytes in base64.
+
+    :param model: the model whose acting parts to ship (actor, critic, ``obs_rms``).
+    """
+    tensors = {**{f"policy.{k}": v for k, v in model.policy.state_dict().items()},
+               **{f"obs_rms.{k}": v for k, v in model.obs_rms.state_dict().items()}}
+    return {
+        name: {"dtype": str(tensor.dtype).removeprefix("torch."), "shape": list(tensor.shape),
+               "data": base64.b64encode(tensor.detach().cpu().contiguous().numpy().tobytes()).decode()}
+        for name, tensor in tensors.items()
+    }
+
+
+def measure_snapshot(
+    snapshot: Any,
+    description: EnvDescription,
+    ppo_kwargs: Mapping[str, Any],
+    episodes: int,
+    device: str | torch.device,
+    seed: int,
+) -> tuple[float, float | None]:
+    """Mean true return (and success rate) of a shipped policy, as :func:`evaluate_policy`.
+
+    Runs in the caller, which never loaded the program: the snapshot is untrusted data,
+    read only as arrays of the exact names, dtypes and shapes a fresh model has.
+
+    :param snapshot: what :func:`policy_snapshot` returned in the worker.
+    :param description: the env's description (its id and success rule).
+    :param ppo_kwargs: the hyperparameters the worker trained with (they fix the shapes).
+    :param episodes: evaluation episodes (envs in the batch).
+    :param device: where to evaluate.
+    :param seed: seed of the evaluation env.
+    :raises ValueError: the snapshot is not the policy of such a model.
+    """
+    env = envs.make(description.env_id, num_envs=episodes, device=device, seed=seed)
+    try:
+        model = load_snapshot(snapshot, env, ppo_kwargs, seed)
+        measured = play_episodes(model, env, seed=seed, success=description.success)
+    finally:
+        env.close()
+    return measured.mean_return, measured.success_rate
+
+
+def load_snapshot(snapshot: Any, env: Any, ppo_kwargs: Mapping[str, Any], seed: int = 0) -> PPO:
+    """A fresh ``PPO`` on ``env`` with a shipped policy's weights and observation statistics.
+
+    The snapshot is untrusted data: only arrays of the exact names, dtypes and shapes the
+    fresh model has are read, and they must be finite.
+
+    :param snapshot: what :func:`policy_snapshot` returned in the worker.
+    :param env: the batched env the model acts in.
+    :param ppo_kwargs: the hyperparameters the worker trained with (they fix the shapes).
+    :param seed: seeds the fresh model (its action sampling).
+    :raises ValueError: the snapshot is not the policy of such a model.
+    """
+    # the minibatch size plays no part in acting, and may not fit this env's batch
+    model = PPO(env, seed=seed, device=env.device, **{**dict(ppo_kwargs), "batch_size": None})
+    expected = {**{f"policy.{k}": v for k, v in model.policy.state_dict().items()},
+                **{f"obs_rms.{k}": v for k, v in model.obs_rms.state_dict().items()}}
+    if not isinstance(snapshot, dict) or set(snapshot) != set(expected):
+        raise ValueError("the policy snapshot does not name the model's tensors")
+    loaded = {name: _decode(snapshot[name], like) for name, like in expected.items()}
+    model.policy.load_state_dict({k[len("policy."):]: v for k, v in loaded.items() if k.startswith("policy.")})
+    model.obs_rms.load_state_dict({k[len("obs_rms."):]: v for k, v in loaded.items() if k.startswith("obs_rms.")})
+    return model
+
+
+def _decode(data: Any, like: torch.Tensor) -> torch.Tensor:
+    if not isinstance(data, dict) or set(data) != {"dtype", "shape", "data"}:
+        raise ValueError("a tensor of the snapshot is not {dtype, shape, data}")
+    dtype = _DTYPES.get(data["dtype"])
+    if dtype is None or dtype != like.dtype or data["shape"] != list(like.shape):
+        raise ValueError(f"a tensor of the snapshot has dtype {data['dtype']!r} and shape {data['shape']!r}, "
+                         f"not {like.dtype} {list(like.shape)}")
+    if like.numel() > MAX_SNAPSHOT_VALUES or not isinstance(data["data"], str):
+        raise ValueError("a tensor of the snapshot is too large or not base64 text")
+    raw = base64.b64decode(data["data"], validate=True)
+    if len(raw) != like.numel() * like.element_size():
+        raise ValueError("a tensor of the snapshot has the wrong number of bytes")
+    tensor = torch.frombuffer(bytearray(raw), dtype=dtype).reshape(like.shape).clone()
+    if not bool(torch.isfinite(tensor).all()):
+        raise ValueError("a tensor of the snapshot holds NaN or infinite values")
+    return tensor.to(like.device)

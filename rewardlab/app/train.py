@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from rewardlab.app.rundirs import prepare_run_dir, run_dir_for, write_json
-from rewardlab.app.trainers import HRATrainer, OwnPPOTrainer, ProgressBar
+from rewardlab.app.trainers import HRATrainer, OwnPPOTrainer, ProgressBar, SandboxedProgramTrainer
 
 ALGOS = ("ppo", "hra", "sb3-ppo", "sb3-a2c", "sb3-dqn", "sb3-sac")
 SHAPINGS = ("none", "builtin")
@@ -48,6 +48,7 @@ DEFAULTS: dict[str, Any] = {
     "eval_episodes": 10,
     "checkpoint_every": None,
     "reward_program": None,
+    "trust_program": False,
 }
 
 
@@ -131,6 +132,8 @@ def check_config(config: dict[str, Any]) -> None:
         from rewardlab.llm_reward import load_reward
 
         load_reward(config["reward_program"], config["env"])  # the checks, before any training
+    if config["trust_program"] and not config["reward_program"]:
+        raise ValueError("--trust-program applies to a --reward-program; pass one, or drop it")
 
 
 
@@ -140,7 +143,9 @@ def train_seed(config: dict[str, Any], seed: int, run_dir: Path, resume: bool, p
     run_config = {**config, "seed": seed}
     run_config.pop("seeds")
     prepare_run_dir(run_dir, run_config, resume)
-    if config["algo"] == "ppo":
+    if config["algo"] == "ppo" and config["reward_program"] and not config["trust_program"]:
+        trainer = SandboxedProgramTrainer(run_config, run_dir)
+    elif config["algo"] == "ppo":
         trainer = OwnPPOTrainer(run_config, run_dir)
     elif config["algo"] == "hra":
         trainer = HRATrainer(run_config, run_dir)
@@ -242,7 +247,11 @@ def register_train(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--num-envs", dest="num_envs", type=int)
     parser.add_argument("--device", help="cpu or cuda (our PPO)")
     parser.add_argument("--reward-program", dest="reward_program",
-                        help="train on a reward program file (e.g. a search's best_reward.py; --algo ppo)")
+                        help="train on a reward program file (e.g. a search's best_reward.py; --algo ppo), "
+                             "inside the sandbox")
+    parser.add_argument("--trust-program", dest="trust_program", action="store_const", const=True,
+                        help="run the --reward-program in this process, outside the sandbox (only for a "
+                             "program you have read): allows --shaping, --intrinsic and --resume")
     parser.add_argument("--config", help="a JSON/TOML file with these settings (flags win)")
     parser.add_argument("--logdir", required=True, help="parent folder of the run directories")
     parser.add_argument("--resume", action="store_true", help="continue runs from their checkpoints")

@@ -77,10 +77,10 @@ class OwnPPOTrainer(Trainer):
         torch.manual_seed(config["seed"])
         num_envs = config["num_envs"] or 16
         env = envs.make(config["env"], num_envs=num_envs, device=config["device"], seed=config["seed"])
-        if config["reward_program"]:
+        if config["reward_program"]:  # --trust-program: in this process (else SandboxedProgramTrainer)
             from rewardlab.llm_reward import load_reward
 
-            env = load_reward(config["reward_program"], config["env"]).wrap(env)
+            env = load_reward(config["reward_program"], config["env"]).wrap(env, trusted=True)
         hyperparameters = dict(config["hyperparameters"])
         gamma = hyperparameters.get("gamma", 0.99)
         if config["shaping"] == "builtin":
@@ -178,3 +178,80 @@ def make_intrinsic(config: dict[str, Any], env: Any, num_envs: int) -> Any:
         config["intrinsic"], observation_space, action_space, fusion=config["fusion"],
         num_envs=num_envs, seed=config["seed"], device=config["device"],
     )  # fmt: skip
+
+
+class SandboxedProgramTrainer(Trainer):
+    """Trains rewardlab's PPO on a reward program's reward inside the sandbox (the default of
+    ``rewardlab train --reward-program``).
+
+    The program runs only in an isolated worker, as a search candidate does
+    (:func:`rewardlab.llm_reward.evaluate`): TensorBoard logs go to ``sandbox/`` in the run
+    directory; the worker ships the trained policy back as plain arrays and this process,
+    which never loads the program, rebuilds it as ``model.pt`` and measures its true return.
+    A stopped run starts again from the beginning (``--resume`` has no checkpoint here).
+    """
+
+    model_file = "model.pt"
+    checkpoint_file = "model.pt"
+
+    def __init__(self, config: dict[str, Any], run_dir: Path):
+        from rewardlab.llm_reward import load_reward
+
+        if config["shaping"] != "none" or config["intrinsic"]:
+            raise ValueError(
+                "--reward-program trains on the program's reward alone in the sandbox; drop "
+                "--shaping/--intrinsic, or pass --trust-program to combine them in this process"
+            )
+        self.config, self.run_dir = config, run_dir
+        self.reward = load_reward(config["reward_program"], config["env"])
+        self.model: Any = None
+        self.steps_done = 0
+
+    @property
+    def num_timesteps(self) -> int:
+        return self.steps_done
+
+    def learn(self, steps: int, resumed: bool, bar: ProgressBar | None) -> None:
+        from rewardlab import envs
+        from rewardlab.llm_reward import evaluate
+        from rewardlab.llm_reward.search.training import load_snapshot
+
+        config = self.config
+        hyperparameters = dict(config["hyperparameters"])
+        num_envs = config["num_envs"] or 16
+
+        def keep(seed: int, snapshot: Any) -> None:
+            env = envs.make(config["env"], num_envs=num_envs, device=config["device"], seed=seed)
+            self.model = load_snapshot(snapshot, env, hyperparameters, seed)
+
+        result = evaluate(
+            self.reward.program, config["env"], steps=steps, seeds=(config["seed"],),
+            timeout_s=max(600.0, steps / 50.0), run_dir=self.run_dir / "sandbox", num_envs=num_envs,
+            device=config["device"], ppo_kwargs=hyperparameters,
+            num_checkpoints=max(1, min(10, steps // max(num_envs, 1))), eval_episodes=config["eval_episodes"],
+            on_final_policy=keep,
+        )  # fmt: skip
+        if not result.ok or self.model is None:
+            failure = result.failure
+            raise ValueError(  # the CLI says it without a traceback
+                f"training on {config['reward_program']} failed in the sandbox "
+                f"({failure.kind if failure else 'no policy'}): {failure.reason if failure else ''}"
+            )
+        self.steps_done = result.seeds[0].checkpoints[-1].step
+        if bar is not None:
+            bar.update(self.steps_done, result.fitness)
+
+    def save_checkpoint(self) -> None:
+        if self.model is not None:
+            save_atomically(self.model.save, self.run_dir / self.model_file)
+
+    def save_final(self) -> None:
+        self.save_checkpoint()
+
+    def load_checkpoint(self) -> int:
+        return 0
+
+    def evaluate(self, episodes: int, seed: int) -> list[float]:
+        from rewardlab.agents.evaluation import evaluate_batched
+
+        return evaluate_batched(self.model, self.config["env"], episodes, seed, self.config["device"])

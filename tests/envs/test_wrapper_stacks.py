@@ -64,10 +64,11 @@ def test_program_reward_and_shaping_stack_in_either_order(tmp_path: Path, progra
     reward = program_reward(tmp_path)
     if program_inside:
         env = BatchedPotentialShaping(
-            reward.wrap(envs.make(ENV_ID, num_envs=3, seed=0)), potentials.for_env(ENV_ID), gamma=0.99
+            reward.wrap(envs.make(ENV_ID, num_envs=3, seed=0), trusted=True), potentials.for_env(ENV_ID),
+            gamma=0.99,
         )
     else:
-        env = reward.wrap(shaped(3))
+        env = reward.wrap(shaped(3), trusted=True)
     env.reset(seed=0)
     _, total, _, _, info = env.step(torch.full((3,), 2))
     components = info["reward_components"]

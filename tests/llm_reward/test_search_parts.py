@@ -181,20 +181,22 @@ def write_reward_file(path: Path) -> Path:
 def test_load_reward_as_gymnasium_and_batched_wrappers(tmp_path: Path) -> None:
     reward = llm_reward.load_reward(write_reward_file(tmp_path / "best_reward.py"))
     assert reward.env_id == "CartPole-v1"
-    env = reward.wrap(gym.make("CartPole-v1"))
+    env = reward.wrap(gym.make("CartPole-v1"), trusted=True)
     env.reset(seed=0)
     _, value, _, _, info = env.step(1)
     assert set(info["reward_components"]) == {"extrinsic", "program/task", "program/shaping"}
     assert value == pytest.approx(info["reward_components"]["program/task"]
                                   + info["reward_components"]["program/shaping"], abs=1e-5)
-    batched = reward.wrap(envs.make("CartPole-v1", num_envs=3, seed=0))
+    batched = reward.wrap(envs.make("CartPole-v1", num_envs=3, seed=0), trusted=True)
     batched.reset()
     _, rewards, _, _, info = batched.step(torch.ones(3, dtype=torch.int64))
     assert rewards.shape == (3,) and "program/shaping" in info["reward_components"]
     with pytest.raises(ValueError, match="written for CartPole-v1, not Pendulum-v1"):
         llm_reward.load_reward(tmp_path / "best_reward.py", "Pendulum-v1")
     with pytest.raises(TypeError, match="cannot wrap"):
-        reward.wrap(object())
+        reward.wrap(object(), trusted=True)
+    with pytest.raises(PermissionError, match="trusted=True"):
+        reward.wrap(gym.make("CartPole-v1"))
 
 
 def test_train_on_a_reward_program_file(tmp_path: Path) -> None:

@@ -1,0 +1,383 @@
+"""Kernel isolation of a sandbox worker: namespaces, a private ``/proc``, Landlock, seccomp, no capabilities.
+
+Python cannot guard Python, so everything here is enforced by the kernel. A worker is
+four processes, forked from the fork server (see :func:`run_isolated`):
+
+1. the **keeper**, outside every namespace: writes the user namespace's id maps,
+   watches the run directory's size (the disk quota) and reports how the worker ended;
+2. the **namespace holder**: ``unshare`` of the user, mount, network, IPC, UTS and PID
+   namespaces. Root inside maps to the caller's own user outside, one id only (so the
+   worker reaches the run directory wherever the caller made it), and the job drops
+   every capability: being uid 0 of its namespace gives it nothing the caller's user
+   lacks, and Landlock decides what of that user's files it may touch;
+3. the namespace's **init** (PID 1): a private mount of a fresh ``/proc`` (no other
+   process of the machine is visible, nor its ``environ``); it runs
+4. the **job** (PID 2), which ends in :func:`confine`: Landlock rules for reads as well
+   as writes, all capabilities dropped, ``PR_SET_NO_NEW_PRIVS`` and a seccomp filter.
+
+When init dies, the kernel kills every process left in its PID namespace;
+each of them dies with its parent (``PR_SET_PDEATHSIG``), so killing the keeper
+ends the whole tree. The network namespace has only a loopback that is down: no TCP,
+no UDP, no abstract Unix sockets of the host.
+
+:func:`kernel_support` says which of these the kernel offers; a worker refuses to run
+when one is missing, unless the caller asked for ``REWARDLAB_UNSAFE_NO_ISOLATION=1``.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import errno
+import os
+import signal
+import stat
+import sys
+import time
+from collections.abc import Callable, Iterable
+from typing import Any
+
+__all__ = ["IsolationUnavailable", "confine", "kernel_support", "readable_roots", "run_isolated"]
+
+# An explicit, loudly named opt-out for kernels that lack a feature (never the default).
+UNSAFE_OPT_OUT = "REWARDLAB_UNSAFE_NO_ISOLATION"
+# Exit code of the keeper when the run directory outgrew its quota.
+QUOTA_EXIT = 90
+QUOTA_POLL_S = 0.05
+
+_CLONE_NEWNS, _CLONE_NEWUTS, _CLONE_NEWIPC = 0x00020000, 0x04000000, 0x08000000
+_CLONE_NEWUSER, _CLONE_NEWPID, _CLONE_NEWNET = 0x10000000, 0x20000000, 0x40000000
+_CLONE_THREAD = 0x00010000
+_NAMESPACES = _CLONE_NEWUSER | _CLONE_NEWNS | _CLONE_NEWNET | _CLONE_NEWIPC | _CLONE_NEWUTS | _CLONE_NEWPID
+_MS_NOSUID, _MS_NODEV, _MS_NOEXEC, _MS_REC, _MS_PRIVATE = 2, 4, 8, 1 << 14, 1 << 18
+_PR_SET_PDEATHSIG, _PR_SET_NO_NEW_PRIVS, _PR_CAPBSET_DROP = 1, 38, 24
+_LINUX_CAPABILITY_VERSION_3 = 0x20080522
+
+
+class IsolationUnavailable(RuntimeError):
+    """The kernel lacks a feature the sandbox needs; the message names it."""
+
+
+def _libc() -> ctypes.CDLL:
+    return ctypes.CDLL(None, use_errno=True)
+
+
+def _check(result: int, what: str) -> int:
+    if result < 0:
+        number = ctypes.get_errno()
+        raise OSError(number, f"{what}: {os.strerror(number)}")
+    return result
+
+
+# ---------------------------------------------------------------- what the kernel offers
+def kernel_support() -> dict[str, str | None]:
+    """Each feature the sandbox uses, mapped to ``None`` when available or to why it is not.
+
+    Features: ``namespaces`` (user, PID, network, mount, IPC), ``landlock`` (ABI 1 or
+    newer) and ``seccomp`` (libseccomp through ``pyseccomp``).
+    """
+    from rewardlab.llm_reward.sandbox.landlock import landlock_abi
+
+    support: dict[str, str | None] = {"namespaces": None, "landlock": None, "seccomp": None}
+    if not sys.platform.startswith("linux"):
+        return dict.fromkeys(support, f"not Linux ({sys.platform})")
+    try:
+        with open("/proc/sys/user/max_user_namespaces") as limit:
+            if int(limit.read().strip() or 0) == 0:
+                support["namespaces"] = "user namespaces are disabled (user.max_user_namespaces = 0)"
+    except OSError:
+        support["namespaces"] = "the kernel has no user namespaces (/proc/sys/user/max_user_namespaces)"
+    try:
+        with open("/proc/sys/kernel/unprivileged_userns_clone") as switch:
+            if os.geteuid() != 0 and switch.read().strip() == "0":
+                support["namespaces"] = "unprivileged user namespaces are off (kernel.unprivileged_userns_clone = 0)"
+    except OSError:
+        pass
+    if landlock_abi() < 1:
+        support["landlock"] = "the kernel has no Landlock (Linux 5.13+, enabled in the LSM list)"
+    try:
+        import pyseccomp  # noqa: F401
+    except (ImportError, OSError) as error:
+        support["seccomp"] = f"libseccomp is not usable through pyseccomp ({error})"
+    return support
+
+
+def _require_support() -> None:
+    missing = {name: why for name, why in kernel_support().items() if why is not None}
+    if missing and os.environ.get(UNSAFE_OPT_OUT) != "1":
+        details = "; ".join(f"{name}: {why}" for name, why in missing.items())
+        raise IsolationUnavailable(
+            f"refusing to run untrusted code without kernel isolation ({details}). Run on a Linux "
+            f"kernel that has them, or set {UNSAFE_OPT_OUT}=1 to run reward programs with the "
+            "Python-level checks only, which do not stop a program written to escape"
+        )
+
+
+# ------------------------------------------------------------------ the three processes
+def run_isolated(job: Callable[[], None], run_dir: str, quota_mb: float) -> None:
+    """In the fork server's child (the keeper): run ``job`` isolated, exit as it exited.
+
+    Never returns. The keeper's exit status is the job's (a signal that killed it is
+    re-raised), or :data:`QUOTA_EXIT` when the run directory outgrew ``quota_mb``.
+
+    :param job: runs in the job process, after the namespaces are made and ``/proc`` is
+        mounted; it calls :func:`confine` itself once it has imported what it needs.
+    :param run_dir: the directory the job may write, whose size the keeper watches.
+    :param quota_mb: the most the run directory may hold, in MB.
+    """
+    status = 1
+    try:
+        _die_with_parent()
+        _require_support()
+        if os.environ.get(UNSAFE_OPT_OUT) == "1" and any(kernel_support().values()):
+            job()  # the loudly named opt-out: no namespaces on this kernel
+            os._exit(0)
+        outside_uid, outside_gid = os.geteuid(), os.getegid()
+        unshared_r, unshared_w = os.pipe()
+        mapped_r, mapped_w = os.pipe()
+        holder = os.fork()
+        if holder == 0:
+            os.close(unshared_r)
+            os.close(mapped_w)
+            _namespace_holder(job, unshared_w, mapped_r)
+        os.close(unshared_w)
+        os.close(mapped_r)
+        if os.read(unshared_r, 1) != b"u":
+            os.waitpid(holder, 0)
+            os._exit(1)
+        _write_id_maps(holder, outside_uid, outside_gid)
+        os.write(mapped_w, b"m")
+        os.close(mapped_w)
+        status = _watch(holder, run_dir, quota_mb)
+    except BaseException as error:  # noqa: B036 - the keeper must exit, never return
+        try:
+            os.write(2, f"sandbox keeper: {error}\n".encode(errors="replace"))
+        except OSError:
+            pass
+    _exit_like(status)
+
+
+def _namespace_holder(job: Callable[[], None], unshared_w: int, mapped_r: int) -> None:
+    status = 1
+    try:
+        _die_with_parent()
+        _check(_libc().unshare(_NAMESPACES), "unshare(user, mount, network, IPC, UTS, PID namespaces)")
+        os.write(unshared_w, b"u")
+        os.close(unshared_w)
+        if os.read(mapped_r, 1) != b"m":
+            os._exit(1)
+        os.close(mapped_r)
+        init = os.fork()  # PID 1 of the new PID namespace
+        if init == 0:
+            _namespace_init(job)
+        _, status = os.waitpid(init, 0)
+    except BaseException as error:  # noqa: B036
+        try:
+            os.write(2, f"sandbox namespaces: {error}\n".encode(errors="replace"))
+        except OSError:
+            pass
+        status = 1 << 8
+    _exit_like(status)
+
+
+def _namespace_init(job: Callable[[], None]) -> None:
+    """PID 1 of the new PID namespace: mount its ``/proc``, run the job as PID 2, exit as it did.
+
+    The job is not PID 1 itself because the kernel spares PID 1 the signals it has no
+    handler for, ``SIGXCPU`` of the CPU-time limit among them.
+    """
+    status = 1 << 8
+    try:
+        _die_with_parent()
+        libc = _libc()
+        _check(libc.mount(b"none", b"/", None, _MS_REC | _MS_PRIVATE, None), "mount --make-rprivate /")
+        _check(libc.mount(b"proc", b"/proc", b"proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC, None),
+               "mount a fresh /proc")
+        worker = os.fork()
+        if worker == 0:
+            try:
+                _die_with_parent()
+                job()
+            finally:
+                os._exit(1)
+        _, status = os.waitpid(worker, 0)
+    except BaseException as error:  # noqa: B036
+        try:
+            os.write(2, f"sandbox init: {error}\n".encode(errors="replace"))
+        except OSError:
+            pass
+    _exit_like(status)
+
+
+def _write_id_maps(pid: int, uid: int, gid: int) -> None:
+    with open(f"/proc/{pid}/setgroups", "w") as setgroups:
+        setgroups.write("deny")
+    with open(f"/proc/{pid}/uid_map", "w") as uid_map:
+        uid_map.write(f"0 {uid} 1")
+    with open(f"/proc/{pid}/gid_map", "w") as gid_map:
+        gid_map.write(f"0 {gid} 1")
+
+
+def _watch(holder: int, run_dir: str, quota_mb: float) -> int:
+    """Wait for the holder; kill it if the run directory grows past the quota."""
+    quota = int(quota_mb * 2**20)
+    while True:
+        pid, status = os.waitpid(holder, os.WNOHANG)
+        if pid == holder:
+            return status
+        if directory_bytes(run_dir) > quota:
+            os.kill(holder, signal.SIGKILL)
+            os.waitpid(holder, 0)
+            os.write(2, f"sandbox: the run directory outgrew its quota of {quota_mb:g} MB\n".encode())
+            return QUOTA_EXIT << 8
+        time.sleep(QUOTA_POLL_S)
+
+
+def directory_bytes(path: str) -> int:
+    """Disk space used beneath ``path``, counting allocated blocks, following no link."""
+    total, pending = 0, [path]
+    while pending:
+        try:
+            entries = list(os.scandir(pending.pop()))
+        except OSError:
+            continue
+        for entry in entries:
+            try:
+                info = entry.stat(follow_symlinks=False)
+            except OSError:
+                continue
+            total += info.st_blocks * 512
+            if stat.S_ISDIR(info.st_mode):
+                pending.append(entry.path)
+    return total
+
+
+def _exit_like(wait_status: int) -> None:
+    """Exit as a child that ended with ``wait_status`` did: same code, or the same signal.
+
+    PID 1 of a namespace cannot kill itself with a signal, so there a signal ``N`` becomes
+    exit code ``128 + N``, which the namespace holder turns back into the signal.
+    """
+    if os.WIFEXITED(wait_status) and os.getpid() != 1 and 128 < os.WEXITSTATUS(wait_status) < 128 + 65:
+        wait_status = os.WEXITSTATUS(wait_status) - 128  # a signal that init passed on as a code
+    if os.WIFSIGNALED(wait_status) and os.getpid() == 1:
+        os._exit(128 + os.WTERMSIG(wait_status))
+    if os.WIFSIGNALED(wait_status):
+        number = os.WTERMSIG(wait_status)
+        try:
+            signal.signal(number, signal.SIG_DFL)
+        except (OSError, ValueError):
+            pass
+        os.kill(os.getpid(), number)
+        os.kill(os.getpid(), signal.SIGKILL)
+    os._exit(os.WEXITSTATUS(wait_status) if os.WIFEXITED(wait_status) else 1)
+
+
+def _die_with_parent() -> None:
+    _check(_libc().prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0), "prctl(PR_SET_PDEATHSIG)")
+
+
+# ------------------------------------------------------------------- inside the job
+def readable_roots(extra: Iterable[str] = ()) -> list[str]:
+    """What a worker may read: Python, its libraries and rewardlab, system libraries.
+
+    The interpreter's prefixes (standard library, site-packages), every folder on
+    ``sys.path`` and every folder rewardlab's packages live in (an editable install maps
+    them from the checkout), the system's shared libraries and the few files the C
+    libraries open (the loader cache, time zones, CPU facts, ``/dev/null`` and the random
+    devices). Nothing under ``/home``, ``/root``, ``/tmp`` or the rest of ``/etc``.
+
+    :param extra: more paths (a user's own env module, device files).
+    """
+    import rewardlab
+
+    roots = {sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.dirname(os.path.realpath(sys.executable))}
+    roots |= {path for path in sys.path if path and os.path.isabs(path)}
+    for name, module in list(sys.modules.items()):
+        if name == "rewardlab" or name.startswith("rewardlab."):
+            roots |= set(getattr(module, "__path__", []) or [])
+    roots |= set(rewardlab.__path__)
+    roots |= {"/usr/lib", "/usr/lib64", "/lib", "/lib64", "/usr/local/lib", "/usr/share/zoneinfo",
+              "/etc/ld.so.cache", "/etc/localtime", "/proc", "/sys/devices/system/cpu",
+              "/sys/fs/cgroup", "/dev/null", "/dev/zero", "/dev/urandom", "/dev/random"}
+    roots |= set(extra)
+    return sorted(root for root in roots if os.path.exists(root))
+
+
+def confine(run_dir: str, readable: Iterable[str]) -> None:
+    """The last step before untrusted code runs: Landlock, no capabilities, seccomp.
+
+    :param run_dir: the only directory the job may write.
+    :param readable: what it may read (see :func:`readable_roots`).
+    """
+    from rewardlab.llm_reward.sandbox.landlock import restrict
+
+    if os.environ.get(UNSAFE_OPT_OUT) == "1" and any(kernel_support().values()):
+        return
+    restrict(writable=[run_dir], readable=list(readable))
+    _drop_capabilities()
+    _check(_libc().prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(PR_SET_NO_NEW_PRIVS)")
+    _load_seccomp()
+
+
+def _drop_capabilities() -> None:
+    """No capabilities, not even inside the user namespace: empty bounding, effective,
+    permitted and inheritable sets."""
+    libc = _libc()
+    for capability in range(64):
+        if libc.prctl(_PR_CAPBSET_DROP, capability, 0, 0, 0) < 0 and ctypes.get_errno() == errno.EINVAL:
+            break  # past the last capability this kernel knows
+
+    class Header(ctypes.Structure):
+        _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+    class Data(ctypes.Structure):
+        _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32),
+                    ("inheritable", ctypes.c_uint32)]
+
+    header, data = Header(_LINUX_CAPABILITY_VERSION_3, 0), (Data * 2)()
+    _check(libc.capset(ctypes.byref(header), data), "capset(no capabilities)")
+
+
+# Refused with EPERM: new programs and processes (threads stay allowed), other processes'
+# memory, new sockets of any family, new namespaces and mounts, kernel keys, BPF, perf,
+# modules, io_uring (which runs syscalls the filter never sees), handles to files by number.
+_DENIED_SYSCALLS = (
+    "execve", "execveat", "fork", "vfork", "ptrace", "process_vm_readv", "process_vm_writev",
+    "socket", "socketpair", "connect", "bind", "listen", "accept", "accept4",
+    "setsid", "setpgid", "unshare", "setns", "mount", "umount2", "pivot_root", "chroot",
+    "keyctl", "add_key", "request_key", "bpf", "perf_event_open", "userfaultfd",
+    "init_module", "finit_module", "delete_module", "kexec_load", "reboot", "swapon", "swapoff",
+    "iopl", "ioperm", "mknod", "mknodat", "name_to_handle_at", "open_by_handle_at",
+    "io_uring_setup", "io_uring_enter", "io_uring_register", "personality", "acct", "quotactl",
+)
+
+
+def _load_seccomp() -> None:
+    import pyseccomp as seccomp
+
+    rules = seccomp.SyscallFilter(defaction=seccomp.ALLOW)
+    deny = seccomp.ERRNO(errno.EPERM)
+    for name in _DENIED_SYSCALLS:
+        try:
+            rules.add_rule(deny, name)
+        except (RuntimeError, ValueError, OSError):
+            continue  # a syscall this architecture does not have
+    # clone: threads only (CLONE_THREAD set); clone3 answers ENOSYS, so that glibc falls
+    # back to clone, whose flags the filter can read.
+    rules.add_rule(deny, "clone", seccomp.Arg(0, seccomp.MASKED_EQ, _CLONE_THREAD, 0))
+    rules.add_rule(seccomp.ERRNO(errno.ENOSYS), "clone3")
+    rules.load()
+
+
+def describe_isolation() -> dict[str, Any]:
+    """What a worker gets on this machine, for reports and benchmarks."""
+    from rewardlab.llm_reward.sandbox.landlock import landlock_abi
+
+    support = kernel_support()
+    return {
+        "namespaces": support["namespaces"] is None,
+        "landlock_abi": landlock_abi(),
+        "seccomp": support["seccomp"] is None,
+        "opted_out": os.environ.get(UNSAFE_OPT_OUT) == "1",
+    }

@@ -1,0 +1,231 @@
+"""The kernel holds the line: jobs that switched the Python guard off, against the isolation.
+
+Every job in ``hostile_jobs`` disables the audit-hook guard first, as the red team showed
+a program can, then tries one escape. The harm is checked directly: marker files, a
+datagram or connection on the caller's listeners, the caller's secret in anything that
+came back, processes left behind, the caller and the fork server still alive.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from rewardlab.llm_reward.sandbox import Limits, run_sandboxed
+from rewardlab.llm_reward.sandbox.forkserver import fork_server, strict_json
+from rewardlab.llm_reward.sandbox.isolation import directory_bytes, kernel_support
+from rewardlab.llm_reward.sandbox.runner import read_private_tail, write_private
+
+SECRET = "sk-caller-secret-5b7e9d"
+PRELOAD = ("rewardlab.llm_reward.sandbox.runner", "hostile_jobs")
+
+pytestmark = pytest.mark.skipif(
+    any(kernel_support().values()), reason=f"the kernel lacks isolation features: {kernel_support()}"
+)
+
+
+def run(job: str, payload: dict[str, Any], run_dir: Path, **limits: Any) -> Any:
+    run_dir.mkdir(parents=True, exist_ok=True)
+    return run_sandboxed(f"hostile_jobs:{job}", payload, run_dir, Limits(timeout_s=30, **limits), PRELOAD)
+
+
+def everything_returned(result: Any, run_dir: Path) -> str:
+    """Every byte that came back: the result, the error, the log and the run directory."""
+    parts = [repr(result.result), str(result.error), result.log_tail]
+    for path in run_dir.rglob("*"):
+        if path.is_file() and not path.is_symlink():
+            parts.append(path.read_bytes().decode(errors="replace"))
+    return "\n".join(parts)
+
+
+@pytest.fixture
+def outside(tmp_path: Path) -> Path:
+    folder = tmp_path / "outside"
+    folder.mkdir()
+    (folder / "secret.txt").write_text(SECRET)
+    return folder
+
+
+def test_no_program_or_process_can_start(tmp_path: Path, outside: Path) -> None:
+    marker = outside / "started"
+    result = run("run_commands", {"marker": str(marker)}, tmp_path / "run")
+    assert result.result is not None, result.error
+    report = result.result
+    assert report["os.system"] != "done: 0", report  # system() could not run a shell
+    for key in ("subprocess", "posixsubprocess", "fork_exec", "setsid"):
+        assert report[key].startswith(("PermissionError", "OSError", "BlockingIOError")), report
+    time.sleep(1.0)
+    assert not marker.exists()
+    left = subprocess.run(["pgrep", "-f", str(marker)], capture_output=True, text=True).stdout.split()
+    assert not left, f"processes left behind: {left}"
+
+
+def test_files_outside_the_run_directory_can_be_neither_written_nor_read(tmp_path: Path, outside: Path) -> None:
+    result = run("touch_files", {"outside": str(outside)}, tmp_path / "run")
+    report = result.result
+    assert report is not None, result.error
+    assert sorted(path.name for path in outside.iterdir()) == ["secret.txt"]
+    for key in ("write", "torch.save", "read_secret", "read_torch", "read_passwd", "list_root_home"):
+        assert not report[key].startswith("done"), (key, report[key])
+    assert report["read_python"].startswith("done"), report["read_python"]
+    assert SECRET not in everything_returned(result, tmp_path / "run")
+
+
+def test_no_other_process_and_no_secret_is_visible(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("REWARDLAB_API_KEY", SECRET)
+    result = run("look_around", {}, tmp_path / "run")
+    report = result.result
+    assert report is not None, result.error
+    assert report["pids"] == "done: ['1', '2']", report["pids"]  # its init and itself
+    returned = everything_returned(result, tmp_path / "run")
+    for encoding in (SECRET, SECRET[::-1], SECRET.encode().hex(), SECRET.upper()):
+        assert encoding not in returned
+    assert str(os.getpid()) not in report["parent"]
+
+
+def test_no_network_of_any_kind(tmp_path: Path) -> None:
+    udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    udp.bind(("127.0.0.1", 0))
+    udp.settimeout(1.0)
+    tcp = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    tcp.bind(("127.0.0.1", 0))
+    tcp.listen(1)
+    tcp.settimeout(1.0)
+    abstract = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    abstract.bind("\0rewardlab-test-abstract")
+    abstract.listen(1)
+    abstract.settimeout(1.0)
+    server = fork_server(PRELOAD)
+    payload = {"udp_port": udp.getsockname()[1], "tcp_port": tcp.getsockname()[1],
+               "fork_server": server.socket_path, "abstract": "rewardlab-test-abstract"}
+    try:
+        result = run("use_the_network", payload, tmp_path / "run")
+        report = result.result
+        assert report is not None, result.error
+        assert all(not value.startswith("done") for value in report.values()), report
+        for listener in (udp, tcp, abstract):
+            with pytest.raises(TimeoutError):
+                (listener.recv if listener is udp else listener.accept)(*((16,) if listener is udp else ()))
+    finally:
+        for listener in (udp, tcp, abstract):
+            listener.close()
+    assert server.alive()
+
+
+def test_signals_reach_nothing_outside(tmp_path: Path) -> None:
+    server = fork_server(PRELOAD)
+    result = run("signal_others", {"caller_pid": os.getpid(), "server_pid": server.process.pid},
+                 tmp_path / "run")
+    assert result.result is not None, result.error
+    assert all(not value.startswith("done") or "parent" == key for key, value in result.result.items()), result.result
+    assert server.alive()
+
+
+@pytest.mark.parametrize("depth", [0, 100_000], ids=["infinity", "nested"])
+def test_forged_frames_are_that_candidates_failure_only(tmp_path: Path, depth: int) -> None:
+    result = run("forge_a_frame", {"depth": depth}, tmp_path / "run")
+    assert result.result is None
+    assert result.error and result.error_kind == "crash"
+    assert fork_server(PRELOAD).alive()
+    # the parser itself: limits instead of RecursionError, no NaN or Infinity
+    for text in ("[" * 100_000 + "]" * 100_000, '{"a": NaN}', '{"a": Infinity}', "[" * 40 + "]" * 40):
+        with pytest.raises(ValueError):
+            strict_json(text)
+    assert strict_json('{"a": [1, 2.5, "x"]}') == {"a": [1, 2.5, "x"]}
+
+
+def test_the_disk_quota_stops_a_filling_program(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    result = run("fill_the_disk", {}, run_dir, max_disk_mb=40, max_file_mb=16)
+    assert result.result is None
+    assert result.error_kind == "limit" and "quota of 40 MB" in result.error, result.error
+    # the watchdog polls: the overshoot is what the program writes between two looks
+    assert directory_bytes(str(run_dir)) < 512 * 2**20
+
+
+def test_the_caller_follows_no_link_the_program_planted(tmp_path: Path, outside: Path) -> None:
+    victim = outside / "victim.txt"
+    victim.write_text("untouched")
+    run_dir = tmp_path / "run"
+    result = run("plant_links", {"victim": str(victim), "secret": str(outside / "secret.txt")}, run_dir)
+    assert result.result is None
+    assert SECRET not in result.log_tail
+    write_private(run_dir, "result.json", "{}")
+    assert victim.read_text() == "untouched"
+    assert (run_dir / "result.json").read_text() == "{}" and not (run_dir / "result.json").is_symlink()
+    assert read_private_tail(run_dir / "worker.log") == ""
+
+
+def test_fitness_is_measured_by_the_caller_from_the_shipped_policy() -> None:
+    import torch
+
+    from rewardlab import envs
+    from rewardlab.agents import PPO
+    from rewardlab.envs import describe
+    from rewardlab.llm_reward.search.evaluation import _parse_job_result
+    from rewardlab.llm_reward.search.training import measure_snapshot, policy_snapshot
+
+    kwargs = {"n_steps": 8}
+    model = PPO(envs.make("CartPole-v1", num_envs=2, seed=0), seed=0, **kwargs)
+    snapshot = policy_snapshot(model)
+    point = {"step": 16, "fitness": 1e9, "success_rate": 1.0, "train_return": 1e9,
+             "components": {"program/x": 1.0}, "reward": 1.0}
+    forged = {"seeds": [{"seed": 0, "checkpoints": [point], "policies": [snapshot], "wall_s": 1.0}],
+              "failure": None, "peak_rss_mb": 1.0, "peak_vm_mb": 1.0, "cpu_s": 1.0}
+    description = describe("CartPole-v1")
+
+    def measure(policy, seed):
+        return measure_snapshot(policy, description, kwargs, 4, "cpu", seed + 10_000)
+
+    runs, failure, _ = _parse_job_result(forged, measure)
+    honest = measure_snapshot(snapshot, description, kwargs, 4, "cpu", 10_000)
+    assert failure is None and runs[0].checkpoints[0].fitness == honest[0] < 500
+    # a tampered snapshot is that candidate's failure, never a score
+    bad = {**snapshot, "policy.log_std": {"dtype": "float32", "shape": [9], "data": ""}}
+    for policies in ([bad], [], [{"x": 1}]):
+        with pytest.raises(ValueError):
+            _parse_job_result({**forged, "seeds": [{**forged["seeds"][0], "policies": policies}]}, measure)
+    nan = dict(snapshot)
+    name = next(iter(nan))
+    values = torch.full(model.policy.state_dict()[name.removeprefix("policy.")].shape, float("nan"))
+    nan[name] = {**nan[name], "data": __import__("base64").b64encode(values.numpy().tobytes()).decode()}
+    with pytest.raises(ValueError, match="NaN"):
+        measure_snapshot(nan, description, kwargs, 4, "cpu", 0)
+
+
+SLEEPER = '''import torch
+
+
+def compute_reward(x):
+    # passes the static checks: torch.serialization.tarfile keeps the real open()
+    opener = torch.serialization.tarfile.bltn_open
+    try:
+        with opener(MARKER, "w") as file:
+            file.write("the program ran outside the sandbox")
+    except Exception:
+        pass
+    return torch.ones_like(x), {"alive": torch.ones_like(x)}
+'''
+
+
+def test_a_sleeper_program_through_rewardlab_train_does_no_harm(tmp_path: Path, outside: Path) -> None:
+    from rewardlab.app.cli import main
+    from rewardlab.llm_reward.programs.loading import reward_file_text
+
+    marker = outside / "marker"
+    program = tmp_path / "best_reward.py"
+    program.write_text(reward_file_text(SLEEPER.replace("MARKER", repr(str(marker))), "CartPole-v1", ["sleeper"]))
+    common = ["train", "--env", "CartPole-v1", "--reward-program", str(program), "--steps", "128",
+              "--num-envs", "4", "--no-progress"]
+    code = main([*common, "--logdir", str(tmp_path / "sandboxed")])
+    assert not marker.exists(), "the program wrote outside its sandbox"
+    assert code == 2  # the sandbox stopped it, and the command says so
+    # the same program, trusted, runs here: the check above could fail
+    assert main([*common, "--trust-program", "--logdir", str(tmp_path / "trusted")]) == 0
+    assert marker.exists()

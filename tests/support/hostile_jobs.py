@@ -1,0 +1,180 @@
+"""Sandbox jobs written to escape, by someone who read the sandbox's source.
+
+Each job first switches the Python-level guard off, as a program that reached it can
+(its ``_deny`` becomes a no-op: nothing the audit hooks see is refused any more), so
+that only the kernel stands between the job and the machine. Each then tries one kind
+of harm and reports what happened; the tests check the harm itself (a marker file, a
+datagram, a secret in any output, a process left behind), never only the report.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+from collections.abc import Callable
+from typing import Any
+
+
+def _guard_off(guard: Any) -> None:
+    guard._deny = lambda what, frame: None
+
+
+def _attempt(action: Callable[[], Any]) -> str:
+    try:
+        return f"done: {action()!r}"[:300]
+    except BaseException as error:  # noqa: B036 - report whatever stopped it
+        return f"{type(error).__name__}: {error}"[:300]
+
+
+def run_commands(payload: dict, guard: Any) -> dict:
+    """Start programs and processes in every way Python offers."""
+    _guard_off(guard)
+    marker = payload["marker"]
+
+    def fork_then_exec() -> int:
+        pid = os.fork()
+        if pid == 0:
+            os.setsid()
+            os.execv("/bin/sh", ["/bin/sh", "-c", f"sleep 30; touch {marker}"])
+        return pid
+
+    return {
+        "os.system": _attempt(lambda: os.system(f"touch {marker}")),
+        "subprocess": _attempt(lambda: subprocess.run(["/usr/bin/touch", marker], check=True)),
+        "posixsubprocess": _attempt(lambda: subprocess.Popen(["/bin/sh", "-c", f"touch {marker}"],
+                                                             start_new_session=True)),
+        "fork_exec": _attempt(fork_then_exec),
+        "setsid": _attempt(os.setsid),
+    }
+
+
+def touch_files(payload: dict, guard: Any) -> dict:
+    """Write and read outside the run directory, from Python and from torch's C++."""
+    import torch
+
+    _guard_off(guard)
+    outside = payload["outside"]
+
+    def read(path: str) -> str:
+        with open(path) as file:
+            return file.read()
+
+    def write(path: str) -> None:
+        with open(path, "w") as file:
+            file.write("pwned")
+
+    return {
+        "write": _attempt(lambda: write(os.path.join(outside, "marker"))),
+        "torch.save": _attempt(lambda: torch.save(torch.zeros(1), os.path.join(outside, "marker.pt"))),
+        "symlink_out": _attempt(lambda: os.symlink(outside, "link")),
+        "read_secret": _attempt(lambda: read(os.path.join(outside, "secret.txt"))),
+        "read_torch": _attempt(lambda: torch.from_file(os.path.join(outside, "secret.txt"), size=8,
+                                                       dtype=torch.uint8).tolist()),
+        "read_passwd": _attempt(lambda: read("/etc/passwd")),
+        "list_root_home": _attempt(lambda: os.listdir(os.path.expanduser("~root"))),
+        "read_python": _attempt(lambda: len(read(os.__file__))),  # allowed: Python's own files
+    }
+
+
+def look_around(payload: dict, guard: Any) -> dict:
+    """Look for other processes, their environment and the caller's secret."""
+    _guard_off(guard)
+    found: dict[str, str] = {"pids": _attempt(lambda: sorted(p for p in os.listdir("/proc") if p.isdigit()))}
+    for pid in [p for p in os.listdir("/proc") if p.isdigit()]:
+        for name in ("environ", "cmdline"):
+            try:
+                with open(f"/proc/{pid}/{name}", "rb") as file:
+                    found[f"{pid}/{name}"] = file.read().decode(errors="replace")[:2000]
+            except OSError as error:
+                found[f"{pid}/{name}"] = str(error)
+    found["own_environ"] = repr(dict(os.environ))
+    found["parent"] = str(os.getppid())
+    found["hostname"] = _attempt(socket.gethostname)
+    return found
+
+
+def use_the_network(payload: dict, guard: Any) -> dict:
+    """UDP and TCP to a listener of the caller, and the fork server's own socket."""
+    _guard_off(guard)
+
+    def udp() -> int:
+        sender = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        return sender.sendto(b"escaped", ("127.0.0.1", payload["udp_port"]))
+
+    def tcp() -> None:
+        socket.create_connection(("127.0.0.1", payload["tcp_port"]), timeout=2).sendall(b"escaped")
+
+    def fork_server() -> None:
+        client = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        client.connect(payload["fork_server"])
+
+    def abstract() -> None:
+        client = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        client.connect("\0" + payload["abstract"])
+
+    return {"udp": _attempt(udp), "tcp": _attempt(tcp), "fork_server": _attempt(fork_server),
+            "abstract_unix": _attempt(abstract)}
+
+
+def signal_others(payload: dict, guard: Any) -> dict:
+    """Signal the caller, the fork server and every process it can name."""
+    _guard_off(guard)
+    return {
+        "caller": _attempt(lambda: os.kill(payload["caller_pid"], signal.SIGKILL)),
+        "server": _attempt(lambda: os.kill(payload["server_pid"], signal.SIGKILL)),
+        "parent": _attempt(lambda: os.kill(os.getppid(), signal.SIGKILL)),
+    }
+
+
+def _channel_fd() -> int:
+    for name in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{name}")
+        except OSError:
+            continue
+        if target.startswith("socket:"):
+            return int(name)
+    raise RuntimeError("no socket found")
+
+
+def forge_a_frame(payload: dict, guard: Any) -> dict:
+    """Write a frame of its own on the result channel: nested past any parser's limit."""
+    import struct
+
+    _guard_off(guard)
+    depth = payload["depth"]
+    data = ("[" * depth + "]" * depth).encode() if depth else b'{"result": {"fitness": Infinity}}'
+    os.write(_channel_fd(), struct.pack(">I", len(data)) + data)
+    os.write(_channel_fd(), struct.pack(">I", 12) + b'{"exit": 0}\n')
+    return {"forged": True}
+
+
+def fill_the_disk(payload: dict, guard: Any) -> dict:
+    """Write until something stops it."""
+    _guard_off(guard)
+    block = b"\0" * 2**20
+    written = 0
+    for index in range(10_000):
+        with open(f"fill_{index}", "wb") as file:
+            for _ in range(8):
+                file.write(block)
+                written += 1
+    return {"written_mb": written}
+
+
+def plant_links(payload: dict, guard: Any) -> dict:
+    """Links in the run directory where the caller writes and reads its files."""
+    _guard_off(guard)
+    for name in ("result.json", "worker.log.tail", "program.py"):
+        try:
+            os.unlink(name)
+        except OSError:
+            pass
+        os.symlink(payload["victim"], name)
+    os.unlink("worker.log")
+    os.symlink(payload["secret"], "worker.log")
+    sys.stdout.flush()
+    raise RuntimeError("fail, so that the caller reads the log")
