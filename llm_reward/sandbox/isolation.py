@@ -37,7 +37,7 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
-__all__ = ["IsolationUnavailable", "confine", "kernel_support", "readable_roots", "run_isolated"]
+__all__ = ["IsolationUnavailable", "confine", "gpu_devices", "kernel_support", "readable_roots", "run_isolated"]
 
 # An explicit, loudly named opt-out for kernels that lack a feature (never the default).
 UNSAFE_OPT_OUT = "REWARDLAB_UNSAFE_NO_ISOLATION"
@@ -304,17 +304,27 @@ def readable_roots(extra: Iterable[str] = ()) -> list[str]:
     return sorted(root for root in roots if os.path.exists(root))
 
 
-def confine(run_dir: str, readable: Iterable[str]) -> None:
+def gpu_devices() -> list[str]:
+    """The NVIDIA device files a CUDA job opens (``/dev/nvidia*``, ``/dev/nvidia-caps``),
+    those that exist here; CUDA also reads ``/sys/bus/pci`` and ``/sys/devices``, which
+    :func:`readable_roots` adds when given them as ``extra``."""
+    import glob
+
+    return sorted(path for path in glob.glob("/dev/nvidia*") if not os.path.isdir(path))
+
+
+def confine(run_dir: str, readable: Iterable[str], devices: Iterable[str] = ()) -> None:
     """The last step before untrusted code runs: Landlock, no capabilities, seccomp.
 
     :param run_dir: the only directory the job may write.
     :param readable: what it may read (see :func:`readable_roots`).
+    :param devices: device files it may open read-write with ``ioctl`` (see :func:`gpu_devices`).
     """
     from rewardlab.llm_reward.sandbox.landlock import restrict
 
     if os.environ.get(UNSAFE_OPT_OUT) == "1" and any(kernel_support().values()):
         return
-    restrict(writable=[run_dir], readable=list(readable))
+    restrict(writable=[run_dir], readable=list(readable), devices=list(devices))
     _drop_capabilities()
     _check(_libc().prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(PR_SET_NO_NEW_PRIVS)")
     _load_seccomp()

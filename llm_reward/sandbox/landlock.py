@@ -52,12 +52,14 @@ class _PathBeneathAttr(ctypes.Structure):
     _fields_ = [("allowed_access", ctypes.c_uint64), ("parent_fd", ctypes.c_int32)]
 
 
-def restrict(writable: Sequence[str], readable: Sequence[str]) -> None:
+def restrict(writable: Sequence[str], readable: Sequence[str], devices: Sequence[str] = ()) -> None:
     """Restrict this process for good: read beneath ``readable`` and ``writable``, write
     beneath ``writable`` only, plus ``/dev/null``; no TCP and no signals out (as the ABI allows).
 
     :param writable: folders the process may read and change (its run directory).
     :param readable: folders and files it may read (and map to execute: libraries).
+    :param devices: device files it may open for reading and writing and ``ioctl``
+        (a GPU's ``/dev/nvidia*``).
     :raises OSError: the kernel refused a step (no Landlock, a path it cannot open).
     """
     abi = landlock_abi()
@@ -78,6 +80,7 @@ def restrict(writable: Sequence[str], readable: Sequence[str]) -> None:
     try:
         rules = [(path, reading) for path in readable] + [(path, handled) for path in writable]
         rules.append(("/dev/null", handled & (READ_FILE | WRITE_FILE | TRUNCATE)))
+        rules += [(path, handled & (READ_FILE | WRITE_FILE | IOCTL_DEV)) for path in devices]
         for path, rights in rules:
             fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
             try:

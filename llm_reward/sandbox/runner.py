@@ -55,7 +55,7 @@ from rewardlab.llm_reward.sandbox.forkserver import (
     read_message,
     send_message,
 )
-from rewardlab.llm_reward.sandbox.isolation import QUOTA_EXIT, confine, readable_roots
+from rewardlab.llm_reward.sandbox.isolation import QUOTA_EXIT, confine, gpu_devices, readable_roots
 from rewardlab.llm_reward.sandbox.landlock import landlock_abi
 
 __all__ = ["Limits", "SandboxRun", "landlock_abi", "read_private_tail", "run_sandboxed", "write_private"]
@@ -83,6 +83,8 @@ class Limits:
         watchdog outside the sandbox kills the worker past it (checked every 0.05 s, so a
         program can overshoot it by what it writes in that time).
     :param threads: torch's intra-op threads in the worker.
+    :param gpu: let the worker open the NVIDIA device files and read the PCI tree CUDA
+        needs (prepared for CUDA runs; not yet run on a GPU).
     """
 
     timeout_s: float = 600.0
@@ -92,6 +94,7 @@ class Limits:
     max_file_mb: int = 256
     max_disk_mb: int = 1024
     threads: int = 1
+    gpu: bool = False
 
     def __post_init__(self) -> None:
         for name in ("timeout_s", "memory_mb", "max_open_files", "max_file_mb", "max_disk_mb", "threads"):
@@ -350,7 +353,10 @@ def worker_main(
         from rewardlab.llm_reward.sandbox.guard import Guard
 
         guard = Guard(writable=[run_dir])
-        confine(run_dir, readable_roots())  # the kernel's rules; the guard only explains
+        gpu = bool(limits.get("gpu"))
+        devices = gpu_devices() if gpu else []
+        extra = ["/sys/bus/pci", "/sys/devices", "/dev/shm"] if gpu else []
+        confine(run_dir, readable_roots(extra), devices)  # the kernel's rules; the guard only explains
         guard.install()
         envelope["result"] = function(payload, guard)
     except BaseException as error:  # noqa: B036 - report anything, the worker exits next

@@ -211,7 +211,7 @@ def evaluate(
                        num_checkpoints, eval_episodes)
     on_cuda = str(device).startswith("cuda")
     limits = Limits(timeout_s=timeout_s, memory_mb=None if on_cuda else memory_mb, cpu_s=cpu_s,
-                    threads=threads)
+                    threads=threads, gpu=on_cuda)
     keep = run_dir is not None
     directory = Path(run_dir) if keep else Path(tempfile.mkdtemp(prefix="rewardlab-eval-"))
     directory.mkdir(parents=True, exist_ok=True)

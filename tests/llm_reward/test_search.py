@@ -11,6 +11,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -274,3 +275,45 @@ def test_cli_errors_are_clear(tmp_path: Path, capsys: pytest.CaptureFixture[str]
 def rewardlab_error(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
     assert rewardlab(argv) == 2
     return capsys.readouterr().err
+
+
+ESCAPING = fenced('''
+import torch
+
+def compute_reward(next_theta):
+    # passes the static checks: torch.serialization.tarfile keeps the real open()
+    opener = torch.serialization.tarfile.bltn_open
+    with opener(MARKER, "w") as file:
+        file.write("escaped")
+    return next_theta, {"theta": next_theta}
+''')
+INJECTING = fenced('''
+import torch
+
+def compute_reward(next_theta):
+    raise RuntimeError("bad\\x1b[2J\\x1b]0;pwned\\x07 <script>alert(1)</script>\\n```\\n# heading")
+''')
+
+
+def test_a_search_with_escaping_candidates_finishes_with_a_clean_report(tmp_path: Path) -> None:
+    marker = tmp_path / "outside" / "marker"
+    marker.parent.mkdir()
+    server = ScriptedLLM([{"answer": ESCAPING.replace("MARKER", repr(str(marker)))}, {"answer": INJECTING},
+                          {"answer": GOOD}])
+    try:
+        config = SearchConfig("CartPole-v1", "keep the pole upright", llm="compatible:scripted", iterations=1,
+                              samples=3, final_seeds=1, **TINY)
+        result = search(config, tmp_path / "run", client=client_for(server, timeout_s=5.0), workers=2,
+                        progress=Progress(1, 3, stream=io.StringIO()), llm_concurrency=1)
+    finally:
+        server.close()
+    assert not marker.exists()
+    assert [c.status for c in result.candidates][:2] == ["sandbox", "program"] or \
+        [c.status for c in result.candidates][:2] == ["program", "program"], [c.status for c in result.candidates]
+    assert result.candidates[2].status == "ok" and result.best is not None
+    report = (result.out / "report.md").read_text()
+    assert "\x1b" not in report and "\x07" not in report
+    prose = re.sub(r"^( *)(`{3,})[^\n]*\n.*?^\1\2$", "", report, flags=re.M | re.S)  # fenced code is inert
+    assert "<script>" not in prose and "&lt;script&gt;" in prose
+    journal = (result.out / "journal.jsonl").read_text()
+    assert "\\u001b" not in journal and "\x1b" not in journal
