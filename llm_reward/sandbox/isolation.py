@@ -150,10 +150,7 @@ def run_isolated(job: Callable[[], None], run_dir: str, quota_mb: float) -> None
         os.close(mapped_w)
         status = _watch(holder, run_dir, quota_mb)
     except BaseException as error:  # noqa: B036 - the keeper must exit, never return
-        try:
-            os.write(2, f"sandbox keeper: {error}\n".encode(errors="replace"))
-        except OSError:
-            pass
+        _report(error, "sandbox keeper")
     _exit_like(status)
 
 
@@ -172,10 +169,7 @@ def _namespace_holder(job: Callable[[], None], unshared_w: int, mapped_r: int) -
             _namespace_init(job)
         _, status = os.waitpid(init, 0)
     except BaseException as error:  # noqa: B036
-        try:
-            os.write(2, f"sandbox namespaces: {error}\n".encode(errors="replace"))
-        except OSError:
-            pass
+        _report(error, "sandbox namespaces")
         status = 1 << 8
     _exit_like(status)
 
@@ -202,10 +196,7 @@ def _namespace_init(job: Callable[[], None]) -> None:
                 os._exit(1)
         _, status = os.waitpid(worker, 0)
     except BaseException as error:  # noqa: B036
-        try:
-            os.write(2, f"sandbox init: {error}\n".encode(errors="replace"))
-        except OSError:
-            pass
+        _report(error, "sandbox init")
     _exit_like(status)
 
 
@@ -250,6 +241,14 @@ def directory_bytes(path: str) -> int:
             if stat.S_ISDIR(info.st_mode):
                 pending.append(entry.path)
     return total
+
+
+def _report(error: BaseException, stage: str) -> None:
+    """Write why a stage of the worker failed to its standard error (``worker.log``)."""
+    try:
+        os.write(2, f"{stage}: {error}\n".encode(errors="replace"))
+    except OSError:
+        pass
 
 
 def _exit_like(wait_status: int) -> None:
