@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Mapping
 from typing import Any, ClassVar, TypeVar
 
@@ -88,3 +89,25 @@ class LearnerConfig:
     def from_dict(cls: type[Config], data: Mapping[str, Any]) -> Config:
         """The config of :meth:`to_dict`'s data (missing names keep their defaults)."""
         return cls().replace(**data)
+
+
+class HyperparameterCheck:
+    """The values of a config and the tests its checker applies, each naming what is wrong.
+
+    :param config: a :class:`LearnerConfig` dataclass.
+    """
+
+    def __init__(self, config: LearnerConfig) -> None:
+        self.values = {name: getattr(config, name) for name in config.names()}
+
+    def fail(self, name: str, requirement: str) -> None:
+        raise ValueError(f"{name} must be {requirement}, got {name}={self.values[name]!r}")
+
+    def number(self, name: str) -> bool:
+        """Whether the value is a finite int or float (not a bool)."""
+        value = self.values[name]
+        return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+    def integer(self, name: str) -> bool:
+        """Whether the value is an int (not a bool)."""
+        return isinstance(self.values[name], int) and not isinstance(self.values[name], bool)

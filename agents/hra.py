@@ -45,7 +45,6 @@ Example::
 from __future__ import annotations
 
 import copy
-import dataclasses
 import math
 import os
 import time
@@ -59,7 +58,13 @@ import numpy as np
 import torch
 from torch import nn
 
-from rewardlab.agents.common import LearnerConfig, check_batched, read_saved, steps_bar
+from rewardlab.agents.common import (
+    HyperparameterCheck,
+    LearnerConfig,
+    check_batched,
+    read_saved,
+    steps_bar,
+)
 from rewardlab.agents.logger import TensorBoardLogger
 from rewardlab.common.networks import mlp
 
@@ -327,20 +332,8 @@ class HRAConfig(LearnerConfig):
 
 def _check_config(config: HRAConfig) -> None:
     """Check every hyperparameter, naming the one that is wrong."""
-    hp = {field.name: getattr(config, field.name) for field in dataclasses.fields(config)}
-
-    def fail(name: str, requirement: str) -> None:
-        raise ValueError(f"{name} must be {requirement}, got {name}={hp[name]!r}")
-
-    def number(name: str) -> bool:
-        value = hp[name]
-        return (
-            isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
-        )
-
-    def integer(name: str) -> bool:
-        return isinstance(hp[name], int) and not isinstance(hp[name], bool)
-
+    check = HyperparameterCheck(config)
+    hp, fail, number, integer = check.values, check.fail, check.number, check.integer
     if hp["bootstrap"] not in BOOTSTRAPS:
         fail("bootstrap", f"one of {BOOTSTRAPS}")
     for name in ("buffer_size", "batch_size", "train_freq", "gradient_steps",

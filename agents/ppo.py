@@ -33,7 +33,6 @@ Example::
 
 from __future__ import annotations
 
-import dataclasses
 import inspect
 import math
 import os
@@ -49,7 +48,13 @@ import numpy as np
 import torch
 from torch import nn
 
-from rewardlab.agents.common import LearnerConfig, check_batched, read_saved, steps_bar
+from rewardlab.agents.common import (
+    HyperparameterCheck,
+    LearnerConfig,
+    check_batched,
+    read_saved,
+    steps_bar,
+)
 from rewardlab.agents.logger import TensorBoardLogger
 from rewardlab.common.networks import mlp
 from rewardlab.common.running_stats import RunningMeanStd
@@ -319,16 +324,8 @@ class PPOConfig(LearnerConfig):
 
 def _check_config(config: PPOConfig) -> None:
     """Check every hyperparameter, naming the one that is wrong."""
-    hp = {field.name: getattr(config, field.name) for field in dataclasses.fields(config)}
-
-    def fail(name: str, requirement: str) -> None:
-        raise ValueError(f"{name} must be {requirement}, got {name}={hp[name]!r}")
-
-    def number(name: str) -> bool:
-        value = hp[name]
-        return (
-            isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
-        )
+    check = HyperparameterCheck(config)
+    hp, fail, number = check.values, check.fail, check.number
 
     for name in ("n_steps", "n_epochs"):
         if not isinstance(hp[name], int) or isinstance(hp[name], bool) or hp[name] < 1:
