@@ -308,8 +308,8 @@ class _Checker:
             if node.decorator_list:
                 self.add(
                     node.decorator_list[0],
-                    f"decorators are not supported (on `{node.name}`); define it as a plain "
-                    "function, e.g. without @torch.jit.script",
+                    f"decorators are not supported (on `{node.name}`), but for TorchScript's "
+                    "and torch.no_grad, which are dropped; define it as a plain function",
                 )
             if node.name.startswith("__"):
                 self.add(node, f"function name `{node.name}`: names starting with '__' are not allowed")
@@ -389,44 +389,16 @@ class _Checker:
         if not parameters:
             self.add(function, f"`{function.name}` takes no arguments, so it cannot return one "
                                "value per env; take the state variables it needs")
+        positional = (*arguments.posonlyargs, *arguments.args)
+        with_default = {a.arg for a in positional[len(positional) - len(arguments.defaults):]} if arguments.defaults else set()
+        with_default |= {a.arg for a, value in zip(arguments.kwonlyargs, arguments.kw_defaults) if value is not None}
         if self.variables is not None:
             for name in parameters:
-                if name not in self.variables:
+                # an argument with a default that the env does not declare is a constant
+                if name not in self.variables and name not in with_default:
                     declared = ", ".join(self.variables)
                     self.add(function, f"argument `{name}` of `{function.name}` is not a variable "
                                        f"of this environment; it declares: {declared}")
-        self.check_in_place(function, set(parameters))
-
-    def check_in_place(self, function: ast.FunctionDef, parameters: set[str]) -> None:
-        for node in ast.walk(function):
-            if isinstance(node, ast.AugAssign):
-                name = _name_in(node.target, parameters)
-                if name:
-                    op = _OPERATORS.get(type(node.op), "?")
-                    self.add(node, f"`{name} {op}= ...` changes the input tensor `{name}` in place; "
-                                   f"write `{name} = {name} {op} ...` or use a new name")
-            elif isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Store | ast.Del):
-                name = _name_in(node.value, parameters)
-                if name:
-                    self.add(node, f"assigning to `{name}[...]` changes the input tensor `{name}` "
-                                   f"in place; work on a copy (`{name}.clone()`) or a new tensor")
-            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
-                name = _name_in(node.func.value, parameters)
-                method = node.func.attr
-                if name and method.endswith("_") and not method.startswith("_"):
-                    self.add(node, f"`{name}.{method}(...)` changes the input tensor `{name}` in "
-                                   f"place; use `{name}.{method[:-1]}(...)`")
-
-
-def _name_in(node: ast.AST, names: set[str]) -> str | None:
-    return node.id if isinstance(node, ast.Name) and node.id in names else None
-
-
-_OPERATORS = {
-    ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "//", ast.Mod: "%",
-    ast.Pow: "**", ast.MatMult: "@", ast.BitAnd: "&", ast.BitOr: "|", ast.BitXor: "^",
-    ast.LShift: "<<", ast.RShift: ">>",
-}
 
 
 def _bound_names(tree: ast.Module) -> set[str]:

@@ -54,6 +54,7 @@ from rewardlab.llm_reward.programs.checks import (
     forbidden_module,
     parse_source,
 )
+from rewardlab.llm_reward.programs.normalize import normalize_source
 
 __all__ = ["ProgramError", "RewardFunction", "RewardProgram", "extract_code", "program_traceback"]
 
@@ -119,32 +120,47 @@ class RewardProgram:
 
     Build one with :meth:`from_source` or :meth:`from_llm_answer`; both raise
     :class:`~rewardlab.llm_reward.programs.checks.CheckError` listing every problem found.
+    Both first make the code plain (:func:`~rewardlab.llm_reward.programs.normalize.normalize_source`:
+    annotations, typing imports and TorchScript decorators removed, every line kept).
 
-    :param source: the program text.
+    :param source: the program text (after normalisation).
     :param function_name: the reward function's name (``compute_reward`` unless the program
         defines a single function under another name).
     :param parameters: the reward function's argument names, in order.
+    :param defaults: the arguments that have a default value; one that is not a variable
+        of the env is a constant: it is never passed.
+    :param notes: what normalisation removed, one sentence each, for the report.
     """
 
     source: str
     function_name: str
     parameters: tuple[str, ...]
+    defaults: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
 
     @classmethod
     def from_source(cls, source: str) -> RewardProgram:
-        """Check ``source`` (everything but the argument names, see :meth:`check`) and wrap it.
+        """Normalise ``source``, check it (everything but the argument names, see
+        :meth:`check`) and wrap it.
 
         :param source: Python source defining the reward function.
         :raises CheckError: the source failed a static check.
         """
-        findings = check_source(source)
+        normalized = normalize_source(source)
+        findings = check_source(normalized.source)
         if findings:
-            raise CheckError(findings, source)
-        function = find_reward_function(ast.parse(source))
+            raise CheckError(findings, normalized.source)
+        function = find_reward_function(ast.parse(normalized.source))
         assert function is not None, "check_source reports a program without a reward function"
         arguments = function.args
-        parameters = tuple(a.arg for a in (*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs))
-        return cls(source=source, function_name=function.name, parameters=parameters)
+        positional = (*arguments.posonlyargs, *arguments.args)
+        parameters = tuple(a.arg for a in (*positional, *arguments.kwonlyargs))
+        with_default = positional[len(positional) - len(arguments.defaults):] if arguments.defaults else ()
+        defaults = tuple(a.arg for a in with_default) + tuple(
+            a.arg for a, value in zip(arguments.kwonlyargs, arguments.kw_defaults) if value is not None
+        )
+        return cls(source=normalized.source, function_name=function.name, parameters=parameters,
+                   defaults=defaults, notes=normalized.notes)
 
     @classmethod
     def from_llm_answer(cls, answer: str) -> RewardProgram:
@@ -165,6 +181,20 @@ class RewardProgram:
         findings = check_source(self.source, description.variables)
         if findings:
             raise CheckError(findings, self.source)
+
+    def inputs(self, description: EnvDescription) -> tuple[str, ...]:
+        """The arguments the program is called with for ``description``'s env: its
+        parameters, less those with a default that the env does not declare (constants)."""
+        declared = set(description.variables)
+        return tuple(name for name in self.parameters if name in declared or name not in self.defaults)
+
+    def constant_notes(self, description: EnvDescription) -> tuple[str, ...]:
+        """A note for each parameter that is a constant for ``description``'s env."""
+        declared = set(description.variables)
+        return tuple(
+            f"`{name}` has a default and is not a variable of the env: it is a constant (never passed)"
+            for name in self.parameters if name in self.defaults and name not in declared
+        )
 
 
 class ProgramError(Exception):
@@ -273,9 +303,9 @@ def _check_output(value: Any, what: str, num_envs: int, device: torch.device) ->
 class RewardFunction:
     """A reward program loaded into a restricted namespace and applied to batched transitions.
 
-    Calling it builds the named inputs from copies of the batch, calls the program under
-    ``torch.no_grad()`` and checks what it returns: a float tensor ``(N,)`` and a dict of
-    at most 32 named float ``(N,)`` tensors, all finite, and the inputs left unchanged.
+    Calling it builds the named inputs (each a tensor of the program's own), calls the
+    program under ``torch.no_grad()`` and checks what it returns: a float tensor ``(N,)``
+    and a dict of at most 32 named float ``(N,)`` tensors, all finite.
     Anything wrong raises :class:`ProgramError`.
 
     Executes the program: inside the sandbox, or in-process only for trusted programs.
@@ -337,17 +367,18 @@ class RewardFunction:
         :param next_obs: observations after it (true last ones where episodes ended).
         :param terminated: bool ``(N,)``.
         :return: ``(reward, components)``, float32 on ``obs.device``.
-        :raises ProgramError: the program raised, returned something malformed or non-finite,
-            or changed its inputs.
+        :raises ProgramError: the program raised or returned something malformed or non-finite.
         """
         self.calls += 1
         num_envs = len(obs)
-        originals = {"obs": obs, "next_obs": next_obs, "action": action, "terminated": terminated}
-        copies = {name: tensor.clone() for name, tensor in originals.items()}
-        inputs = self.description.reward_inputs(
-            copies["obs"], copies["action"], copies["next_obs"], copies["terminated"],
-            self.program.parameters,
-        )
+        # Every input is a tensor of the program's own: changing it in place (``r -= c``,
+        # ``x[mask] = 0``) touches nothing else, so it is allowed.
+        inputs = {
+            name: value.clone()
+            for name, value in self.description.reward_inputs(
+                obs, action, next_obs, terminated, self.program.inputs(self.description)
+            ).items()
+        }
         try:
             with torch.no_grad():
                 result = self._function(**inputs)
@@ -358,14 +389,7 @@ class RewardFunction:
             )
             raise self._failure(error, where) from None
         self._raise_if_check_fails()
-        reward, components = self._check_result(result, num_envs, obs.device)
-        for name, original in originals.items():
-            if not torch.equal(copies[name], original):
-                raise ProgramError(
-                    f"`{self.program.function_name}` changed its input tensors ({name}) in place "
-                    "(e.g. `x += 1`, `x[...] = v`, `x.clamp_()`); compute new tensors instead"
-                )
-        return reward, components
+        return self._check_result(result, num_envs, obs.device)
 
     def _raise_if_check_fails(self) -> None:
         reason = self._check() if self._check is not None else None

@@ -155,9 +155,9 @@ def test_arguments_must_be_declared_variables() -> None:
 
 
 def test_findings_name_the_line_and_the_fix() -> None:
-    findings = check_source("import torch\n\ndef compute_reward(x):\n    x += 1\n    return open('f')\n")
+    findings = check_source("import torch\n\ndef compute_reward(x):\n    y = torch.os\n    return open('f')\n")
     messages = {finding.line: finding.message for finding in findings}
-    assert "x = x + ..." in messages[4]
+    assert "`.os`" in messages[4]
     assert "`open`" in messages[5]
     error = llm_reward.CheckError(findings)
     assert "line 4:" in str(error) and "line 5:" in str(error)
@@ -207,12 +207,14 @@ def test_traceback_is_cut_to_the_program() -> None:
     assert "llm_reward" not in text and "TypeError" in text
 
 
-def test_in_place_change_of_an_input_is_caught() -> None:
-    function = load("def compute_reward(x):\n    y = x\n    y.mul_(2)\n    return y, {}\n")
+def test_in_place_work_on_an_input_is_allowed_and_touches_nothing_else() -> None:
+    # ICPL's idiom: start from a variable and change it in place; each input is the program's own
+    function = load("def compute_reward(x, next_x):\n    y = x\n    y.mul_(2)\n    next_x -= 1\n"
+                    "    return y + next_x, {}\n")
     obs = torch.ones(2, 4)
-    with pytest.raises(ProgramError, match="in place"):
-        function(obs, torch.zeros(2, dtype=torch.int64), obs, torch.zeros(2, dtype=torch.bool))
-    assert torch.equal(obs, torch.ones(2, 4))
+    reward, _ = function(obs, torch.zeros(2, dtype=torch.int64), obs, torch.zeros(2, dtype=torch.bool))
+    assert torch.equal(reward, torch.full((2,), 2.0))
+    assert torch.equal(obs, torch.ones(2, 4))  # the env's batch is untouched
 
 
 def test_wrapper_rewards_true_last_states_and_keeps_extrinsic() -> None:
