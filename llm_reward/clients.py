@@ -35,12 +35,15 @@ any text before it is written anywhere.
 from __future__ import annotations
 
 import abc
+import json
 import os
 import random
 import re
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
 __all__ = [
@@ -316,10 +319,12 @@ def make_client(
     environ: Mapping[str, str] | None = None,
     prices: PriceTable | None = None,
     **options: Any,
-) -> OpenAICompatibleClient:
+) -> ChatClient:
     """A client for ``"PROVIDER:MODEL"``, with the endpoint and key resolved as the module says.
 
-    :param spec: ``"PROVIDER:MODEL"`` (:data:`PROVIDERS`).
+    ``"replay:PATH"`` serves the answers of an earlier run instead (:class:`ReplayClient`).
+
+    :param spec: ``"PROVIDER:MODEL"`` (:data:`PROVIDERS`), or ``"replay:PATH"``.
     :param base_url: the endpoint, overriding the environment and the provider's default.
     :param api_key: the key, overriding the environment.
     :param environ: where to read ``REWARDLAB_*`` / ``OPENAI_*`` (default ``os.environ``).
@@ -328,12 +333,83 @@ def make_client(
     :raises ValueError: a bad spec, no endpoint for ``compatible``, or a missing key.
     """
     environ = os.environ if environ is None else environ
+    if spec.startswith(REPLAY + ":"):
+        return ReplayClient(spec[len(REPLAY) + 1:])
     provider, model = parse_llm_spec(spec)
     url = _resolve_base_url(provider, base_url, environ)
     key = _resolve_api_key(provider, api_key, environ)
     if prices is None:
         prices = PriceTable(free=PROVIDERS[provider].local)
     return OpenAICompatibleClient(model, url, key, provider=provider, prices=prices, **options)
+
+
+REPLAY = "replay"
+
+
+class ReplayClient(ChatClient):
+    """Answers an earlier run already paid for, served again in order (``--llm replay:PATH``).
+
+    ``PATH`` is a search's run directory (its ``journal.jsonl``: the LLM's answers in the
+    order of their candidates), a journal file, or any JSON Lines file whose lines hold an
+    answer as ``"text"`` or ``"answer"``. Each :meth:`complete` returns the next answer,
+    whatever the prompt; when none is left it fails as an LLM call would. Re-run a search
+    with a new budget, seeds or executor without asking the LLM again.
+
+    :param path: the run directory or file.
+    :raises ValueError: the path holds no answers.
+    """
+
+    def __init__(self, path: str | os.PathLike[str]):
+        self.path = Path(path)
+        super().__init__(f"replay of {self.path.name}")
+        self.answers = _replayed_answers(self.path)
+        if not self.answers:
+            raise ValueError(f"--llm replay:{path}: no answers found (a run directory with journal.jsonl, "
+                             "or a .jsonl file with a \"text\" or \"answer\" per line)")
+        self._next = 0
+        self._lock = threading.Lock()
+
+    def describe(self) -> str:
+        return f"replay of {len(self.answers)} answers from {self.path}"
+
+    def check(self) -> None:
+        """Always ready: the answers are on disk."""
+
+    def complete(self, messages: Sequence[Message]) -> Completion:
+        with self._lock:
+            index = self._next
+            self._next += 1
+        if index >= len(self.answers):
+            raise LLMCallFailed(f"replay: all {len(self.answers)} answers of {self.path} are used up", tries=1)
+        text, usage = self.answers[index]
+        return Completion(text=text, usage=usage, cost_usd=0.0, model=self.model, wall_s=0.0)
+
+
+def _replayed_answers(path: Path) -> list[tuple[str, Usage]]:
+    file = path / "journal.jsonl" if path.is_dir() else path
+    try:
+        lines = file.read_text().splitlines()
+    except OSError as error:
+        raise ValueError(f"--llm replay:{path}: cannot read {file} ({error})") from error
+    records = []
+    for number, line in enumerate(lines):
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue  # a torn last line of an interrupted run
+        if not isinstance(record, dict):
+            continue
+        if record.get("type") == "answer" and record.get("proposer") == "llm":
+            records.append((str(record.get("key", "")), number, record))
+        elif "type" not in record and isinstance(record.get("text", record.get("answer")), str):
+            records.append(("", number, record))
+    records.sort(key=lambda item: (item[0], item[1]))  # a journal's candidates in key order
+    answers = []
+    for _, _, record in records:
+        usage = record.get("usage") if isinstance(record.get("usage"), dict) else {}
+        answers.append((record.get("text", record.get("answer")),
+                        Usage(int(usage.get("prompt_tokens", 0)), int(usage.get("completion_tokens", 0)))))
+    return answers
 
 
 def redact(text: str, secrets: Sequence[str]) -> str:

@@ -282,22 +282,87 @@ def restricted_builtins() -> dict[str, Any]:
     return namespace
 
 
-def _check_output(value: Any, what: str, num_envs: int, device: torch.device) -> torch.Tensor:
+def _check_output(value: Any, what: str, num_envs: int, device: torch.device, line: str = "") -> torch.Tensor:
+    """``value`` as a float32 ``(num_envs,)`` tensor on ``device``, or a :class:`ProgramError`
+    whose message names the return line, what is wrong in the program's terms and the fix."""
+    if isinstance(value, np.ndarray) and value.shape == (num_envs,) and np.issubdtype(value.dtype, np.number):
+        value = torch.as_tensor(value, dtype=torch.float32)  # numpy on the whole batch is fine
+    if isinstance(value, np.generic | float | int) and not isinstance(value, bool):
+        raise ProgramError(
+            f"{line}{what} is one number ({type(value).__name__}) for the whole batch of {num_envs} envs: "
+            "something reduced the batch to a scalar (a numpy or Python call such as np.mean, float(), "
+            "sum(), max() on an input), or the program returns a constant; keep one value per env with "
+            "torch ops (torch.maximum, torch.where, .clamp) and a constant as torch.full_like(x, c)"
+        )
     if not isinstance(value, torch.Tensor):
         raise ProgramError(
-            f"{what} is a {type(value).__name__}; it must be a torch tensor of shape ({num_envs},) "
+            f"{line}{what} is a {type(value).__name__}; it must be a torch tensor of shape ({num_envs},) "
             "(one value per env)"
+        )
+    if value.dim() == 0 and num_envs > 1:
+        raise ProgramError(
+            f"{line}{what} is a single value for the whole batch of {num_envs} envs: a reduction over "
+            "the batch (`.sum()`, `.mean()`, `torch.sum(...)`, `.max()` without `dim`) collapsed it; "
+            "every input is already one value per env, so drop the reduction"
         )
     if tuple(value.shape) != (num_envs,):
         raise ProgramError(
-            f"{what} has shape {tuple(value.shape)}; it must have shape ({num_envs},), one value "
-            "per env (reduce or squeeze extra dimensions, broadcast scalars with torch.full_like)"
+            f"{line}{what} has shape {tuple(value.shape)}; it must have shape ({num_envs},), one value "
+            "per env: every input is already (N,) (or (N, k) for vector actions), so reduce only over "
+            "the last dimension (`dim=-1`) or `.squeeze(-1)` a trailing 1"
         )
     if not value.dtype.is_floating_point:
         raise ProgramError(
-            f"{what} has dtype {value.dtype}; it must be a float tensor (use .float())"
+            f"{line}{what} has dtype {value.dtype}; it must be a float tensor (use .float())"
         )
     return value.detach().to(device=device, dtype=torch.float32)
+
+
+# Errors of code written for one state at a time, run on a batch: the program is then run
+# once per env (per-state mode).
+_PER_STATE_ERRORS = (
+    "Boolean value of Tensor with more than one",
+    "only one element tensors can be converted",
+    "a Tensor with",  # "a Tensor with N elements cannot be converted to Scalar"
+    "must be real number, not Tensor",
+)
+
+
+def _per_state_error(error: Exception) -> bool:
+    return isinstance(error, RuntimeError | TypeError | ValueError) and any(
+        text in str(error) for text in _PER_STATE_ERRORS
+    )
+
+
+def _return_line(source: str, function_name: str) -> str:
+    """``"line N: "`` for the reward function's last ``return``, ``""`` if none."""
+    tree = ast.parse(source)
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef) and node.name == function_name:
+            returns = [child for child in ast.walk(node) if isinstance(child, ast.Return)]
+            if returns:
+                return f"line {max(r.lineno for r in returns)}: "
+    return ""
+
+
+def _is_scalar_result(result: Any) -> bool:
+    reward = result[0] if isinstance(result, tuple) and len(result) == 2 else result
+    return isinstance(reward, float | int | np.generic) and not isinstance(reward, bool)
+
+
+def _is_batch_reduction(result: Any) -> bool:
+    # a 0-d tensor from batched inputs: the batch was reduced, a bug to report, not a style
+    reward = result[0] if isinstance(result, tuple) and len(result) == 2 else result
+    return isinstance(reward, torch.Tensor)
+
+
+def _as_float(value: Any, what: str) -> float:
+    size = value.numel() if isinstance(value, torch.Tensor) else getattr(value, "size", None)
+    if isinstance(value, torch.Tensor | np.ndarray) and size == 1:
+        return float(value.reshape(()))
+    if isinstance(value, float | int | np.generic):  # True/False count as 1/0
+        return float(value)
+    raise ProgramError(f"{what} is a {type(value).__name__}; for one env it must be one number")
 
 
 class RewardFunction:
@@ -352,6 +417,10 @@ class RewardFunction:
         if not callable(function):
             raise ProgramError(f"the program does not define a function `{program.function_name}`")
         self._function: Callable[..., Any] = function
+        self._line = _return_line(program.source, program.function_name)
+        #: True once the program showed it is written for one state at a time: it is then
+        #: called once per env (about num_envs times slower than batched torch code).
+        self.per_state = False
 
     def __call__(
         self,
@@ -379,17 +448,47 @@ class RewardFunction:
                 obs, action, next_obs, terminated, self.program.inputs(self.description)
             ).items()
         }
-        try:
-            with torch.no_grad():
-                result = self._function(**inputs)
-        except Exception as error:
-            where = (
-                f"`{self.program.function_name}` (call {self.calls}, after "
-                f"{(self.calls - 1) * num_envs} env steps)"
-            )
-            raise self._failure(error, where) from None
+        where = f"`{self.program.function_name}` (call {self.calls}, after {(self.calls - 1) * num_envs} env steps)"
+        if not self.per_state:
+            try:
+                with torch.no_grad():
+                    result = self._function(**inputs)
+            except Exception as error:
+                if not _per_state_error(error):
+                    raise self._failure(error, where) from None
+                self.per_state = True  # written for one state: run it per env from now on
+            else:
+                if num_envs > 1 and _is_scalar_result(result) and not _is_batch_reduction(result):
+                    self.per_state = True
+                else:
+                    self._raise_if_check_fails()
+                    return self._check_result(result, num_envs, obs.device)
+        return self._per_state_call(inputs, num_envs, obs.device, where)
+
+    def _per_state_call(
+        self, inputs: Mapping[str, torch.Tensor], num_envs: int, device: torch.device, where: str
+    ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """Call the program once per env with that env's values and stack what it returns."""
+        rewards: list[float] = []
+        per_env: list[dict[str, float]] = []
+        for index in range(num_envs):
+            single = {name: value[index] for name, value in inputs.items()}
+            try:
+                with torch.no_grad():
+                    result = self._function(**single)
+            except Exception as error:
+                raise self._failure(error, f"{where}, called for env {index} on its own") from None
+            reward, parts = result if isinstance(result, tuple) and len(result) == 2 else (result, {})
+            if not isinstance(parts, dict):
+                raise ProgramError(f"{self._line}`{self.program.function_name}` must return (reward, components)")
+            rewards.append(_as_float(reward, f"{self._line}the reward returned for one env"))
+            per_env.append({str(key): _as_float(value, f"{self._line}component {key!r}") for key, value in parts.items()})
         self._raise_if_check_fails()
-        return self._check_result(result, num_envs, obs.device)
+        # a component one branch leaves out (``if terminated: return -1.0, {"done": -1.0}``) is 0 there
+        names = list(dict.fromkeys(name for parts in per_env for name in parts))
+        named = {name: torch.tensor([parts.get(name, 0.0) for parts in per_env]) for name in names}
+        stacked = torch.tensor(rewards, dtype=torch.float32)
+        return self._check_result((stacked, named) if named else stacked, num_envs, device)
 
     def _raise_if_check_fails(self) -> None:
         reason = self._check() if self._check is not None else None
@@ -415,11 +514,12 @@ class RewardFunction:
         self, result: Any, num_envs: int, device: torch.device
     ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         name = self.program.function_name
-        if isinstance(result, torch.Tensor):
-            reward = _check_output(result, f"the reward returned by `{name}`", num_envs, device)
+        line = self._line
+        if isinstance(result, torch.Tensor | np.ndarray):
+            reward = _check_output(result, f"the reward returned by `{name}`", num_envs, device, line)
             components = {BARE_COMPONENT: reward}
         elif isinstance(result, tuple) and len(result) == 2 and isinstance(result[1], dict):
-            reward = _check_output(result[0], f"the reward returned by `{name}`", num_envs, device)
+            reward = _check_output(result[0], f"the reward returned by `{name}`", num_envs, device, line)
             if len(result[1]) > MAX_COMPONENTS:
                 raise ProgramError(
                     f"`{name}` returned {len(result[1])} components; at most {MAX_COMPONENTS} "
@@ -431,7 +531,7 @@ class RewardFunction:
                     raise ProgramError(
                         f"component names must be strings of 1 to 64 characters; got {key!r:.80}"
                     )
-                components[key] = _check_output(value, f"component {key!r}", num_envs, device)
+                components[key] = _check_output(value, f"component {key!r}", num_envs, device, line)
         else:
             raise ProgramError(
                 f"`{name}` returned a {type(result).__name__}; it must return (reward, components): "

@@ -40,6 +40,11 @@ __all__ = ["EvalResult", "Failure", "SeedRun", "evaluate"]
 
 EVALUATION_JOB = "rewardlab.llm_reward.search.training:evaluation_job"
 RESULT_FILE = "result.json"
+PER_STATE_NOTE = (
+    "the program is written for one state at a time (Python `if`, `float()`, math on scalars), so it "
+    "ran once per env, num_envs times slower; for speed write it on whole batches: every input is a "
+    "(N,) tensor, so use torch.where(cond, a, b) for `if`, torch.maximum/torch.clamp for max/min"
+)
 PROGRAM_FILE = "reward_program.py"
 
 
@@ -98,6 +103,8 @@ class EvalResult:
     :param cpu_s: the CPU time the worker used (all threads), when it reported it.
     :param run_dir: where the run wrote its files (``None`` when a temporary one was removed).
     :param source: the program's source.
+    :param notes: what was done to run the program as written (annotations or decorators
+        removed, constants, per-state execution), for the report and the next prompt.
     """
 
     env_id: str
@@ -114,6 +121,7 @@ class EvalResult:
     cpu_s: float | None
     run_dir: str | None
     source: str
+    notes: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         """The record as plain data."""
@@ -151,6 +159,7 @@ class EvalResult:
             cpu_s=data["cpu_s"],
             run_dir=data["run_dir"],
             source=data["source"],
+            notes=list(data.get("notes", [])),
         )
 
 
@@ -241,6 +250,9 @@ def evaluate(
 
         result = _result(run, env_id, steps, time.monotonic() - start,
                          os.fspath(directory) if keep else None, checked.source, measure)
+        result.notes = [*checked.notes, *checked.constant_notes(description)]
+        if isinstance(run.result, dict) and run.result.get("per_state") is True:
+            result.notes.append(PER_STATE_NOTE)
         if on_final_policy is not None and result.ok:
             for seed, policy in last.items():
                 on_final_policy(seed, policy)

@@ -97,6 +97,10 @@ def candidate_line(candidate: Candidate) -> str:
                 line += f", correlation of its reward with the fitness {signals.correlation:+.2f}"
             if signals.hacking:
                 line += f"; REWARD HACKING SIGNAL: {signals.reason}"
+            elif signals.stuck:
+                line += f"; {signals.reason}"
+        if result.notes:
+            line += "; notes: " + "; ".join(result.notes)
         return line
     failure = candidate.failure
     if failure is None:

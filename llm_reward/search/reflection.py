@@ -47,6 +47,8 @@ DOMINANCE_RATIO = 10.0
 RISE_SHARE = 0.25
 RISING_STEPS_SHARE = 0.6
 STALL_SHARE = 0.05
+# ... and the rise is at least this share of the reward's largest absolute value
+MIN_ABSOLUTE_RISE = 0.05
 MIN_POINTS = 4
 
 _TIPS = (
@@ -74,11 +76,14 @@ class RewardSignals:
     :param hacking: the reward kept rising over the second half while the fitness stalled
         or fell.
     :param reason: the numbers behind ``hacking`` when it is set, else an empty string.
+    :param stuck: the task fitness never moved over training: an exploration problem (the
+        policy has not found what the task rewards), not reward hacking.
     """
 
     correlation: float | None
     hacking: bool
     reason: str = ""
+    stuck: bool = False
 
     def to_dict(self) -> dict[str, object]:
         """The signals as JSON data."""
@@ -147,10 +152,20 @@ def reward_signals(curve: Sequence[Checkpoint]) -> RewardSignals:
     second_half = rewards[middle:]
     rise = (second_half[-1] - second_half[0]) / reward_range if reward_range > 1e-12 else 0.0
     rising_steps = sum(b > a for a, b in zip(second_half, second_half[1:])) / (len(second_half) - 1)
+    if fitness_range <= 1e-9 * max(1.0, abs(fitness[0])):
+        # A floored fitness (MountainCar at -200) says nothing about hacking: the policy has
+        # not found the goal yet, whatever the program's reward does.
+        reason = (f"the task fitness stayed at {fitness[0]:.4g} over all {len(fitness)} checkpoints: "
+                  "the policy never found what the task rewards. That is exploration, not hacking: "
+                  "add dense terms that grow as the state nears the goal")
+        return RewardSignals(correlation, False, reason, stuck=True)
     gain = fitness[-1] - fitness[middle]
     stalled = gain <= STALL_SHARE * fitness_range
     solved = curve[-1].success_rate is not None and curve[-1].success_rate >= 1.0
-    hacking = rise >= RISE_SHARE and rising_steps >= RISING_STEPS_SHARE and stalled and not solved
+    # the rise must matter next to the reward's own size, not only to its (maybe tiny) range
+    magnitude = max(abs(value) for value in rewards)
+    matters = second_half[-1] - second_half[0] >= MIN_ABSOLUTE_RISE * max(magnitude, 1e-6)
+    hacking = rise >= RISE_SHARE and rising_steps >= RISING_STEPS_SHARE and stalled and not solved and matters
     reason = ""
     if hacking:
         reason = (

@@ -236,8 +236,11 @@ def _report(result: SearchResult, feedback: dict[int, str | None]) -> str:
         failures = [line for c in members for line in _failure_block(c)]
         hacking = [f"- **{c.key}**: reward-hacking signal: {c.signals.reason}" for c in members
                    if c.signals is not None and c.signals.hacking]
-        if failures or hacking:
-            lines += ["Failures and findings:", "", *failures, *hacking, ""]
+        stuck = [f"- **{c.key}**: {c.signals.reason}" for c in members if c.signals is not None and c.signals.stuck]
+        notes = [f"- **{c.key}**: {markdown_text(note)}" for c in members if c.result is not None
+                 for note in c.result.notes]
+        if failures or hacking or stuck or notes:
+            lines += ["Failures and findings:", "", *failures, *hacking, *stuck, *notes, ""]
     return "\n".join(lines)
 
 

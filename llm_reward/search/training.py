@@ -207,6 +207,7 @@ def evaluation_job(payload: Mapping[str, Any], guard: Guard) -> dict[str, Any]:
     guard.snapshot_modules()
     runs: list[dict[str, Any]] = []
     failure = None
+    reward_function: RewardFunction | None = None
     try:
         reward_function = RewardFunction(program, description, check=lambda: guard.violation)
         _raise_if_changed(guard)
@@ -241,7 +242,9 @@ def evaluation_job(payload: Mapping[str, Any], guard: Guard) -> dict[str, Any]:
     for run in runs:
         run["checkpoints"] = [asdict(checkpoint) for checkpoint in run["checkpoints"]]
     usage = resource.getrusage(resource.RUSAGE_SELF)
+    per_state = reward_function is not None and reward_function.per_state
     return {
+        "per_state": bool(per_state),
         "seeds": runs,
         "failure": failure,
         "peak_rss_mb": usage.ru_maxrss / 1024,

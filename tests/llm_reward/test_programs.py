@@ -182,7 +182,7 @@ def test_reward_function_checks_and_returns_components() -> None:
     [
         ("return x.unsqueeze(1), {}", r"shape \(3, 1\); it must have shape \(3,\)"),
         ("return x > 0, {}", "dtype torch.bool"),
-        ("return x, {'c': 1.0}", "component 'c' is a float"),
+        ("return x, {'c': 1.0}", r"line 2: component 'c' is one number \(float\) for the whole batch"),
         ("return [x, {}]", "returned a list; it must return \\(reward, components\\)"),
         ("return x / (x - x), {}", "1 NaN and 2 inf of 3"),
         ("raise ValueError('no reward today')", "raised ValueError: no reward today"),

@@ -102,6 +102,15 @@ def test_reward_hacking_signal_and_correlation() -> None:
     assert reward_signals(curve([1, 2], [1, 2])).correlation is None
 
 
+def test_a_floored_fitness_is_exploration_not_hacking() -> None:
+    # MountainCar stuck at -200 while the program's reward rises: no flag, and the note says why
+    stuck = reward_signals(curve([-200] * 6, [0.1, 0.2, 0.3, 0.5, 0.7, 0.9]))
+    assert not stuck.hacking and stuck.stuck and "exploration" in stuck.reason
+    # a rise that is large next to its own range but tiny next to the reward's size is no signal
+    flat = reward_signals(curve([50, 80, 90, 85, 70, 60], [100.0, 100.0, 100.0, 100.001, 100.002, 100.003]))
+    assert not flat.hacking
+
+
 def test_reflection_lists_components_and_notes() -> None:
     points = curve([10, 20, 30], [1, 2, 3], flat=[0.5, 0.5, 0.5], huge=[100, 200, 300], small=[0.1, 0.2, 0.3])
     notes = {(note.component, note.kind) for note in component_notes(points)}
