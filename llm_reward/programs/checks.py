@@ -183,10 +183,7 @@ def forbidden_module(module: str) -> str | None:
     """
     root, *rest = module.split(".")
     if root not in ALLOWED_MODULES:
-        return (
-            f"imports `{module}`; reward programs may only import math, numpy and torch "
-            "(annotations are not evaluated, so `typing` is not needed)"
-        )
+        return f"imports `{module}`; reward programs may only import math, numpy and torch"
     for part in rest:
         reason = forbidden_attribute(part)
         if reason:

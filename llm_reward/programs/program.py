@@ -539,7 +539,7 @@ class RewardFunction:
             )
         stacked = torch.stack([reward, *components.values()])
         if not bool(torch.isfinite(stacked).all()):
-            raise ProgramError(self._non_finite_reason(reward, components))
+            raise ProgramError(line + self._non_finite_reason(reward, components))
         return reward, components
 
     def _non_finite_reason(self, reward: torch.Tensor, components: Mapping[str, torch.Tensor]) -> str:

@@ -250,7 +250,8 @@ def evaluate(
 
         result = _result(run, env_id, steps, time.monotonic() - start,
                          os.fspath(directory) if keep else None, checked.source, measure)
-        result.notes = [*checked.notes, *checked.constant_notes(description)]
+        # what normalising the answer removed (noted when the program was first made) and constants
+        result.notes = list(dict.fromkeys([*program.notes, *checked.notes, *checked.constant_notes(description)]))
         if isinstance(run.result, dict) and run.result.get("per_state") is True:
             result.notes.append(PER_STATE_NOTE)
         if on_final_policy is not None and result.ok:

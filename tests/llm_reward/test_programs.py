@@ -313,8 +313,7 @@ def test_evaluate_reports_check_failures_without_running() -> None:
     result = llm_reward.evaluate(program, "CartPole-v1", steps=64)
     assert not result.ok and result.failure.kind == "check"
     assert result.failure.findings == [
-        "line 1: imports `os`; reward programs may only import math, numpy and torch "
-        "(annotations are not evaluated, so `typing` is not needed)"
+        "line 1: imports `os`; reward programs may only import math, numpy and torch"
     ]
     unknown_argument = llm_reward.RewardProgram.from_source("def compute_reward(speed):\n    return speed\n")
     result = llm_reward.evaluate(unknown_argument, "CartPole-v1", steps=64)

@@ -1,0 +1,106 @@
+"""Reward code as real LLMs write it: every correct answer trains, every unsafe one is refused,
+every buggy one comes back with a message that names its line (corpus in tests/support)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from llm_answers import ANSWERS, Answer
+
+from rewardlab import envs, llm_reward
+from rewardlab.llm_reward.programs.checks import CheckError
+from rewardlab.llm_reward.programs.program import ProgramError, RewardFunction, RewardProgram
+
+TRAINS = [a for a in ANSWERS if a.outcome == "trains"]
+REFUSED = [a for a in ANSWERS if a.outcome == "refused"]
+FAILS = [a for a in ANSWERS if a.outcome == "fails"]
+
+
+def run_steps(answer: Answer, steps: int = 40, num_envs: int = 8) -> RewardFunction:
+    """Check the answer for its env and run it on real batched transitions (episodes end too)."""
+    program = RewardProgram.from_llm_answer(answer.text)
+    program.check(answer.env_id)
+    function = RewardFunction(program, envs.describe(answer.env_id))
+    env = envs.make(answer.env_id, num_envs=num_envs, seed=0)
+    obs, _ = env.reset(seed=0)
+    generator = torch.Generator().manual_seed(0)
+    for _ in range(steps):
+        actions = torch.randint(0, env.single_action_space.n, (num_envs,), generator=generator)
+        next_obs, _, terminated, _, info = env.step(actions)
+        reward, components = function(obs, actions, info["final_obs"], terminated)
+        assert reward.shape == (num_envs,) and bool(torch.isfinite(reward).all())
+        assert all(value.shape == (num_envs,) for value in components.values())
+        obs = next_obs
+    return function
+
+
+def test_the_corpus_is_large_and_varied() -> None:
+    assert len(ANSWERS) >= 30 and len(TRAINS) >= 15 and REFUSED and FAILS
+    assert len({a.name for a in ANSWERS}) == len(ANSWERS)
+
+
+@pytest.mark.parametrize("answer", TRAINS, ids=lambda a: a.name)
+def test_every_correct_answer_runs(answer: Answer) -> None:
+    function = run_steps(answer)
+    per_state = "per_state" in answer.name or "if" in answer.name.split("_")
+    assert function.per_state == per_state, "batched code runs batched; per-state code per env"
+
+
+@pytest.mark.parametrize("answer", REFUSED, ids=lambda a: a.name)
+def test_every_unsafe_or_undefined_answer_is_refused_with_its_line(answer: Answer) -> None:
+    with pytest.raises(CheckError) as error:
+        RewardProgram.from_llm_answer(answer.text).check(answer.env_id)
+    text = str(error.value)
+    assert answer.expect in text and "line " in text, text
+
+
+@pytest.mark.parametrize("answer", FAILS, ids=lambda a: a.name)
+def test_every_buggy_answer_fails_with_a_message_that_names_its_line(answer: Answer) -> None:
+    with pytest.raises(ProgramError) as error:
+        run_steps(answer, steps=3)
+    message = f"{error.value.reason}\n{error.value.traceback}"
+    assert answer.expect in message and "line " in message, message
+
+
+def test_no_message_sends_the_model_in_a_circle() -> None:
+    """Advice the checks once gave and then refused: drop the decorator, the typing import."""
+    messages = []
+    for answer in REFUSED:
+        try:
+            RewardProgram.from_llm_answer(answer.text).check(answer.env_id)
+        except CheckError as error:
+            messages.append(str(error))
+    for answer in FAILS:
+        try:
+            run_steps(answer, steps=3)
+        except ProgramError as error:
+            messages.append(error.reason)
+    for message in messages:
+        assert "without @torch.jit.script" not in message and "typing" not in message
+        assert "full_like" not in message or "constant" in message  # not the fix for a collapsed batch
+
+
+def test_normalisation_keeps_lines_and_says_what_it_removed() -> None:
+    answer = next(a for a in ANSWERS if a.name == "eureka_jit_typing")
+    program = RewardProgram.from_llm_answer(answer.text)
+    original = llm_reward.programs.program.extract_code(answer.text)
+    assert len(program.source.splitlines()) == len(original.splitlines())
+    assert any("torch.jit.script" in note for note in program.notes)
+    assert any("annotations" in note for note in program.notes)
+    constants = next(a for a in ANSWERS if a.name == "constant_as_default")
+    program = RewardProgram.from_llm_answer(constants.text)
+    assert program.inputs(envs.describe("CartPole-v1")) == ("next_theta", "next_x")
+    assert len(program.constant_notes(envs.describe("CartPole-v1"))) == 2
+
+
+@pytest.mark.parametrize("name", ["eureka_jit_typing", "text2reward_per_state_if", "icpl_in_place"])
+def test_answers_train_in_the_sandbox(name: str, tmp_path) -> None:
+    answer = next(a for a in ANSWERS if a.name == name)
+    result = llm_reward.evaluate(
+        RewardProgram.from_llm_answer(answer.text), answer.env_id, steps=256, num_envs=4,
+        ppo_kwargs={"n_steps": 32, "n_epochs": 1}, num_checkpoints=1, eval_episodes=2, timeout_s=120,
+    )
+    assert result.ok, result.failure
+    assert result.notes or name == "icpl_in_place"
+    if "per_state" in name or "if" in name:
+        assert any("once per env" in note for note in result.notes)
