@@ -2,7 +2,7 @@
 
 A program controls its own error messages, tracebacks and component names. Before any of
 it is shown or written: control characters (terminal escapes, carriage returns, bidi
-overrides) are removed, Markdown prose is one line with HTML and backticks escaped, and
+overrides) are removed, Markdown prose is one line with HTML escaped, and
 code goes in a fence longer than any run of backticks inside it, so the program cannot
 close it.
 """
@@ -26,10 +26,10 @@ def sanitize(text: str) -> str:
 
 
 def markdown_text(text: str) -> str:
-    """``text`` for one line of Markdown prose: sanitised, on one line (so it starts no
-    heading, list or fence), with ``<``, ``>``, ``&`` and backticks escaped."""
+    """``text`` for Markdown prose after a list marker: sanitised, on one line (so it starts
+    no heading, list or fence: backticks can only make inline code), ``<``, ``>``, ``&`` escaped."""
     one_line = " ".join(sanitize(text).split())
-    return html.escape(one_line, quote=False).replace("`", "&#96;")
+    return html.escape(one_line, quote=False)
 
 
 def fenced(text: str, indent: str = "") -> list[str]:

@@ -19,13 +19,19 @@ FAILS = [a for a in ANSWERS if a.outcome == "fails"]
 def run_steps(answer: Answer, steps: int = 40, num_envs: int = 8) -> RewardFunction:
     """Check the answer for its env and run it on real batched transitions (episodes end too)."""
     program = RewardProgram.from_llm_answer(answer.text)
+    if answer.env_id.endswith("-v5"):
+        pytest.importorskip("mujoco.batch")
     program.check(answer.env_id)
     function = RewardFunction(program, envs.describe(answer.env_id))
     env = envs.make(answer.env_id, num_envs=num_envs, seed=0)
     obs, _ = env.reset(seed=0)
     generator = torch.Generator().manual_seed(0)
     for _ in range(steps):
-        actions = torch.randint(0, env.single_action_space.n, (num_envs,), generator=generator)
+        space = env.single_action_space
+        if hasattr(space, "n"):
+            actions = torch.randint(0, space.n, (num_envs,), generator=generator)
+        else:
+            actions = torch.rand((num_envs, *space.shape), generator=generator) * 2 - 1
         next_obs, _, terminated, _, info = env.step(actions)
         reward, components = function(obs, actions, info["final_obs"], terminated)
         assert reward.shape == (num_envs,) and bool(torch.isfinite(reward).all())

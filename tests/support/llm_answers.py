@@ -264,6 +264,57 @@ def compute_reward(next_position: torch.Tensor, next_velocity: torch.Tensor,
     goal = terminated.float() * 10.0
     return energy + goal, {"energy": energy, "goal": goal}
 '''), "trains", env_id="MountainCar-v0"),
+    # ------------------------------------------------------------------ Ant-v5 (MuJoCo)
+    Answer("ant_eureka_jit", fenced('''
+import torch
+from typing import Dict, Tuple
+
+@torch.jit.script
+def compute_reward(next_x_velocity: torch.Tensor, next_torso_up: torch.Tensor, action: torch.Tensor,
+                   terminated: torch.Tensor) -> Tuple[torch.Tensor, Dict[str, torch.Tensor]]:
+    forward_temp: float = 1.0
+    forward = torch.tanh(forward_temp * next_x_velocity)
+    upright = next_torso_up
+    control = -0.05 * torch.sum(action ** 2, dim=-1)
+    alive = 1.0 - terminated.float()
+    return forward + 0.5 * upright + control + alive, {"forward": forward, "upright": upright,
+                                                        "control": control, "alive": alive}
+'''), "trains", env_id="Ant-v5"),
+    Answer("ant_icpl_in_place", fenced('''
+import torch
+
+def compute_reward(next_x_velocity, action, next_torso_z):
+    reward = next_x_velocity.clone()
+    reward -= 0.5 * (action ** 2).sum(dim=-1)
+    height = -torch.abs(next_torso_z - 0.55)
+    reward += height
+    return reward, {"height": height}
+'''), "trains", env_id="Ant-v5"),
+    Answer("ant_text2reward_per_state", fenced('''
+import numpy as np
+
+def compute_reward(next_x_velocity, next_torso_z, action):
+    speed = float(next_x_velocity)
+    if next_torso_z < 0.3:
+        return -1.0, {"fallen": -1.0}
+    effort = float(np.sum(np.square(action.numpy())))
+    return speed - 0.1 * effort, {"speed": speed, "effort": -0.1 * effort}
+'''), "trains", env_id="Ant-v5"),
+    Answer("ant_action_sum_over_batch", fenced('''
+import torch
+
+def compute_reward(next_x_velocity, action):
+    control = torch.sum(action ** 2)
+    return next_x_velocity - 0.1 * control, {"control": control}
+'''), "fails", "line 5: component 'control' is a single value", env_id="Ant-v5"),
+    Answer("ant_contact_mean_dim0", fenced('''
+import torch
+
+def compute_reward(next_x_velocity, foot_1_contact, foot_2_contact):
+    contacts = torch.stack([foot_1_contact, foot_2_contact], dim=1)
+    grip = contacts.float().mean(dim=0)
+    return next_x_velocity + grip, {"grip": grip}
+'''), "fails", "line 6", env_id="Ant-v5"),
     # ------------------------------------------------------------------ refused
     Answer("imports_os", fenced('''
 import os
