@@ -9,6 +9,11 @@ audit mode (scored on stored trajectories, trained anyway) to measure what
 ``--prescreen`` would have saved and whether it would have rejected the eventual best.
 Envs without a registered description (DeepSea, FruitCollection) are listed as skipped.
 
+``--replay-corpus`` runs the search on the corpus of LLM-style answers in
+``tests/support/llm_answers.py`` instead (served by ``--llm replay:``, one iteration of all
+of an env's answers): the share of correct answers that reach training, and the best of
+them re-trained next to the references; it writes ``reward_search_replay.{json,md}``.
+
 Two suites: ``classic`` (the default: classic control, DeepSea, FruitCollection) writes
 ``benchmarks/results/reward_search.{json,md}``; ``mujoco`` (the MuJoCo behaviour
 ``HalfCheetah-Backward-v0``, trained with observation and reward normalisation, its success
@@ -19,6 +24,7 @@ with --llm.
     python -m benchmarks.reward_search --envs CartPole-v1 --iterations 2 --samples 2
     python -m benchmarks.reward_search --suite mujoco --iterations 4 --samples 4
     python -m benchmarks.reward_search --llm openai:gpt-4o   # key from OPENAI_API_KEY
+    python -m benchmarks.reward_search --replay-corpus --envs CartPole-v1 Ant-v5
 """
 
 from __future__ import annotations
@@ -52,9 +58,24 @@ TASKS = {
 # on 2 cores; far below what PPO needs to solve MountainCar and Pendulum. The MuJoCo suite
 # is sized for about 30 minutes: enough for the human reward to reach the behaviour.
 STEPS = {"CartPole-v1": 20_000, "MountainCar-v0": 20_000, "Acrobot-v1": 20_000, "Pendulum-v1": 30_000,
-         "HalfCheetah-Backward-v0": 60_000}
+         "HalfCheetah-Backward-v0": 60_000, "Ant-v5": 30_000}
 # PPO settings other than agents.PPO's defaults: MuJoCo rewards and observations need normalising.
-PPO_KWARGS: dict[str, dict[str, Any]] = {"HalfCheetah-Backward-v0": {"normalize_obs": True, "normalize_reward": True}}
+PPO_KWARGS: dict[str, dict[str, Any]] = {"HalfCheetah-Backward-v0": {"normalize_obs": True, "normalize_reward": True},
+                                         "Ant-v5": {"normalize_obs": True, "normalize_reward": True}}
+TASKS["Ant-v5"] = "Walk forward (+x) as fast as possible without falling over."
+CORPUS = Path(__file__).resolve().parents[1] / "tests" / "support" / "llm_answers.py"
+
+
+def corpus_answers(env_id: str) -> list[Any]:
+    """The corpus's answers for ``env_id`` (loaded from its file: tests are no package)."""
+    import importlib.util
+    import sys
+
+    spec = importlib.util.spec_from_file_location("llm_answers", CORPUS)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["llm_answers"] = module  # dataclasses look their module up while it loads
+    spec.loader.exec_module(module)
+    return [answer for answer in module.ANSWERS if answer.env_id == env_id]
 
 
 def prescreen_cell(row: dict) -> str:
@@ -72,19 +93,26 @@ def run_env(env_id: str, args: argparse.Namespace) -> dict[str, Any]:
     if env_id not in registered_descriptions():
         return {"env_id": env_id, "skipped": "no registered description of its state variables"}
     client = None
-    if args.llm:
+    llm, iterations, samples = args.llm, args.iterations, args.samples
+    out = Path(args.out) / env_id
+    shutil.rmtree(out, ignore_errors=True)
+    answers = corpus_answers(env_id) if args.replay_corpus else []
+    if args.replay_corpus:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        corpus_file = out.parent / f"{env_id}.corpus.jsonl"
+        corpus_file.write_text("".join(json.dumps({"text": answer.text}) + "\n" for answer in answers))
+        llm, iterations, samples = f"replay:{corpus_file}", 1, len(answers)
+    if llm:
         from rewardlab.llm_reward.clients import make_client
 
-        client = make_client(args.llm, args.base_url)
+        client = make_client(llm, args.base_url)
     config = SearchConfig(
         env_id=env_id, task=TASKS.get(env_id, "Maximise the episode return."),
-        proposer="llm" if args.llm else "evolve", llm=args.llm, iterations=args.iterations,
-        samples=args.samples, steps=args.steps or STEPS.get(env_id, 20_000), final_seeds=args.final_seeds,
+        proposer="llm" if llm else "evolve", llm=llm, iterations=iterations,
+        samples=samples, steps=args.steps or STEPS.get(env_id, 20_000), final_seeds=args.final_seeds,
         prescreen="audit", num_envs=8, ppo_kwargs=PPO_KWARGS.get(env_id, {}), num_checkpoints=args.checkpoints,
         eval_episodes=args.eval_episodes, timeout_s=1800.0,
     )  # fmt: skip
-    out = Path(args.out) / env_id
-    shutil.rmtree(out, ignore_errors=True)
     start = time.perf_counter()
     result = search(config, out, client=client, workers=args.workers)
     data = summary(result)
@@ -93,6 +121,16 @@ def run_env(env_id: str, args: argparse.Namespace) -> dict[str, Any]:
     data["ppo_kwargs"] = config.ppo_kwargs
     data["success"] = success_rates(out, result.best.key if result.best else None)
     data["best_source"] = result.best.source if result.best else None
+    if answers:
+        trained = {c.key: c.ok for c in result.candidates}
+        correct = [f"it00_s{i:02d}" for i, answer in enumerate(answers) if answer.outcome == "trains"]
+        data["corpus"] = {
+            "answers": len(answers), "correct": len(correct),
+            "correct_trained": sum(trained.get(key, False) for key in correct),
+            "other_trained": sum(ok for key, ok in trained.items() if key not in correct),
+            "outcomes": {answer.name: {"expected": answer.outcome, "trained": trained.get(f"it00_s{i:02d}", False)}
+                         for i, answer in enumerate(answers)},
+        }
     return data
 
 
@@ -167,6 +205,40 @@ def markdown(rows: list[dict[str, Any]], args: argparse.Namespace, machine: dict
         f"Reproduce: `python -m benchmarks.reward_search --iterations {args.iterations} --samples {args.samples} "
         f"--final-seeds {args.final_seeds} --workers {args.workers}`.",
     ]
+    return "\n".join(lines) + "\n"
+
+
+def replay_markdown(rows: list[dict[str, Any]], args: argparse.Namespace, machine: dict[str, Any],
+                    total_s: float, load: dict[str, Any]) -> str:
+    """The replay table: how many of the corpus's correct answers trained, and the best's scores."""
+    lines = [
+        "# Reward-program search replaying the corpus of LLM-style answers",
+        "",
+        "Every answer of an env in `tests/support/llm_answers.py` (typing signatures, `@torch.jit.script`, "
+        "prose around fences, per-state Python, numpy, in-place idioms; unsafe and buggy ones too) served by "
+        "`--llm replay:` as one iteration; each trained with rewardlab's PPO in the sandbox, the best "
+        f"re-trained with {args.final_seeds} seeds next to the sparse and human references.",
+        f"Machine: {machine['summary']}; load average {load['before']} before, {load['after']} after; "
+        f"total {total_s / 60:.1f} min.",
+        "",
+        "| env | steps | answers | correct answers that trained | other answers that trained | best in search "
+        "| best, 5 seeds | human, 5 seeds | sparse, 5 seeds | normalised score | wall s |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for row in rows:
+        if "skipped" in row:
+            lines.append(f"| {row['env_id']} | skipped: {row['skipped']} |" + " |" * 9)
+            continue
+        corpus = row["corpus"]
+        lines.append(
+            f"| {row['env_id']} | {row['steps']:,} | {corpus['answers']} | {corpus['correct_trained']} of "
+            f"{corpus['correct']} | {corpus['other_trained']} | "
+            f"{_value(row['best']['fitness'] if row['best'] else None)} | {_final(row, 'best')} | "
+            f"{_final(row, 'human')} | {_final(row, 'sparse')} | {_value(row['normalized_score'], '.2f')} | "
+            f"{row['wall_s']:.0f} |"
+        )
+    lines += ["", f"Reproduce: `python -m benchmarks.reward_search --replay-corpus --envs {' '.join(args.envs)} "
+                  f"--final-seeds {args.final_seeds} --workers {args.workers}`."]
     return "\n".join(lines) + "\n"
 
 
@@ -252,6 +324,8 @@ def main() -> None:
     parser.add_argument("--checkpoints", type=int, default=5)
     parser.add_argument("--eval-episodes", type=int, default=5)
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--replay-corpus", action="store_true",
+                        help="replay the corpus of LLM-style answers (tests/support/llm_answers.py)")
     parser.add_argument("--out", default="runs/benchmark_reward_search")
     args = parser.parse_args()
     args.envs = args.envs or list(SUITES[args.suite])
@@ -265,9 +339,13 @@ def main() -> None:
     total_s = time.perf_counter() - start
     load["after"] = [round(value, 2) for value in os.getloadavg()]
     name = "reward_search" + ("_mujoco" if args.suite == "mujoco" else "") + ("_llm" if args.llm else "")
+    name = "reward_search_replay" if args.replay_corpus else name
     RESULTS.mkdir(exist_ok=True)
     data = {"args": recorded_args(args), "machine": machine, "total_s": total_s, "envs": rows}
-    if args.suite == "mujoco":
+    if args.replay_corpus:
+        data["load_average"] = load
+        text = replay_markdown(rows, args, machine, total_s, load)
+    elif args.suite == "mujoco":
         data["load_average"] = load
         text = mujoco_markdown(rows, args, machine, total_s, load)
     else:

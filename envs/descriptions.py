@@ -235,7 +235,10 @@ class EnvDescription:
             f"def compute_reward({first}: Tensor, {NEXT_PREFIX}{first}: Tensor, {ACTION}: Tensor"
             ") -> tuple[Tensor, dict[str, Tensor]]:",
             '    """Take any of the variables above as arguments; return the reward (N,) and its',
-            "    named components, each (N,). Only math, numpy and torch may be imported.",
+            "    named components, each (N,). Every argument is a batch: a tensor of N values, one",
+            "    per env (N, k for vector actions), so use torch ops on whole batches (torch.where",
+            "    instead of `if`, torch.maximum instead of max) and never reduce over the envs.",
+            "    Only math, numpy and torch may be imported.",
             '    """',
         ]
         return "\n".join(lines)
