@@ -165,6 +165,12 @@ def _final(row: dict[str, Any], label: str) -> str:
     return f"{score['mean']:.1f} ± {score['std']:.1f}"
 
 
+def _score_cells(row: dict[str, Any]) -> str:
+    """Best in search | best, 5 seeds | human | sparse | normalised score."""
+    return (f"{_value(row['best']['fitness'] if row['best'] else None)} | {_final(row, 'best')} | "
+            f"{_final(row, 'human')} | {_final(row, 'sparse')} | {_value(row['normalized_score'], '.2f')}")
+
+
 def markdown(rows: list[dict[str, Any]], args: argparse.Namespace, machine: dict[str, Any], total_s: float) -> str:
     proposer = f"LLM {args.llm} (Eureka mode)" if args.llm else "evolve (no LLM)"
     lines = [
@@ -189,11 +195,9 @@ def markdown(rows: list[dict[str, Any]], args: argparse.Namespace, machine: dict
         if "skipped" in row:
             lines.append(f"| {row['env_id']} | skipped: {row['skipped']} |" + " |" * 8)
             continue
-        rejected = prescreen_cell(row)
         lines.append(
             f"| {row['env_id']} | {row['steps']:,} | {row['trained']} of {row['candidates']} | "
-            f"{_value(row['best']['fitness'] if row['best'] else None)} | {_final(row, 'best')} | "
-            f"{_final(row, 'human')} | {_final(row, 'sparse')} | {_value(row['normalized_score'], '.2f')} | {rejected} | {row['wall_s']:.0f} |"
+            f"{_score_cells(row)} | {prescreen_cell(row)} | {row['wall_s']:.0f} |"
         )
     lines += [
         "",
@@ -232,10 +236,7 @@ def replay_markdown(rows: list[dict[str, Any]], args: argparse.Namespace, machin
         corpus = row["corpus"]
         lines.append(
             f"| {row['env_id']} | {row['steps']:,} | {corpus['answers']} | {corpus['correct_trained']} of "
-            f"{corpus['correct']} | {corpus['other_trained']} | "
-            f"{_value(row['best']['fitness'] if row['best'] else None)} | {_final(row, 'best')} | "
-            f"{_final(row, 'human')} | {_final(row, 'sparse')} | {_value(row['normalized_score'], '.2f')} | "
-            f"{row['wall_s']:.0f} |"
+            f"{corpus['correct']} | {corpus['other_trained']} | {_score_cells(row)} | {row['wall_s']:.0f} |"
         )
     lines += ["", f"Reproduce: `python -m benchmarks.reward_search --replay-corpus --envs {' '.join(args.envs)} "
                   f"--final-seeds {args.final_seeds} --workers {args.workers}`."]
