@@ -328,6 +328,16 @@ _PER_STATE_ERRORS = (
 )
 
 
+def _per_state_line(error: Exception, num_envs: int) -> str:
+    """``"line N: `code` needs one value, not a batch of num_envs"`` for the program's frame."""
+    frames = [frame for frame in traceback.extract_tb(error.__traceback__) if frame.filename == PROGRAM_FILENAME]
+    if not frames:
+        return ""
+    frame = frames[-1]
+    code = (frame.line or "").strip()
+    return f"line {frame.lineno}: `{code}` needs one value, and each argument holds {num_envs} (one per env)"
+
+
 def _per_state_error(error: Exception) -> bool:
     return isinstance(error, RuntimeError | TypeError | ValueError) and any(
         text in str(error) for text in _PER_STATE_ERRORS
@@ -421,6 +431,8 @@ class RewardFunction:
         #: True once the program showed it is written for one state at a time: it is then
         #: called once per env (about num_envs times slower than batched torch code).
         self.per_state = False
+        #: the line and the reason it showed it, for the note the model reads
+        self.per_state_reason = ""
 
     def __call__(
         self,
@@ -457,9 +469,12 @@ class RewardFunction:
                 if not _per_state_error(error):
                     raise self._failure(error, where) from None
                 self.per_state = True  # written for one state: run it per env from now on
+                self.per_state_reason = _per_state_line(error, num_envs)
             else:
                 if num_envs > 1 and _is_scalar_result(result) and not _is_batch_reduction(result):
                     self.per_state = True
+                    self.per_state_reason = (f"{self._line}it returns one number for a batch of {num_envs} "
+                                             "envs (Python arithmetic on scalars)")
                 else:
                     self._raise_if_check_fails()
                     return self._check_result(result, num_envs, obs.device)

@@ -41,9 +41,9 @@ __all__ = ["EvalResult", "Failure", "SeedRun", "evaluate"]
 EVALUATION_JOB = "rewardlab.llm_reward.search.training:evaluation_job"
 RESULT_FILE = "result.json"
 PER_STATE_NOTE = (
-    "the program is written for one state at a time (Python `if`, `float()`, math on scalars), so it "
-    "ran once per env, num_envs times slower; for speed write it on whole batches: every input is a "
-    "(N,) tensor, so use torch.where(cond, a, b) for `if`, torch.maximum/torch.clamp for max/min"
+    "the program is written for one state at a time ({where}), so it ran once per env, num_envs times "
+    "slower; for speed write it on whole batches: every input is a (N,) tensor, so use "
+    "torch.where(cond, a, b) for `if`, torch.maximum/torch.clamp for max/min"
 )
 PROGRAM_FILE = "reward_program.py"
 
@@ -253,7 +253,9 @@ def evaluate(
         # what normalising the answer removed (noted when the program was first made) and constants
         result.notes = list(dict.fromkeys([*program.notes, *checked.notes, *checked.constant_notes(description)]))
         if isinstance(run.result, dict) and run.result.get("per_state") is True:
-            result.notes.append(PER_STATE_NOTE)
+            reason = run.result.get("per_state_reason")
+            where = _text(reason)[:300] if isinstance(reason, str) and reason else "Python `if`, `float()`, math on scalars"
+            result.notes.append(PER_STATE_NOTE.format(where=where))
         if on_final_policy is not None and result.ok:
             for seed, policy in last.items():
                 on_final_policy(seed, policy)

@@ -109,4 +109,5 @@ def test_answers_train_in_the_sandbox(name: str, tmp_path) -> None:
     assert result.ok, result.failure
     assert result.notes or name == "icpl_in_place"
     if "per_state" in name or "if" in name:
-        assert any("once per env" in note for note in result.notes)
+        note = next(note for note in result.notes if "once per env" in note)
+        assert "line 4: `if terminated:` needs one value" in note, note
