@@ -24,6 +24,7 @@ from dataclasses import dataclass
 __all__ = ["Normalized", "normalize_source"]
 
 _DROPPED_MODULES = ("__future__", "typing", "typing_extensions")
+_ANNOTATIONS_NOTE = "removed the type annotations (rewardlab does not evaluate them)"
 _DROPPED_DECORATORS = (
     "torch.jit.script", "torch.jit.ignore", "torch.jit.unused", "torch.jit.export",
     "torch.jit.script_if_tracing", "torch.no_grad", "torch.inference_mode", "torch.compile",
@@ -74,13 +75,13 @@ def normalize_source(source: str) -> Normalized:
         if isinstance(node, ast.arg) and node.annotation is not None:
             name_end = offset(node.lineno, node.col_offset) + len(node.arg.encode())
             edits.append((name_end, offset(node.end_lineno, node.end_col_offset), ""))
-            notes["removed the type annotations (rewardlab does not evaluate them)"] = None
+            notes[_ANNOTATIONS_NOTE] = None
         elif isinstance(node, ast.FunctionDef):
             if node.returns is not None:
                 returns_start = offset(node.returns.lineno, node.returns.col_offset)
                 arrow = text.rfind(b"->", 0, returns_start)
                 edits.append((arrow, offset(node.returns.end_lineno, node.returns.end_col_offset), ""))
-                notes["removed the type annotations (rewardlab does not evaluate them)"] = None
+                notes[_ANNOTATIONS_NOTE] = None
             for decorator in node.decorator_list:
                 name = ast.unparse(decorator.func if isinstance(decorator, ast.Call) else decorator)
                 if name in _DROPPED_DECORATORS:
@@ -94,7 +95,7 @@ def normalize_source(source: str) -> Normalized:
             else:
                 target_end = offset(node.target.end_lineno, node.target.end_col_offset)
                 edits.append((target_end, offset(node.value.lineno, node.value.col_offset), " = "))
-            notes["removed the type annotations (rewardlab does not evaluate them)"] = None
+            notes[_ANNOTATIONS_NOTE] = None
         elif isinstance(node, ast.Import) and all(
             alias.name.split(".")[0] in _DROPPED_MODULES for alias in node.names
         ):

@@ -355,15 +355,15 @@ def _return_line(source: str, function_name: str) -> str:
     return ""
 
 
-def _is_scalar_result(result: Any) -> bool:
-    reward = result[0] if isinstance(result, tuple) and len(result) == 2 else result
+def _split_result(result: Any) -> tuple[Any, Any]:
+    """``(reward, components)`` of what a program returned; ``(result, None)`` for a bare reward."""
+    return (result[0], result[1]) if isinstance(result, tuple) and len(result) == 2 else (result, None)
+
+
+def _is_scalar(reward: Any) -> bool:
+    # a Python or numpy number for a batch: code written for one state (a 0-d tensor is a
+    # reduced batch instead, a bug that _check_output reports)
     return isinstance(reward, float | int | np.generic) and not isinstance(reward, bool)
-
-
-def _is_batch_reduction(result: Any) -> bool:
-    # a 0-d tensor from batched inputs: the batch was reduced, a bug to report, not a style
-    reward = result[0] if isinstance(result, tuple) and len(result) == 2 else result
-    return isinstance(reward, torch.Tensor)
 
 
 def _as_float(value: Any, what: str) -> float:
@@ -471,7 +471,7 @@ class RewardFunction:
                 self.per_state = True  # written for one state: run it per env from now on
                 self.per_state_reason = _per_state_line(error, num_envs)
             else:
-                if num_envs > 1 and _is_scalar_result(result) and not _is_batch_reduction(result):
+                if num_envs > 1 and _is_scalar(_split_result(result)[0]):
                     self.per_state = True
                     self.per_state_reason = (f"{self._line}it returns one number for a batch of {num_envs} "
                                              "envs (Python arithmetic on scalars)")
@@ -493,7 +493,8 @@ class RewardFunction:
                     result = self._function(**single)
             except Exception as error:
                 raise self._failure(error, f"{where}, called for env {index} on its own") from None
-            reward, parts = result if isinstance(result, tuple) and len(result) == 2 else (result, {})
+            reward, parts = _split_result(result)
+            parts = {} if parts is None else parts
             if not isinstance(parts, dict):
                 raise ProgramError(f"{self._line}`{self.program.function_name}` must return (reward, components)")
             rewards.append(_as_float(reward, f"{self._line}the reward returned for one env"))

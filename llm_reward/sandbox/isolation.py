@@ -29,6 +29,7 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import errno
+import functools
 import os
 import signal
 import stat
@@ -70,6 +71,7 @@ def _check(result: int, what: str) -> int:
 
 
 # ---------------------------------------------------------------- what the kernel offers
+@functools.cache  # the kernel's features do not change while a process runs
 def kernel_support() -> dict[str, str | None]:
     """Each feature the sandbox uses, mapped to ``None`` when available or to why it is not.
 
@@ -102,6 +104,11 @@ def kernel_support() -> dict[str, str | None]:
     return support
 
 
+def _opted_out() -> bool:
+    """Whether to run without isolation: the kernel lacks a feature and the user opted out."""
+    return os.environ.get(UNSAFE_OPT_OUT) == "1" and any(kernel_support().values())
+
+
 def _require_support() -> None:
     missing = {name: why for name, why in kernel_support().items() if why is not None}
     if missing and os.environ.get(UNSAFE_OPT_OUT) != "1":
@@ -129,7 +136,7 @@ def run_isolated(job: Callable[[], None], run_dir: str, quota_mb: float) -> None
     try:
         _die_with_parent()
         _require_support()
-        if os.environ.get(UNSAFE_OPT_OUT) == "1" and any(kernel_support().values()):
+        if _opted_out():
             job()  # the loudly named opt-out: no namespaces on this kernel
             os._exit(0)
         outside_uid, outside_gid = os.geteuid(), os.getegid()
@@ -288,14 +295,11 @@ def readable_roots(extra: Iterable[str] = ()) -> list[str]:
 
     :param extra: more paths (a user's own env module, device files).
     """
-    import rewardlab
-
     roots = {sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.dirname(os.path.realpath(sys.executable))}
     roots |= {path for path in sys.path if path and os.path.isabs(path)}
     for name, module in list(sys.modules.items()):
         if name == "rewardlab" or name.startswith("rewardlab."):
             roots |= set(getattr(module, "__path__", []) or [])
-    roots |= set(rewardlab.__path__)
     roots |= {"/usr/lib", "/usr/lib64", "/lib", "/lib64", "/usr/local/lib", "/usr/share/zoneinfo",
               "/etc/ld.so.cache", "/etc/localtime", "/proc", "/sys/devices/system/cpu",
               "/sys/fs/cgroup", "/dev/null", "/dev/zero", "/dev/urandom", "/dev/random"}
@@ -321,7 +325,7 @@ def confine(run_dir: str, readable: Iterable[str], devices: Iterable[str] = ()) 
     """
     from rewardlab.llm_reward.sandbox.landlock import restrict
 
-    if os.environ.get(UNSAFE_OPT_OUT) == "1" and any(kernel_support().values()):
+    if _opted_out():
         return
     restrict(writable=[run_dir], readable=list(readable), devices=list(devices))
     _drop_capabilities()

@@ -216,6 +216,10 @@ def evaluation_job(payload: Mapping[str, Any], guard: Guard) -> dict[str, Any]:
             checkpoints: list[Checkpoint] = []
             policies: list[dict[str, Any]] = []
             runs.append({"seed": seed, "checkpoints": checkpoints, "policies": policies, "wall_s": None})
+
+            def ship(model: PPO, policies: list[dict[str, Any]] = policies) -> tuple[float, None]:
+                policies.append(policy_snapshot(model))
+                return 0.0, None  # the caller measures the fitness, from the policy
             train_program(
                 reward_function,
                 seed=seed,
@@ -228,8 +232,7 @@ def evaluation_job(payload: Mapping[str, Any], guard: Guard) -> dict[str, Any]:
                 tensorboard_log=payload["tensorboard_log"],
                 checkpoints=checkpoints,
                 after_iteration=lambda: _raise_if_changed(guard),
-                # measured by the caller, from the policy: 0.0 until then
-                measure=lambda model, policies=policies: (policies.append(policy_snapshot(model)), (0.0, None))[1],
+                measure=ship,
             )
             runs[-1]["wall_s"] = time.perf_counter() - start
     except ProgramError as error:
