@@ -14,8 +14,9 @@ workers. The server is our own rather than ``multiprocessing``'s because
 Protocol, over a Unix socket in a private directory, each message a 4-byte length and
 JSON: the client sends one request; the forked worker sends ``{"pid": ...}`` and later
 its ``{"result": ...}`` envelope; after the worker has exited, the server sends
-``{"exit": code}`` (negative: killed by that signal). The server exits when its standard
-input closes (the client process ended), killing any workers left.
+``{"exit": code}`` (negative: killed by that signal). The server answers only peers of its
+own user (``SO_PEERCRED``); workers, which can create no socket, never reach it. It exits
+when its standard input closes (the client process ended), killing any workers left.
 """
 
 from __future__ import annotations

@@ -120,7 +120,7 @@ def _require_support() -> None:
         )
 
 
-# ------------------------------------------------------------------ the three processes
+# ------------------------------------------------------------- the worker's processes
 def run_isolated(job: Callable[[], None], run_dir: str, quota_mb: float) -> None:
     """In the fork server's child (the keeper): run ``job`` isolated, exit as it exited.
 
@@ -132,7 +132,7 @@ def run_isolated(job: Callable[[], None], run_dir: str, quota_mb: float) -> None
     :param run_dir: the directory the job may write, whose size the keeper watches.
     :param quota_mb: the most the run directory may hold, in MB.
     """
-    status = 1
+    status = 1 << 8  # a wait status: exit code 1, should the keeper itself fail
     try:
         _die_with_parent()
         _require_support()
@@ -162,7 +162,7 @@ def run_isolated(job: Callable[[], None], run_dir: str, quota_mb: float) -> None
 
 
 def _namespace_holder(job: Callable[[], None], unshared_w: int, mapped_r: int) -> None:
-    status = 1
+    status = 1 << 8  # a wait status: exit code 1
     try:
         _die_with_parent()
         _check(_libc().unshare(_NAMESPACES), "unshare(user, mount, network, IPC, UTS, PID namespaces)")
@@ -177,7 +177,6 @@ def _namespace_holder(job: Callable[[], None], unshared_w: int, mapped_r: int) -
         _, status = os.waitpid(init, 0)
     except BaseException as error:  # noqa: B036
         _report(error, "sandbox namespaces")
-        status = 1 << 8
     _exit_like(status)
 
 
