@@ -429,8 +429,11 @@ class RewardFunction:
         self._function: Callable[..., Any] = function
         self._line = _return_line(program.source, program.function_name)
         #: True once the program showed it is written for one state at a time: it is then
-        #: called once per env (about num_envs times slower than batched torch code).
+        #: run per env, with ``torch.vmap`` where it traces (pure torch code, near batched
+        #: speed), in a Python loop otherwise (about num_envs times slower).
         self.per_state = False
+        #: how per-state code runs: "vmap" or "loop" (decided on the first per-state call)
+        self.per_state_mode = ""
         #: the line and the reason it showed it, for the note the model reads
         self.per_state_reason = ""
 
@@ -466,19 +469,47 @@ class RewardFunction:
                 with torch.no_grad():
                     result = self._function(**inputs)
             except Exception as error:
-                if not _per_state_error(error):
+                # code for one state fails on a batch: with Python control flow on values
+                # (`if x > 0`, float(x)) or with shapes of one state (torch.dot, stacking)
+                mapped = self._vmapped_call(inputs, num_envs, obs.device)
+                if mapped is None and not _per_state_error(error):
                     raise self._failure(error, where) from None
                 self.per_state = True  # written for one state: run it per env from now on
                 self.per_state_reason = _per_state_line(error, num_envs)
+                if mapped is not None:
+                    self.per_state_mode = "vmap"
+                    return mapped
             else:
-                if num_envs > 1 and _is_scalar(_split_result(result)[0]):
-                    self.per_state = True
-                    self.per_state_reason = (f"{self._line}it returns one number for a batch of {num_envs} "
-                                             "envs (Python arithmetic on scalars)")
-                else:
+                if not (num_envs > 1 and _is_scalar(_split_result(result)[0])):
                     self._raise_if_check_fails()
                     return self._check_result(result, num_envs, obs.device)
+                self.per_state = True
+                self.per_state_reason = (f"{self._line}it returns one number for a batch of {num_envs} "
+                                         "envs (Python arithmetic on scalars)")
+        if self.per_state_mode == "vmap":
+            mapped = self._vmapped_call(inputs, num_envs, obs.device)
+            if mapped is not None:
+                return mapped
+        self.per_state_mode = "loop"  # Python control flow on values: vmap cannot trace it
         return self._per_state_call(inputs, num_envs, obs.device, where)
+
+    def _vmapped_call(
+        self, inputs: Mapping[str, torch.Tensor], num_envs: int, device: torch.device
+    ) -> tuple[torch.Tensor, dict[str, torch.Tensor]] | None:
+        """The per-state program mapped over the batch by ``torch.vmap``; None where it cannot be."""
+        names = list(inputs)
+
+        def one_state(*values: torch.Tensor) -> Any:
+            return self._function(**dict(zip(names, values, strict=True)))
+
+        try:
+            with torch.no_grad():
+                result = torch.vmap(one_state)(*inputs.values())
+            checked = self._check_result(result, num_envs, device)
+        except Exception:  # `if`, float(), .item(), Python numbers: the loop runs it instead
+            return None
+        self._raise_if_check_fails()
+        return checked
 
     def _per_state_call(
         self, inputs: Mapping[str, torch.Tensor], num_envs: int, device: torch.device, where: str

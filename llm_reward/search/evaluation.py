@@ -41,10 +41,14 @@ __all__ = ["EvalResult", "Failure", "SeedRun", "evaluate"]
 EVALUATION_JOB = "rewardlab.llm_reward.search.training:evaluation_job"
 RESULT_FILE = "result.json"
 PER_STATE_NOTE = (
-    "the program is written for one state at a time ({where}), so it ran once per env, num_envs times "
-    "slower; for speed write it on whole batches: every input is a (N,) tensor, so use "
+    "the program is written for one state at a time ({where}), so it ran once per env ({how}); "
+    "for speed write it on whole batches: every input is a (N,) tensor, so use "
     "torch.where(cond, a, b) for `if`, torch.maximum/torch.clamp for max/min"
 )
+PER_STATE_COST = {
+    "vmap": "mapped over the batch by torch.vmap, near batched speed",
+    "loop": "in a Python loop, about num_envs times slower",
+}
 PROGRAM_FILE = "reward_program.py"
 
 
@@ -255,7 +259,8 @@ def evaluate(
         if isinstance(run.result, dict) and run.result.get("per_state") is True:
             reason = run.result.get("per_state_reason")
             where = _text(reason)[:300] if isinstance(reason, str) and reason else "Python `if`, `float()`, math on scalars"
-            result.notes.append(PER_STATE_NOTE.format(where=where))
+            how = PER_STATE_COST.get(run.result.get("per_state_mode"), PER_STATE_COST["loop"])
+            result.notes.append(PER_STATE_NOTE.format(where=where, how=how))
         if on_final_policy is not None and result.ok:
             for seed, policy in last.items():
                 on_final_policy(seed, policy)

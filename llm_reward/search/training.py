@@ -249,6 +249,7 @@ def evaluation_job(payload: Mapping[str, Any], guard: Guard) -> dict[str, Any]:
     return {
         "per_state": bool(per_state),
         "per_state_reason": reward_function.per_state_reason if per_state else "",
+        "per_state_mode": reward_function.per_state_mode if per_state else "",
         "seeds": runs,
         "failure": failure,
         "peak_rss_mb": usage.ru_maxrss / 1024,

@@ -50,6 +50,9 @@ def test_every_correct_answer_runs(answer: Answer) -> None:
     function = run_steps(answer)
     per_state = "per_state" in answer.name or "if" in answer.name.split("_")
     assert function.per_state == per_state, "batched code runs batched; per-state code per env"
+    if per_state:  # pure torch per-state code is mapped by torch.vmap; Python control flow loops
+        expected = "vmap" if answer.name == "per_state_torch_dot" else "loop"
+        assert function.per_state_mode == expected
 
 
 @pytest.mark.parametrize("answer", REFUSED, ids=lambda a: a.name)

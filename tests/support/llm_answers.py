@@ -240,6 +240,17 @@ def compute_reward(next_theta, next_x):
     reward = np.clip(1.0 - abs(theta) / 0.21, 0.0, 1.0) + 0.1 * np.exp(-abs(float(next_x)))
     return float(reward), {"total": float(reward)}
 '''), "trains"),
+    Answer("per_state_torch_dot", fenced('''
+import torch
+
+def compute_reward(next_theta, next_x, next_theta_dot):
+    # one state: a small vector of the pole's angle and the cart's position
+    state = torch.stack([next_theta, next_x])
+    weights = torch.tensor([1.0, 0.1])
+    deviation = torch.dot(weights * state, state)
+    reward = torch.exp(-deviation) - 0.01 * torch.abs(next_theta_dot)
+    return reward, {"deviation": -deviation}
+'''), "trains"),
     Answer("bare_tensor_return", fenced('''
 import torch
 
