@@ -37,8 +37,10 @@ def make_sb3_env(
 ) -> VecEnv:
     """An SB3 vec env for ``env_id`` with shaping and an off-policy intrinsic bonus in order.
 
-    ``env_id`` is a Gymnasium id, or one of rewardlab's batched envs (``rewardlab.envs.registered()``),
-    which is then served through its SB3 adapter.
+    ``env_id`` is a Gymnasium id (MiniGrid ids with the agent's view flattened, ``Dict``
+    observations flattened, ``"module:Env-v0"`` for a user's own env), or one of rewardlab's
+    batched envs that Gymnasium lacks (``rewardlab.envs.registered()``), served through its
+    SB3 adapter.
 
     :param env_id: the environment.
     :param n_envs: parallel envs.
@@ -53,15 +55,14 @@ def make_sb3_env(
     """
     import gymnasium as gym
 
-    if env_id in gym.registry:
-        venv: VecEnv = make_vec_env(env_id, n_envs=n_envs, seed=seed)
-    else:
-        from rewardlab import envs
+    from rewardlab import envs
+    from rewardlab.envs.gymnasium_env import make_one
 
-        if env_id not in envs.registered():
-            known = sorted(set(envs.registered()) | {"any Gymnasium id"})
-            raise ValueError(f"unknown env {env_id!r}; known: {', '.join(known)}")
-        venv = envs.make(env_id, num_envs=n_envs, seed=seed).to_sb3()
+    if env_id in envs.registered() and env_id not in gym.registry:
+        venv: VecEnv = envs.make(env_id, num_envs=n_envs, seed=seed).to_sb3()
+    else:
+        envs.check_id(env_id)  # imports a "module:Env-v0" id's module, minigrid for MiniGrid ids
+        venv = make_vec_env(lambda: make_one(env_id), n_envs=n_envs, seed=seed)
     if potential is not None:
         venv = VecPotentialShaping(venv, potential, gamma=gamma, scale=shaping_scale)
     if intrinsic_module is not None:

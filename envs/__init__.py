@@ -30,8 +30,9 @@ from rewardlab.envs.descriptions import (
     register_description,
     registered_descriptions,
 )
+from rewardlab.envs.gymnasium_env import GymnasiumBatchedEnv
 from rewardlab.envs.mujoco import descriptions as _mujoco_descriptions  # noqa: F401  (registers them)
-from rewardlab.envs.registration import make, register, registered
+from rewardlab.envs.registration import check_id, make, register, registered
 
 register("CartPole-v1", CartPoleEnv)
 register("MountainCar-v0", MountainCarEnv)
@@ -46,8 +47,10 @@ __all__ = [
     "CartPoleEnv",
     "ContinuousMountainCarEnv",
     "EnvDescription",
+    "GymnasiumBatchedEnv",
     "MountainCarEnv",
     "PendulumEnv",
+    "check_id",
     "describe",
     "make",
     "register",

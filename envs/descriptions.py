@@ -34,12 +34,11 @@ import textwrap
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-import gymnasium
 import numpy as np
 import torch
 from gymnasium import spaces
 
-from rewardlab.envs.registration import make, registered
+from rewardlab.envs.registration import make
 
 __all__ = [
     "ActionVariable",
@@ -357,35 +356,40 @@ def describe(env_id: str) -> EnvDescription:
     return _GENERIC[env_id]
 
 
-def _env_spaces(env_id: str) -> tuple[spaces.Space, spaces.Space]:
-    if env_id in registered():
-        env = make(env_id, num_envs=1)
-        try:
-            return env.single_observation_space, env.single_action_space
-        finally:
-            env.close()
+def _env_spaces(env_id: str) -> tuple[spaces.Space, spaces.Space, int | None]:
+    """The single spaces of ``env_id`` as its batched env shows them, and the one-hot size of
+    a Discrete observation (``None`` otherwise)."""
     try:
-        env = gymnasium.make(env_id)
-    except gymnasium.error.Error as error:
+        env = make(env_id, num_envs=1)
+    except ValueError as error:
         raise ValueError(
-            f"env_id={env_id!r} has no description, is not a batched env (rewardlab.envs.registered()) and "
-            f"Gymnasium cannot make it ({error}); register one with rewardlab.envs.register_description"
+            f"env_id={env_id!r} has no description, and no env can be made for it ({error}); "
+            "register one with rewardlab.envs.register_description"
         ) from error
     try:
-        return env.observation_space, env.action_space
+        return env.single_observation_space, env.single_action_space, getattr(env, "discrete_observations", None)
     finally:
         env.close()
 
 
 def _generic_description(env_id: str) -> EnvDescription:
-    observation_space, action_space = _env_spaces(env_id)
+    observation_space, action_space, discrete = _env_spaces(env_id)
+    state = _generic_state(observation_space) if discrete is None else (
+        StateVariable("obs", "the observation (a state index)", low=0.0, high=float(discrete - 1),
+                      read=_index_of_one_hot, dtype="int64"),
+    )
     return EnvDescription(
         env_id=env_id,
         summary="a Gymnasium environment described only by its spaces.",
-        state=_generic_state(observation_space),
+        state=state,
         action=_generic_action(action_space),
         success_metric="the episode return (sum of the environment's own rewards).",
     )
+
+
+def _index_of_one_hot(obs: torch.Tensor) -> torch.Tensor:
+    # a Discrete observation reaches the batched env one-hot (see GymnasiumBatchedEnv)
+    return obs.argmax(dim=-1)
 
 
 def _bound(value: float) -> float | None:
@@ -393,13 +397,6 @@ def _bound(value: float) -> float | None:
 
 
 def _generic_state(space: spaces.Space) -> tuple[StateVariable, ...]:
-    if isinstance(space, spaces.Discrete):
-        return (
-            StateVariable(
-                "obs", "the observation (a state index)", low=float(space.start),
-                high=float(space.start + space.n - 1), dtype="int64",
-            ),
-        )
     if isinstance(space, spaces.Box) and len(space.shape) == 1 and space.shape[0] <= GENERIC_MAX_COLUMNS:
         return tuple(
             StateVariable(

@@ -32,6 +32,20 @@ def registered() -> list[str]:
     return sorted(_REGISTRY)
 
 
+def check_id(env_id: str) -> None:
+    """Raise a clear error unless :func:`make` can build ``env_id``.
+
+    Imports what registers the id (a ``"module:Env-v0"`` id's module, ``minigrid`` for
+    MiniGrid ids) on the way.
+
+    :raises ValueError: naming the id and the import or install it may need.
+    """
+    if env_id not in _REGISTRY:
+        from rewardlab.envs.gymnasium_env import check_gymnasium_id
+
+        check_gymnasium_id(env_id)
+
+
 def make(
     env_id: str,
     num_envs: int,
@@ -48,7 +62,9 @@ def make(
         >>> env = envs.make("CartPole-v1", num_envs=1024, device="cpu", seed=0)
         >>> obs, info = env.reset()
 
-    :param env_id: a registered id, see :func:`registered`
+    :param env_id: a registered id (see :func:`registered`), or any other id Gymnasium can
+        make (``"MiniGrid-Empty-5x5-v0"``, ``"my_module:MyEnv-v0"``), run through
+        :class:`~rewardlab.envs.gymnasium_env.GymnasiumBatchedEnv`
     :param num_envs: how many copies, at least 1
     :param device: ``"cpu"``, ``"cuda"`` or ``"cuda:<index>"``
     :param seed: seed of the env's generator, used by the first :meth:`~BatchedEnv.reset`
@@ -57,12 +73,12 @@ def make(
         short runs
     :param kwargs: passed to the env, e.g. ``max_episode_steps=100`` or
         ``validate_actions=False``
-    :raises ValueError: unknown ``env_id``, ``num_envs < 1`` or an unavailable device
+    :raises ValueError: an id Gymnasium cannot make either, ``num_envs < 1`` or an unavailable device
     """
     if env_id not in _REGISTRY:
-        raise ValueError(
-            f"unknown env_id {env_id!r}; registered ids are: {', '.join(registered())}"
-        )
+        from rewardlab.envs.gymnasium_env import GymnasiumBatchedEnv
+
+        return GymnasiumBatchedEnv(env_id, num_envs, device=device, seed=seed, compile=compile, **kwargs)
     env = _REGISTRY[env_id](num_envs, device=device, seed=seed, compile=compile, **kwargs)
     env.spec_id = env_id
     return env

@@ -34,7 +34,8 @@ EPISODE_WINDOW = 100  # rollout/ep_rew_mean averages the last 100 episodes, as S
 def make_env(env_id: str, num_envs: int, shaping: str, seed: int, gamma: float = 0.99) -> Any:
     """The env the policy plays: a batched env (optionally shaped), or MiniGrid as a vector env.
 
-    :param env_id: a batched env id (``rewardlab.envs.registered()``) or a MiniGrid id.
+    :param env_id: a batched env id (``rewardlab.envs.registered()``), a MiniGrid id (the agent's
+        view and mission) or any other id Gymnasium can make.
     :param num_envs: how many copies.
     :param shaping: ``"none"`` or ``"builtin"`` (the env's potential, ``rewardlab.shaping.potentials``).
     :param seed: seeds the env.
@@ -60,10 +61,7 @@ def make_env(env_id: str, num_envs: int, shaping: str, seed: int, gamma: float =
             [lambda i=i: make_minigrid(env_id, seed=seed + i) for i in range(num_envs)],
             autoreset_mode=gymnasium.vector.AutoresetMode.SAME_STEP,
         )
-    if env_id not in envs.registered():
-        raise ValueError(
-            f"unknown env {env_id!r}; llm-play runs {', '.join(envs.registered())} and MiniGrid-* ids"
-        )
+    envs.check_id(env_id)  # a batched env, or any id Gymnasium can make
     env = envs.make(env_id, num_envs=num_envs, seed=seed)
     if shaping == "builtin":
         env = BatchedPotentialShaping(env, potentials.for_env(env_id), gamma=gamma)

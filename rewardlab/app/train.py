@@ -105,11 +105,7 @@ def check_config(config: dict[str, Any]) -> None:
         raise ValueError("no env given: pass --env ENV_ID (e.g. --env CartPole-v1)")
     if config["algo"] not in ALGOS:
         raise ValueError(f"unknown algorithm {config['algo']!r}; choose from {', '.join(ALGOS)}")
-    if config["algo"] in ("ppo", "hra") and config["env"] not in envs.registered():
-        raise ValueError(
-            f"--algo {config['algo']} trains on rewardlab's batched envs and {config['env']!r} is not one; "
-            f"known: {', '.join(envs.registered())}. Use an sb3-* algorithm for other Gymnasium envs"
-        )
+    envs.check_id(config["env"])  # a batched env, or any id Gymnasium can make
     if config["shaping"] not in SHAPINGS:
         raise ValueError(
             f"unknown shaping {config['shaping']!r}; choose from {', '.join(SHAPINGS)} "

@@ -101,7 +101,7 @@ def test_observations_are_not_the_env_state() -> None:
 @pytest.mark.parametrize(
     ("kwargs", "error", "match"),
     [
-        ({"env_id": "CartPole-v9"}, ValueError, r"unknown env_id 'CartPole-v9'.*CartPole-v1"),
+        ({"env_id": "CartPole-v9"}, ValueError, r"unknown env 'CartPole-v9': Gymnasium cannot make it.*CartPole-v1"),
         ({"num_envs": 0}, ValueError, "num_envs must be at least 1, got 0"),
         ({"num_envs": 2.0}, TypeError, "num_envs must be an int"),
         ({"device": "tpu"}, ValueError, "device='tpu'"),

@@ -1,0 +1,294 @@
+"""Any Gymnasium env in the batched-env contract: a Gymnasium vector env, numpy to torch at the boundary.
+
+Our PPO, HRA, the reward search and the LLM policy step batched envs (tensors in, tensors
+out, same-step autoreset with ``info["final_obs"]``). :class:`GymnasiumBatchedEnv` gives
+that contract to every env Gymnasium can make: registered ids (MiniGrid, Box2D, toy text,
+third-party packages) and ``"module:Env-v0"`` ids, whose module is imported first (from the
+working directory too, as ``python -m`` would). :func:`rewardlab.envs.make` uses it for
+every id that has no batched env of its own.
+
+Observations become float32 tensors: ``Box`` as they are, ``Discrete`` as one-hot vectors
+(as SB3 feeds them to a network), ``Dict``/``Tuple`` flattened; MiniGrid ids keep the
+agent's ``7 x 7 x 3`` view, flattened (see :mod:`rewardlab.envs.minigrid`). Actions are
+``Discrete`` or ``Box``.
+
+Example::
+
+    >>> from rewardlab.envs.gymnasium_env import GymnasiumBatchedEnv
+    >>> env = GymnasiumBatchedEnv("FrozenLake-v1", num_envs=4, seed=0)
+    >>> obs, info = env.reset()
+    >>> obs.shape
+    torch.Size([4, 16])
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import os
+import sys
+from typing import Any
+
+import gymnasium
+import numpy as np
+import torch
+from gymnasium import spaces
+from gymnasium.vector import AutoresetMode, SyncVectorEnv
+from gymnasium.wrappers import FlattenObservation
+
+from rewardlab.envs.core import Actions, Batched, StepReturn, resolve_device
+
+#: the packages whose import registers envs with Gymnasium, by id prefix
+ID_PACKAGES = {
+    "MiniGrid-": ("minigrid", "pip install 'rewardlab[minigrid]'"),
+    "BabyAI-": ("minigrid", "pip install 'rewardlab[minigrid]'"),
+    "ALE/": ("ale_py", "pip install ale-py"),
+}
+
+
+def env_module(env_id: str) -> str | None:
+    """The module of a ``"module:Env-v0"`` id, ``None`` for a plain id."""
+    module, separator, _ = env_id.partition(":")
+    return module if separator and module else None
+
+
+def import_env_module(env_id: str) -> str | None:
+    """Import what registers ``env_id`` with Gymnasium and return the module's file or folder.
+
+    A ``"module:Env-v0"`` id imports ``module``, from the working directory if it is not on
+    the import path (as ``python -m`` would find it); a MiniGrid id imports ``minigrid``.
+
+    :return: the path of the user's module (its file, or its package folder), ``None`` for
+        ids of installed packages.
+    :raises ValueError: the module cannot be imported, naming it and what to do.
+    """
+    for prefix, (package, install) in ID_PACKAGES.items():
+        if env_id.startswith(prefix):
+            try:
+                importlib.import_module(package)
+            except ImportError as error:
+                raise ValueError(f"env {env_id!r} needs the {package} package ({error}): {install}") from error
+            return None
+    module = env_module(env_id)
+    if module is None:
+        return None
+    if importlib.util.find_spec(module.split(".")[0]) is None and os.getcwd() not in sys.path:
+        sys.path.append(os.getcwd())  # the user's own module, next to where they run rewardlab
+    try:
+        imported = importlib.import_module(module)
+    except ImportError as error:
+        raise ValueError(
+            f"env {env_id!r}: cannot import module {module!r} ({error}); run from the folder that "
+            f"holds {module.split('.')[0]}.py, or install it, or add its folder to PYTHONPATH"
+        ) from error
+    path = getattr(imported, "__file__", None)
+    if path is None:
+        return None
+    package = module.split(".")[0]
+    top = sys.modules[package]
+    folder = list(getattr(top, "__path__", []) or [])
+    return folder[0] if folder else os.path.realpath(path)
+
+
+def check_gymnasium_id(env_id: str) -> None:
+    """Raise a clear error unless Gymnasium can make ``env_id`` (after importing its module).
+
+    :raises ValueError: naming the id, and the import or install it may need.
+    """
+    import_env_module(env_id)
+    try:
+        gymnasium.spec(env_id.partition(":")[2] if env_module(env_id) else env_id)
+    except gymnasium.error.Error as error:
+        from rewardlab.envs.registration import registered
+
+        hint = (
+            "a MiniGrid id needs the minigrid package (pip install 'rewardlab[minigrid]')"
+            if env_id.startswith(("MiniGrid", "BabyAI"))
+            else "for an env of your own use 'module:EnvName-v0', where importing module registers "
+            "EnvName-v0 (gymnasium.register)"
+        )
+        raise ValueError(
+            f"unknown env {env_id!r}: Gymnasium cannot make it ({error}); {hint}. Batched envs: "
+            f"{', '.join(registered())}"
+        ) from None
+
+
+def make_one(env_id: str, kwargs: dict[str, Any] | None = None) -> gymnasium.Env:
+    """One Gymnasium env of ``env_id`` with the observation rewardlab's learners take
+    (MiniGrid's view flattened, ``Dict``/``Tuple`` observations flattened)."""
+    kwargs = dict(kwargs or {})
+    if env_id.startswith(("MiniGrid-", "BabyAI-")):
+        from rewardlab.envs.minigrid import make_minigrid
+
+        return make_minigrid(env_id, **kwargs)
+    env = gymnasium.make(env_id, **kwargs)
+    if isinstance(env.observation_space, spaces.Dict | spaces.Tuple):
+        env = FlattenObservation(env)
+    return env
+
+
+class GymnasiumBatchedEnv(Batched):
+    """``num_envs`` copies of any Gymnasium env, stepped as one batched env of torch tensors.
+
+    The copies run in a Gymnasium ``SyncVectorEnv`` with same-step autoreset; what it returns
+    becomes tensors on ``device`` and ``info["final_obs"]`` holds the true last observation
+    where an episode ended (the next one elsewhere), as in :class:`~rewardlab.envs.BatchedEnv`.
+    Copy ``i`` is seeded with ``seed + i`` at the first reset.
+
+    :param env_id: a Gymnasium id or ``"module:Env-v0"``.
+    :param num_envs: how many copies, at least 1.
+    :param device: where the tensors live.
+    :param seed: seed of the first reset; ``None`` seeds from the OS.
+    :param max_episode_steps: a time limit other than the id's own.
+    :param compile: accepted for the contract of :func:`rewardlab.envs.make`; a Gymnasium
+        env steps in numpy and is never compiled.
+    :param validate_actions: check discrete actions are in range (always done by Gymnasium).
+    :param kwargs: passed to ``gymnasium.make``.
+    :raises ValueError: Gymnasium cannot make the id, or its spaces are not supported.
+    """
+
+    metadata: dict[str, Any] = {"render_modes": ["rgb_array"], "autoreset_mode": AutoresetMode.SAME_STEP}
+    render_mode = None
+
+    def __init__(
+        self,
+        env_id: str,
+        num_envs: int,
+        device: str | torch.device = "cpu",
+        seed: int | None = None,
+        max_episode_steps: int | None = None,
+        compile: bool = False,
+        validate_actions: bool = True,
+        **kwargs: Any,
+    ):
+        if isinstance(num_envs, bool) or not isinstance(num_envs, int | np.integer) or num_envs < 1:
+            raise ValueError(f"num_envs must be a positive int, got {num_envs!r}")
+        check_gymnasium_id(env_id)
+        if max_episode_steps is not None:
+            kwargs["max_episode_steps"] = max_episode_steps
+        self.env_id = env_id
+        self.spec_id = env_id
+        self.num_envs = int(num_envs)
+        self.device = resolve_device(device)
+        self.validate_actions = validate_actions
+        self._seed = seed
+        try:
+            self._vector = SyncVectorEnv(
+                [lambda: make_one(env_id, kwargs) for _ in range(self.num_envs)],
+                autoreset_mode=AutoresetMode.SAME_STEP,
+            )
+        except gymnasium.error.Error as error:  # e.g. a missing dependency of the env
+            raise ValueError(f"env {env_id!r}: Gymnasium cannot make it: {error}") from error
+        observation_space = self._vector.single_observation_space
+        action_space = self._vector.single_action_space
+        if not isinstance(action_space, spaces.Discrete | spaces.Box):
+            self._vector.close()
+            raise ValueError(
+                f"env {env_id!r} has the action space {action_space}; rewardlab's learners take "
+                "Discrete or Box actions (wrap the env to one of those)"
+            )
+        #: the one-hot size of a Discrete observation, None for Box observations
+        self.discrete_observations: int | None = None
+        if isinstance(observation_space, spaces.Discrete):
+            self.discrete_observations = int(observation_space.n)
+            self._obs_start = int(observation_space.start)
+            observation_space = spaces.Box(0.0, 1.0, (self.discrete_observations,), np.float32)
+        elif not isinstance(observation_space, spaces.Box):
+            self._vector.close()
+            raise ValueError(
+                f"env {env_id!r} has the observation space {observation_space}; rewardlab takes Box, "
+                "Discrete, Dict or Tuple observations"
+            )
+        else:
+            observation_space = spaces.Box(
+                observation_space.low.astype(np.float32), observation_space.high.astype(np.float32),
+                observation_space.shape, np.float32,
+            )
+        self.single_observation_space = observation_space
+        self.single_action_space = action_space
+        self.observation_space = gymnasium.vector.utils.batch_space(observation_space, self.num_envs)
+        self.action_space = gymnasium.vector.utils.batch_space(action_space, self.num_envs)
+        spec = self._vector.envs[0].spec
+        self.max_episode_steps = spec.max_episode_steps if spec is not None else None
+        self._started = False
+
+    @property
+    def unwrapped(self) -> GymnasiumBatchedEnv:
+        return self
+
+    @property
+    def envs(self) -> list[gymnasium.Env]:
+        """The Gymnasium envs, one per copy (e.g. ``env.envs[0].unwrapped.mission``)."""
+        return list(self._vector.envs)
+
+    def _obs(self, obs: np.ndarray) -> torch.Tensor:
+        if self.discrete_observations is not None:
+            index = torch.as_tensor(np.asarray(obs, dtype=np.int64) - self._obs_start)
+            return torch.nn.functional.one_hot(index, self.discrete_observations).float().to(self.device)
+        return torch.as_tensor(np.asarray(obs, dtype=np.float32), device=self.device)
+
+    def reset(
+        self, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[torch.Tensor, dict[str, Any]]:
+        """Start a new episode in every copy (copy ``i`` seeded with ``seed + i``).
+
+        :param seed: ``None`` takes the constructor's seed at the first reset and continues
+            the copies' streams after it.
+        :param options: passed to every copy's ``reset``.
+        """
+        if seed is None and not self._started:
+            seed = self._seed
+        self._started = True
+        obs, _ = self._vector.reset(seed=seed, options=options)
+        if seed is not None:
+            self._vector.action_space.seed(seed)
+        return self._obs(obs), {}
+
+    def step(self, actions: Actions) -> StepReturn:
+        """Step every copy; those whose episode ended are reset in the same call.
+
+        :param actions: ``(num_envs,)`` ints for ``Discrete``, ``(num_envs, *shape)`` floats for
+            ``Box``; a tensor or numpy array.
+        :return: ``(obs, reward, terminated, truncated, info)`` as tensors; ``info["final_obs"]``
+            and ``info["reward_components"]`` (``"extrinsic"``) as in the batched envs.
+        """
+        if not self._started:
+            raise RuntimeError(f"{self} has no state yet: call reset() first")
+        if isinstance(actions, torch.Tensor):
+            actions = actions.detach().cpu().numpy()
+        actions = np.asarray(actions)
+        if len(actions) != self.num_envs:
+            raise ValueError(f"actions has {len(actions)} rows; the env has num_envs={self.num_envs}")
+        if isinstance(self.single_action_space, spaces.Discrete):
+            if not np.issubdtype(actions.dtype, np.integer) and not np.all(np.mod(actions, 1) == 0):
+                raise TypeError(f"discrete actions must be integers, got dtype {actions.dtype}")
+            actions = actions.astype(np.int64).reshape(self.num_envs)
+            low = int(self.single_action_space.start)
+            high = low + int(self.single_action_space.n) - 1
+            if self.validate_actions and ((actions < low) | (actions > high)).any():
+                raise ValueError(f"actions {actions.tolist()} are outside the action range [{low}, {high}]")
+        else:
+            actions = actions.astype(self.single_action_space.dtype).reshape(
+                self.num_envs, *self.single_action_space.shape
+            )
+        obs, reward, terminated, truncated, info = self._vector.step(actions)
+        next_obs = self._obs(obs)
+        final_obs = next_obs.clone()
+        ended = np.asarray(info.get("_final_obs", np.zeros(self.num_envs, dtype=bool)))
+        if ended.any():
+            last = np.stack([info["final_obs"][i] for i in np.flatnonzero(ended)])
+            final_obs[torch.as_tensor(ended)] = self._obs(last)
+        reward_tensor = torch.as_tensor(np.asarray(reward, dtype=np.float32), device=self.device)
+        return (
+            next_obs,
+            reward_tensor,
+            torch.as_tensor(np.asarray(terminated, dtype=bool), device=self.device),
+            torch.as_tensor(np.asarray(truncated, dtype=bool), device=self.device),
+            {"final_obs": final_obs, "reward_components": {"extrinsic": reward_tensor}},
+        )
+
+    def close(self) -> None:
+        self._vector.close()
+
+    def __repr__(self) -> str:
+        return f"GymnasiumBatchedEnv({self.env_id!r}, num_envs={self.num_envs}, device={self.device})"
