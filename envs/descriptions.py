@@ -201,7 +201,7 @@ class EnvDescription:
         """The class name the prompt uses (``class_name`` or one made from ``env_id``)."""
         if self.class_name:
             return self.class_name
-        base = re.sub(r"-v\d+$", "", self.env_id)
+        base = re.sub(r"-v\d+$", "", self.env_id.rpartition(":")[2])
         return "".join(part[:1].upper() + part[1:] for part in re.split(r"[^0-9A-Za-z]+", base) if part)
 
     def to_prompt(self) -> str:

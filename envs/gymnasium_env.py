@@ -38,11 +38,11 @@ from gymnasium.wrappers import FlattenObservation
 
 from rewardlab.envs.core import Actions, Batched, StepReturn, resolve_device
 
-#: the packages whose import registers envs with Gymnasium, by id prefix
+#: the modules whose import registers (and wraps) envs of an id prefix, and how to install them
 ID_PACKAGES = {
-    "MiniGrid-": ("minigrid", "pip install 'rewardlab[minigrid]'"),
-    "BabyAI-": ("minigrid", "pip install 'rewardlab[minigrid]'"),
-    "ALE/": ("ale_py", "pip install ale-py"),
+    "MiniGrid-": (("minigrid", "rewardlab.envs.minigrid"), "pip install 'rewardlab[minigrid]'"),
+    "BabyAI-": (("minigrid", "rewardlab.envs.minigrid"), "pip install 'rewardlab[minigrid]'"),
+    "ALE/": (("ale_py",), "pip install ale-py"),
 }
 
 
@@ -62,12 +62,13 @@ def import_env_module(env_id: str) -> str | None:
         ids of installed packages.
     :raises ValueError: the module cannot be imported, naming it and what to do.
     """
-    for prefix, (package, install) in ID_PACKAGES.items():
+    for prefix, (packages, install) in ID_PACKAGES.items():
         if env_id.startswith(prefix):
             try:
-                importlib.import_module(package)
+                for package in packages:
+                    importlib.import_module(package)
             except ImportError as error:
-                raise ValueError(f"env {env_id!r} needs the {package} package ({error}): {install}") from error
+                raise ValueError(f"env {env_id!r} needs the {packages[0]} package ({error}): {install}") from error
             return None
     module = env_module(env_id)
     if module is None:

@@ -37,7 +37,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-__all__ = ["ForkServer", "fork_server", "kill_group", "read_message", "send_message", "strict_json"]
+__all__ = ["IMPORT_ONLY_VARIABLE", "ForkServer", "add_import_only", "fork_server", "kill_group", "read_message", "send_message", "strict_json"]
 
 MAX_MESSAGE_BYTES = 16 * 2**20
 READY = b"ready\n"
@@ -45,6 +45,21 @@ STARTUP_TIMEOUT_S = 300.0
 # Kept from the caller's environment for the server: where Python and the libraries are,
 # the locale and the GPUs; everything else (tokens, keys) stays behind.
 KEPT_ENVIRONMENT = ("PATH", "VIRTUAL_ENV", "LANG", "LC_ALL", "CUDA_VISIBLE_DEVICES")
+#: the variable that tells workers which import-path folders they may import from but not read
+IMPORT_ONLY_VARIABLE = "REWARDLAB_IMPORT_ONLY_PATHS"
+# Folders on the import path that hold a user's own files (their env module next to their
+# project): the server imports from them, the workers may read only the modules imported
+# from there, never the rest of the folder. The caller's working directory always counts.
+_IMPORT_ONLY: set[str] = set()
+
+
+def add_import_only(path: str) -> None:
+    """Mark ``path``, a folder on ``sys.path``, as import-only for fork servers started from now on.
+
+    Workers then read the modules the server imported from it (a user's env module), and
+    nothing else in it (see :func:`rewardlab.llm_reward.sandbox.isolation.readable_roots`).
+    """
+    _IMPORT_ONLY.add(os.path.realpath(path))
 
 _HEADER = struct.Struct(">I")
 # Not ``python -m rewardlab.llm_reward.sandbox.forkserver``: importing the package imports this module first,
@@ -147,6 +162,10 @@ class ForkServer:
         environment = {name: os.environ[name] for name in KEPT_ENVIRONMENT if name in os.environ}
         # The caller's import path, so the server finds the same modules (tests, checkouts).
         environment["PYTHONPATH"] = os.pathsep.join(path for path in sys.path if path)
+        import_only = set(_IMPORT_ONLY)
+        if os.getcwd() in sys.path or "" in sys.path:  # `python -m` puts it there
+            import_only.add(os.path.realpath(os.getcwd()))
+        environment[IMPORT_ONLY_VARIABLE] = os.pathsep.join(sorted(import_only))
         environment["HOME"] = self._directory
         self.process = subprocess.Popen(
             [sys.executable, "-c", _SERVER_COMMAND, self.socket_path, *self.preload],

@@ -38,6 +38,8 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from rewardlab.llm_reward.sandbox.forkserver import IMPORT_ONLY_VARIABLE
+
 __all__ = ["IsolationUnavailable", "confine", "gpu_devices", "kernel_support", "readable_roots", "run_isolated"]
 
 # An explicit, loudly named opt-out for kernels that lack a feature (never the default).
@@ -295,7 +297,12 @@ def readable_roots(extra: Iterable[str] = ()) -> list[str]:
     :param extra: more paths (a user's own env module, device files).
     """
     roots = {sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.dirname(os.path.realpath(sys.executable))}
-    roots |= {path for path in sys.path if path and os.path.isabs(path)}
+    # A folder marked import-only (a user's project, the caller's working directory) is not
+    # readable; only the modules imported from it are (a user's env module, or its package).
+    import_only = [path for path in os.environ.get(IMPORT_ONLY_VARIABLE, "").split(os.pathsep) if path]
+    roots |= {path for path in sys.path if path and os.path.isabs(path)
+              and os.path.realpath(path) not in import_only}
+    roots |= _modules_under(import_only)
     for name, module in list(sys.modules.items()):
         if name == "rewardlab" or name.startswith("rewardlab."):
             roots |= set(getattr(module, "__path__", []) or [])
@@ -304,6 +311,24 @@ def readable_roots(extra: Iterable[str] = ()) -> list[str]:
               "/sys/fs/cgroup", "/dev/null", "/dev/zero", "/dev/urandom", "/dev/random"}
     roots |= set(extra)
     return sorted(root for root in roots if os.path.exists(root))
+
+
+def _modules_under(folders: list[str]) -> set[str]:
+    """The files (or package folders) of imported modules that lie in ``folders``."""
+    found: set[str] = set()
+    for module in list(sys.modules.values()):
+        # __path__ of a package is a list (or a namespace path); torch's ops modules fake one
+        package = getattr(module, "__path__", None)
+        try:
+            paths = [path for path in package if isinstance(path, str)] if package is not None else []
+        except TypeError:
+            paths = []
+        file = getattr(module, "__file__", None)
+        for path in paths or ([file] if isinstance(file, str) else []):
+            real = os.path.realpath(path)
+            if any(real.startswith(folder + os.sep) for folder in folders):
+                found.add(real)
+    return found
 
 
 def gpu_devices() -> list[str]:

@@ -49,6 +49,7 @@ from pathlib import Path
 from typing import Any
 
 from rewardlab.llm_reward.sandbox.forkserver import (
+    IMPORT_ONLY_VARIABLE,
     KEPT_ENVIRONMENT,
     fork_server,
     kill_group,
@@ -387,11 +388,13 @@ def _isolate(run_dir: str, limits: Limits) -> None:
     sys.path[:] = [path for path in sys.path if path not in ("", ".")]
     temporary = os.path.join(run_dir, "tmp")
     os.makedirs(temporary, exist_ok=True)
-    kept = {name: os.environ[name] for name in (*KEPT_ENVIRONMENT, "PYTHONPATH") if name in os.environ}
+    kept = {name: os.environ[name] for name in (*KEPT_ENVIRONMENT, "PYTHONPATH", IMPORT_ONLY_VARIABLE)
+            if name in os.environ}
     os.environ.clear()
     os.environ.update(kept, HOME=run_dir, TMPDIR=temporary, OMP_NUM_THREADS=str(limits.threads),
                       MKL_NUM_THREADS=str(limits.threads), PYTHONDONTWRITEBYTECODE="1")
     tempfile.tempdir = temporary
+    sys.dont_write_bytecode = True  # a lazy import writes no .pyc next to a library
     log = os.open(os.path.join(run_dir, LOG_NAME), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     os.dup2(log, 1)
     os.dup2(log, 2)

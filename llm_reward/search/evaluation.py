@@ -29,12 +29,13 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rewardlab.envs.description_files import description_data, use_description
 from rewardlab.envs.descriptions import describe
 from rewardlab.llm_reward.programs.checks import CheckError
 from rewardlab.llm_reward.programs.program import RewardProgram
 from rewardlab.llm_reward.sandbox.runner import Limits, SandboxRun, run_sandboxed, write_private
 from rewardlab.llm_reward.search.text import COMPONENT_NAME, sanitize
-from rewardlab.llm_reward.search.training import PRELOAD, Checkpoint, measure_snapshot
+from rewardlab.llm_reward.search.training import Checkpoint, measure_snapshot, preload_for
 
 __all__ = ["EvalResult", "Failure", "SeedRun", "evaluate"]
 
@@ -185,6 +186,7 @@ def evaluate(
     threads: int = 1,
     static_checks: bool = True,
     on_final_policy: Callable[[int, Any], None] | None = None,
+    description: dict[str, Any] | None = None,
 ) -> EvalResult:
     """Check ``program``, then train ``rewardlab.agents.PPO`` on its reward in the sandbox and measure fitness.
 
@@ -197,7 +199,7 @@ def evaluate(
     :attr:`EvalResult.failure`.
 
     :param program: the reward program.
-    :param env_id: a batched env id (``rewardlab.envs.registered()``).
+    :param env_id: a batched env id (``rewardlab.envs.registered()``) or any Gymnasium id.
     :param steps: training env steps per seed.
     :param seeds: the seeds, trained one after another.
     :param timeout_s: wall-clock limit of the whole evaluation.
@@ -218,8 +220,13 @@ def evaluate(
     :param on_final_policy: called as ``on_final_policy(seed, snapshot)`` with each seed's
         last policy (:func:`~rewardlab.llm_reward.search.training.policy_snapshot` data,
         untrusted: rebuild it with :func:`~rewardlab.llm_reward.search.training.load_snapshot`).
+    :param description: the data of a description file for the env
+        (:func:`rewardlab.envs.description_files.load_description`), used here and in the
+        worker; ``None``: the description in use for ``env_id``.
     :raises ValueError: bad arguments (unknown env, non-positive budget, non-JSON ``ppo_kwargs``).
     """
+    if description is not None:
+        use_description(description)
     payload = _payload(program, env_id, steps, seeds, num_envs, device, ppo_kwargs,
                        num_checkpoints, eval_episodes)
     on_cuda = str(device).startswith("cuda")
@@ -241,7 +248,7 @@ def evaluate(
         payload["tensorboard_log"] = os.fspath(directory.resolve() / "tensorboard") if keep else None
         if keep:
             write_private(directory, PROGRAM_FILE, checked.source)
-        run = run_sandboxed(EVALUATION_JOB, payload, directory, limits, PRELOAD)
+        run = run_sandboxed(EVALUATION_JOB, payload, directory, limits, preload_for(env_id))
         description = describe(env_id)
 
         last: dict[int, Any] = {}
@@ -290,11 +297,7 @@ def _payload(
             f"program must be a RewardProgram (RewardProgram.from_source / from_llm_answer), got "
             f"{type(program).__name__}"
         )
-    if env_id not in envs.registered():
-        raise ValueError(
-            f"env_id={env_id!r} is not a batched env; evaluate trains on rewardlab.envs.make, which knows: "
-            f"{', '.join(envs.registered())}"
-        )
+    envs.check_id(env_id)  # a batched env, or any id Gymnasium can make
     describe(env_id)
     for name, value in (("steps", steps), ("num_envs", num_envs), ("num_checkpoints", num_checkpoints),
                         ("eval_episodes", eval_episodes)):
@@ -310,6 +313,7 @@ def _payload(
         raise ValueError(f"ppo_kwargs must be JSON data (it crosses to the sandbox): {error}") from error
     return {
         "env_id": env_id,
+        "description": description_data(env_id),
         "steps": steps,
         "seeds": seeds,
         "num_envs": num_envs,

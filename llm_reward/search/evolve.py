@@ -198,6 +198,22 @@ def render_program(
     return "\n".join(body) + "\n"
 
 
+def scalar_variables(description: EnvDescription) -> tuple[str, ...]:
+    """The state variables with one value per env, read from one observation of the env."""
+    from rewardlab import envs
+
+    try:
+        env = envs.make(description.env_id, num_envs=2, seed=0)
+    except ValueError:
+        return description.state_names
+    try:
+        obs, _ = env.reset()
+        values = description.state_tensors(obs)
+    finally:
+        env.close()
+    return tuple(name for name, value in values.items() if tuple(value.shape) == (2,))
+
+
 def focus_variables(description: EnvDescription) -> tuple[str, ...]:
     """The state variables that the description's summary or success metric names, in order.
 
@@ -236,6 +252,9 @@ class EvolveProposer:
             kinds.append("potential")
         self._global_kinds = tuple(kinds)
         self._focus = focus_variables(description) if len(description.state) >= FOCUS_MIN_VARIABLES else ()
+        #: the state variables with one value per env (terms of a whole image make no sense)
+        self._names = scalar_variables(description)
+        self._focus = tuple(name for name in self._focus if name in self._names)
 
     def render(self, terms: Sequence[Term]) -> str:
         """The source of a program made of ``terms``.
@@ -277,8 +296,8 @@ class EvolveProposer:
         return proposals
 
     def _random_term(self, rng: random.Random) -> Term:
-        if rng.random() < 0.6:
-            names = self._focus if self._focus and rng.random() < 0.5 else self.description.state_names
+        if self._names and rng.random() < 0.6:
+            names = self._focus if self._focus and rng.random() < 0.5 else self._names
             kind, variable = rng.choice(STATE_KINDS), rng.choice(names)
         else:
             kind, variable = rng.choice(self._global_kinds), None

@@ -46,6 +46,7 @@ class EvalTask:
     :param num_checkpoints: fitness measurements per seed.
     :param eval_episodes: evaluation episodes per measurement.
     :param timeout_s: wall-clock limit of the evaluation.
+    :param description: the data of the env's description file, if the search has one.
     """
 
     key: str
@@ -59,6 +60,7 @@ class EvalTask:
     num_checkpoints: int = 10
     eval_episodes: int = 10
     timeout_s: float = 1800.0
+    description: dict[str, Any] | None = None
 
 
 def run_task(task: EvalTask, run_dir: str | os.PathLike[str] | None = None) -> EvalResult:
@@ -76,7 +78,7 @@ def run_task(task: EvalTask, run_dir: str | os.PathLike[str] | None = None) -> E
         RewardProgram.from_source(task.source), task.env_id, steps=task.steps, seeds=task.seeds,
         timeout_s=task.timeout_s, run_dir=directory, num_envs=task.num_envs,
         ppo_kwargs=task.ppo_kwargs, num_checkpoints=task.num_checkpoints,
-        eval_episodes=task.eval_episodes, threads=1,
+        eval_episodes=task.eval_episodes, threads=1, description=task.description,
     )  # fmt: skip
 
 

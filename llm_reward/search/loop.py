@@ -34,6 +34,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from rewardlab.envs.description_files import description_data, env_source, use_description
 from rewardlab.envs.descriptions import EnvDescription, describe, registered_descriptions
 from rewardlab.llm_reward.clients import ChatClient, Completion, LLMCallFailed, Usage
 from rewardlab.llm_reward.programs.checks import CheckError
@@ -74,6 +75,7 @@ __all__ = ["SearchConfig", "SearchResult", "best_candidate", "search"]
 MODES = ("eureka", "text2reward")
 PROPOSERS = ("llm", "evolve")
 PRESCREEN_MODES = ("off", "reject", "audit")
+ENV_SOURCE_MODES = ("auto", "always", "never")
 FINAL_SEED_BASE = 100
 FINAL_LABELS = ("best", "sparse", "human")
 
@@ -105,6 +107,11 @@ class SearchConfig:
     :param num_checkpoints: fitness measurements per training run (Eureka's ~10 points).
     :param eval_episodes: evaluation episodes per measurement.
     :param timeout_s: wall-clock limit of one evaluation.
+    :param description: the checked data of a description file for the env (CLI
+        ``--describe FILE``, :func:`rewardlab.envs.description_files.load_description`);
+        ``None``: the env's registered description, or one derived from its spaces.
+    :param env_source: show the env's source code in the prompt (Eureka): ``"auto"`` (for
+        envs without a built-in description), ``"always"`` or ``"never"``.
     """
 
     env_id: str
@@ -127,6 +134,8 @@ class SearchConfig:
     num_checkpoints: int = 10
     eval_episodes: int = 10
     timeout_s: float = 1800.0
+    description: dict[str, Any] | None = None
+    env_source: str = "auto"
 
     def check(self) -> None:
         """Raise ``ValueError`` naming any bad value and what is allowed."""
@@ -154,6 +163,8 @@ class SearchConfig:
             raise ValueError("--mode text2reward writes prompts for an LLM; the evolve proposer has none")
         if not -1.0 <= self.prescreen_tau <= 1.0:
             raise ValueError(f"prescreen_tau is a Kendall tau in [-1, 1], got {self.prescreen_tau!r}")
+        if self.env_source not in ENV_SOURCE_MODES:
+            raise ValueError(f"unknown env_source {self.env_source!r}; choose from {', '.join(ENV_SOURCE_MODES)}")
         if not self.timeout_s > 0:
             raise ValueError(f"timeout_s must be positive, got {self.timeout_s!r}")
         try:
@@ -227,26 +238,19 @@ def best_candidate(candidates: Sequence[Candidate]) -> Candidate | None:
     return min(trained, key=lambda c: (-(c.fitness or 0.0), c.iteration, c.sample))
 
 
-def searchable_description(env_id: str) -> EnvDescription:
-    """The description of an env the search can work on.
+def searchable_description(env_id: str, data: dict[str, Any] | None = None) -> EnvDescription:
+    """The description of an env the search works on.
 
-    :param env_id: the env.
-    :raises ValueError: it is not a batched env, or it has no registered description.
+    :param env_id: a batched env, or any id Gymnasium can make.
+    :param data: a description file's checked data, used in place of the env's own.
+    :raises ValueError: no env can be made for the id (naming what it may need).
     """
     from rewardlab import envs
 
-    if env_id not in envs.registered():
-        raise ValueError(
-            f"--env {env_id!r} is not one of rewardlab's batched envs, which the search trains "
-            f"on; known: {', '.join(envs.registered())}"
-        )
-    if env_id not in registered_descriptions():
-        raise ValueError(
-            f"{env_id} has no description of its state variables, which reward programs are "
-            "written against; register one with rewardlab.envs.register_description (see "
-            f"docs/reward_programs.md). Described envs: {', '.join(registered_descriptions())}"
-        )
-    return describe(env_id)
+    envs.check_id(env_id)
+    if data is not None:
+        return use_description(data)
+    return describe(env_id)  # the registered one, or one derived from the env's spaces
 
 
 @dataclass(frozen=True)
@@ -278,7 +282,8 @@ class _Search:
         if (config.proposer == "llm") != (client is not None):
             raise ValueError("pass a client exactly when the proposer is the LLM")
         self.config = config
-        self.description = searchable_description(config.env_id)
+        built_in = config.env_id in registered_descriptions() and description_data(config.env_id) is None
+        self.description = searchable_description(config.env_id, config.description)
         has_references = config.env_id in registered_reference_programs()
         self.references = reference_programs(config.env_id) if has_references else {}
         if config.prescreen != "off" and not self.references:
@@ -299,7 +304,10 @@ class _Search:
         self._evolve = (EvolveProposer(self.description, config.seed, self.references)
                         if config.proposer == "evolve" else None)
         examples = most_similar(config.task, config.env_id, config.shots) if config.mode == "text2reward" else []
-        self._first_prompt = task_prompt(self.description, config.task, examples)
+        show_source = config.env_source == "always" or (
+            config.env_source == "auto" and not (built_in and config.description is None))
+        source = env_source(config.env_id) if show_source else ""
+        self._first_prompt = task_prompt(self.description, config.task, examples, source)
         self._trajectories: list[dict[str, Any]] | None = None
 
     # ------------------------------------------------------------------ the run
@@ -475,7 +483,7 @@ class _Search:
             key=key, source=source, env_id=config.env_id, steps=config.steps, seeds=tuple(seeds),
             run_dir=os.fspath(run_dir), num_envs=config.num_envs, ppo_kwargs=dict(config.ppo_kwargs),
             num_checkpoints=config.num_checkpoints, eval_episodes=config.eval_episodes,
-            timeout_s=config.timeout_s,
+            timeout_s=config.timeout_s, description=config.description,
         )  # fmt: skip
 
     def _evaluate(self, candidate: Candidate) -> bool:

@@ -23,6 +23,7 @@ from typing import Any
 
 import torch
 
+from rewardlab.envs.description_files import description_data
 from rewardlab.llm_reward.programs.program import (
     ProgramError,
     RewardFunction,
@@ -33,7 +34,7 @@ from rewardlab.llm_reward.sandbox.guard import Guard
 from rewardlab.llm_reward.sandbox.runner import Limits, run_sandboxed
 from rewardlab.llm_reward.search.evaluation import Failure
 from rewardlab.llm_reward.search.records import PrescreenScore
-from rewardlab.llm_reward.search.training import PRELOAD
+from rewardlab.llm_reward.search.training import preload_for
 
 __all__ = ["collect_trajectories", "kendall_tau_b", "prescreen", "score_job"]
 
@@ -201,9 +202,9 @@ def score_job(payload: Mapping[str, Any], guard: Guard) -> dict[str, Any]:
     :param guard: the worker's installed guard.
     :return: ``{"returns": [...], "failure": None | {"kind", "reason", "traceback"}}``.
     """
-    from rewardlab.envs.descriptions import describe
+    from rewardlab.llm_reward.search.training import describe_for
 
-    description = describe(payload["env_id"])
+    description = describe_for(payload)
     program = RewardProgram(**payload["program"])
     action_dtype = torch.float32 if description.action.dtype.startswith("float") else torch.int64
     guard.snapshot_modules()
@@ -272,9 +273,10 @@ def prescreen(
     payload = {
         "program": asdict(program),
         "env_id": env_id,
+        "description": description_data(env_id),
         "trajectories": [{key: t[key] for key in ("states", "actions", "terminated")} for t in trajectories],
     }
-    run = run_sandboxed(SCORE_JOB, payload, run_dir, Limits(timeout_s=timeout_s), PRELOAD)
+    run = run_sandboxed(SCORE_JOB, payload, run_dir, Limits(timeout_s=timeout_s), preload_for(env_id))
     truth = [float(t["return"]) for t in trajectories]
     failure = None
     returns: list[float] = []

@@ -47,7 +47,7 @@ _FORMAT = (
     "`(reward, components)`: the total reward, a float tensor of shape (N,), and a dict of named "
     "float (N,) tensors, one per reward component. Only math, numpy and torch may be imported "
     "(`math`, `np` and `torch` are available without importing); the program may not read or write "
-    "files, use the network, start processes, define classes or change its input tensors in place.\n"
+    "files, use the network, start processes or define classes.\n"
     "Some tips for reward design: (1) normalize the reward or its components to a fixed range with "
     "transformations like torch.exp; (2) if you transform a component, give the transformation a "
     "temperature parameter, as a named constant inside the function, not an input; (3) the reward is "
@@ -56,15 +56,24 @@ _FORMAT = (
 )
 
 
-def task_prompt(description: EnvDescription, task: str, examples: Sequence[Example] = ()) -> str:
+def task_prompt(
+    description: EnvDescription, task: str, examples: Sequence[Example] = (), source: str = ""
+) -> str:
     """The first user prompt: the env described as a Python class, the task, the format.
 
     :param description: the env's description.
     :param task: the user's task text.
     :param examples: Text2Reward's few-shot examples (instruction and program).
+    :param source: the env's own source code (Eureka's context), shown after the description.
     """
-    parts = [
-        f"The Python environment is:\n```python\n{description.to_prompt()}\n```",
+    parts = [f"The Python environment is:\n```python\n{description.to_prompt()}\n```"]
+    if source:
+        parts.append(
+            "The environment's own source code, for how it steps, ends episodes and pays its own "
+            "reward (the reward function receives only the variables above, never `self`):\n"
+            f"```python\n{source.rstrip()}\n```"
+        )
+    parts += [
         f"Write a reward function for the following task: {task}",
     ]
     if examples:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import base64
 import importlib.util
+import os
 import resource
 import time
 from collections.abc import Callable, Mapping
@@ -31,6 +32,7 @@ import torch
 from rewardlab import envs
 from rewardlab.agents.evaluation import play_episodes
 from rewardlab.agents.ppo import PPO
+from rewardlab.envs.description_files import use_description
 from rewardlab.envs.descriptions import EnvDescription, describe
 from rewardlab.llm_reward.programs.program import (
     ProgramError,
@@ -50,6 +52,34 @@ __all__ = ["Checkpoint", "evaluate_policy", "evaluation_job", "load_snapshot", "
 # the mujoco extra is installed.
 _MUJOCO = ("mujoco",) if importlib.util.find_spec("mujoco") is not None else ()
 PRELOAD = ("torch._dynamo", "torch.utils.tensorboard", *_MUJOCO)
+
+
+def preload_for(env_id: str) -> tuple[str, ...]:
+    """:data:`PRELOAD` and what the env needs: a ``"module:Env-v0"`` id's module (a user's
+    own file, imported by the fork server, whose folder the worker then cannot read: only the
+    module itself), ``minigrid`` for MiniGrid ids.
+
+    :raises ValueError: the env's module cannot be imported.
+    """
+    from rewardlab.envs.gymnasium_env import ID_PACKAGES, env_module, import_env_module
+    from rewardlab.llm_reward.sandbox.forkserver import add_import_only
+
+    path = import_env_module(env_id)
+    module = env_module(env_id)
+    extra = [package for prefix, (packages, _) in ID_PACKAGES.items() if env_id.startswith(prefix)
+             for package in packages]
+    if module is not None:
+        extra.append(module)
+        if path is not None:
+            add_import_only(os.path.dirname(path))
+    return (*PRELOAD, *extra)
+
+
+def describe_for(payload: dict[str, Any]) -> EnvDescription:
+    """The description a worker's payload names: a file's (its data travels in the payload) or the env's."""
+    if payload.get("description"):
+        return use_description(payload["description"])
+    return describe(payload["env_id"])
 
 _REWARD_PREFIX = "reward/"
 
@@ -202,7 +232,7 @@ def evaluation_job(payload: Mapping[str, Any], guard: Guard) -> dict[str, Any]:
         {...}, "peak_rss_mb", "peak_vm_mb", "cpu_s"}``; ``policies`` holds one
         :func:`policy_snapshot` per checkpoint, whose fitness the caller measures.
     """
-    description = describe(payload["env_id"])
+    description = describe_for(payload)
     program = RewardProgram(**payload["program"])
     guard.snapshot_modules()
     runs: list[dict[str, Any]] = []

@@ -73,6 +73,13 @@ def _config(args: argparse.Namespace) -> SearchConfig:
                          "--mode text2reward")
     if args.prescreen and args.prescreen_audit:
         raise ValueError("--prescreen rejects programs, --prescreen-audit only scores them; pass one")
+    description = None
+    if args.describe:
+        from rewardlab import envs
+        from rewardlab.envs.description_files import load_description
+
+        envs.check_id(args.env)
+        description = load_description(args.describe, args.env)[1]
     return SearchConfig(
         env_id=args.env, task=args.task, mode=args.mode,
         proposer="evolve" if args.proposer == "evolve" else "llm", llm=args.llm,
@@ -81,7 +88,8 @@ def _config(args: argparse.Namespace) -> SearchConfig:
         prescreen="reject" if args.prescreen else "audit" if args.prescreen_audit else "off",
         prescreen_tau=args.prescreen_tau, prescreen_steps=args.prescreen_steps, seed=args.seed,
         num_envs=args.num_envs, ppo_kwargs=args.ppo, num_checkpoints=args.checkpoints,
-        eval_episodes=args.eval_episodes, timeout_s=args.timeout,
+        eval_episodes=args.eval_episodes, timeout_s=args.timeout, description=description,
+        env_source=args.env_source,
     )  # fmt: skip
 
 
@@ -175,7 +183,12 @@ def register_search(subparsers: argparse._SubParsersAction) -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
     )  # fmt: skip
     what = parser.add_argument_group("what to search")
-    what.add_argument("--env", required=True, help="a batched env with a description, e.g. CartPole-v1")
+    what.add_argument("--env", required=True,
+                      help="any Gymnasium id (CartPole-v1, MiniGrid-Empty-5x5-v0) or module:Env-v0 for your own")
+    what.add_argument("--describe", metavar="FILE",
+                      help="a TOML/JSON file naming the observation's variables (docs/reward_programs.md)")
+    what.add_argument("--env-source", choices=("auto", "always", "never"), default="auto",
+                      help="show the env's source code in the prompt (auto: for envs without a built-in description)")
     what.add_argument("--task", required=True, help="the task in words")
     what.add_argument("--mode", choices=("eureka", "text2reward"), default="eureka")
     what.add_argument("--shots", type=int, default=0,

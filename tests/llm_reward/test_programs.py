@@ -322,8 +322,8 @@ def test_evaluate_reports_check_failures_without_running() -> None:
 
 def test_evaluate_rejects_bad_arguments() -> None:
     program = llm_reward.reference_programs("CartPole-v1")["sparse"]
-    with pytest.raises(ValueError, match="not a batched env"):
-        llm_reward.evaluate(program, "FrozenLake-v1")
+    with pytest.raises(ValueError, match="unknown env 'CartPole-v9': Gymnasium cannot make it"):
+        llm_reward.evaluate(program, "CartPole-v9")
     with pytest.raises(ValueError, match="steps must be a positive integer"):
         llm_reward.evaluate(program, "CartPole-v1", steps=0)
     with pytest.raises(ValueError, match="JSON"):

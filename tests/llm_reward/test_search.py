@@ -248,9 +248,10 @@ def test_cli_errors_are_clear(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     monkeypatch.delenv("REWARDLAB_BASE_URL", raising=False)
     assert "missing API key" in error("--llm", "openai:gpt-4o", "--out", str(tmp_path / "a"))
     assert "pass --llm PROVIDER:MODEL" in error("--out", str(tmp_path / "b"))
-    assert "DeepSea-v0 has no description" in rewardlab_error(
-        ["search", "--env", "DeepSea-v0", "--task", "dig", "--proposer", "evolve", "--out", str(tmp_path / "d")],
+    assert "unknown env 'Nope-v0': Gymnasium cannot make it" in rewardlab_error(
+        ["search", "--env", "Nope-v0", "--task", "dig", "--proposer", "evolve", "--out", str(tmp_path / "d")],
         capsys)
+    assert not (tmp_path / "d").exists()
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         closed = probe.getsockname()[1]

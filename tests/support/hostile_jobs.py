@@ -178,3 +178,27 @@ def plant_links(payload: dict, guard: Any) -> dict:
     os.symlink(payload["secret"], "worker.log")
     sys.stdout.flush()
     raise RuntimeError("fail, so that the caller reads the log")
+
+
+def read_the_users_folder(payload: dict, guard: Any) -> dict:
+    """Read the secret next to the user's env module, list its folder, and use the env itself."""
+    _guard_off(guard)
+    from rewardlab import envs
+
+    folder = payload["folder"]
+
+    def secret() -> str:
+        with open(os.path.join(folder, ".env")) as file:
+            return file.read()
+
+    def module_file() -> int:
+        with open(os.path.join(folder, payload["module"] + ".py")) as file:
+            return len(file.read())
+
+    def step_the_env() -> list[float]:
+        env = envs.make(payload["env_id"], num_envs=2, seed=0)
+        env.reset()
+        return env.step([1, 1])[0][:, 0].tolist()
+
+    return {"secret": _attempt(secret), "listing": _attempt(lambda: os.listdir(folder)),
+            "module": _attempt(module_file), "env": _attempt(step_the_env)}

@@ -1,0 +1,121 @@
+"""Any Gymnasium env in the batched contract: the adapter against our own batched env, spaces, ids, errors."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from user_envs import write_corridor
+
+from rewardlab import envs
+from rewardlab.envs.description_files import env_source, load_description
+from rewardlab.envs.gymnasium_env import GymnasiumBatchedEnv
+
+
+def test_the_adapter_steps_like_our_batched_env_from_the_same_state() -> None:
+    ours = envs.make("CartPole-v1", num_envs=4, seed=3)
+    theirs = GymnasiumBatchedEnv("CartPole-v1", num_envs=4, seed=3)
+    obs, _ = ours.reset()
+    theirs.reset()
+    for index, env in enumerate(theirs.envs):
+        ours.write_gymnasium_state(env.unwrapped, index)
+    generator = torch.Generator().manual_seed(0)
+    ended = torch.zeros(4, dtype=torch.bool)
+    for _ in range(60):
+        actions = torch.randint(0, 2, (4,), generator=generator)
+        mine = ours.step(actions)
+        other = theirs.step(actions)
+        live = ~ended  # after an episode ends the copies reset to different states
+        for a, b in zip(mine[1:4], other[1:4], strict=True):
+            assert torch.equal(a[live], b[live])
+        assert torch.allclose(mine[4]["final_obs"][live], other[4]["final_obs"][live], atol=1e-4)
+        ended |= mine[2] | mine[3]
+        if ended.all():
+            break
+    assert ended.any(), "some episode ended, so final_obs was compared at an end"
+
+
+def test_make_falls_back_to_gymnasium_and_converts_spaces() -> None:
+    lake = envs.make("FrozenLake-v1", num_envs=3, seed=0)
+    assert isinstance(lake, GymnasiumBatchedEnv)
+    obs, _ = lake.reset()
+    assert obs.shape == (3, 16) and obs.dtype == torch.float32 and torch.equal(obs.sum(-1), torch.ones(3))
+    obs, reward, terminated, truncated, info = lake.step(np.array([1, 2, 1]))
+    assert reward.dtype == torch.float32 and terminated.dtype == torch.bool
+    assert info["final_obs"].shape == (3, 16) and set(info["reward_components"]) == {"extrinsic"}
+    assert envs.describe("FrozenLake-v1").state_tensors(obs)["obs"].shape == (3,)  # the cell index
+    with pytest.raises(ValueError, match=r"outside the action range \[0, 3\]"):
+        lake.step(np.array([0, 4, 0]))
+
+
+def test_the_same_seed_gives_the_same_episodes() -> None:
+    def run(seed: int) -> list[float]:
+        env = envs.make("FrozenLake-v1", num_envs=4, seed=seed)
+        env.reset()
+        generator = torch.Generator().manual_seed(1)
+        rewards = []
+        for _ in range(40):
+            rewards += env.step(torch.randint(0, 4, (4,), generator=generator))[1].tolist()
+        return rewards + env.step(torch.zeros(4, dtype=torch.int64))[0].argmax(-1).tolist()
+
+    assert run(5) == run(5)
+
+
+def test_unknown_ids_name_what_they_need() -> None:
+    with pytest.raises(ValueError, match=r"unknown env 'Nope-v0'.*module:EnvName-v0"):
+        envs.make("Nope-v0", num_envs=1)
+    with pytest.raises(ValueError, match=r"cannot import module 'no_such_module'.*PYTHONPATH"):
+        envs.check_id("no_such_module:Thing-v0")
+    import gymnasium
+
+    class TwoKnobs(gymnasium.Env):
+        observation_space = gymnasium.spaces.Box(-1.0, 1.0, (1,))
+        action_space = gymnasium.spaces.MultiDiscrete([2, 3])
+
+    if "TestTwoKnobs-v0" not in gymnasium.registry:
+        gymnasium.register("TestTwoKnobs-v0", entry_point=TwoKnobs)
+    with pytest.raises(ValueError, match=r"action space MultiDiscrete.*Discrete or Box"):
+        envs.make("TestTwoKnobs-v0", num_envs=1)
+
+
+def test_a_users_module_env_and_its_description_file(tmp_path, monkeypatch) -> None:
+    monkeypatch.syspath_prepend(str(tmp_path))
+    env_id = write_corridor(tmp_path, "adapter_corridor")
+    env = envs.make(env_id, num_envs=2, seed=0)
+    obs, _ = env.reset()
+    assert torch.equal(obs, torch.tensor([[0.0, 6.0], [0.0, 6.0]]))
+    for _ in range(6):
+        obs, reward, terminated, _, info = env.step(torch.ones(2, dtype=torch.int64))
+    assert terminated.all() and torch.equal(reward, torch.ones(2))
+    assert torch.equal(info["final_obs"][:, 0], torch.full((2,), 6.0)) and torch.equal(obs[:, 0], torch.zeros(2))
+
+    description, data = load_description(tmp_path / "corridor.toml", env_id)
+    assert description.state_names == ("position", "distance_to_goal")
+    assert description.prompt_class_name == "AdapterCorridor"
+    assert data["action_dtype"] == "int64"
+    assert description.success(info["final_obs"], terminated, terminated).all()
+    assert "class Corridor(gym.Env)" in env_source(env_id) and "def step" in env_source(env_id)
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ('summary = "x"', r"needs at least one \[\[state\]\]"),
+    ('summary = "x"\n[[state]]\nname = "p"\nmeaning = "m"\nindex = 5', r"index 5 is outside the observation's 2 columns"),
+    ('summary = "x"\ncolour = 1\n[[state]]\nname = "p"\nmeaning = "m"', r"unknown keys \['colour'\]"),
+    ('summary = "x"\nsuccess = "speed > 1"\n[[state]]\nname = "p"\nmeaning = "m"', r'success must be .*"p >= 1.0"'),
+    ('summary = ', "not valid TOML"),
+])
+def test_description_files_name_the_missing_piece(tmp_path, monkeypatch, text, message) -> None:
+    monkeypatch.syspath_prepend(str(tmp_path))
+    env_id = write_corridor(tmp_path, "described_corridor")
+    (tmp_path / "bad.toml").write_text(text)
+    with pytest.raises(ValueError, match=message):
+        load_description(tmp_path / "bad.toml", env_id)
+
+
+@pytest.mark.filterwarnings("ignore")
+def test_minigrid_ids_are_batched_with_the_agents_view() -> None:
+    pytest.importorskip("minigrid")
+    env = envs.make("MiniGrid-Empty-5x5-v0", num_envs=2, seed=0)
+    obs, _ = env.reset()
+    assert obs.shape == (2, 147)
+    assert env.single_action_space.n == 7

@@ -1,0 +1,70 @@
+"""A user's own Gymnasium env, written to a folder of the test's as ``module.py``, with a secret beside it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+CORRIDOR_SOURCE = '''
+"""A user's own env: walk right along a corridor to the goal."""
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+
+
+class Corridor(gym.Env):
+    def __init__(self, length: int = 6):
+        self.length = length
+        self.observation_space = spaces.Box(0.0, float(length), (2,), np.float32)
+        self.action_space = spaces.Discrete(2)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.position = 0
+        return self._obs(), {}
+
+    def _obs(self):
+        return np.array([self.position, self.length - self.position], dtype=np.float32)
+
+    def step(self, action):
+        self.position = max(0, self.position + (1 if action == 1 else -1))
+        terminated = self.position >= self.length
+        reward = 1.0 if terminated else 0.0  # the goal pays, nothing else does
+        return self._obs(), reward, terminated, False, {}
+
+
+gym.register("{name}-v0", entry_point=Corridor, max_episode_steps=30)
+'''
+
+DESCRIPTION = '''
+summary = "walk right along a corridor of 6 cells; the episode ends at the goal cell."
+success = "position >= 6"
+terminated_meaning = "the agent reached the goal cell"
+
+[action]
+meaning = "0 = step left, 1 = step right"
+
+[[state]]
+name = "position"
+index = 0
+meaning = "the agent's cell, 0 at the start, 6 at the goal"
+units = "cells"
+low = 0
+high = 6
+
+[[state]]
+name = "distance_to_goal"
+index = 1
+meaning = "cells left to the goal"
+units = "cells"
+'''
+
+SECRET = "user-secret-9f3a1c"
+
+
+def write_corridor(folder: Path, module: str) -> str:
+    """Write ``module.py`` (registering ``<Module>-v0``), ``corridor.toml`` and a secret; return the env id."""
+    name = module.title().replace("_", "")
+    (folder / f"{module}.py").write_text(CORRIDOR_SOURCE.replace("{name}", name))
+    (folder / "corridor.toml").write_text(DESCRIPTION)
+    (folder / ".env").write_text(f"API_KEY={SECRET}\n")
+    return f"{module}:{name}-v0"
