@@ -167,6 +167,7 @@ class ForkServer:
             import_only.add(os.path.realpath(os.getcwd()))
         environment[IMPORT_ONLY_VARIABLE] = os.pathsep.join(sorted(import_only))
         environment["HOME"] = self._directory
+        started = time.monotonic()
         self.process = subprocess.Popen(
             [sys.executable, "-c", _SERVER_COMMAND, self.socket_path, *self.preload],
             stdin=subprocess.PIPE,
@@ -182,6 +183,9 @@ class ForkServer:
                 f"the sandbox's fork server did not start (exit code {self.process.poll()}); its "
                 f"error, if any, is above. Preloaded modules: {', '.join(self.preload)}"
             )
+        #: seconds from starting the server to its first fork (the imports it preloads)
+        self.startup_s = time.monotonic() - started
+        _STARTUPS.append(self.startup_s)
 
     def alive(self) -> bool:
         """Whether the server process is still running."""
@@ -217,6 +221,12 @@ class ForkServer:
 
 _SERVERS: dict[tuple[str, ...], ForkServer] = {}
 _SERVERS_LOCK = threading.Lock()
+_STARTUPS: list[float] = []
+
+
+def server_startups() -> list[float]:
+    """The start-up seconds of every fork server this process started, in order."""
+    return list(_STARTUPS)
 
 
 def fork_server(preload: Sequence[str]) -> ForkServer:

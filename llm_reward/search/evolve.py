@@ -1,4 +1,4 @@
-"""``--proposer evolve``: a reward-program search that needs no LLM.
+"""``--proposer evolve-random``: a reward-program search that needs no LLM (random terms and signs, mutated; the baseline of ``--proposer evolve``).
 
 Programs are built from the env description's terms, each a weighted component:
 

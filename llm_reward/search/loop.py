@@ -30,7 +30,7 @@ import time
 from collections import Counter
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, as_completed
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +44,7 @@ from rewardlab.llm_reward.programs.references import (
     registered_reference_programs,
 )
 from rewardlab.llm_reward.search import board
+from rewardlab.llm_reward.search.budgets import default_budget
 from rewardlab.llm_reward.search.evaluation import EvalResult, Failure
 from rewardlab.llm_reward.search.evolve import EvolveProposer
 from rewardlab.llm_reward.search.examples import most_similar
@@ -65,15 +66,18 @@ from rewardlab.llm_reward.search.records import (
     Candidate,
     FinalScore,
     PrescreenScore,
+    best_of,
 )
 from rewardlab.llm_reward.search.reflection import reflect, reward_signals
 from rewardlab.llm_reward.search.report import write_outputs
 from rewardlab.llm_reward.search.store import RunStore
+from rewardlab.llm_reward.search.structured import StructuredProposer
 
 __all__ = ["SearchConfig", "SearchResult", "best_candidate", "search"]
 
 MODES = ("eureka", "text2reward")
-PROPOSERS = ("llm", "evolve")
+PROPOSERS = ("llm", "evolve", "evolve-random")
+OFFLINE = ("evolve", "evolve-random")
 PRESCREEN_MODES = ("off", "reject", "audit")
 ENV_SOURCE_MODES = ("auto", "always", "never")
 FINAL_SEED_BASE = 100
@@ -88,11 +92,16 @@ class SearchConfig:
     :param task: the task, in words.
     :param mode: ``"eureka"`` (reward reflection) or ``"text2reward"`` (few-shot examples
         and human feedback).
-    :param proposer: ``"llm"`` or ``"evolve"`` (no LLM).
+    :param proposer: ``"llm"``, ``"evolve"`` (no LLM: structures from the description,
+        weights tuned by Optuna, :mod:`~rewardlab.llm_reward.search.structured`) or
+        ``"evolve-random"`` (no LLM: random terms and signs, mutated;
+        :mod:`~rewardlab.llm_reward.search.evolve`, the earlier baseline).
     :param llm: ``"PROVIDER:MODEL"``, for the record (the client is given to :func:`search`).
     :param iterations: rounds of proposals.
     :param samples: programs per round.
-    :param steps: training env steps per seed of every candidate.
+    :param steps: training env steps per seed of every candidate; ``None`` (like ``num_envs``
+        and ``ppo_kwargs``): the env's default budget, where the human reference reward
+        solves the task (:mod:`rewardlab.llm_reward.search.budgets`).
     :param seeds: the candidates' training seeds.
     :param final_seeds: seeds of the final re-training (``100, 101, ...``); 0 skips it.
     :param shots: Text2Reward's few-shot examples in the first prompt (0: zero-shot).
@@ -121,7 +130,7 @@ class SearchConfig:
     llm: str | None = None
     iterations: int = 5
     samples: int = 4
-    steps: int = 50_000
+    steps: int | None = None
     seeds: tuple[int, ...] = (0,)
     final_seeds: int = 5
     shots: int = 0
@@ -129,13 +138,24 @@ class SearchConfig:
     prescreen_tau: float = 0.2
     prescreen_steps: int | None = None
     seed: int = 0
-    num_envs: int = 8
-    ppo_kwargs: dict[str, Any] = field(default_factory=dict)
+    num_envs: int | None = None
+    ppo_kwargs: dict[str, Any] | None = None
     num_checkpoints: int = 10
     eval_episodes: int = 10
     timeout_s: float = 1800.0
     description: dict[str, Any] | None = None
     env_source: str = "auto"
+    #: where the budget came from when ``steps``, ``num_envs`` or ``ppo_kwargs`` were left to the
+    #: env's default (:func:`~rewardlab.llm_reward.search.budgets.default_budget`), for the report
+    budget_note: str = ""
+
+    def __post_init__(self) -> None:
+        if self.steps is None or self.num_envs is None or self.ppo_kwargs is None:
+            budget = default_budget(self.env_id)
+            self.steps = budget.steps if self.steps is None else self.steps
+            self.num_envs = budget.num_envs if self.num_envs is None else self.num_envs
+            self.ppo_kwargs = dict(budget.ppo_kwargs) if self.ppo_kwargs is None else self.ppo_kwargs
+            self.budget_note = self.budget_note or budget.note
 
     def check(self) -> None:
         """Raise ``ValueError`` naming any bad value and what is allowed."""
@@ -157,9 +177,9 @@ class SearchConfig:
             raise ValueError("--shots are Text2Reward's few-shot examples; pass --mode text2reward")
         if self.proposer == "llm" and not self.llm:
             raise ValueError("the llm proposer needs a model: pass --llm PROVIDER:MODEL (or --proposer evolve)")
-        if self.proposer == "evolve" and self.llm:
-            raise ValueError("--proposer evolve needs no LLM; drop --llm, or drop --proposer evolve")
-        if self.proposer == "evolve" and self.mode != "eureka":
+        if self.proposer in OFFLINE and self.llm:
+            raise ValueError(f"--proposer {self.proposer} needs no LLM; drop --llm, or drop --proposer")
+        if self.proposer in OFFLINE and self.mode != "eureka":
             raise ValueError("--mode text2reward writes prompts for an LLM; the evolve proposer has none")
         if not -1.0 <= self.prescreen_tau <= 1.0:
             raise ValueError(f"prescreen_tau is a Kendall tau in [-1, 1], got {self.prescreen_tau!r}")
@@ -180,7 +200,7 @@ class SearchConfig:
 
 
 # Config keys a resumed run must share with the saved one: everything but the timeout.
-IDENTITY = tuple(f.name for f in fields(SearchConfig) if f.name != "timeout_s")
+IDENTITY = tuple(f.name for f in fields(SearchConfig) if f.name not in ("timeout_s", "budget_note"))
 
 
 @dataclass
@@ -228,14 +248,12 @@ class SearchResult:
 
 
 def best_candidate(candidates: Sequence[Candidate]) -> Candidate | None:
-    """The trained candidate with the highest fitness (the earliest on ties), or ``None``.
+    """The trained candidate with the highest fitness, then success rate, then training return
+    (the earliest on ties), or ``None``; the progress line names the same one.
 
     :param candidates: any candidates.
     """
-    trained = [c for c in candidates if c.ok]
-    if not trained:
-        return None
-    return min(trained, key=lambda c: (-(c.fitness or 0.0), c.iteration, c.sample))
+    return best_of(candidates)
 
 
 def searchable_description(env_id: str, data: dict[str, Any] | None = None) -> EnvDescription:
@@ -301,8 +319,11 @@ class _Search:
         self._own_executor = executor is None
         self.executor = executor or LocalExecutor(workers or max(1, os.cpu_count() or 1))
         self._llm_pool = ThreadPoolExecutor(llm_concurrency, thread_name_prefix="rewardlab-llm") if client else None
-        self._evolve = (EvolveProposer(self.description, config.seed, self.references)
-                        if config.proposer == "evolve" else None)
+        self._evolve: EvolveProposer | StructuredProposer | None = None
+        if config.proposer == "evolve":
+            self._evolve = StructuredProposer(self.description, config.seed, self.references, config.task)
+        elif config.proposer == "evolve-random":
+            self._evolve = EvolveProposer(self.description, config.seed, self.references)
         examples = most_similar(config.task, config.env_id, config.shots) if config.mode == "text2reward" else []
         show_source = config.env_source == "always" or (
             config.env_source == "auto" and not (built_in and config.description is None))
@@ -413,7 +434,7 @@ class _Search:
                     return
             trained = self._evaluate(candidate)
         finally:
-            self.progress.finished(candidate.fitness, candidate.key, trained)
+            self.progress.finished(candidate.fitness, candidate.key, trained, candidate)
 
     def _answer(self, candidate: Candidate, proposal: _Proposal, answer: Future[Completion] | None) -> bool:
         """Fill in the candidate's answer (saved, or new and saved now); False if there is none."""
@@ -421,7 +442,7 @@ class _Search:
         record = self.store.get("answer", key)
         if record is None and proposal.source is not None:
             record = self.store.append({"type": "answer", "key": key, "iteration": candidate.iteration,
-                                        "sample": candidate.sample, "proposer": "evolve",
+                                        "sample": candidate.sample, "proposer": self.config.proposer,
                                         "text": proposal.source, "genome": proposal.genome})
         elif record is None:
             assert answer is not None

@@ -14,6 +14,7 @@ import threading
 from typing import TextIO
 
 from rewardlab.llm_reward.clients import redact
+from rewardlab.llm_reward.search.records import Candidate, best_of
 
 __all__ = ["Progress"]
 
@@ -47,6 +48,7 @@ class Progress:
         self.done = 0
         self.total = samples
         self.best: tuple[float, str] | None = None
+        self._finished: list[Candidate] = []
         self.tokens = 0
         self.cost_usd = 0.0
         self.cost_unknown = False
@@ -93,17 +95,23 @@ class Progress:
             self.running += 1
             self._show()
 
-    def finished(self, fitness: float | None, key: str, trained: bool) -> None:
+    def finished(self, fitness: float | None, key: str, trained: bool, candidate: Candidate | None = None) -> None:
         """A candidate is done (trained, failed or rejected).
 
         :param fitness: its fitness, when it trained.
         :param key: its key.
         :param trained: it had been counted as running.
+        :param candidate: the candidate itself; the best is then chosen as the search's report
+            chooses it (:func:`~rewardlab.llm_reward.search.records.best_of`), ties included.
         """
         with self._lock:
             self.running -= int(trained)
             self.done += 1
-            if fitness is not None and (self.best is None or fitness > self.best[0]) and self.stage == "search":
+            if self.stage == "search" and candidate is not None:
+                self._finished.append(candidate)
+                best = best_of(self._finished)
+                self.best = None if best is None or best.fitness is None else (best.fitness, best.key)
+            elif fitness is not None and (self.best is None or fitness > self.best[0]) and self.stage == "search":
                 self.best = (fitness, key)
             self._show(finished=True)
 

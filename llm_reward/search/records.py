@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -151,3 +153,24 @@ class FinalScore:
         if mean is None:
             return None
         return (sum((value - mean) ** 2 for value in values) / len(values)) ** 0.5
+
+
+def rank_key(candidate: Candidate) -> tuple[float, float, float]:
+    """How good a candidate is, larger better: task fitness, then success rate, then the mean
+    true return of its training episodes (which tells apart candidates that all score a
+    floor, such as -200 on MountainCar before any evaluation episode reaches the flag)."""
+    result = candidate.result
+    if result is None or result.fitness is None:
+        return (-math.inf, -math.inf, -math.inf)
+    returns = [point.train_return for point in result.curve if point.train_return is not None]
+    success = result.success_rate if result.success_rate is not None else -math.inf
+    return (result.fitness, success, sum(returns) / len(returns) if returns else -math.inf)
+
+
+def best_of(candidates: Sequence[Candidate]) -> Candidate | None:
+    """The trained candidate with the highest :func:`rank_key` (the earliest on ties), or ``None``."""
+    trained = [c for c in candidates if c.ok]
+    if not trained:
+        return None
+    best = max(rank_key(c) for c in trained)
+    return min((c for c in trained if rank_key(c) == best), key=lambda c: (c.iteration, c.sample))

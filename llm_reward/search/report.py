@@ -12,6 +12,9 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
+from rewardlab.common.statistics import bootstrap_ci, iqm, probability_of_improvement
 from rewardlab.llm_reward.programs.loading import reward_file_text
 from rewardlab.llm_reward.search.prescreen import MIN_PAIRS
 from rewardlab.llm_reward.search.records import Candidate, FinalScore
@@ -94,6 +97,10 @@ def summary(result: SearchResult) -> dict[str, Any]:
         "iterations": result.config.iterations,
         "samples": result.config.samples,
         "steps": result.config.steps,
+        "num_envs": result.config.num_envs,
+        "ppo_kwargs": result.config.ppo_kwargs,
+        "budget_note": result.config.budget_note,
+        "cost": cost(result),
         "candidates": len(result.candidates),
         "trained": sum(c.ok for c in result.candidates),
         "failures": dict(sorted(result.failures.items())),
@@ -103,6 +110,7 @@ def summary(result: SearchResult) -> dict[str, Any]:
             "hacking": best.signals.hacking if best.signals else None,
         },
         "final": {label: _final_data(score) for label, score in result.final.items()},
+        "final_statistics": final_statistics(result),
         "normalized_score": result.normalized_score,
         "prompt_tokens": result.usage.prompt_tokens,
         "completion_tokens": result.usage.completion_tokens,
@@ -146,18 +154,70 @@ def _failure_block(candidate: Candidate) -> list[str]:
     return lines
 
 
+def final_statistics(result: SearchResult) -> dict[str, dict[str, Any]]:
+    """Per final reward: IQM with a 95% bootstrap interval over its seeds, and the probability
+    that the best program beats it on a seed (``rewardlab compare``'s statistics)."""
+    finals = {label: np.array([v for v in score.fitness.values() if v is not None], dtype=float)
+              for label, score in result.final.items()}
+    best = finals.get("best")
+    statistics: dict[str, dict[str, Any]] = {}
+    for label, values in finals.items():
+        if not len(values):
+            continue
+        low, high = bootstrap_ci(values, iqm, np.random.default_rng(0))
+        entry: dict[str, Any] = {"iqm": float(iqm(values)), "iqm_ci": [low, high]}
+        if label != "best" and best is not None and len(best):
+            entry["p_best_beats"] = probability_of_improvement(best, values)
+        statistics[label] = entry
+    return statistics
+
+
 def _final_rows(result: SearchResult) -> list[str]:
     names = {"best": f"best program ({result.best.key})" if result.best else "best program",
              "human": "human reference", "sparse": "sparse reference (the env's own reward)"}
-    lines = ["| reward | mean ± std | per seed | failed seeds |", "|---|---|---|---|"]
+    statistics = final_statistics(result)
+    lines = ["| reward | mean ± std | IQM [95% CI] | P(best beats it) | per seed | failed seeds |",
+             "|---|---|---|---|---|---|"]
     for label in ("best", "human", "sparse"):
         score = result.final.get(label)
         if score is None:
             continue
         per_seed = ", ".join(_number(value) for value in score.fitness.values())
         mean_std = "-" if score.mean is None else f"{score.mean:.4g} ± {score.std:.3g}"
-        lines.append(f"| {names[label]} | {mean_std} | {per_seed} | {len(score.failures)} |")
+        entry = statistics.get(label, {})
+        interval = ("-" if "iqm" not in entry else
+                    f"{entry['iqm']:.4g} [{entry['iqm_ci'][0]:.4g}, {entry['iqm_ci'][1]:.4g}]")
+        beats = f"{entry['p_best_beats']:.2f}" if "p_best_beats" in entry else "-"
+        lines.append(f"| {names[label]} | {mean_std} | {interval} | {beats} | {per_seed} | {len(score.failures)} |")
     return lines
+
+
+def cost(result: SearchResult) -> dict[str, float | None]:
+    """What the search's candidates cost: mean wall seconds per evaluated candidate, candidates
+    per minute of the session, and the sandbox's fork server start-up (seconds, summed)."""
+    walls = [c.result.wall_s for c in result.candidates if c.result is not None and c.result.wall_s]
+    minutes = result.wall_s / 60 if result.wall_s else None
+    from rewardlab.llm_reward.sandbox.forkserver import server_startups
+
+    startups = server_startups()
+    return {
+        "candidate_wall_s": sum(walls) / len(walls) if walls else None,
+        "candidates_per_minute": len(walls) / minutes if minutes and walls else None,
+        "search_wall_s": result.wall_s,
+        "fork_server_start_s": sum(startups) if startups else None,
+    }
+
+
+def _cost_line(result: SearchResult) -> str:
+    spent = cost(result)
+    parts = [f"search {spent['search_wall_s']:.0f} s"]
+    if spent["candidate_wall_s"] is not None:
+        parts.append(f"{spent['candidate_wall_s']:.1f} s per candidate (sandbox start to result)")
+    if spent["candidates_per_minute"] is not None:
+        parts.append(f"{spent['candidates_per_minute']:.1f} candidates per minute")
+    if spent["fork_server_start_s"] is not None:
+        parts.append(f"sandbox fork server start {spent['fork_server_start_s']:.1f} s")
+    return "Cost: " + ", ".join(parts) + "."
 
 
 def _report(result: SearchResult, feedback: dict[int, str | None]) -> str:
@@ -171,8 +231,11 @@ def _report(result: SearchResult, feedback: dict[int, str | None]) -> str:
         f"Task: {config.task}",
         "",
         f"{who}: {proposer}; budget: {config.iterations} iterations x "
-        f"{config.samples} samples, {config.steps:,} env steps per candidate (seeds {seeds}); "
-        f"evaluations: {result.executor}; this session's wall time {result.wall_s:.0f} s.",
+        f"{config.samples} samples, {config.steps:,} env steps per candidate over {config.num_envs} envs "
+        f"(seeds {seeds}); evaluations: {result.executor}; this session's wall time {result.wall_s:.0f} s.",
+        "",
+        *([f"Budget: {config.budget_note}.", ""] if config.budget_note else []),
+        _cost_line(result),
         "",
         "## Summary",
         "",

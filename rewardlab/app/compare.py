@@ -26,8 +26,9 @@ from pathlib import Path
 
 import numpy as np
 
+from rewardlab.common.statistics import BOOTSTRAP_SAMPLES, bootstrap_ci, iqm
+
 GRID_POINTS = 200
-BOOTSTRAP_SAMPLES = 2000
 
 
 @dataclass
@@ -140,24 +141,6 @@ def load_runs(run_dirs: list[Path], tag: str) -> list[Run]:
 def grid_values(runs: list[Run], grid: np.ndarray) -> np.ndarray:
     """Each run's series on ``grid``, linearly interpolated between logged points."""
     return np.array([np.interp(grid, run.steps, run.values) for run in runs])
-
-
-def iqm(values: np.ndarray, axis: int = -1) -> np.ndarray:
-    """Interquartile mean: the mean of the middle 50% (scipy's trim_mean(values, 0.25))."""
-    values = np.sort(values, axis=axis)
-    n = values.shape[axis]
-    cut = int(0.25 * n)
-    return np.take(values, range(cut, n - cut), axis=axis).mean(axis=axis)
-
-
-def bootstrap_ci(
-    values: np.ndarray, statistic, rng: np.random.Generator, confidence: float = 0.95
-) -> tuple[float, float]:
-    """Percentile bootstrap interval of ``statistic`` over the seeds in ``values``."""
-    samples = values[rng.integers(0, len(values), size=(BOOTSTRAP_SAMPLES, len(values)))]
-    stats = statistic(samples, axis=1)
-    low, high = np.quantile(stats, [(1 - confidence) / 2, (1 + confidence) / 2])
-    return float(low), float(high)
 
 
 def steps_to_threshold(run: Run, threshold: float) -> float | None:

@@ -65,7 +65,7 @@ def _ppo_kwargs(text: str) -> dict:
 def _config(args: argparse.Namespace) -> SearchConfig:
     from rewardlab.llm_reward.search.loop import SearchConfig
 
-    if args.llm is None and args.proposer != "evolve":
+    if args.llm is None and not args.proposer.startswith("evolve"):
         raise ValueError("pass --llm PROVIDER:MODEL (e.g. openai:gpt-4o, ollama:qwen2.5-coder:7b), or "
                          "--proposer evolve to search without an LLM")
     if (args.feedback_file or args.interactive) and args.mode != "text2reward":
@@ -82,7 +82,7 @@ def _config(args: argparse.Namespace) -> SearchConfig:
         description = load_description(args.describe, args.env)[1]
     return SearchConfig(
         env_id=args.env, task=args.task, mode=args.mode,
-        proposer="evolve" if args.proposer == "evolve" else "llm", llm=args.llm,
+        proposer=args.proposer, llm=args.llm,
         iterations=args.iterations, samples=args.samples, steps=args.steps, seeds=tuple(args.seeds),
         final_seeds=args.final_seeds, shots=args.shots,
         prescreen="reject" if args.prescreen else "audit" if args.prescreen_audit else "off",
@@ -197,8 +197,9 @@ def register_search(subparsers: argparse._SubParsersAction) -> None:
     what.add_argument("--interactive", action="store_true", help="Text2Reward: ask for feedback at the terminal")
     proposer = parser.add_argument_group("who proposes programs")
     proposer.add_argument("--llm", help="PROVIDER:MODEL, e.g. openai:gpt-4o, vllm:MODEL, ollama:qwen2.5-coder:7b")
-    proposer.add_argument("--proposer", choices=("llm", "evolve"), default="llm",
-                          help="evolve: search without an LLM (default llm)")
+    proposer.add_argument("--proposer", choices=("llm", "evolve", "evolve-random"), default="llm",
+                          help="evolve: search without an LLM (the description's terms, signs from the task, "
+                               "Optuna-tuned weights); evolve-random: random terms and signs (default llm)")
     proposer.add_argument("--base-url", help="the endpoint (else REWARDLAB_BASE_URL, OPENAI_BASE_URL, the provider's)")
     proposer.add_argument("--api-key", help="the key (prefer REWARDLAB_API_KEY or OPENAI_API_KEY)")
     proposer.add_argument("--prices", help="JSON {model: [input, output] USD per million tokens}")
@@ -210,11 +211,12 @@ def register_search(subparsers: argparse._SubParsersAction) -> None:
     budget = parser.add_argument_group("budget")
     budget.add_argument("--iterations", type=int, default=5)
     budget.add_argument("--samples", type=int, default=4, help="programs per iteration")
-    budget.add_argument("--steps", type=int, default=50_000, help="env steps per candidate and seed")
+    budget.add_argument("--steps", type=int,
+                        help="env steps per candidate and seed (default: the env's budget, where the human reward solves)")
     budget.add_argument("--seeds", type=_int_list, default=[0], help="training seeds of candidates, e.g. 0,1")
     budget.add_argument("--final-seeds", type=int, default=5, help="seeds of the final re-training (0: skip)")
-    budget.add_argument("--num-envs", type=int, default=8)
-    budget.add_argument("--ppo", type=_ppo_kwargs, default={}, help="PPO hyperparameters as JSON")
+    budget.add_argument("--num-envs", type=int, help="batched envs per training (default: the env's budget)")
+    budget.add_argument("--ppo", type=_ppo_kwargs, help="PPO hyperparameters as JSON (default: the env's budget)")
     budget.add_argument("--checkpoints", type=int, default=10, help="fitness measurements per training")
     budget.add_argument("--eval-episodes", type=int, default=10)
     budget.add_argument("--timeout", type=float, default=1800.0, help="seconds per evaluation")

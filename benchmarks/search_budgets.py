@@ -1,0 +1,110 @@
+"""Do the search's default budgets solve? The human and sparse references at each task's default budget.
+
+For every task with a default budget (``rewardlab.llm_reward.search.budgets``), trains PPO on
+the human reference reward (the env's reward plus our potential-based shaping) and on the
+sparse one (the env's own) with ``--seeds`` seeds each, sandboxed, exactly as the search's
+final re-training does, and reports the means, the normalised score's denominator
+(human - sparse) and the wall time per training. A budget is fit for the search when the
+human reference clearly beats the sparse one (so the normalised score is defined) and, for
+the tasks with a solve threshold, when the human reference reaches it.
+
+    python -m benchmarks.search_budgets                     # classic control, 3 seeds
+    python -m benchmarks.search_budgets --envs MountainCar-v0 --seeds 5
+
+Writes ``benchmarks/results/search_budgets.{json,md}``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from benchmarks.machine import describe_machine, recorded_args
+from rewardlab.llm_reward import evaluate, reference_programs
+from rewardlab.llm_reward.search.budgets import default_budget
+
+RESULTS = Path(__file__).parent / "results"
+CLASSIC = ("CartPole-v1", "Acrobot-v1", "MountainCar-v0", "Pendulum-v1")
+#: the 5-seed mean a solved task reaches (issue targets; Gymnasium's own thresholds where they exist)
+SOLVED = {"CartPole-v1": 475.0, "MountainCar-v0": -150.0, "Acrobot-v1": -100.0, "Pendulum-v1": -400.0}
+
+
+def train(env_id: str, label: str, seed: int) -> dict[str, Any]:
+    budget = default_budget(env_id)
+    program = reference_programs(env_id)[label]
+    start = time.monotonic()
+    result = evaluate(program, env_id, steps=budget.steps, seeds=[seed], num_envs=budget.num_envs,
+                      ppo_kwargs=budget.ppo_kwargs, num_checkpoints=5, eval_episodes=10, timeout_s=1800)
+    return {"env_id": env_id, "label": label, "seed": seed, "fitness": result.fitness if result.ok else None,
+            "failure": result.failure.reason if result.failure else None, "wall_s": time.monotonic() - start}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--envs", nargs="+", default=list(CLASSIC))
+    parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
+    args = parser.parse_args()
+    jobs = [(env_id, label, 100 + seed) for env_id in args.envs for label in ("human", "sparse")
+            for seed in range(args.seeds)]
+    start = time.monotonic()
+    with ThreadPoolExecutor(args.workers) as pool:
+        runs = list(pool.map(lambda job: train(*job), jobs))
+    total_s = time.monotonic() - start
+    rows = []
+    for env_id in args.envs:
+        budget = default_budget(env_id)
+        row: dict[str, Any] = {"env_id": env_id, "steps": budget.steps, "num_envs": budget.num_envs,
+                               "ppo_kwargs": budget.ppo_kwargs}
+        for label in ("human", "sparse"):
+            group = [r for r in runs if r["env_id"] == env_id and r["label"] == label]
+            values = [r["fitness"] for r in group if r["fitness"] is not None]
+            row[label] = {"per_seed": [r["fitness"] for r in group],
+                          "mean": statistics.fmean(values) if values else None,
+                          "std": statistics.pstdev(values) if len(values) > 1 else 0.0,
+                          "wall_s": statistics.fmean(r["wall_s"] for r in group),
+                          "failures": [r["failure"] for r in group if r["failure"]]}
+        human, sparse = row["human"]["mean"], row["sparse"]["mean"]
+        row["gap"] = None if human is None or sparse is None else human - sparse
+        row["human_solves"] = None if env_id not in SOLVED or human is None else human >= SOLVED[env_id]
+        rows.append(row)
+    machine = describe_machine()
+    data = {"args": recorded_args(args), "machine": machine, "total_s": total_s, "envs": rows}
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / "search_budgets.json").write_text(json.dumps(data, indent=2) + "\n")
+    lines = [
+        "# The search's default budgets: human vs sparse reference at each task's default",
+        "",
+        f"Each reference reward trained with PPO in the sandbox at the task's default budget "
+        f"(`rewardlab.llm_reward.search.budgets`), {args.seeds} seeds, fitness = the env's own return of 10 "
+        f"deterministic episodes at the end; {args.workers} trainings at a time. Total {total_s / 60:.1f} min.",
+        f"Machine: {machine['summary']}.",
+        "",
+        "| env | steps x envs | human (mean ± std) | sparse (mean ± std) | human - sparse | human solves | "
+        "s per training |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for row in rows:
+        def cell(label: str, row: dict[str, Any] = row) -> str:
+            score = row[label]
+            return "failed" if score["mean"] is None else f"{score['mean']:.1f} ± {score['std']:.1f}"
+
+        solves = {None: "-", True: f"yes (>= {SOLVED.get(row['env_id'])})", False: f"no (< {SOLVED.get(row['env_id'])})"}
+        gap = "-" if row["gap"] is None else f"{row['gap']:+.1f}"
+        wall = (row["human"]["wall_s"] + row["sparse"]["wall_s"]) / 2
+        lines.append(f"| {row['env_id']} | {row['steps']:,} x {row['num_envs']} | {cell('human')} | "
+                     f"{cell('sparse')} | {gap} | {solves[row['human_solves']]} | {wall:.0f} |")
+    lines += ["", "Reproduce: `python -m benchmarks.search_budgets " + " ".join(
+        ["--envs", *args.envs, "--seeds", str(args.seeds)]) + "`.", ""]
+    (RESULTS / "search_budgets.md").write_text("\n".join(lines))
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()

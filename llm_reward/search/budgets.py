@@ -1,0 +1,80 @@
+"""Default budgets of a search candidate: env steps, envs and PPO settings per task.
+
+A search can only tell a good reward from a bad one at a budget where a good reward
+solves the task: there the human reference (the env's reward plus our potential-based
+shaping) clearly beats the sparse one and the normalised score is defined. Each budget
+here is one where it does on this project's reference machine (2 cores), measured by
+``python -m benchmarks.search_budgets`` (``benchmarks/results/search_budgets.md``), and
+small enough that a search at the CLI's defaults stays within about 10 minutes there.
+
+Tasks without a budget of their own get :data:`GENERIC`; :func:`default_budget` says so,
+and the report repeats it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["BUDGETS", "GENERIC", "Budget", "default_budget"]
+
+
+@dataclass(frozen=True)
+class Budget:
+    """What one candidate trains with.
+
+    :param steps: env steps per seed.
+    :param num_envs: batched envs.
+    :param ppo_kwargs: ``rewardlab.agents.PPO`` settings (JSON data).
+    :param note: where the budget comes from, for the report.
+    """
+
+    steps: int
+    num_envs: int
+    ppo_kwargs: dict[str, Any] = field(default_factory=dict)
+    note: str = ""
+
+
+_MUJOCO = {"n_steps": 128, "batch_size": 512, "n_epochs": 10, "learning_rate": 3e-4, "anneal_lr": True,
+           "normalize_obs": True, "normalize_reward": True, "log_std_init": 0.0, "ent_coef": 0.0}
+
+#: per task: the classic-control settings of benchmarks/ppo_speed.py (tuned for time to
+#: solve), with steps where the human reference solves; MuJoCo behaviours with the PPO
+#: paper's settings over 16 envs
+BUDGETS: dict[str, Budget] = {
+    "CartPole-v1": Budget(60_000, 64, {"n_steps": 32, "n_epochs": 10, "learning_rate": 1e-3, "gamma": 0.98,
+                                       "gae_lambda": 0.8}),
+    "Acrobot-v1": Budget(100_000, 128, {"n_steps": 32, "n_epochs": 4, "learning_rate": 3e-3}),
+    "MountainCar-v0": Budget(150_000, 32, {"n_steps": 64, "n_epochs": 10, "learning_rate": 1e-3,
+                                           "normalize_reward": True}),
+    "MountainCarContinuous-v0": Budget(150_000, 32, {"n_steps": 64, "n_epochs": 10, "learning_rate": 1e-3,
+                                                     "normalize_reward": True}),
+    "Pendulum-v1": Budget(150_000, 64, {"n_steps": 64, "n_epochs": 10, "batch_size": 512, "learning_rate": 1e-3,
+                                        "gamma": 0.9, "normalize_obs": True, "normalize_reward": True,
+                                        "anneal_lr": True}),
+    "Hopper-Backward-v0": Budget(100_000, 16, dict(_MUJOCO)),
+    "HalfCheetah-Backward-v0": Budget(100_000, 16, dict(_MUJOCO)),
+    "Ant-TurnInPlace-v0": Budget(150_000, 16, dict(_MUJOCO)),
+}
+
+#: any other env: PPO's defaults over 16 envs
+GENERIC = Budget(
+    100_000, 16, {},
+    note="no budget was measured for this env: 100,000 steps over 16 envs with PPO's defaults; if the "
+         "human and sparse rewards tie, raise --steps",
+)
+
+
+def default_budget(env_id: str) -> Budget:
+    """The budget a search candidate of ``env_id`` trains with unless told otherwise.
+
+    :param env_id: the env.
+    """
+    budget = BUDGETS.get(env_id)
+    if budget is not None:
+        return Budget(budget.steps, budget.num_envs, dict(budget.ppo_kwargs),
+                      note=f"the default budget of {env_id} (llm_reward/search/budgets.py)")
+    if env_id.endswith("-v5"):  # the MuJoCo locomotion tasks
+        return Budget(300_000, 16, dict(_MUJOCO),
+                      note="the MuJoCo default: 300,000 steps over 16 envs with the PPO paper's settings")
+    return GENERIC

@@ -1,0 +1,284 @@
+"""``--proposer evolve``: structures from the description, weights tuned by Optuna (no LLM).
+
+Like R* and URDP, a program is a *structure* (which terms it has) and *weights*. The terms
+come from the env's description:
+
+- ``task`` (the env's own reward) and ``potential`` (potential-based shaping with the env's
+  built-in potential, when it has one): progress toward the goal that cannot change
+  which policy is optimal;
+- per state variable with one value per env: ``progress`` (``(v' - v) / s``) and
+  ``linear`` (``v' / s``) in the variable's goal direction, ``away`` (``(|v'| - |v|) / s``,
+  building energy, or damping it), ``square`` and ``gauss`` (staying near 0);
+- ``alive`` and ``terminal``; ``action_cost`` for continuous actions.
+
+Signs are not drawn at random: they follow the task. A success rule or task text that
+says ``position >= 0.5`` makes ``position``'s goal direction positive; "backwards", "left",
+"down" make it negative; survival tasks (the success rule is lasting until the time limit,
+or the text says balance/keep/stay) pay ``alive`` and penalise ``terminal`` and ``away``,
+goal tasks (the episode ends at the goal) the other way round. A variable whose direction
+nothing names may take either sign.
+
+One Optuna study (TPE, multivariate, with constant liar for the batch in flight) searches
+the structure (a categorical choice per term slot) and the weights (log-uniform) jointly;
+each iteration the study is rebuilt from every candidate trained so far, so that the same
+seed and history give the same proposals and a resumed search proposes what the
+interrupted one would have. Candidates are ranked by task fitness, then success rate, then
+the mean return of their training episodes (which tells apart candidates that all score
+the floor, such as -200 on MountainCar before any evaluation episode reaches the flag).
+"""
+
+from __future__ import annotations
+
+import re
+import warnings
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict
+from typing import Any
+
+from rewardlab.envs.descriptions import EnvDescription, success_if_terminated, success_if_truncated
+from rewardlab.llm_reward.programs.program import RewardProgram
+from rewardlab.llm_reward.search.evolve import (
+    Term,
+    _borrow_potential,
+    _borrow_task,
+    focus_variables,
+    render_program,
+    scalar_variables,
+)
+from rewardlab.llm_reward.search.records import Candidate, rank_key
+
+__all__ = ["StructuredProposer", "goal_directions", "task_kind"]
+
+#: the most state variables that get term slots (the task's own first)
+MAX_VARIABLES = 8
+#: candidates before TPE models the history (the first round's structures are given)
+STARTUP_TRIALS = 4
+_NEGATIVE = re.compile(r"\b(backwards?|left|down|downwards|lower|decrease|negative|reverse)\b", re.I)
+_POSITIVE = re.compile(r"\b(forwards?|right|up|upwards|higher|height|increase|positive|reach|top|flag|goal)\b", re.I)
+_SURVIVE = re.compile(r"\b(balance|balanced|keep|stay|upright|as long as possible|survive|avoid falling)\b", re.I)
+_COMPARISON = re.compile(r"\b([A-Za-z_]\w*)\s*(>=|<=|>|<)\s*-?\d")
+
+
+def task_kind(description: EnvDescription, task: str) -> str:
+    """``"survive"`` (last until the time limit) or ``"reach"`` (end the episode at a goal)."""
+    if description.success is success_if_truncated:
+        return "survive"
+    if description.success is success_if_terminated:
+        return "reach"
+    text = f"{task} {description.summary} {description.success_metric}"
+    return "survive" if _SURVIVE.search(text) else "reach"
+
+
+def goal_directions(description: EnvDescription, task: str, names: Sequence[str]) -> dict[str, int]:
+    """Per variable: +1 (the task wants it larger), -1 (smaller) or 0 (nothing says).
+
+    Comparisons in the success rule or the text (``position >= 0.5``) decide first; then
+    direction words ("backwards", "up") in the task, for the variables the task or the
+    description's summary names.
+    """
+    text = f"{task} {description.summary} {description.success_metric}"
+    directions = dict.fromkeys(names, 0)
+    for name, symbol in _COMPARISON.findall(text):
+        if name in directions:
+            directions[name] = 1 if symbol.startswith(">") else -1
+    if task_kind(description, task) == "survive":
+        return directions  # "swing up and balance": up is where it should stay, not a direction
+    named = set(focus_variables(description)) | {n for n in names if re.search(rf"(?<!\w){n}(?!\w)", task)}
+    words = -1 if _NEGATIVE.search(task) else 1 if _POSITIVE.search(task) else 0
+    for name in names:
+        if directions[name] == 0 and name in named:
+            directions[name] = words
+    return directions
+
+
+class StructuredProposer:
+    """Proposes programs from the description's terms with Optuna-tuned structure and weights.
+
+    :param description: the env's description.
+    :param seed: seeds the study's sampler.
+    :param references: the env's reference programs (``sparse``, ``human``), for the
+        ``task`` and ``potential`` terms.
+    :param task: the task text, for the signs.
+    """
+
+    def __init__(
+        self,
+        description: EnvDescription,
+        seed: int,
+        references: Mapping[str, RewardProgram] | None = None,
+        task: str = "",
+    ):
+        self.description = description
+        self.seed = seed
+        references = references or {}
+        self._task = _borrow_task(references.get("sparse"))
+        self._potential = _borrow_potential(references.get("human"), description)
+        names = scalar_variables(description)
+        focus = [name for name in focus_variables(description) if name in names]
+        self.variables = tuple(dict.fromkeys([*focus, *names]))[:MAX_VARIABLES]
+        self.kind = task_kind(description, task)
+        self.directions = goal_directions(description, task, self.variables)
+        self._continuous = description.action.dtype.startswith("float")
+
+    # ---------------------------------------------------------------- the space
+    def _shapes(self, name: str) -> list[str]:
+        """The choices of variable ``name``'s slot: a term kind and its sign, or ``none``."""
+        direction = self.directions[name]
+        signs = ("+", "-") if direction == 0 else ("+" if direction > 0 else "-",)
+        away = "+" if self.kind == "reach" else "-"
+        return ["none", *(f"progress{s}" for s in signs), *(f"linear{s}" for s in signs),
+                f"away{away}", "square+", "gauss+"]
+
+    def _suggest(self, trial: Any) -> list[Term]:
+        """The terms one Optuna trial chooses (define-by-run: a weight only for a chosen term)."""
+        terms: list[Term] = []
+        if self._task is not None and trial.suggest_categorical("task", [True, False]):
+            terms.append(Term("task", None, 1.0))
+        if self._potential is not None and trial.suggest_categorical("potential", [True, False]):
+            terms.append(Term("potential", None, _round(trial.suggest_float("w_potential", 0.1, 10.0, log=True))))
+        alive_sign = 1.0 if self.kind == "survive" else -1.0
+        for kind, sign, low, high in (("alive", alive_sign, 0.01, 2.0), ("terminal", -alive_sign, 0.1, 20.0)):
+            if trial.suggest_categorical(kind, [True, False]):
+                terms.append(Term(kind, None, _round(sign * trial.suggest_float(f"w_{kind}", low, high, log=True))))
+        if self._continuous and trial.suggest_categorical("action_cost", [True, False]):
+            terms.append(Term("action_cost", None, _round(trial.suggest_float("w_action_cost", 1e-4, 0.1, log=True))))
+        for name in self.variables:
+            shape = trial.suggest_categorical(f"shape_{name}", self._shapes(name))
+            if shape == "none":
+                continue
+            weight = trial.suggest_float(f"w_{name}", 0.01, 10.0, log=True)
+            sign = 1.0 if shape.endswith("+") else -1.0
+            temperature = 1.0
+            if shape.startswith("gauss"):
+                temperature = _round(trial.suggest_float(f"t_{name}", 0.1, 3.0, log=True))
+            terms.append(Term(shape[:-1], name, _round(sign * weight), temperature))
+        if not terms:  # an empty program pays nothing: fall back to the env's own reward, or survival
+            terms.append(Term("task", None, 1.0) if self._task is not None else Term("alive", None, alive_sign))
+        return terms
+
+    def _params(self, terms: Sequence[Term]) -> dict[str, Any]:
+        """The trial parameters that :meth:`_suggest` maps to ``terms`` (for the study's history)."""
+        kinds = {term.kind: term for term in terms if term.variable is None}
+        params: dict[str, Any] = {}
+        if self._task is not None:
+            params["task"] = "task" in kinds
+        if self._potential is not None:
+            params["potential"] = "potential" in kinds
+            if "potential" in kinds:
+                params["w_potential"] = abs(kinds["potential"].weight)
+        for kind in ("alive", "terminal", *(("action_cost",) if self._continuous else ())):
+            params[kind] = kind in kinds
+            if kind in kinds:
+                params[f"w_{kind}"] = abs(kinds[kind].weight)
+        by_variable = {term.variable: term for term in terms if term.variable is not None}
+        for name in self.variables:
+            term = by_variable.get(name)
+            if term is None:
+                params[f"shape_{name}"] = "none"
+                continue
+            params[f"shape_{name}"] = f"{term.kind}{'+' if term.weight >= 0 else '-'}"
+            params[f"w_{name}"] = abs(term.weight)
+            if term.kind == "gauss":
+                params[f"t_{name}"] = term.temperature
+        return params
+
+    def _distributions(self, params: Mapping[str, Any]) -> dict[str, Any]:
+        from optuna.distributions import CategoricalDistribution, FloatDistribution
+
+        ranges = {"w_potential": (0.1, 10.0), "w_alive": (0.01, 2.0), "w_terminal": (0.1, 20.0),
+                  "w_action_cost": (1e-4, 0.1)}
+        distributions: dict[str, Any] = {}
+        for key in params:
+            if key in ("task", "potential", "alive", "terminal", "action_cost"):
+                distributions[key] = CategoricalDistribution([True, False])
+            elif key.startswith("shape_"):
+                distributions[key] = CategoricalDistribution(self._shapes(key[len("shape_"):]))
+            elif key.startswith("t_"):
+                distributions[key] = FloatDistribution(0.1, 3.0, log=True)
+            else:
+                low, high = ranges.get(key, (0.01, 10.0))
+                distributions[key] = FloatDistribution(low, high, log=True)
+        return distributions
+
+    def canonical(self) -> list[list[Term]]:
+        """The first round's structures, in order: the env's own reward; with the built-in
+        potential as shaping; with progress along the task's directions (goal tasks) or
+        staying near 0 (survival tasks); and building (or damping) energy."""
+        base = [Term("task", None, 1.0)] if self._task is not None else []
+        structures = [base] if base else []
+        if self._potential is not None:
+            structures.append([*base, Term("potential", None, 1.0)])
+        directed = [name for name in self.variables if self.directions[name]]
+        focus = [name for name in focus_variables(self.description) if name in self.variables] or list(
+            self.variables[:2])
+        if self.kind == "reach" and directed:
+            structures.append([*base, *(Term("progress", name, 1.0 * self.directions[name]) for name in directed)])
+        elif focus:
+            structures.append([*base, *(Term("square", name, 0.5) for name in focus[:2])])
+        if self.variables:
+            sign = 1.0 if self.kind == "reach" else -1.0
+            structures.append([*base, *(Term("away", name, sign * 1.0) for name in self.variables[:2])])
+        alive = 1.0 if self.kind == "survive" else -1.0
+        structures.append([*base, Term("alive", None, alive * 0.1), Term("terminal", None, -alive * 1.0)])
+        if self._continuous:
+            structures.append([*base, Term("action_cost", None, 0.01)])
+        return [s for s in structures if s]
+
+    # ---------------------------------------------------------------- proposing
+    def render(self, terms: Sequence[Term]) -> str:
+        """The source of a program made of ``terms``."""
+        return render_program(terms, self.description, self._task, self._potential)
+
+    def propose(
+        self, iteration: int, count: int, history: Sequence[Candidate]
+    ) -> list[tuple[list[dict[str, object]], str]]:
+        """``count`` new programs for ``iteration``, as ``(genome, source)`` pairs.
+
+        :param iteration: 0-based iteration.
+        :param count: how many.
+        :param history: every candidate of the earlier iterations, with its results.
+        """
+        import optuna
+
+        optuna.logging.set_verbosity(optuna.logging.WARNING)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            sampler = optuna.samplers.TPESampler(
+                seed=self.seed * 1_000 + iteration, n_startup_trials=STARTUP_TRIALS, multivariate=True,
+                group=True, constant_liar=True,
+            )
+        study = optuna.create_study(direction="maximize", sampler=sampler)
+        trained = [c for c in history if c.genome is not None]
+        ranked = sorted(trained, key=rank_key)  # the study sees ranks: fitness, success, training return
+        rank = {c.key: index for index, c in enumerate(ranked)}
+        for candidate in trained:
+            terms = [Term(**term) for term in candidate.genome or []]
+            params = self._params(terms)
+            ok = candidate.result is not None and candidate.result.fitness is not None
+            study.add_trial(optuna.trial.create_trial(
+                params=params, distributions=self._distributions(params),
+                value=float(rank[candidate.key]) if ok else None,
+                state=optuna.trial.TrialState.COMPLETE if ok else optuna.trial.TrialState.FAIL,
+            ))
+        seen = {c.source for c in history if c.source}
+        if not trained:  # the first round: the structures a reader of the description would try
+            for terms in self.canonical()[:count]:
+                study.enqueue_trial(self._params(terms))
+        proposals: list[tuple[list[dict[str, object]], str]] = []
+        for _ in range(count):
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+                for _ in range(20):  # a proposal seen before teaches the study nothing new
+                    trial = study.ask()
+                    terms = self._suggest(trial)
+                    if self.render(terms) not in seen:
+                        break
+                    study.tell(trial, state=optuna.trial.TrialState.PRUNED)
+            source = self.render(terms)
+            seen.add(source)
+            proposals.append(([asdict(term) for term in terms], source))
+        return proposals
+
+
+def _round(value: float) -> float:
+    return float(f"{value:.4g}")

@@ -1,0 +1,97 @@
+"""The offline proposer (--proposer evolve): structures from the description, signs from the
+task, Optuna-tuned weights, the same proposals from the same seed and history, and ties on a
+floored fitness told apart."""
+
+from __future__ import annotations
+
+import pytest
+
+from rewardlab import llm_reward
+from rewardlab.llm_reward.programs.program import RewardProgram
+from rewardlab.llm_reward.search.evaluation import EvalResult
+from rewardlab.llm_reward.search.evolve import Term
+from rewardlab.llm_reward.search.progress import Progress
+from rewardlab.llm_reward.search.records import Candidate, best_of, rank_key
+from rewardlab.llm_reward.search.structured import StructuredProposer, goal_directions, task_kind
+from rewardlab.llm_reward.search.training import Checkpoint
+
+TASKS = {"CartPole-v1": "keep the pole balanced upright", "MountainCar-v0": "reach the flag",
+         "Acrobot-v1": "swing the tip above the bar", "Pendulum-v1": "swing up and balance",
+         "MountainCarContinuous-v0": "reach the flag"}
+
+
+def proposer(env_id: str, seed: int = 0) -> StructuredProposer:
+    return StructuredProposer(llm_reward.describe(env_id), seed, llm_reward.reference_programs(env_id), TASKS[env_id])
+
+
+def result(fitness: float, train_return: float | None = None, success: float | None = None) -> EvalResult:
+    points = [Checkpoint(step=1000, fitness=fitness, success_rate=success, train_return=train_return)]
+    return EvalResult("MountainCar-v0", True, fitness, success, points, [], None, 1000, 1.0, None, None, None,
+                      None, "")
+
+
+def trained(genome: list[dict], fitness: float, sample: int, iteration: int = 0, **kwargs) -> Candidate:
+    return Candidate(iteration, sample, genome=genome, source=f"# {iteration} {sample}",
+                     result=result(fitness, **kwargs))
+
+
+@pytest.mark.parametrize("env_id", sorted(TASKS))
+def test_every_proposal_passes_the_checks_and_repeats_with_the_seed(env_id: str) -> None:
+    first = proposer(env_id).propose(0, 4, [])
+    assert first == proposer(env_id).propose(0, 4, [])
+    history = [trained(genome, fitness=float(i), sample=i) for i, (genome, _) in enumerate(first)]
+    later = proposer(env_id).propose(1, 4, history)
+    assert later == proposer(env_id).propose(1, 4, history), "the same history, the same proposals"
+    assert {source for _, source in later}.isdisjoint(source for _, source in first)
+    for _, source in first + later:
+        RewardProgram.from_source(source).check(env_id)
+
+
+def test_the_first_round_tries_the_structures_a_reader_would() -> None:
+    genomes = [[(t["kind"], t["variable"], t["weight"]) for t in genome] for genome, _ in proposer("MountainCar-v0").propose(0, 4, [])]
+    assert genomes[0] == [("task", None, 1.0)]
+    assert genomes[1] == [("task", None, 1.0), ("potential", None, 1.0)]
+    assert ("progress", "position", 1.0) in genomes[2]  # the flag is at position >= 0.5: rightwards
+
+
+def test_signs_follow_the_task() -> None:
+    car = llm_reward.describe("MountainCar-v0")
+    assert task_kind(car, "reach the flag") == "reach"
+    assert goal_directions(car, "reach the flag", ("position", "velocity")) == {"position": 1, "velocity": 0}
+    pole = llm_reward.describe("CartPole-v1")
+    assert task_kind(pole, "keep the pole balanced upright") == "survive"
+    # a survival task keeps its variables near their target, whatever "up" says
+    assert set(goal_directions(pole, "keep it up", pole.state_names).values()) == {0}
+    shapes = proposer("MountainCar-v0")._shapes("position")
+    assert "progress+" in shapes and "progress-" not in shapes and "linear-" not in shapes
+    assert "away+" in shapes and "away-" not in shapes  # reaching the flag builds energy
+
+
+def test_later_rounds_lean_towards_what_scored_well() -> None:
+    env = proposer("MountainCar-v0")
+    good = [asdict_terms([Term("task", None, 1.0), Term("potential", None, 2.0)])]
+    bad = [asdict_terms([Term("task", None, 1.0), Term("linear", "position", 5.0)])]
+    history = [trained(good[0], -120.0, 0), trained(bad[0], -200.0, 1),
+               *[trained(asdict_terms([Term("task", None, 1.0), Term("away", "velocity", 0.1 * (i + 1))]), -200.0,
+                         i + 2) for i in range(6)]]
+    proposals = env.propose(1, 8, history)
+    with_potential = sum(any(t["kind"] == "potential" for t in genome) for genome, _ in proposals)
+    assert with_potential >= 4, "TPE keeps the term of the only candidate that left the floor"
+
+
+def asdict_terms(terms: list[Term]) -> list[dict]:
+    return [vars(term) for term in terms]
+
+
+def test_ties_on_a_floored_fitness_are_told_apart_and_named_alike() -> None:
+    floor = [trained([], -200.0, 0, train_return=-200.0), trained([], -200.0, 1, train_return=-187.0),
+             trained([], -200.0, 2, train_return=None)]
+    assert best_of(floor).sample == 1, "the training episodes that reached the flag count"
+    assert rank_key(floor[1]) > rank_key(floor[0]) > rank_key(floor[2])
+    same = [trained([], 500.0, 0, train_return=480.0), trained([], 500.0, 1, train_return=480.0)]
+    assert best_of(same).sample == 0, "the earliest on a full tie"
+    progress = Progress(1, 2, enabled=False)
+    progress.start_iteration(0, 2)
+    for candidate in reversed(same):  # the later one finishes first
+        progress.finished(candidate.fitness, candidate.key, True, candidate)
+    assert progress.best == (500.0, same[0].key), "the progress line names the report's best"
