@@ -564,6 +564,8 @@ class _Search:
         assert best.source is not None
         sources = {"best": best.source, **{label: self.references[label].source
                                            for label in ("sparse", "human") if label in self.references}}
+        if sources.get("human") is not None and sources.get("human") == sources.get("sparse"):
+            del sources["human"]  # one program (the MuJoCo tasks' env reward): train it once, report it once
         seeds = [FINAL_SEED_BASE + index for index in range(self.config.final_seeds)]
         scores = {label: FinalScore(label) for label in sources}
         jobs = [(label, seed) for label in sources for seed in seeds]

@@ -278,6 +278,9 @@ def _report(result: SearchResult, feedback: dict[int, str | None]) -> str:
             elif {"sparse", "human"} <= set(result.final):
                 lines += ["Normalised score (best - sparse) / |human - sparse|: undefined (the human and sparse "
                           "references scored the same, or one of them failed).", ""]
+            elif "sparse" in result.final and "human" not in result.final:
+                lines += ["The human reference of this env is its own reward, the sparse one: trained and reported "
+                          "once, as the sparse reference; no normalised score.", ""]
         lines += ["```python", (best.source or "").rstrip(), "```", "",
                   f"Train on it: `rewardlab train --env {config.env_id} --reward-program {result.out / BEST_FILE} "
                   "--logdir runs/best_reward`. Compare the final runs: `rewardlab compare "

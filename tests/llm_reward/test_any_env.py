@@ -12,7 +12,7 @@ from llm_servers import ScriptedLLM, client_for
 from user_envs import SECRET, write_corridor
 
 from rewardlab.app.cli import main as rewardlab
-from rewardlab.envs.description_files import load_description
+from rewardlab.envs.description_files import load_description, use_description
 from rewardlab.llm_reward.sandbox import Limits, run_sandboxed
 from rewardlab.llm_reward.sandbox.isolation import kernel_support
 from rewardlab.llm_reward.search import SearchConfig, search
@@ -103,3 +103,36 @@ def test_a_bad_description_file_is_refused_before_anything_runs(tmp_path: Path, 
     assert code == 2
     assert "index 9 is outside the observation's 2 columns" in capsys.readouterr().err
     assert not (tmp_path / "x").exists()
+
+
+GOAL_REWARD = '''
+import torch
+
+def compute_reward(position, terminated):
+    return terminated.float(), {"goal": terminated.float()}
+'''
+
+
+def test_default_budgets_references_trained_once_and_the_report_counts_the_cost(tmp_path: Path, monkeypatch) -> None:
+    from rewardlab import llm_reward
+    from rewardlab.llm_reward.search.budgets import GENERIC, default_budget
+
+    assert SearchConfig("Acrobot-v1", "swing up", proposer="evolve").steps == default_budget("Acrobot-v1").steps
+    monkeypatch.syspath_prepend(str(tmp_path))
+    env_id = write_corridor(tmp_path, "budget_corridor")
+    data = load_description(tmp_path / "corridor.toml", env_id)[1]
+    generic = SearchConfig(env_id, "reach the goal", proposer="evolve", description=data)
+    assert (generic.steps, generic.num_envs, generic.ppo_kwargs) == (GENERIC.steps, GENERIC.num_envs, {})
+    assert "no budget was measured" in generic.budget_note
+    # the human reference is the env's own reward (as on the MuJoCo tasks): trained once
+    use_description(data)
+    llm_reward.register_reference_programs(env_id, sparse=GOAL_REWARD, human=GOAL_REWARD)
+    config = SearchConfig(env_id, "reach the goal", proposer="evolve", iterations=1, samples=2, final_seeds=2,
+                          description=data, **TINY)
+    result = search(config, tmp_path / "run", workers=2)
+    assert set(result.final) == {"best", "sparse"} and result.normalized_score is None
+    report = (tmp_path / "run" / "report.md").read_text()
+    assert "trained and reported once" in report
+    assert "s per candidate" in report and "candidates per minute" in report and "IQM" in report
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["cost"]["candidate_wall_s"] > 0 and "iqm_ci" in summary["final_statistics"]["best"]

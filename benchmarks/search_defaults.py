@@ -1,0 +1,140 @@
+"""The reward search as a new user runs it: default budgets, the offline proposers side by side.
+
+For each env, ``rewardlab.llm_reward.search`` runs with the CLI's defaults (5 iterations x 4
+samples, the env's default budget from ``rewardlab.llm_reward.search.budgets``, 5 final seeds)
+once per proposer: ``evolve`` (structures from the description, signs from the task, Optuna
+TPE weights) and ``evolve-random`` (the earlier random-terms baseline), interleaved env by env.
+Per search: the best program's 5-seed return next to the human and sparse references
+(retrained with the same seeds and budget), Eureka's normalised score, IQM with its bootstrap
+interval, the probability that the best beats the human reward, and the wall time.
+
+    python -m benchmarks.search_defaults
+    python -m benchmarks.search_defaults --envs MountainCar-v0 --proposers evolve
+
+Writes ``benchmarks/results/search_defaults.{json,md}``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+from benchmarks.machine import describe_machine, recorded_args
+from rewardlab.llm_reward.search import SearchConfig, search
+from rewardlab.llm_reward.search.report import summary
+
+RESULTS = Path(__file__).parent / "results"
+CLASSIC = ("CartPole-v1", "MountainCar-v0", "Acrobot-v1", "Pendulum-v1")
+TASKS = {
+    "CartPole-v1": "Keep the pole balanced upright for as long as possible (500 steps at most).",
+    "MountainCar-v0": "Drive the car up the right hill to reach the flag as fast as possible.",
+    "Acrobot-v1": "Swing the tip of the lower link above the bar as fast as possible.",
+    "Pendulum-v1": "Swing the pendulum up and keep it balanced upright with little torque.",
+    "HalfCheetah-Backward-v0": "Run backwards until the torso's x position is at most -20 m.",
+    "Hopper-Backward-v0": "Hop backwards until the torso's x position is at most -5 m.",
+    "Ant-TurnInPlace-v0": "Turn in place counter-clockwise by a full turn.",
+}
+#: the 5-seed mean a solved task reaches
+SOLVED = {"CartPole-v1": 475.0, "MountainCar-v0": -150.0, "Acrobot-v1": -100.0, "Pendulum-v1": -400.0}
+
+
+def run(env_id: str, proposer: str, args: argparse.Namespace) -> dict[str, Any]:
+    out = Path(args.out) / f"{env_id}.{proposer}"
+    shutil.rmtree(out, ignore_errors=True)
+    config = SearchConfig(env_id=env_id, task=TASKS.get(env_id, "Maximise the episode return."),
+                          proposer=proposer, iterations=args.iterations, samples=args.samples,
+                          final_seeds=args.final_seeds, seed=args.seed)
+    start = time.perf_counter()
+    result = search(config, out, workers=args.workers)
+    data = summary(result)
+    data["wall_s"] = time.perf_counter() - start
+    data["best_source"] = result.best.source if result.best else None
+    print(f"{env_id} {proposer}: best {data['final'].get('best', {}).get('mean')}, normalised "
+          f"{data['normalized_score']}, {data['wall_s']:.0f} s", flush=True)
+    return data
+
+
+def _mean(row: dict[str, Any], label: str) -> str:
+    score = row["final"].get(label)
+    if not score or score["mean"] is None:
+        return "-"
+    return f"{score['mean']:.1f} ± {score['std']:.1f}"
+
+
+def markdown(rows: list[dict[str, Any]], args: argparse.Namespace, machine: dict[str, Any], total_s: float) -> str:
+    lines = [
+        "# The reward search at its defaults: evolve vs evolve-random",
+        "",
+        f"Each search: {args.iterations} iterations x {args.samples} samples at the env's default budget "
+        "(`rewardlab.llm_reward.search.budgets`), one training seed per candidate; the best program "
+        f"re-trained with {args.final_seeds} new seeds next to the human (env reward + our potential-based "
+        "shaping) and sparse (the env's own) references, same budget; fitness = the env's own return of 10 "
+        f"deterministic episodes. {args.workers} evaluations at a time; total {total_s / 60:.1f} min.",
+        f"Machine: {machine['summary']}.",
+        "",
+        "| env | proposer | steps x envs | best, 5 seeds | solves | human, 5 seeds | sparse, 5 seeds | normalised "
+        "score | IQM best [95% CI] | P(best > human) | wall min | candidates/min |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for row in rows:
+        stats = row.get("final_statistics", {})
+        best = row["final"].get("best") or {}
+        solves = "-"
+        if row["env_id"] in SOLVED and best.get("mean") is not None:
+            solves = "yes" if best["mean"] >= SOLVED[row["env_id"]] else "no"
+        iqm = stats.get("best")
+        iqm_cell = "-" if not iqm else f"{iqm['iqm']:.1f} [{iqm['iqm_ci'][0]:.1f}, {iqm['iqm_ci'][1]:.1f}]"
+        beats = stats.get("human", {}).get("p_best_beats")
+        score = row["normalized_score"]
+        rate = row["cost"]["candidates_per_minute"]
+        lines.append(
+            f"| {row['env_id']} | {row['proposer']} | {row['steps']:,} x {row['num_envs']} | {_mean(row, 'best')} | "
+            f"{solves} | {_mean(row, 'human')} | {_mean(row, 'sparse')} | {'-' if score is None else f'{score:.2f}'} | "
+            f"{iqm_cell} | {'-' if beats is None else f'{beats:.2f}'} | {row['wall_s'] / 60:.1f} | "
+            f"{'-' if rate is None else f'{rate:.1f}'} |"
+        )
+    lines += [
+        "",
+        "Normalised score: Eureka's (best - sparse) / |human - sparse| of the 5-seed means; 1 matches the human "
+        "reward. Solves: the best reward's 5-seed mean reaches " + ", ".join(f"{k} {v}" for k, v in SOLVED.items())
+        + ". P(best > human): the share of seed pairs where the best program's return beats the human reward's "
+        "(ties half).",
+        "",
+        "Reproduce: `python -m benchmarks.search_defaults " + " ".join(
+            ["--envs", *args.envs, "--proposers", *args.proposers]) + "`.",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--envs", nargs="+", default=list(CLASSIC))
+    parser.add_argument("--proposers", nargs="+", default=["evolve", "evolve-random"])
+    parser.add_argument("--iterations", type=int, default=5)
+    parser.add_argument("--samples", type=int, default=4)
+    parser.add_argument("--final-seeds", type=int, default=5)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--out", default="runs/bench_search_defaults")
+    parser.add_argument("--name", default="search_defaults", help="results file name")
+    args = parser.parse_args()
+    start = time.perf_counter()
+    rows = [run(env_id, proposer, args) for env_id in args.envs for proposer in args.proposers]
+    total_s = time.perf_counter() - start
+    machine = describe_machine()
+    RESULTS.mkdir(exist_ok=True)
+    data = {"args": recorded_args(args), "machine": machine, "total_s": total_s, "searches": rows}
+    (RESULTS / f"{args.name}.json").write_text(json.dumps(data, indent=2) + "\n")
+    text = markdown(rows, args, machine, total_s)
+    (RESULTS / f"{args.name}.md").write_text(text)
+    print(text)
+
+
+if __name__ == "__main__":
+    main()
