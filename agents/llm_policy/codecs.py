@@ -473,7 +473,48 @@ def _ego_offset(forward: int, right: int) -> str:
     return ", ".join(parts)
 
 
-CODEC_ENVS = (*_CLASSIC_ACTIONS, "DeepSea-v0", "FruitCollection-v0", "MiniGrid-*")
+CODEC_ENVS = (*_CLASSIC_ACTIONS, "DeepSea-v0", "FruitCollection-v0", "MiniGrid-*", "any other Gymnasium id")
+
+
+def generic_codec(env_id: str) -> TextCodec:
+    """The codec of any other env, from its description (the spaces', or a file's registered
+    with :func:`rewardlab.envs.description_files.use_description`) and its action space.
+
+    Discrete actions are named ``action_0 .. action_{n-1}`` (the description's action meaning
+    says what they do); a ``Box`` action is a list of numbers clipped to its bounds.
+
+    :param env_id: any id :func:`rewardlab.envs.make` can build.
+    :raises ValueError: no env can be made for the id.
+    """
+    from gymnasium import spaces
+
+    from rewardlab import envs
+
+    description = describe(env_id)
+    env = envs.make(env_id, num_envs=1)
+    try:
+        observation_shape = tuple(env.single_observation_space.shape)
+        space = env.single_action_space
+    finally:
+        env.close()
+    actions: ActionVocabulary
+    if isinstance(space, spaces.Discrete):
+        actions = NamedActions(tuple(f"action_{i}" for i in range(int(space.n))))
+        offset = int(space.start)
+        if offset:
+            raise ValueError(f"{env_id}: a Discrete action space starting at {offset} has no generic codec")
+    else:
+        actions = ContinuousActions("action", tuple(float(v) for v in np.ravel(space.low)),
+                                    tuple(float(v) for v in np.ravel(space.high)), description.action.meaning)
+    variables = "\n".join(
+        f"- {variable.name}: {variable.meaning}" + (f" [{variable.units}]" if variable.units else "")
+        for variable in description.state
+    )
+    task = (
+        f"You control {env_id}: {description.summary}\nGoal: {description.success_metric}\n"
+        f"Actions: {description.action.meaning}\n\nEach observation gives:\n{variables}"
+    )
+    return TextCodec(env_id, task, observation_shape, _classic_render(description), actions)
 
 
 def codec_for(env_id: str, **options: Any) -> TextCodec:
@@ -493,7 +534,12 @@ def codec_for(env_id: str, **options: Any) -> TextCodec:
         return fruit_codec(**options)
     if env_id.startswith("MiniGrid-"):
         return minigrid_codec(env_id, **options)
-    raise ValueError(
-        f"no text codec for env_id={env_id!r}; known: {', '.join(CODEC_ENVS)}. Build one with "
-        "rewardlab.agents.llm_policy.TextCodec(env_id, task, observation_shape, render, actions)"
-    )
+    if options:
+        raise ValueError(f"codec options {sorted(options)} are for DeepSea, FruitCollection and MiniGrid, not {env_id}")
+    try:
+        return generic_codec(env_id)
+    except ValueError as error:
+        raise ValueError(
+            f"no text codec for env_id={env_id!r} ({error}); known: {', '.join(CODEC_ENVS)}. Build one with "
+            "rewardlab.agents.llm_policy.TextCodec(env_id, task, observation_shape, render, actions)"
+        ) from error

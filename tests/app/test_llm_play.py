@@ -93,3 +93,19 @@ def test_benchmark_records_its_figures_with_an_endpoint(tmp_path):
     (row,) = json.loads((tmp_path / "llm_policy.json").read_text())["rows"]
     assert row["env"] == "DeepSea-v0" and row["steps"] == 20 and row["invalid_rate"] == 0.0
     assert "| DeepSea-v0 | none |" in (tmp_path / "llm_policy.md").read_text()
+
+
+def test_llm_play_on_a_users_module_env(tmp_path, monkeypatch):
+    """Any Gymnasium env: a module of the user's, described by the spaces, with named actions."""
+    from user_envs import write_corridor
+
+    monkeypatch.chdir(tmp_path)
+    env_id = write_corridor(tmp_path, "play_corridor")
+    with ScriptedChatServer(lambda messages: "action_1") as server:  # always step right
+        code = main(["llm-play", "--env", env_id, "--llm", "vllm:test-model", "--base-url", server.url,
+                     "--episodes", "2", "--retries", "0", "--logdir", str(tmp_path / "runs")])
+    assert code == 0
+    assert "obs_0" in server.requests[0][0]["content"] and "action_1" in server.requests[0][0]["content"]
+    metrics = json.loads((tmp_path / "runs" / "seed_0" / "metrics.json").read_text())
+    assert [episode["return"] for episode in metrics["episodes"]] == [1.0, 1.0]  # six steps right: the goal
+    assert metrics["invalid_answers"] == 0
