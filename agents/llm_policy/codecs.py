@@ -289,18 +289,22 @@ def classic_codec(env_id: str) -> TextCodec:
     if env_id not in _CLASSIC_ACTIONS:
         raise ValueError(f"env_id={env_id!r} is not a classic-control task; known: {sorted(_CLASSIC_ACTIONS)}")
     description = describe(env_id)
+    return TextCodec(
+        env_id, _description_task(description), (_OBSERVATION_WIDTH[env_id],), _classic_render(description),
+        _CLASSIC_ACTIONS[env_id],
+    )  # fmt: skip
+
+
+def _description_task(description: EnvDescription, actions: str = "") -> str:
+    """The system prompt's task from a description: summary, goal, actions, the variables."""
     variables = "\n".join(
         f"- {variable.name}: {variable.meaning}" + (f" [{variable.units}]" if variable.units else "")
         for variable in description.state
     )
-    task = (
-        f"You control {env_id}: {description.summary}\n"
-        f"Goal: {description.success_metric}\n\nEach observation gives:\n{variables}"
+    return (
+        f"You control {description.env_id}: {description.summary}\nGoal: {description.success_metric}\n"
+        + (f"Actions: {actions}\n" if actions else "") + f"\nEach observation gives:\n{variables}"
     )
-    return TextCodec(
-        env_id, task, (_OBSERVATION_WIDTH[env_id],), _classic_render(description),
-        _CLASSIC_ACTIONS[env_id],
-    )  # fmt: skip
 
 
 def _classic_render(description: EnvDescription) -> Callable[[np.ndarray], str]:
@@ -506,14 +510,7 @@ def generic_codec(env_id: str) -> TextCodec:
     else:
         actions = ContinuousActions("action", tuple(float(v) for v in np.ravel(space.low)),
                                     tuple(float(v) for v in np.ravel(space.high)), description.action.meaning)
-    variables = "\n".join(
-        f"- {variable.name}: {variable.meaning}" + (f" [{variable.units}]" if variable.units else "")
-        for variable in description.state
-    )
-    task = (
-        f"You control {env_id}: {description.summary}\nGoal: {description.success_metric}\n"
-        f"Actions: {description.action.meaning}\n\nEach observation gives:\n{variables}"
-    )
+    task = _description_task(description, description.action.meaning)
     return TextCodec(env_id, task, observation_shape, _classic_render(description), actions)
 
 
