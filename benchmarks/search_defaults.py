@@ -3,7 +3,9 @@
 For each env, ``rewardlab.llm_reward.search`` runs with the CLI's defaults (5 iterations x 4
 samples, the env's default budget from ``rewardlab.llm_reward.search.budgets``, 5 final seeds)
 once per proposer: ``evolve`` (structures from the description, signs from the task, Optuna
-TPE weights) and ``evolve-random`` (the earlier random-terms baseline), interleaved env by env.
+TPE weights) and ``evolve-random`` (the earlier random-terms baseline), interleaved env by env;
+``replay`` serves the corpus of LLM-style answers in ``tests/support/llm_answers.py`` (one
+iteration of all of an env's answers, through ``--llm replay:``).
 Per search: the best program's 5-seed return next to the human and sparse references
 (retrained with the same seeds and budget), Eureka's normalised score, IQM with its bootstrap
 interval, the probability that the best beats the human reward, and the wall time.
@@ -46,17 +48,38 @@ SOLVED = {"CartPole-v1": 475.0, "MountainCar-v0": -150.0, "Acrobot-v1": -100.0, 
 def run(env_id: str, proposer: str, args: argparse.Namespace) -> dict[str, Any]:
     out = Path(args.out) / f"{env_id}.{proposer}"
     shutil.rmtree(out, ignore_errors=True)
-    config = SearchConfig(env_id=env_id, task=TASKS.get(env_id, "Maximise the episode return."),
-                          proposer=proposer, iterations=args.iterations, samples=args.samples,
-                          final_seeds=args.final_seeds, seed=args.seed)
+    task = TASKS.get(env_id, "Maximise the episode return.")
+    client = None
+    if proposer == "replay":  # the corpus of LLM-style answers, one iteration, served in order
+        from benchmarks.reward_search import corpus_answers
+        from rewardlab.llm_reward.clients import make_client
+
+        answers = corpus_answers(env_id)
+        out.mkdir(parents=True)
+        corpus = out.parent / f"{env_id}.corpus.jsonl"
+        corpus.write_text("".join(json.dumps({"text": answer.text}) + "\n" for answer in answers))
+        client = make_client(f"replay:{corpus}")
+        shutil.rmtree(out)
+        config = SearchConfig(env_id=env_id, task=task, proposer="llm", llm=f"replay:{corpus}", iterations=1,
+                              samples=len(answers), final_seeds=args.final_seeds, seed=args.seed)
+    else:
+        config = SearchConfig(env_id=env_id, task=task, proposer=proposer, iterations=args.iterations,
+                              samples=args.samples, final_seeds=args.final_seeds, seed=args.seed)
     start = time.perf_counter()
-    result = search(config, out, workers=args.workers)
+    result = search(config, out, client=client, workers=args.workers)
     data = summary(result)
     data["wall_s"] = time.perf_counter() - start
     data["best_source"] = result.best.source if result.best else None
+    data["proposer"] = proposer
     print(f"{env_id} {proposer}: best {data['final'].get('best', {}).get('mean')}, normalised "
           f"{data['normalized_score']}, {data['wall_s']:.0f} s", flush=True)
     return data
+
+
+def _has_corpus(env_id: str) -> bool:
+    from benchmarks.reward_search import corpus_answers
+
+    return bool(corpus_answers(env_id))
 
 
 def _mean(row: dict[str, Any], label: str) -> str:
@@ -70,16 +93,17 @@ def markdown(rows: list[dict[str, Any]], args: argparse.Namespace, machine: dict
     lines = [
         "# The reward search at its defaults: evolve vs evolve-random",
         "",
-        f"Each search: {args.iterations} iterations x {args.samples} samples at the env's default budget "
+        f"Each search: {args.iterations} iterations x {args.samples} samples (replay: one iteration of the corpus's "
+        "answers for the env) at the env's default budget "
         "(`rewardlab.llm_reward.search.budgets`), one training seed per candidate; the best program "
         f"re-trained with {args.final_seeds} new seeds next to the human (env reward + our potential-based "
         "shaping) and sparse (the env's own) references, same budget; fitness = the env's own return of 10 "
         f"deterministic episodes. {args.workers} evaluations at a time; total {total_s / 60:.1f} min.",
         f"Machine: {machine['summary']}.",
         "",
-        "| env | proposer | steps x envs | best, 5 seeds | solves | human, 5 seeds | sparse, 5 seeds | normalised "
+        "| env | proposer | trained | steps x envs | best, 5 seeds | solves | human, 5 seeds | sparse, 5 seeds | normalised "
         "score | IQM best [95% CI] | P(best > human) | wall min | candidates/min |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for row in rows:
         stats = row.get("final_statistics", {})
@@ -93,7 +117,8 @@ def markdown(rows: list[dict[str, Any]], args: argparse.Namespace, machine: dict
         score = row["normalized_score"]
         rate = row["cost"]["candidates_per_minute"]
         lines.append(
-            f"| {row['env_id']} | {row['proposer']} | {row['steps']:,} x {row['num_envs']} | {_mean(row, 'best')} | "
+            f"| {row['env_id']} | {row['proposer']} | {row['trained']} of {row['candidates']} | "
+            f"{row['steps']:,} x {row['num_envs']} | {_mean(row, 'best')} | "
             f"{solves} | {_mean(row, 'human')} | {_mean(row, 'sparse')} | {'-' if score is None else f'{score:.2f}'} | "
             f"{iqm_cell} | {'-' if beats is None else f'{beats:.2f}'} | {row['wall_s'] / 60:.1f} | "
             f"{'-' if rate is None else f'{rate:.1f}'} |"
@@ -115,7 +140,8 @@ def markdown(rows: list[dict[str, Any]], args: argparse.Namespace, machine: dict
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--envs", nargs="+", default=list(CLASSIC))
-    parser.add_argument("--proposers", nargs="+", default=["evolve", "evolve-random"])
+    parser.add_argument("--proposers", nargs="+", default=["evolve", "evolve-random"],
+                        help="evolve, evolve-random, replay (the corpus of LLM-style answers, where it has some)")
     parser.add_argument("--iterations", type=int, default=5)
     parser.add_argument("--samples", type=int, default=4)
     parser.add_argument("--final-seeds", type=int, default=5)
@@ -125,7 +151,8 @@ def main() -> None:
     parser.add_argument("--name", default="search_defaults", help="results file name")
     args = parser.parse_args()
     start = time.perf_counter()
-    rows = [run(env_id, proposer, args) for env_id in args.envs for proposer in args.proposers]
+    rows = [run(env_id, proposer, args) for env_id in args.envs for proposer in args.proposers
+            if proposer != "replay" or _has_corpus(env_id)]
     total_s = time.perf_counter() - start
     machine = describe_machine()
     RESULTS.mkdir(exist_ok=True)
