@@ -155,16 +155,23 @@ class FinalScore:
         return (sum((value - mean) ** 2 for value in values) / len(values)) ** 0.5
 
 
+#: the checkpoints at the end of training whose mean fitness ranks a candidate
+LATE_CHECKPOINTS = 3
+
+
 def rank_key(candidate: Candidate) -> tuple[float, float, float]:
-    """How good a candidate is, larger better: task fitness, then success rate, then the mean
-    true return of its training episodes (which tells apart candidates that all score a
-    floor, such as -200 on MountainCar before any evaluation episode reaches the flag)."""
+    """How good a candidate is, larger better: its task fitness over the last
+    :data:`LATE_CHECKPOINTS` checkpoints (one lucky final evaluation of an unstable run does
+    not win), then success rate, then the mean true return of its training episodes (which
+    tells apart candidates that all score a floor, such as -200 on MountainCar before any
+    evaluation episode reaches the flag)."""
     result = candidate.result
     if result is None or result.fitness is None:
         return (-math.inf, -math.inf, -math.inf)
+    late = [point.fitness for point in result.curve[-LATE_CHECKPOINTS:]] or [result.fitness]
     returns = [point.train_return for point in result.curve if point.train_return is not None]
     success = result.success_rate if result.success_rate is not None else -math.inf
-    return (result.fitness, success, sum(returns) / len(returns) if returns else -math.inf)
+    return (sum(late) / len(late), success, sum(returns) / len(returns) if returns else -math.inf)
 
 
 def best_of(candidates: Sequence[Candidate]) -> Candidate | None:
