@@ -50,6 +50,7 @@ def main() -> None:
     parser.add_argument("--envs", nargs="+", default=list(CLASSIC))
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--name", default="search_budgets", help="results file name")
     args = parser.parse_args()
     jobs = [(env_id, label, 100 + seed) for env_id in args.envs for label in ("human", "sparse")
             for seed in range(args.seeds)]
@@ -77,7 +78,7 @@ def main() -> None:
     machine = describe_machine()
     data = {"args": recorded_args(args), "machine": machine, "total_s": total_s, "envs": rows}
     RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "search_budgets.json").write_text(json.dumps(data, indent=2) + "\n")
+    (RESULTS / f"{args.name}.json").write_text(json.dumps(data, indent=2) + "\n")
     lines = [
         "# The search's default budgets: human vs sparse reference at each task's default",
         "",
@@ -101,8 +102,8 @@ def main() -> None:
         lines.append(f"| {row['env_id']} | {row['steps']:,} x {row['num_envs']} | {cell('human')} | "
                      f"{cell('sparse')} | {gap} | {solves[row['human_solves']]} | {wall:.0f} |")
     lines += ["", "Reproduce: `python -m benchmarks.search_budgets " + " ".join(
-        ["--envs", *args.envs, "--seeds", str(args.seeds)]) + "`.", ""]
-    (RESULTS / "search_budgets.md").write_text("\n".join(lines))
+        ["--envs", *args.envs, "--seeds", str(args.seeds), "--name", args.name]) + "`.", ""]
+    (RESULTS / f"{args.name}.md").write_text("\n".join(lines))
     print("\n".join(lines))
 
 
