@@ -4,13 +4,14 @@ On a terminal the line is redrawn in place; elsewhere (a log file, CI) a line is
 only when something finishes, so logs stay readable. Messages (:meth:`Progress.note`)
 are printed above the line. Safe to use from several threads.
 
-    iteration 2/5 | running 2, done 5/8 | best 412.3 (it01_s02) | 18,204 tokens | $0.0421
+    iteration 2/5 | running 2, done 5/8 | best 412.3 (it01_s02) | 3.1 candidates/min | 18,204 tokens | $0.0421
 """
 
 from __future__ import annotations
 
 import sys
 import threading
+import time
 from typing import TextIO
 
 from rewardlab.llm_reward.clients import redact
@@ -53,6 +54,8 @@ class Progress:
         self.cost_usd = 0.0
         self.cost_unknown = False
         self._lock = threading.Lock()
+        self._start = time.monotonic()
+        self._evaluated = 0  # candidates that finished an evaluation, for the rate
         self._live = enabled and hasattr(self.stream, "isatty") and self.stream.isatty()
 
     def line(self) -> str:
@@ -63,6 +66,9 @@ class Progress:
             head = self.stage
         parts = [head, f"running {self.running}, done {self.done}/{self.total}"]
         parts.append(f"best {self.best[0]:.4g} ({self.best[1]})" if self.best else "best -")
+        minutes = (time.monotonic() - self._start) / 60
+        if self._evaluated and minutes > 0:
+            parts.append(f"{self._evaluated / minutes:.1f} candidates/min")
         parts.append(f"{self.tokens:,} tokens")
         parts.append("cost unknown" if self.cost_unknown else f"${self.cost_usd:.4f}")
         return " | ".join(parts)
@@ -107,6 +113,7 @@ class Progress:
         with self._lock:
             self.running -= int(trained)
             self.done += 1
+            self._evaluated += int(trained)
             if self.stage == "search" and candidate is not None:
                 self._finished.append(candidate)
                 best = best_of(self._finished)

@@ -144,8 +144,7 @@ def test_kendall_tau_b() -> None:
 
 
 def test_prescreen_audit_summary_says_whether_it_would_have_rejected_the_best() -> None:
-    points = curve([1, 2, 3], [1, 2, 3])
-    candidates = [trained([Term("alive", None, 1.0)], points, fitness, sample=i)
+    candidates = [trained([Term("alive", None, 1.0)], curve([fitness] * 3, [1, 2, 3]), fitness, sample=i)
                   for i, fitness in enumerate((10.0, 50.0, 30.0))]
     taus = (0.9, -0.4, 0.5)  # the eventual best (fitness 50) ranks the trajectories badly
     for candidate, tau in zip(candidates, taus):
