@@ -363,6 +363,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ours-cap", type=int, default=500_000, help="step cap of our runs")
     parser.add_argument("--sb3-cap", type=int, default=200_000, help="step cap of SB3's runs")
     parser.add_argument("--sb3-zoo", action="store_true", help="also run SB3 with rl-zoo settings")
+    parser.add_argument("--zoo-only", action="store_true",
+                        help="with --sb3-zoo: SB3 with rl-zoo's settings only, not with its defaults")
     parser.add_argument("--pendulum-steps", type=int, default=1_000_000)
     parser.add_argument("--eval-freq", type=int, default=4096, help="env steps between evaluations")
     parser.add_argument(
@@ -406,7 +408,7 @@ def main(argv: list[str] | None = None) -> int:
             _progress(result)
             if threshold is None:
                 continue
-            for zoo in (False, True) if args.sb3_zoo else (False,):
+            for zoo in ((True,) if args.zoo_only else (False, True)) if args.sb3_zoo else (False,):
                 result = run_sb3(env_id, seed, args.sb3_cap, args.eval_freq, threshold, zoo)
                 runs.append(result)
                 _progress(result)
