@@ -19,7 +19,8 @@ goal tasks (the episode ends at the goal) the other way round. A variable whose 
 nothing names may take either sign.
 
 One Optuna study (TPE, multivariate, with constant liar for the batch in flight) searches
-the structure (a categorical choice per term slot) and the weights (log-uniform) jointly;
+the structure (whether each task-level term is in, and which state term fills each of
+:data:`VARIABLE_SLOTS` slots: small programs) and the weights (log-uniform) jointly;
 each iteration the study is rebuilt from every candidate trained so far, so that the same
 seed and history give the same proposals and a resumed search proposes what the
 interrupted one would have. Candidates are ranked by task fitness, then success rate, then
@@ -53,6 +54,9 @@ __all__ = ["StructuredProposer", "goal_directions", "task_kind"]
 MAX_VARIABLES = 8
 #: candidates before TPE models the history (the first round's structures are given)
 STARTUP_TRIALS = 4
+#: state-variable terms a program may have, besides the task, potential, alive, terminal
+#: and action-cost terms (larger programs were rarely better and often did not train)
+VARIABLE_SLOTS = 2
 _NEGATIVE = re.compile(r"\b(backwards?|left|down|downwards|lower|decrease|negative|reverse)\b", re.I)
 _POSITIVE = re.compile(r"\b(forwards?|right|up|upwards|higher|height|increase|positive|reach|top|flag|goal)\b", re.I)
 _SURVIVE = re.compile(r"\b(balance|balanced|keep|stay|upright|as long as possible|survive|avoid falling)\b", re.I)
@@ -122,12 +126,15 @@ class StructuredProposer:
 
     # ---------------------------------------------------------------- the space
     def _shapes(self, name: str) -> list[str]:
-        """The choices of variable ``name``'s slot: a term kind and its sign, or ``none``."""
+        """The term kinds variable ``name`` may get, each with its sign."""
         direction = self.directions[name]
         signs = ("+", "-") if direction == 0 else ("+" if direction > 0 else "-",)
         away = "+" if self.kind == "reach" else "-"
-        return ["none", *(f"progress{s}" for s in signs), *(f"linear{s}" for s in signs),
-                f"away{away}", "square+", "gauss+"]
+        return [*(f"progress{s}" for s in signs), *(f"linear{s}" for s in signs), f"away{away}", "square+", "gauss+"]
+
+    def _slot_choices(self) -> list[str]:
+        """What one state-term slot may hold: ``none`` or ``kind<sign>:variable``."""
+        return ["none", *(f"{shape}:{name}" for name in self.variables for shape in self._shapes(name))]
 
     def _suggest(self, trial: Any) -> list[Term]:
         """The terms one Optuna trial chooses (define-by-run: a weight only for a chosen term)."""
@@ -142,16 +149,19 @@ class StructuredProposer:
                 terms.append(Term(kind, None, _round(sign * trial.suggest_float(f"w_{kind}", low, high, log=True))))
         if self._continuous and trial.suggest_categorical("action_cost", [True, False]):
             terms.append(Term("action_cost", None, _round(trial.suggest_float("w_action_cost", 1e-4, 0.1, log=True))))
-        for name in self.variables:
-            shape = trial.suggest_categorical(f"shape_{name}", self._shapes(name))
-            if shape == "none":
+        choices = self._slot_choices()
+        for slot in range(VARIABLE_SLOTS):  # a few state terms: small programs train and transfer best
+            choice = trial.suggest_categorical(f"term_{slot}", choices)
+            if choice == "none":
                 continue
-            weight = trial.suggest_float(f"w_{name}", 0.01, 10.0, log=True)
-            sign = 1.0 if shape.endswith("+") else -1.0
+            shape, name = choice.split(":")
+            weight = trial.suggest_float(f"w_term_{slot}", 0.01, 10.0, log=True)
             temperature = 1.0
             if shape.startswith("gauss"):
-                temperature = _round(trial.suggest_float(f"t_{name}", 0.1, 3.0, log=True))
-            terms.append(Term(shape[:-1], name, _round(sign * weight), temperature))
+                temperature = _round(trial.suggest_float(f"t_term_{slot}", 0.1, 3.0, log=True))
+            term = Term(shape[:-1], name, _round((1.0 if shape.endswith("+") else -1.0) * weight), temperature)
+            if all(other.name != term.name for other in terms):
+                terms.append(term)
         if not terms:  # an empty program pays nothing: fall back to the env's own reward, or survival
             terms.append(Term("task", None, 1.0) if self._task is not None else Term("alive", None, alive_sign))
         return terms
@@ -170,16 +180,16 @@ class StructuredProposer:
             params[kind] = kind in kinds
             if kind in kinds:
                 params[f"w_{kind}"] = abs(kinds[kind].weight)
-        by_variable = {term.variable: term for term in terms if term.variable is not None}
-        for name in self.variables:
-            term = by_variable.get(name)
-            if term is None:
-                params[f"shape_{name}"] = "none"
+        state_terms = [term for term in terms if term.variable is not None][:VARIABLE_SLOTS]
+        for slot in range(VARIABLE_SLOTS):
+            if slot >= len(state_terms):
+                params[f"term_{slot}"] = "none"
                 continue
-            params[f"shape_{name}"] = f"{term.kind}{'+' if term.weight >= 0 else '-'}"
-            params[f"w_{name}"] = abs(term.weight)
+            term = state_terms[slot]
+            params[f"term_{slot}"] = f"{term.kind}{'+' if term.weight >= 0 else '-'}:{term.variable}"
+            params[f"w_term_{slot}"] = abs(term.weight)
             if term.kind == "gauss":
-                params[f"t_{name}"] = term.temperature
+                params[f"t_term_{slot}"] = term.temperature
         return params
 
     def _distributions(self, params: Mapping[str, Any]) -> dict[str, Any]:
@@ -191,8 +201,8 @@ class StructuredProposer:
         for key in params:
             if key in ("task", "potential", "alive", "terminal", "action_cost"):
                 distributions[key] = CategoricalDistribution([True, False])
-            elif key.startswith("shape_"):
-                distributions[key] = CategoricalDistribution(self._shapes(key[len("shape_"):]))
+            elif key.startswith("term_"):
+                distributions[key] = CategoricalDistribution(self._slot_choices())
             elif key.startswith("t_"):
                 distributions[key] = FloatDistribution(0.1, 3.0, log=True)
             else:
@@ -212,7 +222,8 @@ class StructuredProposer:
         focus = [name for name in focus_variables(self.description) if name in self.variables] or list(
             self.variables[:2])
         if self.kind == "reach" and directed:
-            structures.append([*base, *(Term("progress", name, 1.0 * self.directions[name]) for name in directed)])
+            structures.append([*base, *(Term("progress", name, 1.0 * self.directions[name])
+                                         for name in directed[:VARIABLE_SLOTS])])
         elif focus:
             structures.append([*base, *(Term("square", name, 0.5) for name in focus[:2])])
         if self.variables:
