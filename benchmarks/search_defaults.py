@@ -137,6 +137,33 @@ def markdown(rows: list[dict[str, Any]], args: argparse.Namespace, machine: dict
     return "\n".join(lines)
 
 
+def merge(args: argparse.Namespace) -> None:
+    """Combine results files (``--merge A B``): B's (env, proposer) rows replace A's."""
+    rows: dict[tuple[str, str], dict[str, Any]] = {}
+    sources = []
+    for name in args.merge:
+        data = json.loads((RESULTS / f"{name}.json").read_text())
+        sources.append(data)
+        for row in data.get("searches", []):
+            rows[(row["env_id"], row["proposer"])] = row
+    first = sources[0]
+    merged = {"merged_from": args.merge, "machine": first["machine"], "runs": [
+        {"name": name, "args": data["args"], "total_s": data["total_s"]} for name, data in zip(args.merge, sources)],
+        "total_s": sum(data["total_s"] for data in sources), "searches": list(rows.values())}
+    (RESULTS / f"{args.name}.json").write_text(json.dumps(merged, indent=2) + "\n")
+    for key in ("iterations", "samples", "final_seeds", "workers"):
+        setattr(args, key, first["args"][key])
+    args.envs = list(dict.fromkeys(row["env_id"] for row in rows.values()))
+    args.proposers = list(dict.fromkeys(row["proposer"] for row in rows.values()))
+    text = markdown(list(rows.values()), args, first["machine"], merged["total_s"])
+    runs = "; ".join(f"`{name}` ({', '.join(data['args']['proposers'])}, {data['total_s'] / 60:.0f} min)"
+                     for name, data in zip(args.merge, sources))
+    text = text.replace("\nReproduce:", f"\nRows merged from the runs {runs}, the later replacing the earlier for the "
+                        "same env and proposer.\n\nReproduce:")
+    (RESULTS / f"{args.name}.md").write_text(text)
+    print(text)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--envs", nargs="+", default=list(CLASSIC))
@@ -149,7 +176,13 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--out", default="runs/bench_search_defaults")
     parser.add_argument("--name", default="search_defaults", help="results file name")
+    parser.add_argument("--merge", nargs="+", metavar="NAME",
+                        help="run nothing: combine earlier results files into --name, a later file's "
+                             "rows replacing an earlier one's for the same env and proposer")
     args = parser.parse_args()
+    if args.merge:
+        merge(args)
+        return
     start = time.perf_counter()
     rows = [run(env_id, proposer, args) for env_id in args.envs for proposer in args.proposers
             if proposer != "replay" or _has_corpus(env_id)]
