@@ -209,3 +209,20 @@ def test_ppo_on_mujoco_trains_with_the_mujoco_preset(tmp_path):
     # The preset fills in what the config file leaves out; the file's values win.
     assert config["hyperparameters"] == {**MUJOCO_CONFIG.to_dict(), "n_steps": 16, "n_epochs": 1}
     assert scalars(logdir / "seed_0", "reward/healthy_reward")
+
+
+@pytest.mark.parametrize("algo", ["ppo", "hra", "sb3-ppo"])
+def test_train_on_a_minigrid_id_and_a_users_module_env(tmp_path, monkeypatch, algo):
+    """Any Gymnasium env: MiniGrid (imported to register its ids) and module:Env-v0 of the user's."""
+    from user_envs import write_corridor
+
+    pytest.importorskip("minigrid")
+    monkeypatch.chdir(tmp_path)
+    env_id = write_corridor(tmp_path, f"train_corridor_{algo.replace('-', '_')}")
+    for env in (env_id, "MiniGrid-Empty-5x5-v0"):
+        logdir = tmp_path / f"runs_{env.replace(':', '_')}"
+        code = main(["train", "--env", env, "--algo", algo, "--steps", "512", "--num-envs", "4",
+                     "--logdir", str(logdir), "--no-progress"])
+        assert code == 0
+        metrics = json.loads((logdir / "seed_0" / "metrics.json").read_text())
+        assert metrics["status"] == "complete" and np.isfinite(metrics["eval_return_mean"])
