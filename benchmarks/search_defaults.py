@@ -55,11 +55,10 @@ def run(env_id: str, proposer: str, args: argparse.Namespace) -> dict[str, Any]:
         from rewardlab.llm_reward.clients import make_client
 
         answers = corpus_answers(env_id)
-        out.mkdir(parents=True)
+        out.parent.mkdir(parents=True, exist_ok=True)
         corpus = out.parent / f"{env_id}.corpus.jsonl"
         corpus.write_text("".join(json.dumps({"text": answer.text}) + "\n" for answer in answers))
         client = make_client(f"replay:{corpus}")
-        shutil.rmtree(out)
         config = SearchConfig(env_id=env_id, task=task, proposer="llm", llm=f"replay:{corpus}", iterations=1,
                               samples=len(answers), final_seeds=args.final_seeds, seed=args.seed)
     else:

@@ -128,9 +128,7 @@ def _checked(raw: Any, path: Path, obs_shape: tuple[int, ...]) -> dict[str, Any]
     action = raw.get("action", {})
     if not isinstance(action, dict) or sorted(set(action) - ACTION_KEYS):
         raise ValueError(f'{where}: [action] takes only meaning = "..."')
-    names = [state["name"] for state in states]
-    success = raw.get("success", "none")
-    _success_rule(success, names, where)
+    _success_rule(raw.get("success", "none"), dict.fromkeys(state["name"] for state in states), where)
     return json.loads(json.dumps(raw))
 
 
@@ -150,7 +148,11 @@ def _slice_reader(start: int, stop: int) -> Any:
     return read
 
 
-def _success_rule(text: Any, names: list[str], where: str) -> SuccessRule | None:
+def _success_rule(text: Any, readers: Mapping[str, Any], where: str) -> SuccessRule | None:
+    """The success rule ``text`` names, over the state variables' ``readers`` (name -> reader).
+
+    :raises ValueError: ``text`` is no rule, or compares a variable the file does not declare.
+    """
     if text in ("none", None):
         return None
     if text == "terminated":
@@ -158,12 +160,18 @@ def _success_rule(text: Any, names: list[str], where: str) -> SuccessRule | None
     if text == "truncated":
         return success_if_truncated
     match = _RULE.match(text) if isinstance(text, str) else None
-    if match is None or match.group(1) not in names:
+    if match is None or match.group(1) not in readers:
         raise ValueError(
             f'{where}: success must be "terminated", "truncated", "none" or a comparison of a state '
-            f'variable on the last state such as "{names[0]} >= 1.0", got {text!r}'
+            f'variable on the last state such as "{next(iter(readers))} >= 1.0", got {text!r}'
         )
-    return None  # a comparison: built with its reader by description_from_data
+    name, symbol, value = match.groups()
+    read, compare, threshold = readers[name], _COMPARISONS[symbol], float(value)
+
+    def success(final_obs: torch.Tensor, terminated: torch.Tensor, truncated: torch.Tensor) -> torch.Tensor:
+        return compare(read(final_obs).reshape(len(final_obs), -1)[:, 0], threshold)
+
+    return success
 
 
 def description_from_data(data: Mapping[str, Any]) -> EnvDescription:
@@ -180,17 +188,8 @@ def description_from_data(data: Mapping[str, Any]) -> EnvDescription:
             state["name"], state["meaning"], units=state.get("units", ""),
             low=state.get("low"), high=state.get("high"), **kwargs,
         ))
-    names = [state.name for state in states]
     success_text = data.get("success", "none")
-    success = _success_rule(success_text, names, "the description")
-    if success is None and success_text not in ("none", None):
-        name, symbol, value = _RULE.match(success_text).groups()
-        read = states[names.index(name)].read
-        compare, threshold = _COMPARISONS[symbol], float(value)
-
-        def success(final_obs: torch.Tensor, terminated: torch.Tensor, truncated: torch.Tensor) -> torch.Tensor:
-            return compare(read(final_obs).reshape(len(final_obs), -1)[:, 0], threshold)
-
+    success = _success_rule(success_text, {state.name: state.read for state in states}, "the description")
     metric = data.get("success_metric") or (
         f"the success rate ({success_text}), then the episode return" if success is not None
         else "the episode return (sum of the environment's own rewards)."

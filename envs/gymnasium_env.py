@@ -102,9 +102,11 @@ def check_gymnasium_id(env_id: str) -> None:
     except gymnasium.error.Error as error:
         from rewardlab.envs.registration import registered
 
+        # a missing package was reported by import_env_module: here it is installed
+        packages = [packages[0] for prefix, (packages, _) in ID_PACKAGES.items() if env_id.startswith(prefix)]
         hint = (
-            "a MiniGrid id needs the minigrid package (pip install 'rewardlab[minigrid]')"
-            if env_id.startswith(("MiniGrid", "BabyAI"))
+            f"{packages[0]} is installed and registers no such id"
+            if packages
             else "for an env of your own use 'module:EnvName-v0', where importing module registers "
             "EnvName-v0 (gymnasium.register)"
         )

@@ -316,6 +316,8 @@ def readable_roots(extra: Iterable[str] = ()) -> list[str]:
 def _modules_under(folders: list[str]) -> set[str]:
     """The files (or package folders) of imported modules that lie in ``folders``."""
     found: set[str] = set()
+    if not folders:  # the usual case: no need to walk every loaded module
+        return found
     for module in list(sys.modules.values()):
         # __path__ of a package is a list (or a namespace path); torch's ops modules fake one
         package = getattr(module, "__path__", None)

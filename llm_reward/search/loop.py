@@ -300,7 +300,9 @@ class _Search:
         if (config.proposer == "llm") != (client is not None):
             raise ValueError("pass a client exactly when the proposer is the LLM")
         self.config = config
-        built_in = config.env_id in registered_descriptions() and description_data(config.env_id) is None
+        # a built-in description (not a file's) makes the env's source redundant in the prompt
+        built_in = (config.description is None and config.env_id in registered_descriptions()
+                    and description_data(config.env_id) is None)
         self.description = searchable_description(config.env_id, config.description)
         has_references = config.env_id in registered_reference_programs()
         self.references = reference_programs(config.env_id) if has_references else {}
@@ -325,8 +327,7 @@ class _Search:
         elif config.proposer == "evolve-random":
             self._evolve = EvolveProposer(self.description, config.seed, self.references)
         examples = most_similar(config.task, config.env_id, config.shots) if config.mode == "text2reward" else []
-        show_source = config.env_source == "always" or (
-            config.env_source == "auto" and not (built_in and config.description is None))
+        show_source = config.env_source == "always" or (config.env_source == "auto" and not built_in)
         source = env_source(config.env_id) if show_source else ""
         self._first_prompt = task_prompt(self.description, config.task, examples, source)
         self._trajectories: list[dict[str, Any]] | None = None
@@ -434,7 +435,7 @@ class _Search:
                     return
             trained = self._evaluate(candidate)
         finally:
-            self.progress.finished(candidate.fitness, candidate.key, trained, candidate)
+            self.progress.finished(candidate.key, trained, candidate)
 
     def _answer(self, candidate: Candidate, proposal: _Proposal, answer: Future[Completion] | None) -> bool:
         """Fill in the candidate's answer (saved, or new and saved now); False if there is none."""
@@ -576,7 +577,7 @@ class _Search:
             record = self.store.get("final", key)
             if record is not None:
                 self._score(scores[label], seed, EvalResult.from_dict(record["result"]))
-                self.progress.finished(None, key, trained=False)
+                self.progress.finished(key, trained=False)
                 continue
             task = self._task(key, sources[label], [seed], self.store.path("final", label, f"seed_{seed}"))
             pending[self.executor.submit(task, self.progress.started)] = (label, seed, key)
@@ -586,7 +587,7 @@ class _Search:
             self.store.append({"type": "final", "key": key, "label": label, "seed": seed,
                                "candidate": best.key if label == "best" else None, "result": result.to_dict()})
             self._score(scores[label], seed, result)
-            self.progress.finished(None, key, trained=True)
+            self.progress.finished(key, trained=True)
         for score in scores.values():
             score.fitness = dict(sorted(score.fitness.items()))
         return scores

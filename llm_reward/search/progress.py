@@ -101,13 +101,12 @@ class Progress:
             self.running += 1
             self._show()
 
-    def finished(self, fitness: float | None, key: str, trained: bool, candidate: Candidate | None = None) -> None:
-        """A candidate is done (trained, failed or rejected).
+    def finished(self, key: str, trained: bool, candidate: Candidate | None = None) -> None:
+        """A job is done (a candidate trained, failed or was rejected; a final re-training ended).
 
-        :param fitness: its fitness, when it trained.
         :param key: its key.
         :param trained: it had been counted as running.
-        :param candidate: the candidate itself; the best is then chosen as the search's report
+        :param candidate: the search's candidate; the best is chosen as the search's report
             chooses it (:func:`~rewardlab.llm_reward.search.records.best_of`), ties included.
         """
         with self._lock:
@@ -118,8 +117,6 @@ class Progress:
                 self._finished.append(candidate)
                 best = best_of(self._finished)
                 self.best = None if best is None or best.fitness is None else (best.fitness, best.key)
-            elif fitness is not None and (self.best is None or fitness > self.best[0]) and self.stage == "search":
-                self.best = (fitness, key)
             self._show(finished=True)
 
     def spent(self, tokens: int, cost_usd: float | None) -> None:

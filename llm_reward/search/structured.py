@@ -142,23 +142,23 @@ class StructuredProposer:
         if self._task is not None and trial.suggest_categorical("task", [True, False]):
             terms.append(Term("task", None, 1.0))
         if self._potential is not None and trial.suggest_categorical("potential", [True, False]):
-            terms.append(Term("potential", None, _round(trial.suggest_float("w_potential", 0.1, 10.0, log=True))))
+            terms.append(Term("potential", None, _round(_suggest_log(trial, "w_potential"))))
         alive_sign = 1.0 if self.kind == "survive" else -1.0
-        for kind, sign, low, high in (("alive", alive_sign, 0.01, 2.0), ("terminal", -alive_sign, 0.1, 20.0)):
+        for kind, sign in (("alive", alive_sign), ("terminal", -alive_sign)):
             if trial.suggest_categorical(kind, [True, False]):
-                terms.append(Term(kind, None, _round(sign * trial.suggest_float(f"w_{kind}", low, high, log=True))))
+                terms.append(Term(kind, None, _round(sign * _suggest_log(trial, f"w_{kind}"))))
         if self._continuous and trial.suggest_categorical("action_cost", [True, False]):
-            terms.append(Term("action_cost", None, _round(trial.suggest_float("w_action_cost", 1e-4, 0.1, log=True))))
+            terms.append(Term("action_cost", None, _round(_suggest_log(trial, "w_action_cost"))))
         choices = self._slot_choices()
         for slot in range(VARIABLE_SLOTS):  # a few state terms: small programs train and transfer best
             choice = trial.suggest_categorical(f"term_{slot}", choices)
             if choice == "none":
                 continue
             shape, name = choice.split(":")
-            weight = trial.suggest_float(f"w_term_{slot}", 0.01, 10.0, log=True)
+            weight = _suggest_log(trial, f"w_term_{slot}")
             temperature = 1.0
             if shape.startswith("gauss"):
-                temperature = _round(trial.suggest_float(f"t_term_{slot}", 0.1, 3.0, log=True))
+                temperature = _round(_suggest_log(trial, f"t_term_{slot}"))
             term = Term(shape[:-1], name, _round((1.0 if shape.endswith("+") else -1.0) * weight), temperature)
             if all(other.name != term.name for other in terms):
                 terms.append(term)
@@ -195,19 +195,14 @@ class StructuredProposer:
     def _distributions(self, params: Mapping[str, Any]) -> dict[str, Any]:
         from optuna.distributions import CategoricalDistribution, FloatDistribution
 
-        ranges = {"w_potential": (0.1, 10.0), "w_alive": (0.01, 2.0), "w_terminal": (0.1, 20.0),
-                  "w_action_cost": (1e-4, 0.1)}
         distributions: dict[str, Any] = {}
         for key in params:
             if key in ("task", "potential", "alive", "terminal", "action_cost"):
                 distributions[key] = CategoricalDistribution([True, False])
             elif key.startswith("term_"):
                 distributions[key] = CategoricalDistribution(self._slot_choices())
-            elif key.startswith("t_"):
-                distributions[key] = FloatDistribution(0.1, 3.0, log=True)
             else:
-                low, high = ranges.get(key, (0.01, 10.0))
-                distributions[key] = FloatDistribution(low, high, log=True)
+                distributions[key] = FloatDistribution(*_log_range(key), log=True)
         return distributions
 
     def canonical(self) -> list[list[Term]]:
@@ -289,6 +284,22 @@ class StructuredProposer:
             seen.add(source)
             proposals.append(([asdict(term) for term in terms], source))
         return proposals
+
+
+#: the log-uniform ranges Optuna tunes, by parameter name: the task-level weights; every
+#: state term's weight (``w_term_*``) and gauss temperature (``t_term_*``) share one each
+_RANGES = {"w_potential": (0.1, 10.0), "w_alive": (0.01, 2.0), "w_terminal": (0.1, 20.0), "w_action_cost": (1e-4, 0.1)}
+_STATE_WEIGHT = (0.01, 10.0)
+_TEMPERATURE = (0.1, 3.0)
+
+
+def _log_range(name: str) -> tuple[float, float]:
+    return _TEMPERATURE if name.startswith("t_") else _RANGES.get(name, _STATE_WEIGHT)
+
+
+def _suggest_log(trial: Any, name: str) -> float:
+    low, high = _log_range(name)
+    return trial.suggest_float(name, low, high, log=True)
 
 
 def _round(value: float) -> float:

@@ -61,8 +61,7 @@ def make_env(env_id: str, num_envs: int, shaping: str, seed: int, gamma: float =
             [lambda i=i: make_minigrid(env_id, seed=seed + i) for i in range(num_envs)],
             autoreset_mode=gymnasium.vector.AutoresetMode.SAME_STEP,
         )
-    envs.check_id(env_id)  # a batched env, or any id Gymnasium can make
-    env = envs.make(env_id, num_envs=num_envs, seed=seed)
+    env = envs.make(env_id, num_envs=num_envs, seed=seed)  # any id Gymnasium can make, too
     if shaping == "builtin":
         env = BatchedPotentialShaping(env, potentials.for_env(env_id), gamma=gamma)
     return env

@@ -93,5 +93,5 @@ def test_ties_on_a_floored_fitness_are_told_apart_and_named_alike() -> None:
     progress = Progress(1, 2, enabled=False)
     progress.start_iteration(0, 2)
     for candidate in reversed(same):  # the later one finishes first
-        progress.finished(candidate.fitness, candidate.key, True, candidate)
+        progress.finished(candidate.key, True, candidate)
     assert progress.best == (500.0, same[0].key), "the progress line names the report's best"
