@@ -260,7 +260,7 @@ class PPOConfig(LearnerConfig):
     ``n_steps * env.num_envs`` transitions; by default it is chosen for about
     :data:`ROLLOUT_TARGET` transitions whatever the number of envs (many envs, short
     rollouts), and the learning rate is 1e-3 rather than SB3's 3e-4: with these defaults
-    PPO solves CartPole-v1 and Acrobot-v1 within 100,000 steps on 8 to 128 envs
+    PPO solves CartPole-v1 and Acrobot-v1 within 100,000 steps on 16 and on 64 envs
     (``benchmarks/ppo_defaults.py``).
 
     Checked when made (a bad value raises ``ValueError`` naming it); saved with the model
@@ -275,7 +275,7 @@ class PPOConfig(LearnerConfig):
     :param learning_rate: Adam's step size.
     :param anneal_lr: decay the learning rate linearly to 0 over each ``learn`` call.
     :param n_steps: steps per env per rollout; None: :func:`default_n_steps` of the env's
-        ``num_envs`` (``2048 // num_envs``, at least 16).
+        ``num_envs`` (2048 / num_envs rounded, at least 16).
     :param batch_size: minibatch size; None: a quarter of the rollout.
     :param n_epochs: passes over each rollout.
     :param gamma: discount (the default for every value head).

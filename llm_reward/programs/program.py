@@ -429,8 +429,8 @@ class RewardFunction:
         self._function: Callable[..., Any] = function
         self._line = _return_line(program.source, program.function_name)
         #: True once the program showed it is written for one state at a time: it is then
-        #: run per env, with ``torch.vmap`` where it traces (pure torch code, near batched
-        #: speed), in a Python loop otherwise (about num_envs times slower).
+        #: run per env, with ``torch.vmap`` where it traces (pure torch code: one call for the
+        #: batch), in a Python loop otherwise (one call of the program per env).
         self.per_state = False
         #: how per-state code runs: "vmap" or "loop" (decided on the first per-state call)
         self.per_state_mode = ""
