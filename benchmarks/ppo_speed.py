@@ -7,7 +7,11 @@ seed trains
   ``OURS`` (below, tuned here for time to solve on two CPU cores);
 - ``sb3``: SB3's PPO with its default hyperparameters on ``make_vec_env(env_id, 8)``
   (``DummyVecEnv`` of Gymnasium envs), capped at ``--sb3-cap`` steps;
-- ``sb3-zoo`` (with ``--sb3-zoo``): SB3's PPO with rl-baselines3-zoo's tuned settings.
+- ``sb3-zoo`` (with ``--sb3-zoo``): SB3's PPO with rl-baselines3-zoo's tuned settings;
+- ``jax-<config>`` (with ``--jax CONFIG ...``): a PureJaxRL-style PPO in JAX on gymnax envs
+  (``benchmarks/purejaxrl_ppo.py``), in a child process run by ``--jax-python`` (an
+  interpreter with the ``bench`` extra), with the same thread count; its compile time is
+  its warm-up, reported apart and added in the "incl. warm-up" columns.
 
 Evaluation: after each update, once every ``--eval-freq`` env steps, the deterministic
 policy plays one episode in each of 32 envs of a separate batched env (``rewardlab.envs.make``, the
@@ -23,6 +27,7 @@ Writes ``benchmarks/results/ppo_speed.{json,md}`` (``ppo_speed_quick.*`` with ``
     python -m benchmarks.ppo_speed                 # the full run (5 seeds, about 10 minutes)
     python -m benchmarks.ppo_speed --quick         # 2 seeds, small budgets
     python -m benchmarks.ppo_speed --envs CartPole-v1 --seeds 0,1,2 --sb3-cap 150000
+    python -m benchmarks.ppo_speed --envs CartPole-v1,Acrobot-v1 --threads 1 --jax ours tuned purejaxrl
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ import argparse
 import json
 import os
 import statistics
+import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -208,6 +214,30 @@ def run_sb3(
     return _result("sb3-zoo" if zoo else "sb3", env_id, seed, model.num_timesteps, clock)
 
 
+def run_jax(
+    python: str, config: str, env_id: str, seed: int, cap: int, eval_freq: int,
+    threshold: float | None, threads: int,
+) -> dict:
+    """Train the PureJaxRL-style learner in a child process (``benchmarks/purejaxrl_ppo.py``)."""
+    command = [
+        python, "-m", "benchmarks.purejaxrl_ppo", "--env", env_id, "--config", config,
+        "--seed", str(seed), "--cap", str(cap), "--eval-freq", str(eval_freq),
+        "--threads", str(threads),
+    ]  # fmt: skip
+    if threshold is not None:
+        command += ["--threshold", str(threshold)]
+    done = subprocess.run(
+        command, capture_output=True, text=True, cwd=Path(__file__).parent.parent, check=False
+    )
+    if done.returncode != 0:
+        raise SystemExit(
+            f"the JAX learner failed (exit {done.returncode}); it needs an interpreter with the "
+            f"bench extra (pip install -e '.[bench]'), given as --jax-python. Its output:\n"
+            f"{done.stderr[-3000:]}"
+        )
+    return json.loads(done.stdout)
+
+
 def _result(learner: str, env_id: str, seed: int, steps: int, clock: SolveClock) -> dict:
     solved = clock.solved_at is not None
     return {
@@ -259,6 +289,17 @@ def summarize(runs: list[dict]) -> list[dict]:
                         r["final_eval_return"] for r in group if r["final_eval_return"] is not None
                     ),
                     "eval_seconds_total": sum(r["eval_seconds"] for r in group),
+                    "median_warm_up_seconds": statistics.median(
+                        r.get("warm_up_seconds", 0.0) for r in group
+                    ),
+                    "median_seconds_to_solve_with_warm_up": _median_lower_bound(
+                        [
+                            r.get("warm_up_seconds", 0.0)
+                            + (r["seconds_to_solve"] if r["solved"] else r["train_seconds"])
+                            for r in group
+                        ],
+                        [r["solved"] for r in group],
+                    ),
                 }
             )
     for row in rows:
@@ -272,6 +313,12 @@ def summarize(runs: list[dict]) -> list[dict]:
             "value": their_time["value"] / our_time["value"],
             # ">=" when theirs is a lower bound and ours is exact
             "at_least": their_time["at_least"] and not our_time["at_least"],
+        }
+        with_warm_up = row["median_seconds_to_solve_with_warm_up"]
+        ours_with = ours["median_seconds_to_solve_with_warm_up"]
+        row["time_to_solve_with_warm_up_ratio"] = {
+            "value": with_warm_up["value"] / ours_with["value"],
+            "at_least": with_warm_up["at_least"] and not ours_with["at_least"],
         }
         row["steps_per_second_ratio"] = (
             ours["median_train_steps_per_second"] / row["median_train_steps_per_second"]
@@ -297,7 +344,7 @@ def markdown(report: dict) -> str:
     """The result tables."""
     args, machine = report["args"], report["machine"]
     lines = [
-        "# PPO speed: rewardlab.agents.PPO vs Stable-Baselines3 PPO",
+        "# PPO speed: rewardlab.agents.PPO vs Stable-Baselines3 PPO and a PureJaxRL-style JAX PPO",
         "",
         f"Machine: {machine['summary']}; {machine['platform']}; torch threads "
         f"{machine['torch_threads']}. Seeds {args['seeds']}. Load average (1 min) "
@@ -309,25 +356,30 @@ def markdown(report: dict) -> str:
         "Time to solve: training wall-clock until the first evaluation at or above the "
         f"threshold (evaluation every >= {args['eval_freq']} steps after an update, "
         f"{EVAL_ENVS} deterministic episodes; evaluation time excluded and listed apart). "
-        "`>=`: a median from a run that stopped at its cap unsolved. Ratios: SB3's median "
-        "time over ours; ours steps/s over SB3's.",
+        "`>=`: a median from a run that stopped at its cap unsolved. Warm-up: the JAX learner's "
+        "compile (ours and SB3 compile nothing). Ratios: the other learner's median time over "
+        "ours (above 1: ours is faster), without and with warm-up; ours steps/s over theirs.",
         "",
-        "| env | learner | solved | median s to solve | median steps to solve | train steps/s "
-        "| time ratio | steps/s ratio | eval s (all seeds) |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| env | learner | solved | median s to solve | warm-up s | s to solve incl. warm-up "
+        "| median steps to solve | train steps/s | time ratio | time ratio incl. warm-up "
+        "| steps/s ratio | eval s (all seeds) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for row in report["summary"]:
         if row["env_id"] not in THRESHOLDS:
             continue
         seconds, steps = row["median_seconds_to_solve"], row["median_steps_to_solve"]
         ratio, speed = row.get("time_to_solve_ratio"), row.get("steps_per_second_ratio")
-        ratio_text = f"{'>= ' if ratio['at_least'] else ''}{ratio['value']:.1f}x" if ratio else ""
+        with_warm_up = row["median_seconds_to_solve_with_warm_up"]
         lines.append(
             f"| {row['env_id']} | {row['learner']} | {row['solved']}/{row['seeds']} "
             f"| {'>= ' if seconds['at_least'] else ''}{seconds['value']:.2f} "
+            f"| {row['median_warm_up_seconds']:.2f} "
+            f"| {'>= ' if with_warm_up['at_least'] else ''}{with_warm_up['value']:.2f} "
             f"| {'>= ' if steps['at_least'] else ''}{steps['value']:,} "
             f"| {row['median_train_steps_per_second']:,.0f} "
-            f"| {ratio_text} | {f'{speed:.1f}x' if speed else ''} "
+            f"| {_ratio_text(ratio)} | {_ratio_text(row.get('time_to_solve_with_warm_up_ratio'))} "
+            f"| {f'{speed:.2f}x' if speed else ''} "
             f"| {row['eval_seconds_total']:.1f} |"
         )
     pendulum = [r for r in report["runs"] if r["env_id"] == "Pendulum-v1"]
@@ -351,7 +403,21 @@ def markdown(report: dict) -> str:
         lines += ["", "SB3 zoo settings (rl-baselines3-zoo hyperparams/ppo.yml):", ""]
         for env_id, settings in SB3_ZOO.items():
             lines.append(f"- {env_id}: `{json.dumps(settings)}`")
+    if args.get("jax"):
+        from benchmarks.purejaxrl_ppo import config_for
+
+        lines += ["", "JAX learner configs (`benchmarks/purejaxrl_ppo.py`):", ""]
+        for env_id in dict.fromkeys(r["env_id"] for r in report["runs"]):
+            for name in args["jax"]:
+                if env_id in THRESHOLDS:
+                    lines.append(f"- {env_id}, {name}: `{json.dumps(config_for(name, env_id))}`")
     return "\n".join(lines) + "\n"
+
+
+def _ratio_text(ratio: dict | None) -> str:
+    if not ratio:
+        return ""
+    return f"{'>= ' if ratio['at_least'] else ''}{ratio['value']:.2f}x"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -365,6 +431,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sb3-zoo", action="store_true", help="also run SB3 with rl-zoo settings")
     parser.add_argument("--zoo-only", action="store_true",
                         help="with --sb3-zoo: SB3 with rl-zoo's settings only, not with its defaults")
+    parser.add_argument("--jax", nargs="*", default=[], choices=("ours", "tuned", "purejaxrl"),
+                        help="also run the PureJaxRL-style JAX learner with these configs")
+    parser.add_argument("--jax-python", default=sys.executable,
+                        help="interpreter with the bench extra (jax, gymnax) for --jax")
     parser.add_argument("--pendulum-steps", type=int, default=1_000_000)
     parser.add_argument("--eval-freq", type=int, default=4096, help="env steps between evaluations")
     parser.add_argument(
@@ -410,6 +480,13 @@ def main(argv: list[str] | None = None) -> int:
                 continue
             for zoo in ((True,) if args.zoo_only else (False, True)) if args.sb3_zoo else (False,):
                 result = run_sb3(env_id, seed, args.sb3_cap, args.eval_freq, threshold, zoo)
+                runs.append(result)
+                _progress(result)
+            for config in args.jax:
+                result = run_jax(
+                    args.jax_python, config, env_id, seed, args.ours_cap, args.eval_freq,
+                    threshold, args.threads or torch.get_num_threads(),
+                )  # fmt: skip
                 runs.append(result)
                 _progress(result)
 
