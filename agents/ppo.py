@@ -209,6 +209,17 @@ class ActorCritic(nn.Module):
         noise = torch.randn(out.shape, generator=generator, device=out.device, dtype=out.dtype)
         return out + self.log_std.exp() * noise
 
+    def forward(
+        self, obs: torch.Tensor, actions: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``(log_prob, entropy, values)`` of ``actions`` at ``obs``: what PPO's loss needs.
+
+        :param obs: normalised observations ``(B, *obs_shape)``.
+        :param actions: actions as sampled.
+        """
+        log_prob, entropy = self.log_prob_and_entropy(obs, actions)
+        return log_prob, entropy, self.value(obs)
+
     def log_prob_and_entropy(
         self, obs: torch.Tensor, actions: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -303,6 +314,12 @@ class PPOConfig(LearnerConfig):
         float, "weight": float, "episodic": bool}`` (defaults: ``gamma``, 1.0, True).
         Names must be in ``info["reward_components"]`` or be ``"intrinsic"`` when an
         ``intrinsic`` module is given. Reward not covered by a head is not learned from.
+    :param compile: run each minibatch's update (forward, loss, backward, gradient
+        clipping, Adam) as one function compiled ahead of time (``rewardlab.agents.fused``;
+        same numbers up to float rounding). The first run with given networks, minibatch size
+        and loss settings compiles for tens of seconds and caches the result on disk
+        (``$REWARDLAB_CACHE``); later processes load it in about a second. Pays for long
+        runs: ``benchmarks/ppo_speed.py`` measures it.
     """
 
     learner: ClassVar[str] = "PPO"
@@ -329,6 +346,7 @@ class PPOConfig(LearnerConfig):
     activation: str = "tanh"
     log_std_init: float = 0.0
     value_heads: Sequence[str] | Mapping[str, Mapping[str, Any]] | None = None
+    compile: bool = False
 
     def __post_init__(self) -> None:
         _check_config(self)
@@ -370,7 +388,7 @@ def _check_config(config: PPOConfig) -> None:
             fail(name, "a number >= 0")
     if not number("log_std_init"):
         fail("log_std_init", "a finite number")
-    for name in ("anneal_lr", "normalize_advantage", "normalize_obs", "normalize_reward"):
+    for name in ("anneal_lr", "normalize_advantage", "normalize_obs", "normalize_reward", "compile"):
         if not isinstance(hp[name], bool):
             fail(name, "True or False")
     if hp["activation"] not in ("tanh", "relu"):
@@ -529,6 +547,8 @@ class PPO:
         self.env: Any = None
         self._n_updates = 0
         self._last_obs: torch.Tensor | None = None
+        self._fused: Any = None  # the compiled minibatch update (config.compile)
+        self._fused_shape: tuple[int, ...] | None = None
 
     def set_env(self, env: Any) -> None:
         """Attach a batched env (spaces and device must match the model's); the next
@@ -689,6 +709,7 @@ class PPO:
             stats |= self._update(
                 flat_obs, flat_actions, old_log_prob, advantages.reshape(T * N, -1),
                 returns.reshape(T * N, -1), values[:-1].reshape(T * N, -1), batch_size,
+                learning_rate,
             )  # fmt: skip
             if self.config.normalize_obs:
                 self.obs_rms.update(rollout.obs.reshape(T * N, *rollout.obs.shape[2:]))
@@ -720,6 +741,26 @@ class PPO:
         if bar is not None:
             bar.close()
         return self
+
+    def warm_up(self) -> float:
+        """Compile the minibatch update now (or load it from the cache), so that the first
+        ``learn`` does not pay for it; nothing is trained. A no-op without ``compile``.
+
+        :return: the seconds it took.
+        """
+        if self.env is None:
+            raise ValueError("this model has no env: pass env= to PPO.load or call set_env(env)")
+        start = time.perf_counter()
+        if self.config.compile and self._fused is None:
+            size = self.n_steps * self.env.num_envs
+            rows = self.config.batch_size or max(size // 4, 1)
+            heads = len(self.heads)
+            obs = torch.zeros((rows, *self.observation_space.shape), device=self.device)
+            actions = self._rollout.actions[0, :1].expand(rows, *self._rollout.actions.shape[2:])
+            vector = torch.zeros(rows, device=self.device)
+            per_head = torch.zeros((rows, heads), device=self.device)
+            self._fused_update((obs, actions.contiguous(), vector, vector, per_head, per_head))
+        return time.perf_counter() - start
 
     def _collect_rollout(self) -> None:
         """Step the env ``n_steps`` times, storing what the batched scoring needs.
@@ -870,14 +911,19 @@ class PPO:
         returns: torch.Tensor,
         old_values: torch.Tensor,
         batch_size: int,
+        learning_rate: float,
     ) -> dict[str, torch.Tensor]:
         """``n_epochs`` passes of clipped-surrogate minibatch updates over the rollout.
+
+        Each minibatch's step is ``loss.backward()``, gradient clipping and Adam, or, with
+        ``compile``, the same step as one compiled function (``rewardlab.agents.fused``).
 
         :return: the ``train/*`` statistics as 0-d tensors (read once by the caller).
         """
         size = obs.shape[0]
         # The policy follows the weighted sum of the heads' advantages.
         policy_advantages = (advantages * self._head_weights).sum(dim=-1)
+        rollout = (obs, actions, old_log_prob, policy_advantages, returns, old_values)
         pg_losses, value_losses, entropy_losses, losses, approx_kls, clip_fractions = (
             [] for _ in range(6)
         )
@@ -886,32 +932,19 @@ class PPO:
             permutation = torch.randperm(size, generator=self._generator, device=self.device)
             for start in range(0, size, batch_size):
                 idx = permutation[start : start + batch_size]
-                log_prob, entropy = self.policy.log_prob_and_entropy(obs[idx], actions[idx])
-                new_values = self.policy.value(obs[idx])
-
-                log_ratio = log_prob - old_log_prob[idx]
-                ratio = log_ratio.exp()
-                mb_advantages = policy_advantages[idx]
-                if self.config.normalize_advantage and len(idx) > 1:
-                    mb_advantages = (mb_advantages - mb_advantages.mean()) / (
-                        mb_advantages.std() + 1e-8
+                minibatch = tuple(column[idx] for column in rollout)
+                fused = self._fused_update(minibatch) if self.config.compile else None
+                if fused is not None:
+                    new_state, (loss, pg_loss, value_loss, entropy_loss, log_ratio) = fused(
+                        minibatch, learning_rate
                     )
-                pg_loss = -torch.min(
-                    mb_advantages * ratio,
-                    mb_advantages * ratio.clamp(1 - self.config.clip_range, 1 + self.config.clip_range),
-                ).mean()
-
-                if self.config.clip_range_vf is not None:
-                    new_values = old_values[idx] + (new_values - old_values[idx]).clamp(
-                        -self.config.clip_range_vf, self.config.clip_range_vf
+                else:
+                    loss, (pg_loss, value_loss, entropy_loss, log_ratio) = self._minibatch_loss(
+                        None, minibatch
                     )
-                value_loss = (
-                    (returns[idx] - new_values).square().mean(dim=0).sum()
-                )  # sum over heads
-                entropy_loss = -entropy.mean()
-                loss = pg_loss + self.config.ent_coef * entropy_loss + self.config.vf_coef * value_loss
-
                 with torch.no_grad():
+                    log_ratio = log_ratio.detach()
+                    ratio = log_ratio.exp()
                     approx_kl = ((ratio - 1) - log_ratio).mean()  # the low-variance k3 estimator
                     clip_fractions.append(((ratio - 1).abs() > self.config.clip_range).float().mean())
                 approx_kls.append(approx_kl)
@@ -919,10 +952,13 @@ class PPO:
                     stop = True
                     break
 
-                self.optimizer.zero_grad(set_to_none=True)
-                loss.backward()
-                nn.utils.clip_grad_norm_(self._parameters, self.config.max_grad_norm, foreach=True)
-                self.optimizer.step()
+                if fused is not None:
+                    fused.commit(new_state)
+                else:
+                    self.optimizer.zero_grad(set_to_none=True)
+                    loss.backward()
+                    nn.utils.clip_grad_norm_(self._parameters, self.config.max_grad_norm, foreach=True)
+                    self.optimizer.step()
                 pg_losses.append(pg_loss.detach())
                 value_losses.append(value_loss.detach())
                 entropy_losses.append(entropy_loss.detach())
@@ -945,6 +981,56 @@ class PPO:
         if not self.policy.discrete:
             stats["train/std"] = self.policy.log_std.detach().exp().mean()
         return stats
+
+    def _minibatch_loss(
+        self, parameters: dict[str, torch.Tensor] | None, minibatch: Sequence[torch.Tensor]
+    ) -> tuple[torch.Tensor, tuple[torch.Tensor, ...]]:
+        """PPO's loss on one minibatch with the policy's ``parameters`` (by name).
+
+        A function of the parameters so that the compiled update can differentiate it with
+        ``torch.func``; the eager update passes None (the policy's own parameters).
+
+        :param minibatch: observations, actions, behaviour log-probabilities, the policy's
+            (weighted) advantages, returns and rollout values per head.
+        :return: ``(loss, (pg_loss, value_loss, entropy_loss, log_ratio))``.
+        """
+        obs, actions, old_log_prob, advantages, returns, old_values = minibatch
+        if parameters is None:
+            log_prob, entropy, new_values = self.policy(obs, actions)
+        else:
+            log_prob, entropy, new_values = torch.func.functional_call(
+                self.policy, parameters, (obs, actions)
+            )
+        log_ratio = log_prob - old_log_prob
+        ratio = log_ratio.exp()
+        if self.config.normalize_advantage and advantages.shape[0] > 1:
+            advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
+        pg_loss = -torch.min(
+            advantages * ratio,
+            advantages * ratio.clamp(1 - self.config.clip_range, 1 + self.config.clip_range),
+        ).mean()
+
+        if self.config.clip_range_vf is not None:
+            new_values = old_values + (new_values - old_values).clamp(
+                -self.config.clip_range_vf, self.config.clip_range_vf
+            )
+        value_loss = (returns - new_values).square().mean(dim=0).sum()  # sum over heads
+        entropy_loss = -entropy.mean()
+        loss = pg_loss + self.config.ent_coef * entropy_loss + self.config.vf_coef * value_loss
+        return loss, (pg_loss, value_loss, entropy_loss, log_ratio)
+
+    def _fused_update(self, minibatch: Sequence[torch.Tensor]) -> Any:
+        """The compiled update for this minibatch's shapes (compiled or loaded at first use);
+        None for a shorter last minibatch, which runs eagerly."""
+        from rewardlab.agents.fused import FusedUpdate
+
+        shape = tuple(minibatch[0].shape)
+        if self._fused is None:
+            self._fused = FusedUpdate(
+                self.policy, self.optimizer, self._minibatch_loss, self.config.max_grad_norm, minibatch
+            )
+            self._fused_shape = shape
+        return self._fused if shape == self._fused_shape else None
 
     def predict(
         self,

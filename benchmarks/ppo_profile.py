@@ -13,11 +13,17 @@ code that runs them (everything runs on the CPU, so no device sync is needed):
   updates (``clip_grad_norm_`` counts with the optimiser);
 - ``other``: the rest (logging, learning-rate schedule).
 
+With ``--compile`` (``PPO(compile=True)``) the minibatch step is one compiled call:
+``update: compiled step`` is that call, ``update: commit`` writing its result back, and
+``update: indexing and statistics`` the rest of the update loop; the compile (or cache
+load) happens in a warm-up rollout before the timed run and is reported apart.
+
 It also counts the torch operators dispatched per env step and per minibatch (with
 ``torch.profiler``), the number a fused or compiled step would cut.
 
     python -m benchmarks.ppo_profile                       # CartPole-v1 and Acrobot-v1
     python -m benchmarks.ppo_profile --envs CartPole-v1 --steps 200000
+    python -m benchmarks.ppo_profile --compile --name ppo_profile_compiled
 
 Writes ``benchmarks/results/ppo_profile.{json,md}``.
 """
@@ -76,6 +82,16 @@ def instrument(model: PPO, clock: PhaseClock) -> None:
     timed(model, "_collect_rollout", "rollout (total)")
     timed(model, "_update", "update (total)")
     timed(optimizer, "step", "update: optimiser")
+    from rewardlab.agents.fused import FusedUpdate
+
+    for name, phase in (("__call__", "update: compiled step"), ("commit", "update: commit")):
+        original_method = getattr(FusedUpdate, name)
+
+        def method(self: Any, *args: Any, _original: Any = original_method, _phase: str = phase) -> Any:
+            with clock.phase(_phase):
+                return _original(self, *args)
+
+        setattr(FusedUpdate, name, method)
     original_backward = torch.Tensor.backward
 
     def backward(self: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
@@ -108,19 +124,29 @@ def operators_per_call(env_id: str, settings: dict[str, Any]) -> dict[str, int]:
     return {"policy_and_env_step": count(step_profile), "backward_and_optimiser": count(update_profile)}
 
 
-def profile(env_id: str, steps: int) -> dict[str, Any]:
-    settings = dict(OURS[env_id])
+def profile(env_id: str, steps: int, compile: bool = False) -> dict[str, Any]:
+    from rewardlab.agents.fused import FusedUpdate
+
+    settings = dict(OURS[env_id], compile=compile)
     num_envs = settings.pop("num_envs")
     model = PPO(envs.make(env_id, num_envs=num_envs, seed=0), seed=0, **settings)
+    warm_up = 0.0
+    if compile:  # compile (or load from the cache) outside the timed run
+        start = time.perf_counter()
+        model.learn(model.n_steps * num_envs)
+        warm_up = time.perf_counter() - start
     clock = PhaseClock()
     original_backward = torch.Tensor.backward
+    originals = {name: getattr(FusedUpdate, name) for name in ("__call__", "commit")}
     try:
         instrument(model, clock)
         start = time.perf_counter()
-        model.learn(steps)
+        model.learn(steps, reset_num_timesteps=not compile)
         total = time.perf_counter() - start
     finally:
         torch.Tensor.backward = original_backward  # type: ignore[method-assign]
+        for name, method in originals.items():
+            setattr(FusedUpdate, name, method)
     seconds = dict(clock.seconds)
     rollout, update = seconds.pop("rollout (total)"), seconds.pop("update (total)")
     policy, env_step = seconds.get("rollout: policy", 0.0), seconds.get("rollout: env step", 0.0)
@@ -130,13 +156,17 @@ def profile(env_id: str, steps: int) -> dict[str, Any]:
         "rollout: storage": rollout - policy - env_step,
         "update: backward": seconds.get("update: backward", 0.0),
         "update: optimiser": seconds.get("update: optimiser", 0.0),
+        "update: compiled step": seconds.get("update: compiled step", 0.0),
+        "update: commit": seconds.get("update: commit", 0.0),
     }
-    phases["update: forward + loss"] = update - phases["update: backward"] - phases["update: optimiser"]
+    rest = "update: indexing and statistics" if compile else "update: forward + loss"
+    phases[rest] = update - sum(v for k, v in phases.items() if k.startswith("update:"))
+    phases = {k: v for k, v in phases.items() if v > 0 or k == rest}
     phases["scoring and gae"] = total - rollout - update
-    steps_done = model.num_timesteps
+    steps_done = model.num_timesteps - (model.n_steps * num_envs if compile else 0)
     return {
         "env_id": env_id, "settings": {"num_envs": num_envs, **settings}, "steps": steps_done, "total_s": total,
-        "steps_per_s": steps_done / total, "phases_s": phases,
+        "steps_per_s": steps_done / total, "phases_s": phases, "warm_up_s": warm_up,
         "operators": operators_per_call(env_id, {"num_envs": num_envs, **settings}),
     }
 
@@ -147,9 +177,10 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=100_000)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--name", default="ppo_profile")
+    parser.add_argument("--compile", action="store_true", help="PPO(compile=True): the compiled minibatch update")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
-    rows = [profile(env_id, args.steps) for env_id in args.envs]
+    rows = [profile(env_id, args.steps, args.compile) for env_id in args.envs]
     machine = describe_machine()
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / f"{args.name}.json").write_text(
@@ -158,7 +189,11 @@ def main() -> None:
         "# Where PPO's time goes",
         "",
         f"`rewardlab.agents.PPO` with the settings of `benchmarks/ppo_speed.py`, {args.threads} torch thread(s), "
-        f"eager (no compilation). Machine: {machine['summary']}.",
+        + (
+            "the minibatch update compiled (`compile=True`; warm-up, the first rollout and its update with the "
+            "compile or cache load: " + ", ".join(f"{r['env_id']} {r['warm_up_s']:.1f} s" for r in rows) + ")"
+            if args.compile else "eager (no compilation)"
+        ) + f". Machine: {machine['summary']}.",
         "",
     ]
     for row in rows:
@@ -175,7 +210,8 @@ def main() -> None:
               for name, seconds in sorted(row["phases_s"].items(), key=lambda item: -item[1])),
             "",
         ]
-    lines += [f"Reproduce: `python -m benchmarks.ppo_profile --envs {' '.join(args.envs)} --steps {args.steps}`.", ""]
+    flags = f" --compile --name {args.name}" if args.compile else ""
+    lines += [f"Reproduce: `python -m benchmarks.ppo_profile --envs {' '.join(args.envs)} --steps {args.steps}{flags}`.", ""]
     (RESULTS / f"{args.name}.md").write_text("\n".join(lines))
     print("\n".join(lines))
 

@@ -161,10 +161,12 @@ def run_ours(
     env = envs.make(env_id, num_envs=num_envs, device="cpu", seed=seed)
     eval_env = envs.make(env_id, num_envs=EVAL_ENVS, device="cpu", seed=10_000 + seed)
     model = PPO(env, seed=seed, **settings)
+    warm_up = model.warm_up()  # compile=True: compile or load the update (else nothing)
     clock = SolveClock(lambda obs: model.predict(obs)[0], eval_env, eval_freq, threshold)
     model.learn(cap, callback=lambda local: clock.after_update(model.num_timesteps))
     clock.finish(model.num_timesteps)
-    return _result("ours", env_id, seed, model.num_timesteps, clock)
+    learner = "ours-compiled" if settings.get("compile") else "ours"
+    return _result(learner, env_id, seed, model.num_timesteps, clock) | {"warm_up_seconds": warm_up}
 
 
 def run_sb3(
@@ -256,8 +258,8 @@ def _result(learner: str, env_id: str, seed: int, steps: int, clock: SolveClock)
     }
 
 
-def summarize(runs: list[dict]) -> list[dict]:
-    """Per env and learner: medians over seeds, and ratios against ``ours``."""
+def summarize(runs: list[dict], reference: str = "ours") -> list[dict]:
+    """Per env and learner: medians over seeds, and ratios against ``reference`` (one of ours)."""
     rows = []
     for env_id in dict.fromkeys(r["env_id"] for r in runs):
         learners = dict.fromkeys(r["learner"] for r in runs if r["env_id"] == env_id)
@@ -304,7 +306,7 @@ def summarize(runs: list[dict]) -> list[dict]:
             )
     for row in rows:
         ours = next(
-            (o for o in rows if o["env_id"] == row["env_id"] and o["learner"] == "ours"), None
+            (o for o in rows if o["env_id"] == row["env_id"] and o["learner"] == reference), None
         )
         if ours is None or row is ours:
             continue
@@ -357,8 +359,9 @@ def markdown(report: dict) -> str:
         f"threshold (evaluation every >= {args['eval_freq']} steps after an update, "
         f"{EVAL_ENVS} deterministic episodes; evaluation time excluded and listed apart). "
         "`>=`: a median from a run that stopped at its cap unsolved. Warm-up: the JAX learner's "
-        "compile (ours and SB3 compile nothing). Ratios: the other learner's median time over "
-        "ours (above 1: ours is faster), without and with warm-up; ours steps/s over theirs.",
+        "compile, and ours-compiled's (`PPO(compile=True)`: compiling or loading its update; eager ours and SB3 "
+        f"compile nothing). Ratios: the other learner's median time over {report.get('reference', 'ours')}'s "
+        "(above 1: ours is faster), without and with warm-up; our steps/s over theirs.",
         "",
         "| env | learner | solved | median s to solve | warm-up s | s to solve incl. warm-up "
         "| median steps to solve | train steps/s | time ratio | time ratio incl. warm-up "
@@ -431,6 +434,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sb3-zoo", action="store_true", help="also run SB3 with rl-zoo settings")
     parser.add_argument("--zoo-only", action="store_true",
                         help="with --sb3-zoo: SB3 with rl-zoo's settings only, not with its defaults")
+    parser.add_argument("--ours-compiled", action="store_true",
+                        help="also run ours with compile=True (the ratios are then against it)")
     parser.add_argument("--jax", nargs="*", default=[], choices=("ours", "tuned", "purejaxrl"),
                         help="also run the PureJaxRL-style JAX learner with these configs")
     parser.add_argument("--jax-python", default=sys.executable,
@@ -455,6 +460,7 @@ def main(argv: list[str] | None = None) -> int:
     overrides = json.loads(args.ours_hp)
     ours_settings = {env_id: {**OURS[env_id], **overrides} for env_id in env_ids}
 
+    reference = "ours-compiled" if args.ours_compiled else "ours"
     load_before = os.getloadavg()
     started = time.perf_counter()
     runs = []
@@ -478,6 +484,11 @@ def main(argv: list[str] | None = None) -> int:
             _progress(result)
             if threshold is None:
                 continue
+            if args.ours_compiled:
+                compiled = {**ours_settings[env_id], "compile": True}
+                result = run_ours(env_id, seed, args.ours_cap, args.eval_freq, threshold, compiled)
+                runs.append(result)
+                _progress(result)
             for zoo in ((True,) if args.zoo_only else (False, True)) if args.sb3_zoo else (False,):
                 result = run_sb3(env_id, seed, args.sb3_cap, args.eval_freq, threshold, zoo)
                 runs.append(result)
@@ -501,7 +512,8 @@ def main(argv: list[str] | None = None) -> int:
         "load_average_1_5_15_min": {"before": load_before, "after": os.getloadavg()},
         "wall_seconds": time.perf_counter() - started,
         "ours_settings": ours_settings,
-        "summary": summarize(runs),
+        "reference": reference,
+        "summary": summarize(runs, reference),
         "runs": runs,
     }
     out = (

@@ -1,0 +1,186 @@
+"""One PPO minibatch update (loss, backward, gradient clipping, Adam) as one compiled function.
+
+On a CPU, PPO's update for small networks costs per-operator dispatch, not arithmetic
+(``benchmarks/results/ppo_profile.md``: 342 operators per minibatch for backward, clipping
+and Adam alone). :class:`FusedUpdate` traces the whole minibatch step, with the gradient
+taken by ``torch.func.grad`` and Adam written out as torch's ``Adam`` computes it, into
+one graph of aten operators (``make_fx``), and compiles that graph ahead of time with
+AOTInductor into a kernel library. The library is kept in an on-disk cache keyed by the
+graph's code, the shapes and dtypes of its inputs, the device and the torch version, so
+a process with the same network, minibatch size and loss settings (a search's next
+candidate, a user's next run) loads it instead of compiling.
+
+The step reads and writes the state of the model's ``torch.optim.Adam`` (``exp_avg``,
+``exp_avg_sq``, ``step``) and its parameters, so a model trained compiled saves, loads
+and continues eagerly, and the other way round.
+
+Cache folder: ``$REWARDLAB_CACHE/compiled`` (default ``~/.cache/rewardlab/compiled``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+# A loss of the model's parameters (by name) and a minibatch: (loss, parts), parts a tuple
+# of 0-d or batch tensors to hand back (detached) with the step.
+LossFunction = Callable[[dict[str, torch.Tensor], Sequence[torch.Tensor]], tuple[torch.Tensor, tuple[torch.Tensor, ...]]]
+
+CACHE_VARIABLE = "REWARDLAB_CACHE"
+
+
+def cache_folder() -> Path:
+    """Where compiled updates are kept: ``$REWARDLAB_CACHE/compiled`` or ``~/.cache/rewardlab/compiled``."""
+    root = os.environ.get(CACHE_VARIABLE) or os.path.join(os.path.expanduser("~"), ".cache", "rewardlab")
+    return Path(root) / "compiled"
+
+
+class FusedUpdate:
+    """The minibatch update of ``module``'s parameters under ``loss`` and ``optimizer``, compiled.
+
+    Calling it computes the new parameters and Adam state without committing them;
+    :meth:`commit` writes them into the module and the optimiser (so a caller can look
+    at the returned parts, such as an approximate KL, and skip the step).
+
+    :param module: the network; its parameters are the ones updated.
+    :param optimizer: a ``torch.optim.Adam`` over exactly ``module.parameters()`` (one
+        group, no weight decay, not amsgrad).
+    :param loss: the loss of parameters and a minibatch.
+    :param max_grad_norm: clip of the global gradient norm (``math.inf``: none).
+    :param example_batch: a minibatch of the shapes and dtypes every call will pass.
+    """
+
+    def __init__(
+        self,
+        module: nn.Module,
+        optimizer: torch.optim.Adam,
+        loss: LossFunction,
+        max_grad_norm: float,
+        example_batch: Sequence[torch.Tensor],
+    ) -> None:
+        self.names = [name for name, _ in module.named_parameters()]
+        self.parameters = [p for _, p in module.named_parameters()]
+        group = optimizer.param_groups[0]
+        if (
+            len(optimizer.param_groups) != 1
+            or [id(p) for p in group["params"]] != [id(p) for p in self.parameters]
+            or group.get("weight_decay", 0) or group.get("amsgrad", False)
+        ):
+            raise ValueError(
+                "FusedUpdate needs a torch.optim.Adam with one group over exactly the module's "
+                "parameters, without weight decay or amsgrad"
+            )
+        self.optimizer = optimizer
+        self.beta1, self.beta2 = group["betas"]
+        self.eps = float(group["eps"])
+        self.loss, self.max_grad_norm = loss, float(max_grad_norm)
+        self.batch_shapes = [(tuple(t.shape), t.dtype) for t in example_batch]
+        state = self._adam_state()
+        inputs = [*self.parameters, *state, torch.tensor(1.0, device=self.parameters[0].device),
+                  *example_batch]  # fmt: skip
+        inputs = [t.detach() for t in inputs]
+        from torch.fx.experimental.proxy_tensor import make_fx
+
+        self._graph = make_fx(self._step)(*inputs)
+        self.compiled = _load_or_compile(self._graph, inputs)
+
+    def _adam_state(self) -> list[torch.Tensor]:
+        """``exp_avg``s, ``exp_avg_sq``s and ``step``s of the optimiser, created if it has not stepped."""
+        exp_avg, exp_avg_sq, steps = [], [], []
+        for p in self.parameters:
+            state = self.optimizer.state[p]
+            if not state:
+                state["step"] = torch.tensor(0.0, dtype=torch.float32, device=p.device)
+                state["exp_avg"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+                state["exp_avg_sq"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+            exp_avg.append(state["exp_avg"])
+            exp_avg_sq.append(state["exp_avg_sq"])
+            steps.append(state["step"])
+        return [*exp_avg, *exp_avg_sq, *steps]
+
+    def _step(self, *flat: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        """The traced function: new parameters, new Adam state, then the loss and its parts."""
+        n = len(self.parameters)
+        params, exp_avg, exp_avg_sq, steps = (list(flat[i * n : (i + 1) * n]) for i in range(4))
+        lr, batch = flat[4 * n], flat[4 * n + 1 :]
+
+        def loss_of(values: list[torch.Tensor]) -> tuple[torch.Tensor, tuple[torch.Tensor, ...]]:
+            loss, parts = self.loss(dict(zip(self.names, values, strict=True)), batch)
+            return loss, (loss, *parts)
+
+        grads, parts = torch.func.grad(loss_of, has_aux=True)(params)
+        # clip_grad_norm_: scale by max_norm / (norm + 1e-6) when that is below 1
+        norm = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in grads]))
+        scale = (self.max_grad_norm / (norm + 1e-6)).clamp(max=1.0)
+        new_params, new_avg, new_avg_sq, new_steps = [], [], [], []
+        for p, m, v, t, g in zip(params, exp_avg, exp_avg_sq, steps, grads, strict=True):
+            # torch.optim.Adam's update, term for term
+            g = g * scale
+            t = t + 1
+            m = m + (g - m) * (1 - self.beta1)
+            v = v * self.beta2 + g * g * (1 - self.beta2)
+            bias_correction1 = 1 - self.beta1**t
+            bias_correction2 = 1 - self.beta2**t
+            denom = v.sqrt() / bias_correction2.sqrt() + self.eps
+            new_params.append(p - (lr / bias_correction1) * m / denom)
+            new_avg.append(m)
+            new_avg_sq.append(v)
+            new_steps.append(t)
+        return (*new_params, *new_avg, *new_avg_sq, *new_steps, *parts)
+
+    def __call__(self, batch: Sequence[torch.Tensor], learning_rate: float) -> tuple[list[torch.Tensor], tuple[torch.Tensor, ...]]:
+        """The step on ``batch`` at ``learning_rate``: ``(new_state, (loss, *parts))``, nothing committed.
+
+        :param batch: tensors of the example batch's shapes and dtypes.
+        :param learning_rate: Adam's step size for this step.
+        """
+        shapes = [(tuple(t.shape), t.dtype) for t in batch]
+        if shapes != self.batch_shapes:
+            raise ValueError(f"a fused update compiled for {self.batch_shapes} got a batch of {shapes}")
+        lr = torch.tensor(float(learning_rate), device=self.parameters[0].device)
+        with torch.no_grad():
+            out = self.compiled(*self.parameters, *self._adam_state(), lr, *batch)
+        n = 4 * len(self.parameters)
+        return list(out[:n]), tuple(out[n:])
+
+    def commit(self, new_state: list[torch.Tensor]) -> None:
+        """Write the step's parameters and Adam state into the module and the optimiser."""
+        with torch.no_grad():
+            torch._foreach_copy_([*self.parameters, *self._adam_state()], new_state)
+
+
+def _load_or_compile(graph: torch.fx.GraphModule, inputs: list[torch.Tensor]) -> Callable[..., Any]:
+    """The AOTInductor library of ``graph`` from the cache, compiled into it first if missing."""
+    device = inputs[0].device
+    key = hashlib.sha256()
+    for part in (
+        graph.code,
+        repr([(tuple(t.shape), str(t.dtype)) for t in inputs]),
+        device.type,
+        torch.__version__,
+        torch.backends.cpu.get_cpu_capability(),
+    ):
+        key.update(part.encode())
+    folder = cache_folder()
+    path = folder / f"ppo-update-{key.hexdigest()[:32]}.pt2"
+    if not path.exists():
+        folder.mkdir(parents=True, exist_ok=True)
+        exported = torch.export.export(graph, tuple(inputs), strict=False)
+        # Written beside its final name and renamed, so that concurrent runs never read half a file.
+        handle, partial = tempfile.mkstemp(dir=folder, prefix="partial-", suffix=".pt2")
+        os.close(handle)
+        os.chmod(partial, 0o644)
+        try:
+            torch._inductor.aoti_compile_and_package(exported, package_path=partial)
+            os.replace(partial, path)
+        finally:
+            if os.path.exists(partial):
+                os.unlink(partial)
+    return torch._inductor.aoti_load_package(str(path))

@@ -1,0 +1,91 @@
+"""PPO's compiled minibatch update (``compile=True``) against the eager one."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+from rewardlab import envs
+from rewardlab.agents import PPO
+from rewardlab.agents.fused import CACHE_VARIABLE, FusedUpdate, cache_folder
+
+# Small networks and rollouts: each distinct graph compiles once per test session.
+SMALL = dict(n_steps=16, batch_size=48, n_epochs=2, net_arch=[16], learning_rate=3e-3)
+
+
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    folder = tmp_path_factory.mktemp("compiled-cache")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(CACHE_VARIABLE, str(folder))
+        yield folder
+
+
+def _pair(env_id: str, **changes: Any) -> tuple[PPO, PPO]:
+    made = []
+    for compile in (False, True):
+        env = envs.make(env_id, num_envs=8, seed=3)
+        made.append(PPO(env, seed=3, compile=compile, **{**SMALL, **changes}))
+    return made[0], made[1]
+
+
+def _assert_same_state(eager: PPO, compiled: PPO) -> None:
+    for (name, a), b in zip(eager.policy.named_parameters(), compiled.policy.parameters(), strict=True):
+        torch.testing.assert_close(a, b, atol=2e-5, rtol=1e-4, msg=lambda m, name=name: f"{name}: {m}")
+    for a, b in zip(eager._parameters, compiled._parameters, strict=True):
+        state_a, state_b = eager.optimizer.state[a], compiled.optimizer.state[b]
+        assert float(state_a["step"]) == float(state_b["step"])
+        torch.testing.assert_close(state_a["exp_avg_sq"], state_b["exp_avg_sq"], atol=1e-7, rtol=1e-3)
+
+
+@pytest.mark.parametrize(
+    "env_id, changes",
+    [
+        # entropy bonus, clipped values, annealing; 128-row rollouts in minibatches of
+        # 48, 48 and 32: the shorter last one runs eagerly
+        ("CartPole-v1", dict(ent_coef=0.01, clip_range_vf=0.2, anneal_lr=True)),
+        ("CartPole-v1", dict(ent_coef=0.01, clip_range_vf=0.2, anneal_lr=True, target_kl=1e-4)),
+        # a Gaussian policy (its log-std is a parameter too) and normalised observations
+        ("Pendulum-v1", dict(normalize_obs=True, normalize_reward=True)),
+    ],
+)
+def test_compiled_update_matches_the_eager_one(cache: Path, env_id: str, changes: dict) -> None:
+    eager, compiled = _pair(env_id, **changes)
+    for _ in range(2):  # two iterations: the second starts from the first's state
+        eager.learn(eager.n_steps * 8, reset_num_timesteps=False)
+        compiled.learn(compiled.n_steps * 8, reset_num_timesteps=False)
+        _assert_same_state(eager, compiled)
+        assert eager._n_updates == compiled._n_updates
+    assert isinstance(compiled._fused, FusedUpdate) and eager._fused is None
+
+
+def test_a_compiled_model_saves_loads_and_continues_eagerly(cache: Path, tmp_path: Path) -> None:
+    _, compiled = _pair("CartPole-v1")
+    compiled.learn(compiled.n_steps * 8)
+    compiled.save(tmp_path / "model.pt")
+    loaded = PPO.load(tmp_path / "model.pt", env=envs.make("CartPole-v1", num_envs=8, seed=3))
+    assert loaded.config.compile
+    loaded = PPO.load(tmp_path / "model.pt", env=envs.make("CartPole-v1", num_envs=8, seed=3))
+    loaded.config = loaded.config.replace(compile=False)
+    steps = float(loaded.optimizer.state[loaded._parameters[0]]["step"])
+    loaded.learn(loaded.n_steps * 8)
+    assert float(loaded.optimizer.state[loaded._parameters[0]]["step"]) > steps
+
+
+def test_the_compiled_update_is_cached_on_disk(cache: Path) -> None:
+    _, first = _pair("CartPole-v1")
+    first.learn(first.n_steps * 8)
+    files = sorted(cache_folder().glob("*.pt2"))
+    assert files and cache_folder().parent == cache
+    _, second = _pair("CartPole-v1")
+    second.learn(second.n_steps * 8)
+    assert sorted(cache_folder().glob("*.pt2")) == files  # loaded, not compiled again
+    assert not list(cache_folder().glob("partial-*"))
+
+
+def test_compile_must_be_a_bool() -> None:
+    with pytest.raises(ValueError, match="compile"):
+        PPO(envs.make("CartPole-v1", num_envs=2), compile="yes")
