@@ -548,7 +548,7 @@ class PPO:
         self._n_updates = 0
         self._last_obs: torch.Tensor | None = None
         self._fused: Any = None  # the compiled minibatch update (config.compile)
-        self._fused_shape: tuple[int, ...] | None = None
+        self._fused_rows: int | None = None
 
     def set_env(self, env: Any) -> None:
         """Attach a batched env (spaces and device must match the model's); the next
@@ -755,11 +755,12 @@ class PPO:
             size = self.n_steps * self.env.num_envs
             rows = self.config.batch_size or max(size // 4, 1)
             heads = len(self.heads)
-            obs = torch.zeros((rows, *self.observation_space.shape), device=self.device)
-            actions = self._rollout.actions[0, :1].expand(rows, *self._rollout.actions.shape[2:])
-            vector = torch.zeros(rows, device=self.device)
-            per_head = torch.zeros((rows, heads), device=self.device)
-            self._fused_update((obs, actions.contiguous(), vector, vector, per_head, per_head))
+            obs = torch.zeros((size, *self.observation_space.shape), device=self.device)
+            actions = torch.zeros_like(self._rollout.actions.reshape(size, *self._rollout.actions.shape[2:]))
+            vector = torch.zeros(size, device=self.device)
+            per_head = torch.zeros((size, heads), device=self.device)
+            idx = torch.arange(rows, device=self.device)
+            self._fused_update((obs, actions, vector, vector, per_head, per_head, idx))
         return time.perf_counter() - start
 
     def _collect_rollout(self) -> None:
@@ -931,23 +932,18 @@ class PPO:
             stop = False
             permutation = torch.randperm(size, generator=self._generator, device=self.device)
             for start in range(0, size, batch_size):
-                idx = permutation[start : start + batch_size]
-                minibatch = tuple(column[idx] for column in rollout)
-                fused = self._fused_update(minibatch) if self.config.compile else None
+                batch = (*rollout, permutation[start : start + batch_size])
+                fused = self._fused_update(batch) if self.config.compile else None
                 if fused is not None:
-                    new_state, (loss, pg_loss, value_loss, entropy_loss, log_ratio) = fused(
-                        minibatch, learning_rate
+                    new_state, (loss, pg_loss, value_loss, entropy_loss, approx_kl, clip_fraction) = (
+                        fused(batch, learning_rate)
                     )
                 else:
-                    loss, (pg_loss, value_loss, entropy_loss, log_ratio) = self._minibatch_loss(
-                        None, minibatch
+                    loss, (pg_loss, value_loss, entropy_loss, approx_kl, clip_fraction) = (
+                        self._minibatch_loss(None, batch)
                     )
-                with torch.no_grad():
-                    log_ratio = log_ratio.detach()
-                    ratio = log_ratio.exp()
-                    approx_kl = ((ratio - 1) - log_ratio).mean()  # the low-variance k3 estimator
-                    clip_fractions.append(((ratio - 1).abs() > self.config.clip_range).float().mean())
                 approx_kls.append(approx_kl)
+                clip_fractions.append(clip_fraction)
                 if self.config.target_kl is not None and approx_kl.item() > 1.5 * self.config.target_kl:
                     stop = True
                     break
@@ -983,18 +979,21 @@ class PPO:
         return stats
 
     def _minibatch_loss(
-        self, parameters: dict[str, torch.Tensor] | None, minibatch: Sequence[torch.Tensor]
+        self, parameters: dict[str, torch.Tensor] | None, batch: Sequence[torch.Tensor]
     ) -> tuple[torch.Tensor, tuple[torch.Tensor, ...]]:
         """PPO's loss on one minibatch with the policy's ``parameters`` (by name).
 
         A function of the parameters so that the compiled update can differentiate it with
         ``torch.func``; the eager update passes None (the policy's own parameters).
 
-        :param minibatch: observations, actions, behaviour log-probabilities, the policy's
-            (weighted) advantages, returns and rollout values per head.
-        :return: ``(loss, (pg_loss, value_loss, entropy_loss, log_ratio))``.
+        :param batch: the rollout's observations, actions, behaviour log-probabilities,
+            the policy's (weighted) advantages, returns and values per head, then the
+            minibatch's row indices.
+        :return: ``(loss, (pg_loss, value_loss, entropy_loss, approx_kl, clip_fraction))``,
+            the last two detached.
         """
-        obs, actions, old_log_prob, advantages, returns, old_values = minibatch
+        *rollout, idx = batch
+        obs, actions, old_log_prob, advantages, returns, old_values = (c[idx] for c in rollout)
         if parameters is None:
             log_prob, entropy, new_values = self.policy(obs, actions)
         else:
@@ -1017,20 +1016,24 @@ class PPO:
         value_loss = (returns - new_values).square().mean(dim=0).sum()  # sum over heads
         entropy_loss = -entropy.mean()
         loss = pg_loss + self.config.ent_coef * entropy_loss + self.config.vf_coef * value_loss
-        return loss, (pg_loss, value_loss, entropy_loss, log_ratio)
 
-    def _fused_update(self, minibatch: Sequence[torch.Tensor]) -> Any:
-        """The compiled update for this minibatch's shapes (compiled or loaded at first use);
+        log_ratio, ratio = log_ratio.detach(), ratio.detach()
+        approx_kl = ((ratio - 1) - log_ratio).mean()  # the low-variance k3 estimator
+        clip_fraction = ((ratio - 1).abs() > self.config.clip_range).float().mean()
+        return loss, (pg_loss, value_loss, entropy_loss, approx_kl, clip_fraction)
+
+    def _fused_update(self, batch: Sequence[torch.Tensor]) -> Any:
+        """The compiled update for this minibatch size (compiled or loaded at first use);
         None for a shorter last minibatch, which runs eagerly."""
         from rewardlab.agents.fused import FusedUpdate
 
-        shape = tuple(minibatch[0].shape)
+        rows = batch[-1].shape[0]
         if self._fused is None:
             self._fused = FusedUpdate(
-                self.policy, self.optimizer, self._minibatch_loss, self.config.max_grad_norm, minibatch
+                self.policy, self.optimizer, self._minibatch_loss, self.config.max_grad_norm, batch
             )
-            self._fused_shape = shape
-        return self._fused if shape == self._fused_shape else None
+            self._fused_rows = rows
+        return self._fused if rows == self._fused_rows else None
 
     def predict(
         self,

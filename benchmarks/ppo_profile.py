@@ -13,7 +13,8 @@ code that runs them (everything runs on the CPU, so no device sync is needed):
   updates (``clip_grad_norm_`` counts with the optimiser);
 - ``other``: the rest (logging, learning-rate schedule).
 
-With ``--compile`` (``PPO(compile=True)``) the minibatch step is one compiled call:
+With ``--compile`` (``compile=True`` for the env and PPO) the env's step and the minibatch
+step are one compiled call each:
 ``update: compiled step`` is that call, ``update: commit`` writing its result back, and
 ``update: indexing and statistics`` the rest of the update loop; the compile (or cache
 load) happens in a warm-up rollout before the timed run and is reported apart.
@@ -129,7 +130,7 @@ def profile(env_id: str, steps: int, compile: bool = False) -> dict[str, Any]:
 
     settings = dict(OURS[env_id], compile=compile)
     num_envs = settings.pop("num_envs")
-    model = PPO(envs.make(env_id, num_envs=num_envs, seed=0), seed=0, **settings)
+    model = PPO(envs.make(env_id, num_envs=num_envs, seed=0, compile=compile), seed=0, **settings)
     warm_up = 0.0
     if compile:  # compile (or load from the cache) outside the timed run
         start = time.perf_counter()

@@ -16,7 +16,7 @@ truncated alike); with ``clip_value=False`` the value loss is plain MSE, as ours
 
 Configs (``CONFIGS``): ``purejaxrl`` is PureJaxRL's published CartPole-v1 config; ``ours``
 is our per-env settings from ``benchmarks/ppo_speed.py`` exactly (the same-hyperparameter
-comparison); ``tuned`` gives JAX more envs, as its vectorised envs are nearly free.
+comparison); ``tuned`` is the fastest point of ``--sweep``'s grid on CartPole-v1.
 
 Needs the ``bench`` extra (``pip install -e ".[bench]"``: jax, gymnax). Run by
 ``ppo_speed.py --jax`` in a child process, one per seed and config:
@@ -55,13 +55,22 @@ SAME_AS_OURS = {
     ),
 }  # fmt: skip
 
-# A config that gives JAX's near-free env batch more envs and fewer epochs (chosen with
-# a short sweep on CartPole-v1, recorded in benchmarks/results/ppo_speed_jax.md).
+# The config ``--sweep`` picked (benchmarks/results/purejaxrl_sweep.md): the fastest median
+# time to solve CartPole-v1 over its grid of env counts, rollout lengths, epochs and
+# learning rates around our settings.
 TUNED = dict(
-    num_envs=256, num_steps=16, update_epochs=4, num_minibatches=4, lr=3e-3, anneal_lr=False,
+    num_envs=64, num_steps=32, update_epochs=4, num_minibatches=4, lr=3e-3, anneal_lr=False,
     gamma=0.98, gae_lambda=0.8, clip_eps=0.2, ent_coef=0.0, vf_coef=0.5, max_grad_norm=0.5,
     clip_value=False,
 )  # fmt: skip
+
+# --sweep's grid, each point merged into SAME_AS_OURS["CartPole-v1"].
+SWEEP = [
+    dict(num_envs=envs_, num_steps=steps, update_epochs=epochs, lr=lr)
+    for envs_, steps in ((64, 32), (256, 16), (1024, 8))
+    for epochs in (4, 10)
+    for lr in (1e-3, 3e-3)
+]
 
 
 def config_for(name: str, env_id: str) -> dict[str, Any]:
@@ -230,15 +239,21 @@ def make_learner(env_id: str, config: dict[str, Any], seed: int):  # noqa: ANN20
     return init(seed), train_chunk, policy_params, batch
 
 
-def run(env_id: str, config_name: str, seed: int, cap: int, eval_freq: int, threshold: float | None) -> dict:
-    """Train until the deterministic policy reaches ``threshold`` (our evaluation) or ``cap`` steps."""
+def run(
+    env_id: str, config_name: str, seed: int, cap: int, eval_freq: int, threshold: float | None,
+    config: dict[str, Any] | None = None,
+) -> dict:
+    """Train until the deterministic policy reaches ``threshold`` (our evaluation) or ``cap`` steps.
+
+    :param config: hyperparameters to use instead of ``config_for(config_name, env_id)``.
+    """
     import numpy as np
     import torch
 
     from benchmarks.ppo_speed import EVAL_ENVS, SolveClock, _result
     from rewardlab import envs
 
-    config = config_for(config_name, env_id)
+    config = config if config is not None else config_for(config_name, env_id)
     state, train_chunk, policy_params, batch = make_learner(env_id, config, seed)
     iterations = max(1, round(eval_freq / batch))  # iterations between evaluations
 
@@ -278,6 +293,47 @@ def run(env_id: str, config_name: str, seed: int, cap: int, eval_freq: int, thre
     return result
 
 
+def sweep(threads: int, cap: int, eval_freq: int) -> int:
+    """Time to solve CartPole-v1 at each point of ``SWEEP``, 2 seeds; writes the table."""
+    import statistics
+    from pathlib import Path
+
+    from benchmarks.machine import describe_machine
+
+    rows = []
+    for point in SWEEP:
+        config = {**SAME_AS_OURS["CartPole-v1"], **point}
+        runs = [run("CartPole-v1", "sweep", seed, cap, eval_freq, 475.0, config) for seed in (0, 1)]
+        times = [r["seconds_to_solve"] if r["solved"] else math.inf for r in runs]
+        rows.append({"point": point, "median_seconds_to_solve": statistics.median(times),
+                     "solved": sum(r["solved"] for r in runs),
+                     "steps_per_second": statistics.median(r["train_steps_per_second"] for r in runs),
+                     "warm_up_seconds": statistics.median(r["warm_up_seconds"] for r in runs)})
+        print(rows[-1], file=sys.stderr, flush=True)
+    machine = describe_machine()
+    lines = [
+        "# The JAX learner's configs on CartPole-v1: time to solve (475), seeds 0 and 1",
+        "",
+        f"Machine: {machine['summary']}; {threads} thread(s). Each point merged into our CartPole "
+        "settings (`SAME_AS_OURS`); evaluation as in `benchmarks/ppo_speed.py`.",
+        "",
+        "| num_envs | num_steps | update_epochs | lr | solved | median s to solve | steps/s | compile s |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for row in sorted(rows, key=lambda r: r["median_seconds_to_solve"]):
+        p = row["point"]
+        lines.append(
+            f"| {p['num_envs']} | {p['num_steps']} | {p['update_epochs']} | {p['lr']:g} | {row['solved']}/2 "
+            f"| {row['median_seconds_to_solve']:.2f} | {row['steps_per_second']:,.0f} | {row['warm_up_seconds']:.1f} |"
+        )
+    lines += ["", f"Reproduce: `python -m benchmarks.purejaxrl_ppo --sweep --threads {threads}`.", ""]
+    out = Path(__file__).parent / "results" / "purejaxrl_sweep"
+    out.with_suffix(".md").write_text("\n".join(lines))
+    out.with_suffix(".json").write_text(json.dumps({"machine": machine, "rows": rows}, indent=2) + "\n")
+    print("\n".join(lines))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--env", default="CartPole-v1")
@@ -287,11 +343,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--eval-freq", type=int, default=4096)
     parser.add_argument("--threshold", type=float, default=None)
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--sweep", action="store_true",
+                        help="run SWEEP on CartPole-v1 (seeds 0, 1) and write results/purejaxrl_sweep.*")
     args = parser.parse_args(argv)
     limit_threads(args.threads)
     import torch
 
     torch.set_num_threads(args.threads)
+    if args.sweep:
+        return sweep(args.threads, args.cap, args.eval_freq)
     result = run(args.env, args.config, args.seed, args.cap, args.eval_freq, args.threshold)
     json.dump(result, sys.stdout)
     return 0

@@ -19,6 +19,8 @@ from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space
 from torch.fx.experimental.proxy_tensor import make_fx
 
+from rewardlab.common.compiled import load_or_compile
+
 Actions = torch.Tensor | np.ndarray
 StepReturn = tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, dict[str, Any]]
 
@@ -118,10 +120,12 @@ class BatchedEnv(Batched):
     :param device: the torch device that holds the state (``"cpu"`` or ``"cuda[:i]"``)
     :param seed: seed of the env's random generator; ``None`` seeds it from the OS
     :param max_episode_steps: the time limit; ``None`` takes Gymnasium's for ``gymnasium_id``
-    :param compile: compile the step with Inductor, torch.compile's compiler, at the first
-        :meth:`step` (which then takes seconds to tens of seconds; later steps are several
-        times faster than eager ones). The env's constants, such as ``max_episode_steps``,
-        are compiled in
+    :param compile: compile the step ahead of time with AOTInductor at the first
+        :meth:`step`, or load it from the on-disk cache where this env with these
+        ``num_envs``, constants and device was compiled before (``rewardlab.common.compiled``):
+        compiling takes seconds to tens of seconds once per machine, loading well under a
+        second; compiled steps are several times faster than eager ones. The env's
+        constants, such as ``max_episode_steps``, are compiled in
     :param validate_actions: check that discrete actions are in range at every step; the
         check reads one value back from the device, so turn it off in GPU training loops
         whose actions come from a policy
@@ -400,7 +404,7 @@ class BatchedEnv(Batched):
     def _compile_advance(
         self, inputs: tuple[torch.Tensor, ...]
     ) -> Callable[..., tuple[torch.Tensor, ...]]:
-        """Compile :meth:`_advance` with Inductor for these inputs' shapes, dtypes and device.
+        """Compile :meth:`_advance` (or load it compiled) for these inputs' shapes, dtypes and device.
 
         The step is traced to one graph and compiled without Dynamo: Dynamo would check its
         guards on every call, about 20 us of Python on a slow CPU, as long as the whole step
@@ -418,7 +422,7 @@ class BatchedEnv(Batched):
             return self._advance(state, elapsed, actions, fresh)
 
         options = {"cpp.threads": 1} if self.device.type == "cpu" else {}
-        return torch._inductor.compile(make_fx(advance)(*inputs), list(inputs), options=options)
+        return load_or_compile(make_fx(advance)(*inputs), list(inputs), f"{self.spec_id}-step", options)
 
     def _advance(
         self,

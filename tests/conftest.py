@@ -5,12 +5,17 @@ pyproject.toml), so a bare ``import agents`` or ``import envs`` cannot succeed b
 accident here and hide a packaging mistake. ``benchmarks/`` is not part of the
 distribution; tests that check a benchmark import it as the package ``benchmarks``,
 registered below from its folder.
+
+Compiled graphs (``compile=True``) go to a cache folder of this test session, never to
+the user's own cache (``REWARDLAB_CACHE``).
 """
 
 from __future__ import annotations
 
 import importlib.util
+import os
 import sys
+import tempfile
 from pathlib import Path
 
 REPOSITORY = Path(__file__).resolve().parents[1]
@@ -29,3 +34,4 @@ def _register_benchmarks() -> None:
 
 
 _register_benchmarks()
+os.environ["REWARDLAB_CACHE"] = tempfile.mkdtemp(prefix="rewardlab-test-cache-")

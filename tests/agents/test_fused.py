@@ -10,7 +10,8 @@ import torch
 
 from rewardlab import envs
 from rewardlab.agents import PPO
-from rewardlab.agents.fused import CACHE_VARIABLE, FusedUpdate, cache_folder
+from rewardlab.agents.fused import FusedUpdate
+from rewardlab.common.compiled import CACHE_VARIABLE, cache_folder
 
 # Small networks and rollouts: each distinct graph compiles once per test session.
 SMALL = dict(n_steps=16, batch_size=48, n_epochs=2, net_arch=[16], learning_rate=3e-3)

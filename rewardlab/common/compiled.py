@@ -1,0 +1,108 @@
+"""Ahead-of-time compiled graphs, kept in an on-disk cache: compile once per machine, load after.
+
+:func:`load_or_compile` takes a graph of aten operators (``make_fx``'s output) and the
+inputs it was traced with, and returns a callable from AOTInductor's kernel library for
+it: loaded from the cache when one was compiled before for the same graph (its code and
+tensor constants), input shapes and dtypes, device, torch version and CPU capability;
+compiled and written into the cache otherwise (tens of seconds, once). PPO's compiled
+update (``rewardlab.agents.fused``) and the batched envs' compiled step
+(``rewardlab.envs.core``, ``compile=True``) use it.
+
+Cache folder: ``$REWARDLAB_CACHE/compiled`` (default ``~/.cache/rewardlab/compiled``).
+Each library is written beside its final name and renamed into place, so concurrent runs
+never read half a file; deleting the folder is always safe.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import tempfile
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import torch
+
+CACHE_VARIABLE = "REWARDLAB_CACHE"
+
+
+def cache_folder() -> Path:
+    """Where compiled libraries are kept: ``$REWARDLAB_CACHE/compiled`` or ``~/.cache/rewardlab/compiled``."""
+    root = os.environ.get(CACHE_VARIABLE) or os.path.join(os.path.expanduser("~"), ".cache", "rewardlab")
+    return Path(root) / "compiled"
+
+
+def cache_key(graph: torch.fx.GraphModule, inputs: list[torch.Tensor], options: Mapping[str, Any]) -> str:
+    """The hash that names ``graph``'s library: everything the compiled code depends on."""
+    key = hashlib.sha256()
+    for part in (
+        graph.code,
+        repr([(tuple(t.shape), str(t.dtype), t.stride()) for t in inputs]),
+        repr(sorted(options.items())),
+        inputs[0].device.type if inputs else "cpu",
+        torch.__version__,
+        torch.backends.cpu.get_cpu_capability(),
+    ):
+        key.update(part.encode())
+    # Tensors the trace captured as constants are not in the code: hash their values.
+    for node in graph.graph.nodes:
+        if node.op == "get_attr":
+            value = getattr(graph, node.target)
+            if isinstance(value, torch.Tensor):
+                key.update(node.target.encode())
+                key.update(value.detach().cpu().contiguous().view(torch.uint8).numpy().tobytes())
+    return key.hexdigest()[:32]
+
+
+def load_or_compile(
+    graph: torch.fx.GraphModule,
+    inputs: list[torch.Tensor],
+    name: str,
+    options: Mapping[str, Any] | None = None,
+) -> Callable[..., Any]:
+    """The compiled library of ``graph`` from the cache, compiled into it first if missing.
+
+    :param graph: a graph of aten operators traced with ``inputs``.
+    :param inputs: example inputs; every call must pass tensors of their shapes, dtypes
+        and device.
+    :param name: the start of the library's file name (what it computes).
+    :param options: Inductor options (part of the cache key).
+    :return: a callable taking the inputs positionally and returning the graph's outputs.
+    """
+    options = dict(options or {})
+    folder = cache_folder()
+    safe_name = re.sub(r"[^A-Za-z0-9._-]+", "_", name)
+    path = folder / f"{safe_name}-{cache_key(graph, inputs, options)}.pt2"
+    if not path.exists():
+        folder.mkdir(parents=True, exist_ok=True)
+        exported = torch.export.export(graph, tuple(inputs), strict=False)
+        handle, partial = tempfile.mkstemp(dir=folder, prefix="partial-", suffix=".pt2")
+        os.close(handle)
+        os.chmod(partial, 0o644)
+        try:
+            torch._inductor.aoti_compile_and_package(
+                exported, package_path=partial, inductor_configs=options
+            )
+            os.replace(partial, path)
+        finally:
+            if os.path.exists(partial):
+                os.unlink(partial)
+    return _load(path, inputs[0].device if inputs else torch.device("cpu"))
+
+
+def _load(path: Path, device: torch.device) -> Callable[..., Any]:
+    """The library's callable, from the package loader itself: ``aoti_load_package`` would
+    first probe the CPU's vector instruction set by compiling test programs (1.5 s), to
+    warn about a mismatch that the cache key already rules out."""
+    loader_type = getattr(getattr(torch._C, "_aoti", None), "AOTIModelPackageLoader", None)
+    if loader_type is None:  # a torch without the loader in its C++ bindings
+        return torch._inductor.aoti_load_package(str(path))
+    index = -1 if device.type == "cpu" else (device.index or 0)
+    loader = loader_type(str(path), "model", False, 1, index)
+
+    def run(*tensors: torch.Tensor) -> list[torch.Tensor]:
+        return loader.boxed_run(list(tensors))
+
+    return run
