@@ -16,7 +16,7 @@ truncated alike); with ``clip_value=False`` the value loss is plain MSE, as ours
 
 Configs (``CONFIGS``): ``purejaxrl`` is PureJaxRL's published CartPole-v1 config; ``ours``
 is our per-env settings from ``benchmarks/ppo_speed.py`` exactly (the same-hyperparameter
-comparison); ``tuned`` is the fastest point of ``--sweep``'s grid on CartPole-v1.
+comparison); ``tuned`` is the fastest point of ``--sweep``'s grid on the env.
 
 Needs the ``bench`` extra (``pip install -e ".[bench]"``: jax, gymnax). Run by
 ``ppo_speed.py --jax`` in a child process, one per seed and config:
@@ -41,30 +41,22 @@ PUREJAXRL = dict(
     clip_value=True, anneal_steps=500_000,
 )  # fmt: skip
 
-# Our settings in ppo_speed.OURS, in PureJaxRL's names (minibatches: a quarter of the rollout).
-SAME_AS_OURS = {
-    "CartPole-v1": dict(
-        num_envs=64, num_steps=32, update_epochs=10, num_minibatches=4, lr=1e-3, anneal_lr=False,
-        gamma=0.98, gae_lambda=0.8, clip_eps=0.2, ent_coef=0.0, vf_coef=0.5, max_grad_norm=0.5,
-        clip_value=False,
-    ),
-    "Acrobot-v1": dict(
-        num_envs=128, num_steps=32, update_epochs=4, num_minibatches=4, lr=3e-3, anneal_lr=False,
-        gamma=0.99, gae_lambda=0.95, clip_eps=0.2, ent_coef=0.0, vf_coef=0.5, max_grad_norm=0.5,
-        clip_value=False,
-    ),
-}  # fmt: skip
-
-# The config ``--sweep`` picked (benchmarks/results/purejaxrl_sweep.md): the fastest median
-# time to solve CartPole-v1 over its grid of env counts, rollout lengths, epochs and
-# learning rates around our settings.
-TUNED = dict(
-    num_envs=64, num_steps=32, update_epochs=4, num_minibatches=4, lr=3e-3, anneal_lr=False,
-    gamma=0.98, gae_lambda=0.8, clip_eps=0.2, ent_coef=0.0, vf_coef=0.5, max_grad_norm=0.5,
-    clip_value=False,
+# PPO's defaults that ppo_speed.OURS does not set, in PureJaxRL's names.
+_OUR_DEFAULTS = dict(
+    anneal_lr=False, gamma=0.99, gae_lambda=0.95, clip_eps=0.2, ent_coef=0.0, vf_coef=0.5,
+    max_grad_norm=0.5, clip_value=False, num_minibatches=4,
 )  # fmt: skip
+_NAMES = {"num_envs": "num_envs", "n_steps": "num_steps", "n_epochs": "update_epochs",
+          "learning_rate": "lr", "gamma": "gamma", "gae_lambda": "gae_lambda"}  # fmt: skip
 
-# --sweep's grid, each point merged into SAME_AS_OURS["CartPole-v1"].
+# The fastest point of --sweep's grid per env (benchmarks/results/purejaxrl_sweep_<env>.md),
+# merged into the same-as-ours config. On CartPole-v1 it is our own setting.
+TUNED: dict[str, dict[str, Any]] = {
+    "CartPole-v1": dict(num_envs=64, num_steps=32, update_epochs=4, lr=3e-3),
+    "Acrobot-v1": dict(num_envs=128, num_steps=32, update_epochs=4, lr=3e-3),
+}
+
+# --sweep's grid, each point merged into the same-as-ours config of the env.
 SWEEP = [
     dict(num_envs=envs_, num_steps=steps, update_epochs=epochs, lr=lr)
     for envs_, steps in ((64, 32), (256, 16), (1024, 8))
@@ -73,14 +65,26 @@ SWEEP = [
 ]
 
 
+def same_as_ours(env_id: str) -> dict[str, Any]:
+    """``benchmarks/ppo_speed.py``'s ``OURS[env_id]`` in this learner's names (minibatches: a
+    quarter of the rollout, as ours)."""
+    from benchmarks.ppo_speed import OURS
+
+    settings = OURS[env_id]
+    unknown = set(settings) - set(_NAMES)
+    if unknown:
+        raise ValueError(f"OURS[{env_id!r}] sets {sorted(unknown)}, which this learner does not take")
+    return {**_OUR_DEFAULTS, **{_NAMES[k]: v for k, v in settings.items()}}
+
+
 def config_for(name: str, env_id: str) -> dict[str, Any]:
     """The hyperparameters of config ``name`` on ``env_id``."""
     if name == "purejaxrl":
         return dict(PUREJAXRL)
     if name == "ours":
-        return dict(SAME_AS_OURS[env_id])
+        return same_as_ours(env_id)
     if name == "tuned":
-        return dict(TUNED)
+        return {**same_as_ours(env_id), **TUNED[env_id]}
     raise ValueError(f"unknown config {name!r}; one of purejaxrl, ours, tuned")
 
 
@@ -293,17 +297,18 @@ def run(
     return result
 
 
-def sweep(threads: int, cap: int, eval_freq: int) -> int:
-    """Time to solve CartPole-v1 at each point of ``SWEEP``, 2 seeds; writes the table."""
+def sweep(env_id: str, threads: int, cap: int, eval_freq: int) -> int:
+    """Time to solve ``env_id`` at each point of ``SWEEP``, 2 seeds; writes the table."""
     import statistics
     from pathlib import Path
 
     from benchmarks.machine import describe_machine
+    from benchmarks.ppo_speed import THRESHOLDS
 
     rows = []
     for point in SWEEP:
-        config = {**SAME_AS_OURS["CartPole-v1"], **point}
-        runs = [run("CartPole-v1", "sweep", seed, cap, eval_freq, 475.0, config) for seed in (0, 1)]
+        config = {**same_as_ours(env_id), **point}
+        runs = [run(env_id, "sweep", seed, cap, eval_freq, THRESHOLDS[env_id], config) for seed in (0, 1)]
         times = [r["seconds_to_solve"] if r["solved"] else math.inf for r in runs]
         rows.append({"point": point, "median_seconds_to_solve": statistics.median(times),
                      "solved": sum(r["solved"] for r in runs),
@@ -312,10 +317,10 @@ def sweep(threads: int, cap: int, eval_freq: int) -> int:
         print(rows[-1], file=sys.stderr, flush=True)
     machine = describe_machine()
     lines = [
-        "# The JAX learner's configs on CartPole-v1: time to solve (475), seeds 0 and 1",
+        f"# The JAX learner's configs on {env_id}: time to solve ({THRESHOLDS[env_id]:g}), seeds 0 and 1",
         "",
-        f"Machine: {machine['summary']}; {threads} thread(s). Each point merged into our CartPole "
-        "settings (`SAME_AS_OURS`); evaluation as in `benchmarks/ppo_speed.py`.",
+        f"Machine: {machine['summary']}; {threads} thread(s). Each point merged into our {env_id} "
+        "settings (`same_as_ours`); evaluation as in `benchmarks/ppo_speed.py`.",
         "",
         "| num_envs | num_steps | update_epochs | lr | solved | median s to solve | steps/s | compile s |",
         "|---|---|---|---|---|---|---|---|",
@@ -326,8 +331,8 @@ def sweep(threads: int, cap: int, eval_freq: int) -> int:
             f"| {p['num_envs']} | {p['num_steps']} | {p['update_epochs']} | {p['lr']:g} | {row['solved']}/2 "
             f"| {row['median_seconds_to_solve']:.2f} | {row['steps_per_second']:,.0f} | {row['warm_up_seconds']:.1f} |"
         )
-    lines += ["", f"Reproduce: `python -m benchmarks.purejaxrl_ppo --sweep --threads {threads}`.", ""]
-    out = Path(__file__).parent / "results" / "purejaxrl_sweep"
+    lines += ["", f"Reproduce: `python -m benchmarks.purejaxrl_ppo --sweep --env {env_id} --threads {threads}`.", ""]
+    out = Path(__file__).parent / "results" / f"purejaxrl_sweep_{env_id.split('-')[0].lower()}"
     out.with_suffix(".md").write_text("\n".join(lines))
     out.with_suffix(".json").write_text(json.dumps({"machine": machine, "rows": rows}, indent=2) + "\n")
     print("\n".join(lines))
@@ -343,15 +348,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--eval-freq", type=int, default=4096)
     parser.add_argument("--threshold", type=float, default=None)
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--jax-cache", default=None,
+                        help="folder of JAX's persistent compilation cache (default: none, as PureJaxRL)")
     parser.add_argument("--sweep", action="store_true",
-                        help="run SWEEP on CartPole-v1 (seeds 0, 1) and write results/purejaxrl_sweep.*")
+                        help="run SWEEP on --env (seeds 0, 1) and write results/purejaxrl_sweep_<env>.*")
     args = parser.parse_args(argv)
     limit_threads(args.threads)
     import torch
 
     torch.set_num_threads(args.threads)
+    if args.jax_cache:
+        import jax
+
+        jax.config.update("jax_compilation_cache_dir", args.jax_cache)
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+        jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
     if args.sweep:
-        return sweep(args.threads, args.cap, args.eval_freq)
+        return sweep(args.env, args.threads, args.cap, args.eval_freq)
     result = run(args.env, args.config, args.seed, args.cap, args.eval_freq, args.threshold)
     json.dump(result, sys.stdout)
     return 0

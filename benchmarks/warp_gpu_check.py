@@ -14,11 +14,15 @@ as soon as it is done, so that a run cut short keeps what it measured:
    warm-up excluded, the GPU synchronised before the clock is read; beside it the bare
    physics (``env.backend.step`` alone, no observations, rewards or resets);
 3. ``ppo``: ``rewardlab.agents.PPO`` on HalfCheetah-v5 with 4096 Warp envs, env steps per second of a
-   short ``learn`` (rollouts and updates), after a first iteration left out of the clock.
+   short ``learn`` (rollouts and updates), after a first iteration left out of the clock;
+0. ``compiled ppo`` (first, and without MuJoCo Warp): PPO with ``compile=True`` and a
+   compiled CartPole-v1 on the GPU against eager, from one seed: the largest parameter
+   difference after one iteration, the compile (or cache load) time, and env steps per
+   second of each at ``--cartpole-envs`` envs.
 
 Results go to ``benchmarks/results/mujoco_warp_gpu.json`` and ``.md`` and, when ``$OUT``
-is set, to ``$OUT/mujoco_warp_gpu.json`` and ``.md`` as well. Without a CUDA device or
-without ``mujoco-warp`` it says so and exits with status 2.
+is set, to ``$OUT/mujoco_warp_gpu.json`` and ``.md`` as well. Without a CUDA device it
+says so and exits with status 2; without ``mujoco-warp`` it runs part 0 only.
 
 Usage::
 
@@ -216,6 +220,38 @@ def ppo_speed(num_envs: int, iterations: int) -> dict[str, Any]:
     }
 
 
+def compiled_ppo(num_envs: int, iterations: int) -> dict[str, Any]:
+    """PPO(compile=True) on a compiled CartPole-v1 on the GPU against eager: parity and speed."""
+    from rewardlab import envs
+    from rewardlab.agents import PPO
+
+    settings = dict(n_steps=32, n_epochs=4, learning_rate=3e-3, gamma=0.98, gae_lambda=0.8)
+    models, row = {}, {"env_id": "CartPole-v1", "num_envs": num_envs}
+    for compiled in (False, True):
+        start = time.perf_counter()
+        env = envs.make("CartPole-v1", num_envs, seed=0, device=DEVICE, compile=compiled)
+        model = PPO(env, seed=0, compile=compiled, **settings)
+        model.warm_up()
+        model.learn(model.n_steps * num_envs)  # one iteration: the env's compile happens here
+        torch.cuda.synchronize()
+        row[f"{'compiled' if compiled else 'eager'}_first_iteration_seconds"] = round(
+            time.perf_counter() - start, 2
+        )
+        models[compiled] = model
+    row["max_parameter_difference_after_one_iteration"] = max(
+        float((a - b).detach().abs().max())
+        for a, b in zip(models[False].policy.parameters(), models[True].policy.parameters(), strict=True)
+    )
+    for compiled, model in models.items():
+        before, start = model.num_timesteps, time.perf_counter()
+        model.learn(iterations * model.n_steps * num_envs, reset_num_timesteps=False)
+        torch.cuda.synchronize()
+        row[f"{'compiled' if compiled else 'eager'}_env_steps_per_second"] = (
+            (model.num_timesteps - before) / (time.perf_counter() - start)
+        )
+    return row
+
+
 def rate(value: float | None) -> str:
     if value is None:
         return "–"
@@ -278,6 +314,21 @@ def markdown(report: dict[str, Any]) -> str:
             f"| {rate(row['physics_steps_per_second'])} | {row['make_and_reset_seconds']} "
             f"| {row['gpu_memory_in_use_gib']} |"
         )
+    lines += ["", "## PPO compiled on the GPU (CartPole-v1)", ""]
+    compiled = report.get("compiled_ppo")
+    if compiled is None:
+        lines.append("Not run.")
+    elif "error" in compiled:
+        lines.append(f"Error: {compiled['error']}")
+    else:
+        lines.append(
+            f"{compiled['num_envs']} envs, `compile=True` for the env and PPO against eager, one seed: "
+            f"parameters differ by at most {compiled['max_parameter_difference_after_one_iteration']:.1e} "
+            f"after one iteration; first iteration (with the compile or cache load) "
+            f"{compiled['compiled_first_iteration_seconds']} s against {compiled['eager_first_iteration_seconds']} s; "
+            f"{rate(compiled['compiled_env_steps_per_second'])} env steps/s against "
+            f"{rate(compiled['eager_env_steps_per_second'])} eager."
+        )
     lines += ["", "## PPO on Warp envs", ""]
     ppo = report.get("ppo")
     if ppo is None:
@@ -326,6 +377,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--num-envs", nargs="+", type=int, default=[4096, 16384])
     parser.add_argument("--seconds", type=float, default=2.0, help="per throughput timing")
     parser.add_argument("--ppo-envs", type=int, default=4096)
+    parser.add_argument("--cartpole-envs", type=int, default=4096, help="envs of the compiled-PPO part")
     parser.add_argument("--ppo-iterations", type=int, default=3, help="timed PPO iterations")
     parser.add_argument(
         "--budget", type=float, default=270.0, help="seconds; parts not begun by then are skipped"
@@ -340,30 +392,15 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
-    if importlib.util.find_spec("mujoco_warp") is None:
-        print(
-            "warp_gpu_check: mujoco_warp is not installed: pip install 'rewardlab[mujoco-warp]'",
-            file=sys.stderr,
-        )
-        return 2
-
-    import mujoco
-    import mujoco_warp
-    import warp
-
     from benchmarks.machine import describe_machine, recorded_args
 
-    warp.config.log_level = warp.LOG_WARNING  # no line per kernel module loaded
+    has_warp = importlib.util.find_spec("mujoco_warp") is not None
     started = time.perf_counter()
     report: dict[str, Any] = {
-        "machine": {
-            **describe_machine(),
-            "warp": warp.__version__,
-            "mujoco_warp": mujoco_warp.__version__,
-            "mujoco": mujoco.__version__,
-            "torch_cuda": torch.version.cuda,
-        },
+        "machine": {**describe_machine(), "torch_cuda": torch.version.cuda,
+                    "warp": "-", "mujoco_warp": "-", "mujoco": "-"},
         "args": recorded_args(args),
+        "compiled_ppo": None,
         "cuda_path": [],
         "throughput": [],
         "ppo": None,
@@ -376,6 +413,25 @@ def main(argv: list[str] | None = None) -> int:
             return True
         report["skipped"].append(name)
         return False
+
+    if in_budget(f"compiled ppo {args.cartpole_envs}"):
+        report["compiled_ppo"] = attempt({}, compiled_ppo, args.cartpole_envs, 5)
+        print(json.dumps(report["compiled_ppo"], default=str), flush=True)
+        write(report, args.out)
+    if not has_warp:
+        report["skipped"].append("the MuJoCo Warp parts (mujoco_warp is not installed: "
+                                 "pip install 'rewardlab[mujoco-warp]')")
+        write(report, args.out)
+        print(markdown(report))
+        return 0
+
+    import mujoco
+    import mujoco_warp
+    import warp
+
+    warp.config.log_level = warp.LOG_WARNING  # no line per kernel module loaded
+    report["machine"] |= {"warp": warp.__version__, "mujoco_warp": mujoco_warp.__version__,
+                          "mujoco": mujoco.__version__}
 
     for env_id, steps in PARITY:
         if in_budget(f"cuda path {env_id}"):
