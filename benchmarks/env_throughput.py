@@ -26,6 +26,7 @@ import json
 import os
 import platform
 import statistics
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -190,6 +191,10 @@ def benchmark(
         compiled_env = envs.make(env_id, num_envs, device=device, compile=True)
         timer, row["compile_seconds"] = our_timer(compiled_env, "ours, compiled")
         timers.append(timer)
+        # a second env of the same id and size: its first step loads the library compiled above
+        row["cached_load_seconds"] = our_timer(
+            envs.make(env_id, num_envs, device=device, compile=True), "ours, compiled again"
+        )[1]
         row["compiled_vs_eager"] = compiled_agreement(eager_env, compiled_env)
     reference, row["gymnasium_kind"] = gymnasium_timer(env_id, num_envs)
     timers.append(reference)
@@ -230,7 +235,8 @@ def markdown(rows: list[dict[str, Any]], machine: dict[str, Any]) -> str:
         "`vs gym` divides by Gymnasium's fastest vector env for the task "
         "(its numpy `vector_entry_point` where it has one, else `SyncVectorEnv`). "
         f"SB3 `DummyVecEnv` is skipped above {DUMMY_VEC_ENV_MAX} envs (minutes per point). "
-        "`compile (s)` is the first compiled step; `compiled vs eager` steps both 100 times "
+        "`compile (s)` is the first compiled step, compiling into the run's empty cache; `load (s)` the first "
+        "step of a second env of the same id and size, which loads it from the cache; `compiled vs eager` steps both 100 times "
         "from one seed with the same actions: the compiled step rounds differently (fused "
         "multiply-adds, vectorized sin/cos), and CartPole's difference grows along an episode "
         "because the upright pole is unstable (see tests/test_envs_classic.py). The machine "
@@ -251,14 +257,14 @@ def markdown(rows: list[dict[str, Any]], machine: dict[str, Any]) -> str:
             f"## {env_id}",
             "",
             f"| envs | ours eager | ours compiled | gymnasium {kind} | SB3 DummyVecEnv "
-            "| eager vs gym | compiled vs gym | compile (s) | compiled vs eager |",
-            "|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+            "| eager vs gym | compiled vs gym | compile (s) | load (s) | compiled vs eager |",
+            "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
         ]
         for row in env_rows:
             rates = row["steps_per_second"]
             eager, compiled = rates.get("ours, eager"), rates.get("ours, compiled")
             gym, dummy = rates.get("gymnasium"), rates.get("sb3 DummyVecEnv")
-            compile_seconds = row.get("compile_seconds")
+            compile_seconds, load_seconds = row.get("compile_seconds"), row.get("cached_load_seconds")
             agreement = row.get("compiled_vs_eager")
             agreement_text = (
                 "–"
@@ -270,6 +276,7 @@ def markdown(rows: list[dict[str, Any]], machine: dict[str, Any]) -> str:
                 f"| {row['num_envs']} | {rate(eager)} | {rate(compiled)} | {rate(gym)} "
                 f"| {rate(dummy)} | {ratio(eager, gym)} | {ratio(compiled, gym)} "
                 f"| {'–' if compile_seconds is None else f'{compile_seconds:.1f}'} "
+                f"| {'–' if load_seconds is None else f'{load_seconds:.2f}'} "
                 f"| {agreement_text} |"
             )
         lines.append("")
@@ -294,6 +301,8 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--out", type=Path, default=RESULTS, help="results path, no suffix")
     args = parser.parse_args(argv)
+    # compile=True's library cache, empty for this run: "compile (s)" is a compile
+    os.environ["REWARDLAB_CACHE"] = tempfile.mkdtemp(prefix="env-throughput-cache-")
     num_envs = args.num_envs or (QUICK_NUM_ENVS if args.quick else NUM_ENVS)
     repeats = args.repeats or (2 if args.quick else 3)
     seconds = args.seconds or (0.15 if args.quick else 0.3)
