@@ -10,7 +10,8 @@ update (``rewardlab.agents.fused``) and the batched envs' compiled step
 
 Cache folder: ``$REWARDLAB_CACHE/compiled`` (default ``~/.cache/rewardlab/compiled``).
 Each library is written beside its final name and renamed into place, so concurrent runs
-never read half a file; deleting the folder is always safe.
+never read half a file; deleting the folder is always safe. On torch before 2.6 (no
+packaged libraries) graphs are compiled in memory by Inductor each run instead.
 """
 
 from __future__ import annotations
@@ -72,6 +73,9 @@ def load_or_compile(
     :return: a callable taking the inputs positionally and returning the graph's outputs.
     """
     options = dict(options or {})
+    if not hasattr(torch._inductor, "aoti_compile_and_package"):
+        # torch before 2.6 has no packaged AOTInductor libraries: compile in memory, uncached
+        return torch._inductor.compile(graph, inputs, options=options)
     folder = cache_folder()
     safe_name = re.sub(r"[^A-Za-z0-9._-]+", "_", name)
     path = folder / f"{safe_name}-{cache_key(graph, inputs, options)}.pt2"
