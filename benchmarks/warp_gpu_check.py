@@ -314,39 +314,42 @@ def markdown(report: dict[str, Any]) -> str:
             f"| {rate(row['physics_steps_per_second'])} | {row['make_and_reset_seconds']} "
             f"| {row['gpu_memory_in_use_gib']} |"
         )
-    lines += ["", "## PPO compiled on the GPU (CartPole-v1)", ""]
-    compiled = report.get("compiled_ppo")
-    if compiled is None:
-        lines.append("Not run.")
-    elif "error" in compiled:
-        lines.append(f"Error: {compiled['error']}")
-    else:
-        lines.append(
-            f"{compiled['num_envs']} envs, `compile=True` for the env and PPO against eager, one seed: "
-            f"parameters differ by at most {compiled['max_parameter_difference_after_one_iteration']:.1e} "
-            f"after one iteration; first iteration (with the compile or cache load) "
-            f"{compiled['compiled_first_iteration_seconds']} s against {compiled['eager_first_iteration_seconds']} s; "
-            f"{rate(compiled['compiled_env_steps_per_second'])} env steps/s against "
-            f"{rate(compiled['eager_env_steps_per_second'])} eager."
-        )
-    lines += ["", "## PPO on Warp envs", ""]
-    ppo = report.get("ppo")
-    if ppo is None:
-        lines.append("Not run.")
-    elif "error" in ppo:
-        lines.append(f"Error: {ppo['error']}")
-    else:
-        settings = ppo["settings"]
-        lines.append(
-            f"`rewardlab.agents.PPO` on {ppo['env_id']}, {ppo['num_envs']} envs, n_steps "
-            f"{settings['n_steps']}, batch_size {settings['batch_size']}, n_epochs "
-            f"{settings['n_epochs']}: {rate(ppo['env_steps_per_second'])} env steps/s over "
-            f"{ppo['timed_env_steps']} steps ({ppo['seconds']} s; the first iteration, "
-            f"{ppo['first_iteration_seconds']} s, not timed)."
-        )
+    lines += ["", "## PPO compiled on the GPU (CartPole-v1)", "", _part(report.get("compiled_ppo"), _compiled_line)]
+    lines += ["", "## PPO on Warp envs", "", _part(report.get("ppo"), _ppo_line)]
     if report["skipped"]:
         lines += ["", f"Skipped (out of the time budget): {', '.join(report['skipped'])}."]
     return "\n".join(lines) + "\n"
+
+
+def _part(result: dict[str, Any] | None, describe: Callable[[dict[str, Any]], str]) -> str:
+    """One part's sentence: not run, its error, or what it measured."""
+    if result is None:
+        return "Not run."
+    if "error" in result:
+        return f"Error: {result['error']}"
+    return describe(result)
+
+
+def _compiled_line(compiled: dict[str, Any]) -> str:
+    return (
+        f"{compiled['num_envs']} envs, `compile=True` for the env and PPO against eager, one seed: "
+        f"parameters differ by at most {compiled['max_parameter_difference_after_one_iteration']:.1e} "
+        f"after one iteration; first iteration (with the compile or cache load) "
+        f"{compiled['compiled_first_iteration_seconds']} s against {compiled['eager_first_iteration_seconds']} s; "
+        f"{rate(compiled['compiled_env_steps_per_second'])} env steps/s against "
+        f"{rate(compiled['eager_env_steps_per_second'])} eager."
+    )
+
+
+def _ppo_line(ppo: dict[str, Any]) -> str:
+    settings = ppo["settings"]
+    return (
+        f"`rewardlab.agents.PPO` on {ppo['env_id']}, {ppo['num_envs']} envs, n_steps "
+        f"{settings['n_steps']}, batch_size {settings['batch_size']}, n_epochs "
+        f"{settings['n_epochs']}: {rate(ppo['env_steps_per_second'])} env steps/s over "
+        f"{ppo['timed_env_steps']} steps ({ppo['seconds']} s; the first iteration, "
+        f"{ppo['first_iteration_seconds']} s, not timed)."
+    )
 
 
 def write(report: dict[str, Any], out: Path) -> None:
