@@ -89,14 +89,13 @@ def config_for(name: str, env_id: str) -> dict[str, Any]:
 
 
 def limit_threads(threads: int) -> None:
-    """Give XLA's CPU backend ``threads`` threads (set before jax is imported)."""
+    """Give XLA's CPU backend ``threads`` threads (set before jax is imported): one thread by
+    its flags, more by the CPUs the process may run on."""
     if threads == 1:
         os.environ["XLA_FLAGS"] = (
             os.environ.get("XLA_FLAGS", "")
             + " --xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
         )
-    else:
-        os.environ["XLA_FLAGS"] = os.environ.get("XLA_FLAGS", "") + f" intra_op_parallelism_threads={threads}"
     if hasattr(os, "sched_setaffinity"):
         cpus = sorted(os.sched_getaffinity(0))[:threads]
         os.sched_setaffinity(0, cpus)

@@ -49,6 +49,7 @@ DEFAULTS: dict[str, Any] = {
     "checkpoint_every": None,
     "reward_program": None,
     "trust_program": False,
+    "compile": False,
 }
 
 
@@ -130,6 +131,16 @@ def check_config(config: dict[str, Any]) -> None:
         load_reward(config["reward_program"], config["env"])  # the checks, before any training
     if config["trust_program"] and not config["reward_program"]:
         raise ValueError("--trust-program applies to a --reward-program; pass one, or drop it")
+    if not isinstance(config["compile"], bool):
+        raise ValueError(f"compile={config['compile']!r} must be true or false")
+    if config["compile"]:
+        if config["algo"] != "ppo":
+            raise ValueError(f"--compile compiles rewardlab's PPO (--algo ppo), not --algo {config['algo']}; drop it")
+        if config["reward_program"] and not config["trust_program"]:
+            raise ValueError(
+                "--compile does not reach a sandboxed --reward-program run (its worker cannot read the "
+                "compile cache); drop --compile, or add --trust-program for a program you have read"
+            )
 
 
 
@@ -248,6 +259,9 @@ def register_train(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--trust-program", dest="trust_program", action="store_const", const=True,
                         help="run the --reward-program in this process, outside the sandbox (only for a "
                              "program you have read): allows --shaping, --intrinsic and --resume")
+    parser.add_argument("--compile", action="store_const", const=True,
+                        help="--algo ppo: compile PPO's update and the batched env's step (the first run "
+                             "of a setting compiles for tens of seconds, later runs load it from the cache)")
     parser.add_argument("--config", help="a JSON/TOML file with these settings (flags win)")
     parser.add_argument("--logdir", required=True, help="parent folder of the run directories")
     parser.add_argument("--resume", action="store_true", help="continue runs from their checkpoints")

@@ -76,12 +76,20 @@ class OwnPPOTrainer(Trainer):
         self.config, self.run_dir = config, run_dir
         torch.manual_seed(config["seed"])
         num_envs = config["num_envs"] or 16
-        env = envs.make(config["env"], num_envs=num_envs, device=config["device"], seed=config["seed"])
+        hyperparameters = dict(config["hyperparameters"])
+        compile = bool(config.get("compile")) or bool(hyperparameters.pop("compile", False))
+        # MuJoCo's physics is not torch's: only the update compiles there
+        from rewardlab.envs.mujoco import BEHAVIOURS, TASKS
+
+        compile_env = compile and config["env"] not in {*TASKS, *BEHAVIOURS}
+        env = envs.make(
+            config["env"], num_envs=num_envs, device=config["device"], seed=config["seed"],
+            compile=compile_env,
+        )  # fmt: skip
         if config["reward_program"]:  # --trust-program: in this process (else SandboxedProgramTrainer)
             from rewardlab.llm_reward import load_reward
 
             env = load_reward(config["reward_program"], config["env"]).wrap(env, trusted=True)
-        hyperparameters = dict(config["hyperparameters"])
         gamma = hyperparameters.get("gamma", 0.99)
         if config["shaping"] == "builtin":
             env = BatchedPotentialShaping(
@@ -91,7 +99,7 @@ class OwnPPOTrainer(Trainer):
         self.env = env
         self.model = PPO(
             env, seed=config["seed"], intrinsic=self.intrinsic,
-            tensorboard_log=str(run_dir / "tb"), **hyperparameters,
+            tensorboard_log=str(run_dir / "tb"), compile=compile, **hyperparameters,
         )  # fmt: skip
 
     def learn(self, steps: int, resumed: bool, bar: ProgressBar | None) -> None:

@@ -115,11 +115,28 @@ def test_own_ppo_resume_continues_the_step_count(tmp_path):
         (["--env", "CartPole-v1", "--shaping", "magic"], "builtin"),
         (["--env", "CartPole-v1", "--intrinsic", "rnd,bogus"], "bogus"),
         (["--env", "CartPole-v1", "--intrinsic", "rnd", "--fusion", "avg"], "product"),
+        (["--env", "CartPole-v1", "--algo", "sb3-ppo", "--compile"], "--algo ppo"),
     ],
 )
 def test_unknown_names_list_the_valid_ones(tmp_path, capsys, flags, message):
     assert main(["train", "--logdir", str(tmp_path / "x"), *flags]) == 2
     assert message in capsys.readouterr().err
+
+
+def test_compile_trains_the_compiled_update_and_env(tmp_path):
+    from rewardlab.agents.fused import FusedUpdate
+    from rewardlab.app.train import DEFAULTS
+    from rewardlab.app.trainers import OwnPPOTrainer
+
+    logdir = tmp_path / "runs"
+    flags = ["--env", "CartPole-v1", "--seed", "0", "--logdir", str(logdir), "--num-envs", "8", "--compile"]
+    assert train(tmp_path, "--steps", "512", *flags) == 0
+    config = json.loads((logdir / "seed_0" / "config.json").read_text())
+    assert config["compile"] is True
+    trainer = OwnPPOTrainer({**DEFAULTS, **config}, tmp_path / "again")
+    assert trainer.model.config.compile and trainer.env.compile
+    trainer.learn(256, resumed=False, bar=None)
+    assert isinstance(trainer.model._fused, FusedUpdate)
 
 
 def write_run(root: Path, name: str, seed: int, points: list[tuple[int, float]], config=None) -> None:
