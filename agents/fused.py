@@ -84,7 +84,7 @@ class FusedUpdate:
         state = self._adam_state()
         inputs = [*self.parameters, *state, torch.tensor(1.0, device=self.parameters[0].device),
                   *example_batch]  # fmt: skip
-        inputs = [t.detach() for t in inputs]
+        inputs = [t.detach().contiguous() for t in inputs]
         from torch.fx.experimental.proxy_tensor import make_fx
 
         self._graph = make_fx(self._step, decomposition_table=_DECOMPOSITIONS)(*inputs)
@@ -145,7 +145,7 @@ class FusedUpdate:
             raise ValueError(f"a fused update compiled for {self.batch_shapes} got a batch of {shapes}")
         lr = torch.tensor(float(learning_rate), device=self.parameters[0].device)
         with torch.no_grad():
-            out = self.compiled(*self.parameters, *self._adam_state(), lr, *batch)
+            out = self.compiled(*self.parameters, *self._adam_state(), lr, *(t.contiguous() for t in batch))
         n = 4 * len(self.parameters)
         return list(out[:n]), tuple(out[n:])
 
@@ -153,3 +153,38 @@ class FusedUpdate:
         """Write the step's parameters and Adam state into the module and the optimiser."""
         with torch.no_grad():
             torch._foreach_copy_([*self.parameters, *self._adam_state()], new_state)
+
+
+class CompiledCall:
+    """``module(*args)`` as one compiled function of the module's parameters and ``args``.
+
+    Traced once for the example's shapes with the parameters as inputs (so that updates
+    to them are seen), compiled or loaded like :class:`FusedUpdate`'s step; called without
+    gradients. PPO's rollout sampling and scoring use it with ``compile=True``.
+
+    :param module: the module; its ``forward`` is what runs.
+    :param example_args: tensors of the shapes and dtypes every call passes.
+    :param name: the start of the compiled library's file name.
+    """
+
+    def __init__(self, module: nn.Module, example_args: Sequence[torch.Tensor], name: str) -> None:
+        from torch.fx.experimental.proxy_tensor import make_fx
+
+        self.names = [n for n, _ in module.named_parameters()]
+        self.parameters = [p for _, p in module.named_parameters()]
+        count = len(self.names)
+
+        def call(*flat: torch.Tensor) -> tuple[torch.Tensor, ...]:
+            parameters = dict(zip(self.names, flat[:count], strict=True))
+            out = torch.func.functional_call(module, parameters, tuple(flat[count:]))
+            return out if isinstance(out, tuple) else (out,)
+
+        # compiled for contiguous inputs; calls pass theirs contiguous (a no-op when they are)
+        inputs = [t.detach().contiguous() for t in (*self.parameters, *example_args)]
+        with torch.no_grad():
+            graph = make_fx(call, decomposition_table=_DECOMPOSITIONS)(*inputs)
+        self.compiled = load_or_compile(graph, inputs, name)
+
+    def __call__(self, *args: torch.Tensor) -> list[torch.Tensor]:
+        with torch.no_grad():
+            return list(self.compiled(*self.parameters, *(a.contiguous() for a in args)))

@@ -188,26 +188,39 @@ class ActorCritic(nn.Module):
         return self.critic(obs)
 
     def act(
-        self, obs: torch.Tensor, generator: torch.Generator | None, deterministic: bool = False
+        self,
+        obs: torch.Tensor,
+        generator: torch.Generator | None,
+        deterministic: bool = False,
+        noise: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """Sample actions (or take the mode when ``deterministic``).
 
         :param obs: normalised observations ``(B, *obs_shape)``.
         :param generator: the random stream to sample from (None: torch's global one).
         :param deterministic: take the most likely action.
+        :param noise: the sample's noise drawn beforehand (:meth:`draw_noise`), as the
+            compiled rollout passes it; None: drawn here from ``generator``.
         """
         out = self.actor(obs)
+        if deterministic:
+            return out.argmax(dim=-1) if self.discrete else out
+        if noise is None:
+            noise = self.draw_noise(out.shape, generator, out.device)
         if self.discrete:
-            if deterministic:
-                return out.argmax(dim=-1)
             # Gumbel-max: argmax(logits + Gumbel noise) samples the categorical, in 4 cheap ops
             # (Gumbel noise is -log(E) with E ~ Exponential(1)).
-            exponential = torch.empty_like(out).exponential_(generator=generator)
-            return (out - exponential.log_()).argmax(dim=-1)
-        if deterministic:
-            return out
-        noise = torch.randn(out.shape, generator=generator, device=out.device, dtype=out.dtype)
+            return (out - noise.log()).argmax(dim=-1)
         return out + self.log_std.exp() * noise
+
+    def draw_noise(
+        self, shape: torch.Size | tuple[int, ...], generator: torch.Generator | None, device: torch.device
+    ) -> torch.Tensor:
+        """What :meth:`act` samples with, for outputs of ``shape``: Exponential(1) draws for
+        the categorical's Gumbel-max, standard normal ones for the Gaussian."""
+        if self.discrete:
+            return torch.empty(shape, device=device).exponential_(generator=generator)
+        return torch.randn(shape, generator=generator, device=device)
 
     def forward(
         self, obs: torch.Tensor, actions: torch.Tensor
@@ -239,6 +252,40 @@ class ActorCritic(nn.Module):
         log_prob = (-0.5 * z.square() - log_std - 0.5 * math.log(2 * math.pi)).sum(dim=-1)
         entropy = (0.5 + 0.5 * math.log(2 * math.pi) + log_std).sum(dim=-1)
         return log_prob, entropy
+
+
+class _Sampler(nn.Module):
+    """The rollout's action sampling as a module of ``(obs, noise, mean, inv_std)``: the
+    observation normalisation (as ``RunningMeanStd.normalize``) and :meth:`ActorCritic.act`
+    with the noise given, the function ``compile=True`` traces and compiles."""
+
+    def __init__(self, policy: ActorCritic, normalize: bool, clip: float) -> None:
+        super().__init__()
+        self.policy, self.normalize, self.clip = policy, normalize, clip
+
+    def forward(
+        self, obs: torch.Tensor, noise: torch.Tensor, mean: torch.Tensor, inv_std: torch.Tensor
+    ) -> torch.Tensor:
+        if self.normalize:
+            obs = ((obs - mean) * inv_std).clamp(-self.clip, self.clip)
+        return self.policy.act(obs, None, noise=noise)
+
+
+class _Scoring(nn.Module):
+    """A rollout's forward passes, from normalised observations: the behaviour
+    log-probabilities, ``V(obs)`` with ``V`` of the last observation appended, and ``V``
+    of the states each step led to (``final_obs``)."""
+
+    def __init__(self, policy: ActorCritic) -> None:
+        super().__init__()
+        self.policy = policy
+
+    def forward(
+        self, obs: torch.Tensor, actions: torch.Tensor, next_obs: torch.Tensor, final_obs: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        log_prob, _ = self.policy.log_prob_and_entropy(obs, actions)
+        values = self.policy.value(torch.cat([obs, next_obs]))
+        return log_prob, values, self.policy.value(final_obs)
 
 
 @dataclass
@@ -548,6 +595,7 @@ class PPO:
         self._n_updates = 0
         self._last_obs: torch.Tensor | None = None
         self._fused: Any = None  # the compiled minibatch update (config.compile)
+        self._compiled_calls: dict[str, Any] = {}  # the compiled rollout sampling and scoring
         self._fused_rows: int | None = None
 
     def set_env(self, env: Any) -> None:
@@ -664,11 +712,14 @@ class PPO:
                 obs = self._normalize_obs(rollout.obs)
                 flat_obs = obs.reshape(T * N, *obs.shape[2:])
                 flat_actions = rollout.actions.reshape(T * N, *rollout.actions.shape[2:])
-                old_log_prob, _ = self.policy.log_prob_and_entropy(flat_obs, flat_actions)
                 next_obs = self._normalize_obs(self._last_obs)
-                values = self.policy.value(torch.cat([flat_obs, next_obs])).reshape(T + 1, N, -1)
                 final_obs = self._normalize_obs(rollout.final_obs).reshape(flat_obs.shape)
-                final_values = self.policy.value(final_obs).reshape(T, N, -1)
+                scoring = (flat_obs, flat_actions, next_obs, final_obs)
+                if self.config.compile:  # the same three forward passes, compiled as one
+                    old_log_prob, values, final_values = self._compiled("score", _Scoring, scoring)(*scoring)
+                else:
+                    old_log_prob, values, final_values = _Scoring(self.policy)(*scoring)
+                values, final_values = values.reshape(T + 1, N, -1), final_values.reshape(T, N, -1)
 
             # Intrinsic reward on the whole rollout, flattened time-major (row t * N + env);
             # next_obs is the true successor (final_obs where an episode ended).
@@ -743,8 +794,9 @@ class PPO:
         return self
 
     def warm_up(self) -> float:
-        """Compile the minibatch update now (or load it from the cache), so that the first
-        ``learn`` does not pay for it; nothing is trained. A no-op without ``compile``.
+        """Compile the minibatch update, the rollout's sampling and its scoring now (or load
+        them from the cache), so that the first ``learn`` does not pay for it; nothing is
+        trained and no random number drawn. A no-op without ``compile``.
 
         :return: the seconds it took.
         """
@@ -761,6 +813,8 @@ class PPO:
             per_head = torch.zeros((size, heads), device=self.device)
             idx = torch.arange(rows, device=self.device)
             self._fused_update((obs, actions, vector, vector, per_head, per_head, idx))
+            self._compiled_sampler()
+            self._compiled("score", _Scoring, self._scoring_example())
         return time.perf_counter() - start
 
     def _collect_rollout(self) -> None:
@@ -772,10 +826,14 @@ class PPO:
         """
         env, rollout, obs = self.env, self._rollout, self._last_obs
         discrete = self.policy.discrete
+        sample = self._compiled_sampler() if self.config.compile else None
         with torch.no_grad():
             for t in range(self.n_steps):
                 rollout.obs[t] = obs
-                actions = self.policy.act(self._normalize_obs(obs), self._generator)
+                if sample is not None:
+                    actions = sample(obs)
+                else:
+                    actions = self.policy.act(self._normalize_obs(obs), self._generator)
                 rollout.actions[t] = actions
                 if not discrete:
                     actions = torch.maximum(
@@ -792,6 +850,41 @@ class PPO:
                 for i, name in enumerate(self._component_names):
                     rollout.components[i, t] = components[name]
         self._last_obs = obs
+
+    def _compiled(self, name: str, module_type: type[nn.Module], example: Sequence[torch.Tensor]) -> Any:
+        """``module_type(self.policy, ...)`` compiled for ``example``'s shapes, made once per model."""
+        from rewardlab.agents.fused import CompiledCall
+
+        if name not in self._compiled_calls:
+            if module_type is _Sampler:
+                module = _Sampler(self.policy, self.config.normalize_obs, self.config.clip_obs)
+            else:
+                module = module_type(self.policy)
+            self._compiled_calls[name] = CompiledCall(module, example, f"ppo-{name}")
+        return self._compiled_calls[name]
+
+    def _compiled_sampler(self) -> Callable[[torch.Tensor], torch.Tensor]:
+        """The rollout's action sampling, compiled: the noise is drawn from the model's
+        stream first, exactly as the eager :meth:`ActorCritic.act` draws it."""
+        rms, shape = self.obs_rms, self._noise_shape()
+        example = (self._rollout.obs[0], torch.ones(shape, device=self.device), rms._mean32, rms._inv_std32)
+        call = self._compiled("act", _Sampler, example)
+
+        def sample(obs: torch.Tensor) -> torch.Tensor:
+            noise = self.policy.draw_noise(shape, self._generator, self.device)
+            return call(obs, noise, rms._mean32, rms._inv_std32)[0]
+
+        return sample
+
+    def _noise_shape(self) -> tuple[int, int]:
+        width = int(self.action_space.n) if self.policy.discrete else int(self.action_space.shape[0])
+        return (self.env.num_envs, width)
+
+    def _scoring_example(self) -> tuple[torch.Tensor, ...]:
+        rollout = self._rollout
+        rows = self.n_steps * self.env.num_envs
+        obs = rollout.obs.reshape(rows, *rollout.obs.shape[2:])
+        return (obs, rollout.actions.reshape(rows, *rollout.actions.shape[2:]), rollout.obs[0], obs)
 
     def _first_step_checks(
         self, reward: torch.Tensor, components: Mapping[str, torch.Tensor]

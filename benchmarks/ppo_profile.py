@@ -13,8 +13,8 @@ code that runs them (everything runs on the CPU, so no device sync is needed):
   updates (``clip_grad_norm_`` counts with the optimiser);
 - ``other``: the rest (logging, learning-rate schedule).
 
-With ``--compile`` (``compile=True`` for the env and PPO) the env's step and the minibatch
-step are one compiled call each:
+With ``--compile`` (``compile=True`` for the env and PPO) the env's step, the rollout's
+sampling, its scoring and the minibatch step are one compiled call each:
 ``update: compiled step`` is that call, ``update: commit`` writing its result back, and
 ``update: indexing and statistics`` the rest of the update loop; the compile (or cache
 load) happens in a warm-up rollout before the timed run and is reported apart.
@@ -79,6 +79,18 @@ def instrument(model: PPO, clock: PhaseClock) -> None:
         setattr(owner, name, wrapper)
 
     timed(policy, "act", "rollout: policy")
+    compiled_sampler = model._compiled_sampler  # compile=True samples through this instead
+
+    def sampler() -> Any:
+        sample = compiled_sampler()
+
+        def timed_sample(obs: torch.Tensor) -> torch.Tensor:
+            with clock.phase("rollout: policy"):
+                return sample(obs)
+
+        return timed_sample
+
+    model._compiled_sampler = sampler  # type: ignore[method-assign]
     timed(env, "step", "rollout: env step")
     timed(model, "_collect_rollout", "rollout (total)")
     timed(model, "_update", "update (total)")
