@@ -644,6 +644,8 @@ class PPO:
             truncated=torch.zeros((T, N), dtype=torch.bool, device=self.device),
         )
         self._component_names: list[str] | None = None
+        # compiled for the previous env's shapes (compile=True): made again at first use
+        self._fused, self._fused_rows, self._compiled_calls = None, None, {}
 
     def learn(
         self,

@@ -87,6 +87,15 @@ def test_the_compiled_update_is_cached_on_disk(cache: Path) -> None:
     assert not list(cache_folder().glob("partial-*"))
 
 
+def test_a_new_env_of_another_size_gets_its_own_compiled_calls(cache: Path) -> None:
+    _, compiled = _pair("CartPole-v1")
+    compiled.learn(compiled.n_steps * 8)
+    first = compiled._fused
+    compiled.set_env(envs.make("CartPole-v1", num_envs=4, seed=3))
+    compiled.learn(compiled.n_steps * 4)  # shapes of 4 envs: compiled anew, not the 8-env library
+    assert compiled._fused is not first and compiled._fused_rows == 48
+
+
 def test_compile_must_be_a_bool() -> None:
     with pytest.raises(ValueError, match="compile"):
         PPO(envs.make("CartPole-v1", num_envs=2), compile="yes")
