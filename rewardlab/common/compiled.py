@@ -10,7 +10,8 @@ update (``rewardlab.agents.fused``) and the batched envs' compiled step
 
 Cache folder: ``$REWARDLAB_CACHE/compiled`` (default ``~/.cache/rewardlab/compiled``).
 Each library is written beside its final name and renamed into place, so concurrent runs
-never read half a file; deleting the folder is always safe. On torch before 2.6 (no
+never read half a file; deleting the folder is always safe. A library owned by another
+user, or writable by others, is refused: loading one runs its code. On torch before 2.6 (no
 packaged libraries) graphs are compiled in memory by Inductor each run instead.
 """
 
@@ -79,7 +80,9 @@ def load_or_compile(
     folder = cache_folder()
     safe_name = re.sub(r"[^A-Za-z0-9._-]+", "_", name)
     path = folder / f"{safe_name}-{cache_key(graph, inputs, options)}.pt2"
-    if not path.exists():
+    if path.exists():
+        _check_owned(path)
+    else:
         folder.mkdir(parents=True, exist_ok=True)
         exported = torch.export.export(graph, tuple(inputs), strict=False)
         handle, partial = tempfile.mkstemp(dir=folder, prefix="partial-", suffix=".pt2")
@@ -94,6 +97,17 @@ def load_or_compile(
             if os.path.exists(partial):
                 os.unlink(partial)
     return _load(path, inputs[0].device if inputs else torch.device("cpu"))
+
+
+def _check_owned(path: Path) -> None:
+    """Refuse a library that someone else could have written: loading it runs its code."""
+    info = path.stat()
+    if (hasattr(os, "getuid") and info.st_uid != os.getuid()) or info.st_mode & 0o022:
+        raise PermissionError(
+            f"{path} is not owned by this user or is writable by others, and loading a compiled "
+            f"library runs its code; delete it (it is compiled again), or set {CACHE_VARIABLE} to "
+            "a folder only you can write"
+        )
 
 
 def _load(path: Path, device: torch.device) -> Callable[..., Any]:

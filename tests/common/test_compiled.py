@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 from torch.fx.experimental.proxy_tensor import make_fx
 
-from rewardlab.common.compiled import cache_folder, cache_key
+from rewardlab.common.compiled import cache_folder, cache_key, load_or_compile
 
 
 def _graph(constant: float, shape: tuple[int, ...] = (4,)) -> tuple[torch.fx.GraphModule, list[torch.Tensor]]:
@@ -31,3 +32,14 @@ def test_the_cache_folder_follows_the_variable(monkeypatch, tmp_path) -> None:
     assert cache_folder() == tmp_path / "compiled"
     monkeypatch.delenv("REWARDLAB_CACHE")
     assert cache_folder().parts[-3:] == (".cache", "rewardlab", "compiled")
+
+
+def test_a_library_others_can_write_is_refused(monkeypatch, tmp_path) -> None:
+    monkeypatch.setenv("REWARDLAB_CACHE", str(tmp_path))
+    graph, inputs = _graph(1.0)
+    planted = cache_folder() / f"planted-{cache_key(graph, inputs, {})}.pt2"
+    planted.parent.mkdir(parents=True)
+    planted.write_bytes(b"not a library")
+    planted.chmod(0o666)
+    with pytest.raises(PermissionError, match="writable by others"):
+        load_or_compile(graph, inputs, "planted")
