@@ -41,6 +41,7 @@ _DECOMPOSITIONS = {torch.ops.aten.tanh.default: _tanh}
 # of 0-d or batch tensors to hand back (detached) with the step.
 LossFunction = Callable[[dict[str, torch.Tensor], Sequence[torch.Tensor]], tuple[torch.Tensor, tuple[torch.Tensor, ...]]]
 
+
 class FusedUpdate:
     """The minibatch update of ``module``'s parameters under ``loss`` and ``optimizer``, compiled.
 
@@ -87,8 +88,8 @@ class FusedUpdate:
         inputs = [t.detach().contiguous() for t in inputs]
         from torch.fx.experimental.proxy_tensor import make_fx
 
-        self._graph = make_fx(self._step, decomposition_table=_DECOMPOSITIONS)(*inputs)
-        self.compiled = load_or_compile(self._graph, inputs, "ppo-update")
+        graph = make_fx(self._step, decomposition_table=_DECOMPOSITIONS)(*inputs)
+        self.compiled = load_or_compile(graph, inputs, "ppo-update")
 
     def _adam_state(self) -> list[torch.Tensor]:
         """``exp_avg``s, ``exp_avg_sq``s and ``step``s of the optimiser, created if it has not stepped."""
@@ -140,14 +141,18 @@ class FusedUpdate:
         :param batch: tensors of the example batch's shapes and dtypes.
         :param learning_rate: Adam's step size for this step.
         """
-        shapes = [(tuple(t.shape), t.dtype) for t in batch]
-        if shapes != self.batch_shapes:
+        if not self.fits(batch):
+            shapes = [(tuple(t.shape), t.dtype) for t in batch]
             raise ValueError(f"a fused update compiled for {self.batch_shapes} got a batch of {shapes}")
         lr = torch.tensor(float(learning_rate), device=self.parameters[0].device)
         with torch.no_grad():
             out = self.compiled(*self.parameters, *self._adam_state(), lr, *(t.contiguous() for t in batch))
         n = 4 * len(self.parameters)
         return list(out[:n]), tuple(out[n:])
+
+    def fits(self, batch: Sequence[torch.Tensor]) -> bool:
+        """Whether ``batch`` has the shapes and dtypes this update was compiled for."""
+        return [(tuple(t.shape), t.dtype) for t in batch] == self.batch_shapes
 
     def commit(self, new_state: list[torch.Tensor]) -> None:
         """Write the step's parameters and Adam state into the module and the optimiser."""

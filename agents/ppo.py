@@ -57,7 +57,7 @@ from rewardlab.agents.common import (
 )
 from rewardlab.agents.logger import TensorBoardLogger
 from rewardlab.common.networks import mlp
-from rewardlab.common.running_stats import RunningMeanStd
+from rewardlab.common.running_stats import RunningMeanStd, whiten
 
 HEAD_OPTIONS = ("gamma", "weight", "episodic")
 SUMMED_REWARD_HEAD = "reward"
@@ -256,7 +256,7 @@ class ActorCritic(nn.Module):
 
 class _Sampler(nn.Module):
     """The rollout's action sampling as a module of ``(obs, noise, mean, inv_std)``: the
-    observation normalisation (as ``RunningMeanStd.normalize``) and :meth:`ActorCritic.act`
+    observation normalisation (``RunningMeanStd.normalize``'s :func:`whiten`) and :meth:`ActorCritic.act`
     with the noise given, the function ``compile=True`` traces and compiles."""
 
     def __init__(self, policy: ActorCritic, normalize: bool, clip: float) -> None:
@@ -267,7 +267,7 @@ class _Sampler(nn.Module):
         self, obs: torch.Tensor, noise: torch.Tensor, mean: torch.Tensor, inv_std: torch.Tensor
     ) -> torch.Tensor:
         if self.normalize:
-            obs = ((obs - mean) * inv_std).clamp(-self.clip, self.clip)
+            obs = whiten(obs, mean, inv_std, self.clip)
         return self.policy.act(obs, None, noise=noise)
 
 
@@ -596,7 +596,6 @@ class PPO:
         self._last_obs: torch.Tensor | None = None
         self._fused: Any = None  # the compiled minibatch update (config.compile)
         self._compiled_calls: dict[str, Any] = {}  # the compiled rollout sampling and scoring
-        self._fused_rows: int | None = None
 
     def set_env(self, env: Any) -> None:
         """Attach a batched env (spaces and device must match the model's); the next
@@ -645,7 +644,7 @@ class PPO:
         )
         self._component_names: list[str] | None = None
         # compiled for the previous env's shapes (compile=True): made again at first use
-        self._fused, self._fused_rows, self._compiled_calls = None, None, {}
+        self._fused, self._compiled_calls = None, {}
 
     def learn(
         self,
@@ -718,7 +717,8 @@ class PPO:
                 final_obs = self._normalize_obs(rollout.final_obs).reshape(flat_obs.shape)
                 scoring = (flat_obs, flat_actions, next_obs, final_obs)
                 if self.config.compile:  # the same three forward passes, compiled as one
-                    old_log_prob, values, final_values = self._compiled("score", _Scoring, scoring)(*scoring)
+                    score = self._compiled("score", lambda: _Scoring(self.policy), scoring)
+                    old_log_prob, values, final_values = score(*scoring)
                 else:
                     old_log_prob, values, final_values = _Scoring(self.policy)(*scoring)
                 values, final_values = values.reshape(T + 1, N, -1), final_values.reshape(T, N, -1)
@@ -806,17 +806,16 @@ class PPO:
             raise ValueError("this model has no env: pass env= to PPO.load or call set_env(env)")
         start = time.perf_counter()
         if self.config.compile and self._fused is None:
-            size = self.n_steps * self.env.num_envs
+            # the rollout's own buffers as examples: only their shapes and dtypes matter
+            scoring = self._scoring_example()
+            size = scoring[0].shape[0]
             rows = self.config.batch_size or max(size // 4, 1)
-            heads = len(self.heads)
-            obs = torch.zeros((size, *self.observation_space.shape), device=self.device)
-            actions = torch.zeros_like(self._rollout.actions.reshape(size, *self._rollout.actions.shape[2:]))
             vector = torch.zeros(size, device=self.device)
-            per_head = torch.zeros((size, heads), device=self.device)
+            per_head = torch.zeros((size, len(self.heads)), device=self.device)
             idx = torch.arange(rows, device=self.device)
-            self._fused_update((obs, actions, vector, vector, per_head, per_head, idx))
+            self._fused_update((*scoring[:2], vector, vector, per_head, per_head, idx))
             self._compiled_sampler()
-            self._compiled("score", _Scoring, self._scoring_example())
+            self._compiled("score", lambda: _Scoring(self.policy), scoring)
         return time.perf_counter() - start
 
     def _collect_rollout(self) -> None:
@@ -853,16 +852,14 @@ class PPO:
                     rollout.components[i, t] = components[name]
         self._last_obs = obs
 
-    def _compiled(self, name: str, module_type: type[nn.Module], example: Sequence[torch.Tensor]) -> Any:
-        """``module_type(self.policy, ...)`` compiled for ``example``'s shapes, made once per model."""
+    def _compiled(
+        self, name: str, build: Callable[[], nn.Module], example: Sequence[torch.Tensor]
+    ) -> Any:
+        """The module ``build()`` makes, compiled for ``example``'s shapes, once per model and env."""
         from rewardlab.agents.fused import CompiledCall
 
         if name not in self._compiled_calls:
-            if module_type is _Sampler:
-                module = _Sampler(self.policy, self.config.normalize_obs, self.config.clip_obs)
-            else:
-                module = module_type(self.policy)
-            self._compiled_calls[name] = CompiledCall(module, example, f"ppo-{name}")
+            self._compiled_calls[name] = CompiledCall(build(), example, f"ppo-{name}")
         return self._compiled_calls[name]
 
     def _compiled_sampler(self) -> Callable[[torch.Tensor], torch.Tensor]:
@@ -870,7 +867,9 @@ class PPO:
         stream first, exactly as the eager :meth:`ActorCritic.act` draws it."""
         rms, shape = self.obs_rms, self._noise_shape()
         example = (self._rollout.obs[0], torch.ones(shape, device=self.device), rms._mean32, rms._inv_std32)
-        call = self._compiled("act", _Sampler, example)
+        call = self._compiled(
+            "act", lambda: _Sampler(self.policy, self.config.normalize_obs, self.config.clip_obs), example
+        )
 
         def sample(obs: torch.Tensor) -> torch.Tensor:
             noise = self.policy.draw_noise(shape, self._generator, self.device)
@@ -1122,13 +1121,11 @@ class PPO:
         None for a shorter last minibatch, which runs eagerly."""
         from rewardlab.agents.fused import FusedUpdate
 
-        rows = batch[-1].shape[0]
         if self._fused is None:
             self._fused = FusedUpdate(
                 self.policy, self.optimizer, self._minibatch_loss, self.config.max_grad_norm, batch
             )
-            self._fused_rows = rows
-        return self._fused if rows == self._fused_rows else None
+        return self._fused if self._fused.fits(batch) else None
 
     def predict(
         self,

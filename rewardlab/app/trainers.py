@@ -78,10 +78,9 @@ class OwnPPOTrainer(Trainer):
         num_envs = config["num_envs"] or 16
         hyperparameters = dict(config["hyperparameters"])
         compile = bool(config.get("compile")) or bool(hyperparameters.pop("compile", False))
-        # MuJoCo's physics is not torch's: only the update compiles there
-        from rewardlab.envs.mujoco import BEHAVIOURS, TASKS
+        from rewardlab.app.train import is_mujoco  # train imports this module at its top
 
-        compile_env = compile and config["env"] not in {*TASKS, *BEHAVIOURS}
+        compile_env = compile and not is_mujoco(config["env"])  # MuJoCo's physics is not torch's
         env = envs.make(
             config["env"], num_envs=num_envs, device=config["device"], seed=config["seed"],
             compile=compile_env,

@@ -76,8 +76,7 @@ class RunningMeanStd(nn.Module):
         :param x: tensor whose trailing dimensions match ``shape``.
         :param clip: bound on the absolute value of the result, or None.
         """
-        out = (x - self._mean32) * self._inv_std32
-        return out if clip is None else out.clamp_(-clip, clip)
+        return whiten(x, self._mean32, self._inv_std32, clip)
 
     def scale(self, x: torch.Tensor) -> torch.Tensor:
         """Return ``x / sqrt(var + epsilon)`` (no centring), as SB3 scales rewards.
@@ -93,3 +92,17 @@ class RunningMeanStd(nn.Module):
     def _refresh(self) -> None:
         self._mean32.copy_(self.mean)
         self._inv_std32.copy_(torch.rsqrt(self.var + self.epsilon))
+
+
+def whiten(x: torch.Tensor, mean: torch.Tensor, inv_std: torch.Tensor, clip: float | None) -> torch.Tensor:
+    """``(x - mean) * inv_std``, clamped to ``[-clip, clip]`` if given: what
+    :meth:`RunningMeanStd.normalize` computes from its statistics, as a function of them
+    (PPO's compiled rollout passes the statistics in as inputs).
+
+    :param x: the values.
+    :param mean: the mean (float32).
+    :param inv_std: ``1 / sqrt(var + epsilon)`` (float32).
+    :param clip: bound on the absolute value of the result, or None.
+    """
+    out = (x - mean) * inv_std
+    return out if clip is None else out.clamp_(-clip, clip)

@@ -93,7 +93,7 @@ def test_a_new_env_of_another_size_gets_its_own_compiled_calls(cache: Path) -> N
     first = compiled._fused
     compiled.set_env(envs.make("CartPole-v1", num_envs=4, seed=3))
     compiled.learn(compiled.n_steps * 4)  # shapes of 4 envs: compiled anew, not the 8-env library
-    assert compiled._fused is not first and compiled._fused_rows == 48
+    assert compiled._fused is not first and compiled._fused.batch_shapes[-1][0] == (48,)
 
 
 def test_compile_must_be_a_bool() -> None:
