@@ -32,9 +32,9 @@ def _tanh(x: torch.Tensor) -> torch.Tensor:
 
 
 # tanh written as 2 sigmoid(2x) - 1 (the same function; float rounding apart): Inductor's
-# vectorised sigmoid is faster than its tanh. On the 2-core machine of
-# benchmarks/results/ppo_profile_compiled.md a CartPole minibatch step took 0.66 ms
-# instead of 0.85 ms (ReLU networks: 0.60 ms). Its gradient stays tanh's own backward.
+# vectorised sigmoid is faster than its tanh (a one-off trial of the CartPole minibatch
+# step, not a benchmark of benchmarks/, had it about a fifth faster). Its gradient stays
+# tanh's own backward.
 _DECOMPOSITIONS = {torch.ops.aten.tanh.default: _tanh}
 
 # A loss of the model's parameters (by name) and a minibatch: (loss, parts), parts a tuple
