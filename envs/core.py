@@ -188,6 +188,7 @@ class BatchedEnv(Batched):
         self._render_env: gymnasium.Env | None = None
         self.compile = compile
         self._compiled_advance: Callable[..., tuple[torch.Tensor, ...]] | None = None
+        self._tracing = False
 
     # ----------------------------------------------------------------- the task
     def reset_bounds(
@@ -218,6 +219,20 @@ class BatchedEnv(Batched):
         :param state: ``(state_dim, num_envs)`` states
         """
         raise NotImplementedError
+
+    def transposed_state(self, state: torch.Tensor) -> torch.Tensor:
+        """``state`` as ``(num_envs, state_dim)``, for tasks whose observation is the state.
+
+        Eager, the transpose itself (a view; :meth:`step` copies what it hands out). While
+        the step is traced for ``compile=True``, its rows stacked, which Inductor compiles
+        to faster code than a transpose (2.2x Gymnasium's numpy CartPole at 4096 envs
+        against 1.3x, ``benchmarks/env_throughput.py``).
+
+        :param state: ``(state_dim, num_envs)``
+        """
+        if self._tracing:
+            return torch.stack(state.unbind(0), dim=1)
+        return state.T
 
     # ------------------------------------------------------------- the contract
     @property
@@ -422,7 +437,12 @@ class BatchedEnv(Batched):
             return self._advance(state, elapsed, actions, fresh)
 
         options = {"cpp.threads": 1} if self.device.type == "cpu" else {}
-        return load_or_compile(make_fx(advance)(*inputs), list(inputs), f"{self.spec_id}-step", options)
+        self._tracing = True
+        try:
+            graph = make_fx(advance)(*inputs)
+        finally:
+            self._tracing = False
+        return load_or_compile(graph, list(inputs), f"{self.spec_id}-step", options)
 
     def _advance(
         self,
@@ -436,19 +456,29 @@ class BatchedEnv(Batched):
         truncated = elapsed >= self.max_episode_steps
         done = terminated | truncated
         final_obs = self.observe(next_state)
-        # Row by row, and the observations from the inputs rather than from the new state:
-        # Inductor then fuses the step into fewer loops over envs (1.2x faster).
-        state = torch.stack(
-            [torch.where(done, fresh[row], next_state[row]) for row in range(self.state_dim)]
-        )
-        ended = done.view(-1, *[1] * (final_obs.dim() - 1))
-        obs = torch.where(ended, self.observe(fresh), final_obs)
-        elapsed = torch.where(done, 0, elapsed)
+        if self._tracing:
+            # Row by row, and the observations from the inputs rather than from the new
+            # state: Inductor then fuses the step into fewer loops over envs (1.2x faster).
+            state = torch.stack(
+                [torch.where(done, fresh[row], next_state[row]) for row in range(self.state_dim)]
+            )
+            ended = done.view(-1, *[1] * (final_obs.dim() - 1))
+            obs = torch.where(ended, self.observe(fresh), final_obs)
+        else:
+            # Eager, every operator is a dispatch: one where over the whole state, and the
+            # observations of the new state (observe is elementwise per env, so this equals
+            # choosing between the observations). observe may return a view of its state
+            # (CartPole's is the transpose), so obs is copied: writing to it must not
+            # change the env. final_obs views next_state, which nothing else holds.
+            state = torch.where(done, fresh, next_state)
+            obs = self.observe(state).clone()
+        elapsed = elapsed.masked_fill(done, 0)
         if self._action_range is None:
             invalid = torch.zeros((), dtype=torch.bool, device=self.device)
         else:
             low, high = self._action_range
-            invalid = ((actions < low) | (actions > high)).any()
+            smallest, largest = torch.aminmax(actions)
+            invalid = (smallest < low) | (largest > high)
         return state, elapsed, obs, reward, terminated, truncated, done, final_obs, invalid
 
 

@@ -40,8 +40,7 @@ class _MountainCar(BatchedEnv):
 
         :param state: ``(2, num_envs)``
         """
-        # The same as state.T.contiguous(), which Inductor compiles to slower code.
-        return torch.stack(state.unbind(0), dim=1)
+        return self.transposed_state(state)
 
     def _move(
         self, state: torch.Tensor, acceleration: torch.Tensor, goal_position: float
