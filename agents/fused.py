@@ -91,16 +91,49 @@ class FusedUpdate:
         self.eps = float(group["eps"])
         self.loss, self.max_grad_norm = loss, float(max_grad_norm)
         self.batch_shapes = [(tuple(t.shape), t.dtype) for t in example_batch]
-        state = self._adam_state()
-        inputs = [*self.parameters, *state, torch.tensor(1.0, device=self.parameters[0].device),
-                  *example_batch]  # fmt: skip
+        self.shapes = [p.shape for p in self.parameters]
+        self.sizes = [p.numel() for p in self.parameters]
+        self._bind()
+        device = self.parameters[0].device
+        inputs = [*self._flat, torch.tensor(1.0, device=device), *example_batch]
         inputs = [t.detach().contiguous() for t in inputs]
         from torch.fx.experimental.proxy_tensor import make_fx
 
         graph = make_fx(self._step, decomposition_table=_DECOMPOSITIONS)(*inputs)
         self.compiled = load_or_compile(graph, inputs, "ppo-update")
+        self._lr: tuple[float, torch.Tensor] | None = None  # the last learning rate, as a tensor
 
-    def _adam_state(self) -> list[torch.Tensor]:
+    def _bind(self) -> None:
+        """Make the parameters and the Adam state views of four flat buffers.
+
+        The compiled step then takes and returns four tensors (parameters, ``exp_avg``,
+        ``exp_avg_sq``, ``step``s) instead of four per parameter, and a commit is four
+        copies: handing a compiled library 56 tensors and taking 54 back costs about
+        30 us against 4 us for four. The module and the optimiser see their usual tensors
+        (views), so eager steps, saving and loading work as before.
+        """
+        with torch.no_grad():
+            params = torch.cat([p.detach().reshape(-1) for p in self.parameters])
+            exp_avg, exp_avg_sq, steps = self._adam_state()
+            avg = torch.cat([m.reshape(-1) for m in exp_avg])
+            avg_sq = torch.cat([v.reshape(-1) for v in exp_avg_sq])
+            step = torch.stack([t.reshape(()) for t in steps]).to(torch.float32)
+            for i, (p, shape) in enumerate(zip(self.parameters, self.shapes, strict=True)):
+                p.data = params.split(self.sizes)[i].view(shape)
+                state = self.optimizer.state[p]
+                state["exp_avg"] = avg.split(self.sizes)[i].view(shape)
+                state["exp_avg_sq"] = avg_sq.split(self.sizes)[i].view(shape)
+                state["step"] = step[i]
+        self._flat = [params, avg, avg_sq, step]
+        # what a rebinding is needed after: the optimiser's state replaced (load_state_dict)
+        # or a parameter's storage (module.to, p.data = ...)
+        self._bound = (self.optimizer.state, [p.data_ptr() for p in self.parameters])
+
+    def _bound_still(self) -> bool:
+        state, pointers = self._bound
+        return self.optimizer.state is state and [p.data_ptr() for p in self.parameters] == pointers
+
+    def _adam_state(self) -> tuple[list[torch.Tensor], list[torch.Tensor], list[torch.Tensor]]:
         """``exp_avg``s, ``exp_avg_sq``s and ``step``s of the optimiser, created if it has not stepped."""
         exp_avg, exp_avg_sq, steps = [], [], []
         for p in self.parameters:
@@ -112,37 +145,36 @@ class FusedUpdate:
             exp_avg.append(state["exp_avg"])
             exp_avg_sq.append(state["exp_avg_sq"])
             steps.append(state["step"])
-        return [*exp_avg, *exp_avg_sq, *steps]
+        return exp_avg, exp_avg_sq, steps
 
-    def _step(self, *flat: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        """The traced function: new parameters, new Adam state, then the loss and its parts."""
-        n = len(self.parameters)
-        params, exp_avg, exp_avg_sq, steps = (list(flat[i * n : (i + 1) * n]) for i in range(4))
-        lr, batch = flat[4 * n], flat[4 * n + 1 :]
+    def _step(
+        self, params: torch.Tensor, exp_avg: torch.Tensor, exp_avg_sq: torch.Tensor,
+        steps: torch.Tensor, lr: torch.Tensor, *batch: torch.Tensor,
+    ) -> tuple[torch.Tensor, ...]:  # fmt: skip
+        """The traced function: new parameters, new Adam state (flat), then the loss and its parts."""
 
-        def loss_of(values: list[torch.Tensor]) -> tuple[torch.Tensor, tuple[torch.Tensor, ...]]:
+        def loss_of(flat: torch.Tensor) -> tuple[torch.Tensor, tuple[torch.Tensor, ...]]:
+            values = [v.view(shape) for v, shape in zip(flat.split(self.sizes), self.shapes, strict=True)]
             loss, parts = self.loss(dict(zip(self.names, values, strict=True)), batch)
             return loss, (loss, *parts)
 
-        grads, parts = torch.func.grad(loss_of, has_aux=True)(params)
+        grad, parts = torch.func.grad(loss_of, has_aux=True)(params)
         # clip_grad_norm_: scale by max_norm / (norm + 1e-6) when that is below 1
-        norm = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in grads]))
-        scale = (self.max_grad_norm / (norm + 1e-6)).clamp(max=1.0)
-        new_params, new_avg, new_avg_sq, new_steps = [], [], [], []
-        for p, m, v, t, g in zip(params, exp_avg, exp_avg_sq, steps, grads, strict=True):
-            # torch.optim.Adam's update, term for term
-            g = g * scale
-            t = t + 1
-            m = m + (g - m) * (1 - self.beta1)
-            v = v * self.beta2 + g * g * (1 - self.beta2)
-            bias_correction1 = 1 - self.beta1**t
-            bias_correction2 = 1 - self.beta2**t
-            denom = v.sqrt() / bias_correction2.sqrt() + self.eps
-            new_params.append(p - (lr / bias_correction1) * m / denom)
-            new_avg.append(m)
-            new_avg_sq.append(v)
-            new_steps.append(t)
-        return (*new_params, *new_avg, *new_avg_sq, *new_steps, *parts)
+        norm = torch.linalg.vector_norm(grad)
+        g = grad * (self.max_grad_norm / (norm + 1e-6)).clamp(max=1.0)
+        # torch.optim.Adam's update, term for term, each parameter with its own step count
+        t = steps + 1
+        m = exp_avg + (g - exp_avg) * (1 - self.beta1)
+        v = exp_avg_sq * self.beta2 + g * g * (1 - self.beta2)
+        bias_correction1 = self._per_element(1 - self.beta1**t)
+        bias_correction2 = self._per_element(1 - self.beta2**t)
+        denom = v.sqrt() / bias_correction2.sqrt() + self.eps
+        new_params = params - (lr / bias_correction1) * m / denom
+        return (new_params, m, v, t, *parts)
+
+    def _per_element(self, per_parameter: torch.Tensor) -> torch.Tensor:
+        """One value per parameter, ``(P,)``, spread over the flat buffer's elements."""
+        return torch.cat([per_parameter[i].expand(n) for i, n in enumerate(self.sizes)])
 
     def __call__(self, batch: Sequence[torch.Tensor], learning_rate: float) -> tuple[list[torch.Tensor], tuple[torch.Tensor, ...]]:
         """The step on ``batch`` at ``learning_rate``: ``(new_state, (loss, *parts))``, nothing committed.
@@ -153,20 +185,24 @@ class FusedUpdate:
         if not self.fits(batch):
             shapes = [(tuple(t.shape), t.dtype) for t in batch]
             raise ValueError(f"a fused update compiled for {self.batch_shapes} got a batch of {shapes}")
-        lr = torch.tensor(float(learning_rate), device=self.parameters[0].device)
+        if not self._bound_still():
+            self._bind()
+        if self._lr is None or self._lr[0] != learning_rate:
+            self._lr = (learning_rate, torch.tensor(float(learning_rate), device=self.parameters[0].device))
         with torch.no_grad():
-            out = self.compiled(*self.parameters, *self._adam_state(), lr, *(t.contiguous() for t in batch))
-        n = 4 * len(self.parameters)
-        return list(out[:n]), tuple(out[n:])
+            out = self.compiled(*self._flat, self._lr[1], *(t.contiguous() for t in batch))
+        return list(out[:4]), tuple(out[4:])
 
     def fits(self, batch: Sequence[torch.Tensor]) -> bool:
         """Whether ``batch`` has the shapes and dtypes this update was compiled for."""
         return [(tuple(t.shape), t.dtype) for t in batch] == self.batch_shapes
 
     def commit(self, new_state: list[torch.Tensor]) -> None:
-        """Write the step's parameters and Adam state into the module and the optimiser."""
+        """Write a call's new parameters and Adam state into the module and the optimiser."""
+        if not self._bound_still():
+            self._bind()
         with torch.no_grad():
-            torch._foreach_copy_([*self.parameters, *self._adam_state()], new_state)
+            torch._foreach_copy_(self._flat, new_state)
 
 
 class CompiledCall:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from pathlib import Path
 from typing import Any
 
@@ -94,6 +95,23 @@ def test_a_new_env_of_another_size_gets_its_own_compiled_calls(cache: Path) -> N
     compiled.set_env(envs.make("CartPole-v1", num_envs=4, seed=3))
     compiled.learn(compiled.n_steps * 4)  # shapes of 4 envs: compiled anew, not the 8-env library
     assert compiled._fused is not first and compiled._fused.batch_shapes[-1][0] == (48,)
+
+
+def test_the_compiled_update_follows_a_state_loaded_into_the_optimiser(cache: Path) -> None:
+    """The compiled step works on flat buffers the parameters and Adam state are views of;
+    a state loaded into the optimiser (new tensors) is what the next compiled step reads
+    and writes."""
+    _, compiled = _pair("CartPole-v1")
+    compiled.learn(compiled.n_steps * 8)
+    saved = copy.deepcopy(compiled.optimizer.state_dict())
+    compiled.learn(compiled.n_steps * 8, reset_num_timesteps=False)
+    compiled.optimizer.load_state_dict(saved)
+    compiled.learn(compiled.n_steps * 8, reset_num_timesteps=False)
+    # 2 epochs of minibatches of 48, 48 and 32 rows: 4 compiled steps and 2 eager ones
+    for index, parameter in enumerate(compiled._parameters):
+        state = compiled.optimizer.state[parameter]
+        assert float(state["step"]) == float(saved["state"][index]["step"]) + 6
+        assert not torch.equal(state["exp_avg"], saved["state"][index]["exp_avg"])
 
 
 def test_compile_must_be_a_bool() -> None:
