@@ -828,13 +828,15 @@ class PPO:
         env, rollout, obs = self.env, self._rollout, self._last_obs
         discrete = self.policy.discrete
         sample = self._compiled_sampler() if self.config.compile else None
+        # the sampling noise of the whole rollout in one draw (one operator, not one a step)
+        noise = self.policy.draw_noise((self.n_steps, *self._noise_shape()), self._generator, self.device)
         with torch.no_grad():
             for t in range(self.n_steps):
                 rollout.obs[t] = obs
                 if sample is not None:
-                    actions = sample(obs)
+                    actions = sample(obs, noise[t])
                 else:
-                    actions = self.policy.act(self._normalize_obs(obs), self._generator)
+                    actions = self.policy.act(self._normalize_obs(obs), None, noise=noise[t])
                 rollout.actions[t] = actions
                 if not discrete:
                     actions = torch.maximum(
@@ -862,17 +864,16 @@ class PPO:
             self._compiled_calls[name] = CompiledCall(build(), example, f"ppo-{name}")
         return self._compiled_calls[name]
 
-    def _compiled_sampler(self) -> Callable[[torch.Tensor], torch.Tensor]:
-        """The rollout's action sampling, compiled: the noise is drawn from the model's
-        stream first, exactly as the eager :meth:`ActorCritic.act` draws it."""
+    def _compiled_sampler(self) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
+        """The rollout's action sampling, compiled: ``sample(obs, noise)`` with the noise
+        drawn as for the eager :meth:`ActorCritic.act`."""
         rms, shape = self.obs_rms, self._noise_shape()
         example = (self._rollout.obs[0], torch.ones(shape, device=self.device), rms._mean32, rms._inv_std32)
         call = self._compiled(
             "act", lambda: _Sampler(self.policy, self.config.normalize_obs, self.config.clip_obs), example
         )
 
-        def sample(obs: torch.Tensor) -> torch.Tensor:
-            noise = self.policy.draw_noise(shape, self._generator, self.device)
+        def sample(obs: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
             return call(obs, noise, rms._mean32, rms._inv_std32)[0]
 
         return sample

@@ -84,9 +84,9 @@ def instrument(model: PPO, clock: PhaseClock) -> None:
     def sampler() -> Any:
         sample = compiled_sampler()
 
-        def timed_sample(obs: torch.Tensor) -> torch.Tensor:
+        def timed_sample(obs: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
             with clock.phase("rollout: policy"):
-                return sample(obs)
+                return sample(obs, noise)
 
         return timed_sample
 
