@@ -24,7 +24,7 @@ from collections.abc import Callable, Sequence
 import torch
 from torch import nn
 
-from rewardlab.common.compiled import load_or_compile
+from rewardlab.common.compiled import load_or_compile, load_or_trace, source_fingerprint
 
 
 def _tanh(x: torch.Tensor) -> torch.Tensor:
@@ -46,6 +46,12 @@ def _mm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 
 _DECOMPOSITIONS = {torch.ops.aten.tanh.default: _tanh, torch.ops.aten.mm.default: _mm}
 
+def _traced_source() -> str:
+    # the code a recipe's graph is traced from: these packages' (the networks, PPO's loss,
+    # this module's step) and rewardlab.common's
+    return source_fingerprint("rewardlab.agents", "rewardlab.common")
+
+
 # A loss of the model's parameters (by name) and a minibatch: (loss, parts), parts a tuple
 # of 0-d or batch tensors to hand back (detached) with the step.
 LossFunction = Callable[[dict[str, torch.Tensor], Sequence[torch.Tensor]], tuple[torch.Tensor, tuple[torch.Tensor, ...]]]
@@ -64,6 +70,10 @@ class FusedUpdate:
     :param loss: the loss of parameters and a minibatch.
     :param max_grad_norm: clip of the global gradient norm (``math.inf``: none).
     :param example_batch: a minibatch of the shapes and dtypes every call will pass.
+    :param recipe: what ``module`` and ``loss`` are made from, beyond the source of
+        ``rewardlab.agents`` and ``rewardlab.common`` (e.g. the module's structure and the
+        loss's settings): given, a process that finds the same recipe in the cache loads
+        its library without tracing (:func:`rewardlab.common.compiled.load_or_trace`).
     """
 
     def __init__(
@@ -73,6 +83,7 @@ class FusedUpdate:
         loss: LossFunction,
         max_grad_norm: float,
         example_batch: Sequence[torch.Tensor],
+        recipe: str | None = None,
     ) -> None:
         self.names = [name for name, _ in module.named_parameters()]
         self.parameters = [p for _, p in module.named_parameters()]
@@ -99,8 +110,15 @@ class FusedUpdate:
         inputs = [t.detach().contiguous() for t in inputs]
         from torch.fx.experimental.proxy_tensor import make_fx
 
-        graph = make_fx(self._step, decomposition_table=_DECOMPOSITIONS)(*inputs)
-        self.compiled = load_or_compile(graph, inputs, "ppo-update")
+        def trace() -> torch.fx.GraphModule:
+            return make_fx(self._step, decomposition_table=_DECOMPOSITIONS)(*inputs)
+
+        if recipe is None:
+            self.compiled = load_or_compile(trace(), inputs, "ppo-update")
+        else:
+            recipe = repr((recipe, _traced_source(), list(zip(self.names, self.shapes, strict=True)),
+                           self.beta1, self.beta2, self.eps, self.max_grad_norm))  # fmt: skip
+            self.compiled = load_or_trace(trace, inputs, "ppo-update", recipe)
         self._lr: tuple[float, torch.Tensor] | None = None  # the last learning rate, as a tensor
 
     def _bind(self) -> None:
@@ -215,9 +233,12 @@ class CompiledCall:
     :param module: the module; its ``forward`` is what runs.
     :param example_args: tensors of the shapes and dtypes every call passes.
     :param name: the start of the compiled library's file name.
+    :param recipe: as for :class:`FusedUpdate`.
     """
 
-    def __init__(self, module: nn.Module, example_args: Sequence[torch.Tensor], name: str) -> None:
+    def __init__(
+        self, module: nn.Module, example_args: Sequence[torch.Tensor], name: str, recipe: str | None = None
+    ) -> None:
         from torch.fx.experimental.proxy_tensor import make_fx
 
         self.names = [n for n, _ in module.named_parameters()]
@@ -231,9 +252,16 @@ class CompiledCall:
 
         # compiled for contiguous inputs; calls pass theirs contiguous (a no-op when they are)
         inputs = [t.detach().contiguous() for t in (*self.parameters, *example_args)]
-        with torch.no_grad():
-            graph = make_fx(call, decomposition_table=_DECOMPOSITIONS)(*inputs)
-        self.compiled = load_or_compile(graph, inputs, name)
+
+        def trace() -> torch.fx.GraphModule:
+            with torch.no_grad():
+                return make_fx(call, decomposition_table=_DECOMPOSITIONS)(*inputs)
+
+        if recipe is None:
+            self.compiled = load_or_compile(trace(), inputs, name)
+        else:
+            recipe = repr((recipe, _traced_source(), self.names, type(module).__qualname__))
+            self.compiled = load_or_trace(trace, inputs, name, recipe)
 
     def __call__(self, *args: torch.Tensor) -> list[torch.Tensor]:
         with torch.no_grad():

@@ -861,8 +861,17 @@ class PPO:
         from rewardlab.agents.fused import CompiledCall
 
         if name not in self._compiled_calls:
-            self._compiled_calls[name] = CompiledCall(build(), example, f"ppo-{name}")
+            self._compiled_calls[name] = CompiledCall(build(), example, f"ppo-{name}", self._recipe())
         return self._compiled_calls[name]
+
+    def _recipe(self) -> str:
+        """What the compiled graphs are made of besides rewardlab's code: the network's
+        structure, the spaces and the settings (with ``compile``, a process that finds
+        them in the cache loads the libraries without tracing the graphs again)."""
+        return repr((
+            type(self).__name__, repr(self.policy), repr(self.observation_space),
+            repr(self.action_space), sorted(self.config.to_dict().items()),
+        ))  # fmt: skip
 
     def _compiled_sampler(self) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
         """The rollout's action sampling, compiled: ``sample(obs, noise)`` with the noise
@@ -1124,8 +1133,9 @@ class PPO:
 
         if self._fused is None:
             self._fused = FusedUpdate(
-                self.policy, self.optimizer, self._minibatch_loss, self.config.max_grad_norm, batch
-            )
+                self.policy, self.optimizer, self._minibatch_loss, self.config.max_grad_norm, batch,
+                self._recipe(),
+            )  # fmt: skip
         return self._fused if self._fused.fits(batch) else None
 
     def predict(

@@ -8,6 +8,13 @@ compiled and written into the cache otherwise (tens of seconds, once). PPO's com
 update (``rewardlab.agents.fused``) and the batched envs' compiled step
 (``rewardlab.envs.core``, ``compile=True``) use it.
 
+Tracing a graph to find its key takes a fraction of a second (0.3-0.6 s for PPO's three
+graphs on a slow CPU). :func:`load_or_trace` skips it when the caller can name a *recipe*:
+everything the graph is made from but not its code (the module's structure and settings,
+the source of the packages whose code it traces, inputs, options, torch); the first
+compile records which library the recipe made, and later processes load that library
+without tracing.
+
 Cache folder: ``$REWARDLAB_CACHE/compiled`` (default ``~/.cache/rewardlab/compiled``).
 Each library is written beside its final name and renamed into place, so concurrent runs
 never read half a file; deleting the folder is always safe. A library owned by another
@@ -17,7 +24,9 @@ packaged libraries) graphs are compiled in memory by Inductor each run instead.
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import importlib
 import os
 import re
 import tempfile
@@ -99,8 +108,72 @@ def load_or_compile(
     return _load(path, inputs[0].device if inputs else torch.device("cpu"))
 
 
+def load_or_trace(
+    trace: Callable[[], torch.fx.GraphModule],
+    inputs: list[torch.Tensor],
+    name: str,
+    recipe: str,
+    options: Mapping[str, Any] | None = None,
+) -> Callable[..., Any]:
+    """:func:`load_or_compile` of ``trace()``, without tracing when ``recipe`` was compiled before.
+
+    :param trace: makes the graph (``make_fx``), called only when the recipe is new.
+    :param inputs: example inputs, as for :func:`load_or_compile`.
+    :param name: the start of the library's file name.
+    :param recipe: a text that determines the graph: two graphs with the same recipe (and
+        inputs, options and torch) must be the same graph. Include the source of the code
+        that is traced (:func:`source_fingerprint`).
+    :param options: Inductor options.
+    """
+    options = dict(options or {})
+    safe_name = re.sub(r"[^A-Za-z0-9._-]+", "_", name)
+    digest = hashlib.sha256()
+    for part in (
+        recipe,
+        repr([(tuple(t.shape), str(t.dtype), t.stride()) for t in inputs]),
+        repr(sorted(options.items())),
+        inputs[0].device.type if inputs else "cpu",
+        torch.__version__,
+        torch.backends.cpu.get_cpu_capability(),
+    ):
+        digest.update(part.encode())
+    index = cache_folder() / "recipes" / f"{safe_name}-{digest.hexdigest()[:32]}"
+    if index.exists():
+        _check_owned(index)
+        key = index.read_text().strip()
+        path = cache_folder() / f"{safe_name}-{key}.pt2"
+        if re.fullmatch(r"[0-9a-f]{32}", key) and path.exists():
+            _check_owned(path)
+            return _load(path, inputs[0].device if inputs else torch.device("cpu"))
+    graph = trace()
+    compiled = load_or_compile(graph, inputs, name, options)
+    if hasattr(torch._inductor, "aoti_compile_and_package"):  # a library was written
+        index.parent.mkdir(parents=True, exist_ok=True)
+        handle, partial = tempfile.mkstemp(dir=index.parent, prefix="partial-")
+        with os.fdopen(handle, "w") as file:
+            file.write(cache_key(graph, inputs, options))
+        os.chmod(partial, 0o644)
+        os.replace(partial, index)
+    return compiled
+
+
+@functools.cache
+def source_fingerprint(*packages: str) -> str:
+    """A hash of the Python source of ``packages`` (imported module names), for recipes."""
+    digest = hashlib.sha256()
+    for package in packages:
+        module = importlib.import_module(package)
+        folders = getattr(module, "__path__", None) or [os.path.dirname(module.__file__ or "")]
+        for folder in folders:
+            for path in sorted(Path(folder).rglob("*.py")):
+                digest.update(str(path.relative_to(folder)).encode())
+                digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
 def _check_owned(path: Path) -> None:
-    """Refuse a library that someone else could have written: loading it runs its code."""
+    """Refuse a library (or a recipe's record) that someone else could have written:
+    loading a library runs its code."""
     info = path.stat()
     if (hasattr(os, "getuid") and info.st_uid != os.getuid()) or info.st_mode & 0o022:
         raise PermissionError(

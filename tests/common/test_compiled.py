@@ -1,4 +1,4 @@
-"""The compile cache's key: everything a compiled library depends on changes it."""
+"""The compile cache: its key follows everything a compiled library depends on; recipes skip tracing."""
 
 from __future__ import annotations
 
@@ -6,7 +6,13 @@ import pytest
 import torch
 from torch.fx.experimental.proxy_tensor import make_fx
 
-from rewardlab.common.compiled import cache_folder, cache_key, load_or_compile
+from rewardlab.common.compiled import (
+    cache_folder,
+    cache_key,
+    load_or_compile,
+    load_or_trace,
+    source_fingerprint,
+)
 
 
 def _graph(constant: float, shape: tuple[int, ...] = (4,)) -> tuple[torch.fx.GraphModule, list[torch.Tensor]]:
@@ -43,3 +49,48 @@ def test_a_library_others_can_write_is_refused(monkeypatch, tmp_path) -> None:
     planted.chmod(0o666)
     with pytest.raises(PermissionError, match="writable by others"):
         load_or_compile(graph, inputs, "planted")
+
+
+def test_a_known_recipe_loads_its_library_without_tracing(monkeypatch, tmp_path) -> None:
+    monkeypatch.setenv("REWARDLAB_CACHE", str(tmp_path))
+    traced = []
+
+    def trace(constant: float) -> torch.fx.GraphModule:
+        traced.append(constant)
+        return _graph(constant)[0]
+
+    inputs = [torch.zeros(4)]
+    first = load_or_trace(lambda: trace(1.0), inputs, "recipe", "times two plus 1")
+    assert traced == [1.0]
+    again = load_or_trace(lambda: trace(1.0), inputs, "recipe", "times two plus 1")
+    assert traced == [1.0]  # not traced: the recipe named its library
+    other = load_or_trace(lambda: trace(2.0), inputs, "recipe", "times two plus 2")
+    assert traced == [1.0, 2.0]  # a new recipe is traced (and compiled)
+    x = torch.arange(4.0)
+    assert torch.equal(first(x)[0], x * 2 + 1) and torch.equal(again(x)[0], x * 2 + 1)
+    assert torch.equal(other(x)[0], x * 2 + 2)
+    # the same recipe with inputs of another shape is another graph
+    load_or_trace(lambda: make_fx(lambda x: x * 2 + 1)(torch.zeros(5)), [torch.zeros(5)], "recipe",
+                  "times two plus 1")  # fmt: skip
+    assert len(list((cache_folder() / "recipes").iterdir())) == 3
+
+
+def test_a_recipe_record_others_can_write_is_refused(monkeypatch, tmp_path) -> None:
+    monkeypatch.setenv("REWARDLAB_CACHE", str(tmp_path))
+    inputs = [torch.zeros(4)]
+    load_or_trace(lambda: _graph(1.0)[0], inputs, "recipe", "times two plus 1")
+    (record,) = (cache_folder() / "recipes").iterdir()
+    record.chmod(0o666)
+    with pytest.raises(PermissionError, match="writable by others"):
+        load_or_trace(lambda: _graph(1.0)[0], inputs, "recipe", "times two plus 1")
+
+
+def test_the_source_fingerprint_follows_the_code(monkeypatch, tmp_path) -> None:
+    package = tmp_path / "fingerprinted"
+    package.mkdir()
+    (package / "__init__.py").write_text("X = 1\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    before = source_fingerprint("fingerprinted")
+    (package / "__init__.py").write_text("X = 2\n")
+    source_fingerprint.cache_clear()
+    assert source_fingerprint("fingerprinted") != before
