@@ -81,9 +81,10 @@ OURS: dict[str, dict[str, Any]] = {
     "Acrobot-v1": dict(num_envs=64, n_steps=32, n_epochs=10, learning_rate=3e-3),
     # the search's default budget's PPO settings for the task (llm_reward/search/budgets.py)
     # plus normalised observations, as rl-zoo's: without them seed 0 solved at 24,576
-    # steps, with them seeds 0-2 at 4,096-8,192 (`--no-sb3 --ours-hp`, one thread)
+    # steps, with them seeds 0-2 at 4,096-8,192 (`--no-sb3 --ours-hp`, one thread); and 4
+    # epochs instead of 10: median 0.20 s to solve against 0.38 s, eager, 5 seeds
     "MountainCar-v0": dict(
-        num_envs=32, n_steps=64, n_epochs=10, learning_rate=1e-3, normalize_obs=True,
+        num_envs=32, n_steps=64, n_epochs=4, learning_rate=1e-3, normalize_obs=True,
         normalize_reward=True,
     ),
     "Pendulum-v1": dict(
@@ -461,7 +462,7 @@ def markdown(report: dict) -> str:
         lines += ["", "JAX learner configs (`benchmarks/purejaxrl_ppo.py`):", ""]
         for env_id in dict.fromkeys(r["env_id"] for r in report["runs"]):
             for name in args["jax"]:
-                if env_id in THRESHOLDS:
+                if env_id in THRESHOLDS and env_id not in SHAPED:
                     lines.append(f"- {env_id}, {name}: `{json.dumps(config_for(name, env_id))}`")
     return "\n".join(lines) + "\n"
 
