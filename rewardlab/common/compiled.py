@@ -48,14 +48,7 @@ def cache_folder() -> Path:
 def cache_key(graph: torch.fx.GraphModule, inputs: list[torch.Tensor], options: Mapping[str, Any]) -> str:
     """The hash that names ``graph``'s library: everything the compiled code depends on."""
     key = hashlib.sha256()
-    for part in (
-        graph.code,
-        repr([(tuple(t.shape), str(t.dtype), t.stride()) for t in inputs]),
-        repr(sorted(options.items())),
-        inputs[0].device.type if inputs else "cpu",
-        torch.__version__,
-        torch.backends.cpu.get_cpu_capability(),
-    ):
+    for part in (graph.code, *_context(inputs, options)):
         key.update(part.encode())
     # Tensors the trace captured as constants are not in the code: hash their values.
     for node in graph.graph.nodes:
@@ -65,6 +58,17 @@ def cache_key(graph: torch.fx.GraphModule, inputs: list[torch.Tensor], options: 
                 key.update(node.target.encode())
                 key.update(value.detach().cpu().contiguous().view(torch.uint8).numpy().tobytes())
     return key.hexdigest()[:32]
+
+
+def _context(inputs: list[torch.Tensor], options: Mapping[str, Any]) -> tuple[str, ...]:
+    """What a library depends on besides its graph: inputs, options, device, torch, CPU."""
+    return (
+        repr([(tuple(t.shape), str(t.dtype), t.stride()) for t in inputs]),
+        repr(sorted(options.items())),
+        inputs[0].device.type if inputs else "cpu",
+        torch.__version__,
+        torch.backends.cpu.get_cpu_capability(),
+    )
 
 
 def load_or_compile(
@@ -128,14 +132,7 @@ def load_or_trace(
     options = dict(options or {})
     safe_name = re.sub(r"[^A-Za-z0-9._-]+", "_", name)
     digest = hashlib.sha256()
-    for part in (
-        recipe,
-        repr([(tuple(t.shape), str(t.dtype), t.stride()) for t in inputs]),
-        repr(sorted(options.items())),
-        inputs[0].device.type if inputs else "cpu",
-        torch.__version__,
-        torch.backends.cpu.get_cpu_capability(),
-    ):
+    for part in (recipe, *_context(inputs, options)):
         digest.update(part.encode())
     index = cache_folder() / "recipes" / f"{safe_name}-{digest.hexdigest()[:32]}"
     if index.exists():
