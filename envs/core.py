@@ -225,8 +225,8 @@ class BatchedEnv(Batched):
 
         Eager, the transpose itself (a view; :meth:`step` copies what it hands out). While
         the step is traced for ``compile=True``, its rows stacked, which Inductor compiles
-        to faster code than a transpose (2.2x Gymnasium's numpy CartPole at 4096 envs
-        against 1.3x, ``benchmarks/env_throughput.py``).
+        to faster code than a transpose (CartPole at 4096 envs in a trial of
+        ``benchmarks/env_throughput.py`` when this was written).
 
         :param state: ``(state_dim, num_envs)``
         """
