@@ -28,13 +28,13 @@ from rewardlab.common.compiled import load_or_compile, load_or_trace, source_fin
 
 
 def _tanh(x: torch.Tensor) -> torch.Tensor:
+    # tanh written as 2 sigmoid(2x) - 1 (the same function; float rounding apart): Inductor's
+    # vectorised sigmoid is faster than its tanh (a one-off trial of the CartPole minibatch
+    # step, not a benchmark of benchmarks/, had it about a fifth faster). Its gradient stays
+    # tanh's own backward.
     return 2 * torch.sigmoid(2 * x) - 1
 
 
-# tanh written as 2 sigmoid(2x) - 1 (the same function; float rounding apart): Inductor's
-# vectorised sigmoid is faster than its tanh (a one-off trial of the CartPole minibatch
-# step, not a benchmark of benchmarks/, had it about a fifth faster). Its gradient stays
-# tanh's own backward.
 def _mm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     # A product with few output columns and many rows, such as the weight gradient of a
     # layer with 4 inputs, (64 x 512) @ (512 x 4), is MKL's slow case (about 40 us against
@@ -45,6 +45,7 @@ def _mm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 
 
 _DECOMPOSITIONS = {torch.ops.aten.tanh.default: _tanh, torch.ops.aten.mm.default: _mm}
+
 
 def _traced_source() -> str:
     # the code a recipe's graph is traced from: these packages' (the networks, PPO's loss,
@@ -136,12 +137,11 @@ class FusedUpdate:
             avg = torch.cat([m.reshape(-1) for m in exp_avg])
             avg_sq = torch.cat([v.reshape(-1) for v in exp_avg_sq])
             step = torch.stack([t.reshape(()) for t in steps]).to(torch.float32)
-            for i, (p, shape) in enumerate(zip(self.parameters, self.shapes, strict=True)):
-                p.data = params.split(self.sizes)[i].view(shape)
+            pieces = zip(params.split(self.sizes), avg.split(self.sizes), avg_sq.split(self.sizes), strict=True)
+            for i, (p, shape, (value, m, v)) in enumerate(zip(self.parameters, self.shapes, pieces, strict=True)):
+                p.data = value.view(shape)
                 state = self.optimizer.state[p]
-                state["exp_avg"] = avg.split(self.sizes)[i].view(shape)
-                state["exp_avg_sq"] = avg_sq.split(self.sizes)[i].view(shape)
-                state["step"] = step[i]
+                state["exp_avg"], state["exp_avg_sq"], state["step"] = m.view(shape), v.view(shape), step[i]
         self._flat = [params, avg, avg_sq, step]
         # what a rebinding is needed after: the optimiser's state replaced (load_state_dict)
         # or a parameter's storage (module.to, p.data = ...)

@@ -87,29 +87,9 @@ def load_or_compile(
     :return: a callable taking the inputs positionally and returning the graph's outputs.
     """
     options = dict(options or {})
-    if not hasattr(torch._inductor, "aoti_compile_and_package"):
-        # torch before 2.6 has no packaged AOTInductor libraries: compile in memory, uncached
+    if not _packaged():
         return torch._inductor.compile(graph, inputs, options=options)
-    folder = cache_folder()
-    safe_name = re.sub(r"[^A-Za-z0-9._-]+", "_", name)
-    path = folder / f"{safe_name}-{cache_key(graph, inputs, options)}.pt2"
-    if path.exists():
-        _check_owned(path)
-    else:
-        folder.mkdir(parents=True, exist_ok=True)
-        exported = torch.export.export(graph, tuple(inputs), strict=False)
-        handle, partial = tempfile.mkstemp(dir=folder, prefix="partial-", suffix=".pt2")
-        os.close(handle)
-        os.chmod(partial, 0o644)
-        try:
-            torch._inductor.aoti_compile_and_package(
-                exported, package_path=partial, inductor_configs=options
-            )
-            os.replace(partial, path)
-        finally:
-            if os.path.exists(partial):
-                os.unlink(partial)
-    return _load(path, inputs[0].device if inputs else torch.device("cpu"))
+    return _load(_library(graph, inputs, name, options), _device_of(inputs))
 
 
 def load_or_trace(
@@ -130,28 +110,68 @@ def load_or_trace(
     :param options: Inductor options.
     """
     options = dict(options or {})
-    safe_name = re.sub(r"[^A-Za-z0-9._-]+", "_", name)
+    if not _packaged():
+        return torch._inductor.compile(trace(), inputs, options=options)
     digest = hashlib.sha256()
     for part in (recipe, *_context(inputs, options)):
         digest.update(part.encode())
-    index = cache_folder() / "recipes" / f"{safe_name}-{digest.hexdigest()[:32]}"
-    if index.exists():
-        _check_owned(index)
-        key = index.read_text().strip()
-        path = cache_folder() / f"{safe_name}-{key}.pt2"
-        if re.fullmatch(r"[0-9a-f]{32}", key) and path.exists():
+    # the record of a recipe holds the file name of the library it made
+    record = cache_folder() / "recipes" / f"{_file_stem(name)}-{digest.hexdigest()[:32]}"
+    if record.exists():
+        _check_owned(record)
+        library = record.read_text().strip()
+        path = cache_folder() / library
+        if re.fullmatch(rf"{re.escape(_file_stem(name))}-[0-9a-f]{{32}}\.pt2", library) and path.exists():
             _check_owned(path)
-            return _load(path, inputs[0].device if inputs else torch.device("cpu"))
-    graph = trace()
-    compiled = load_or_compile(graph, inputs, name, options)
-    if hasattr(torch._inductor, "aoti_compile_and_package"):  # a library was written
-        index.parent.mkdir(parents=True, exist_ok=True)
-        handle, partial = tempfile.mkstemp(dir=index.parent, prefix="partial-")
-        with os.fdopen(handle, "w") as file:
-            file.write(cache_key(graph, inputs, options))
-        os.chmod(partial, 0o644)
-        os.replace(partial, index)
-    return compiled
+            return _load(path, _device_of(inputs))
+    path = _library(trace(), inputs, name, options)
+    record.parent.mkdir(parents=True, exist_ok=True)
+    handle, partial = tempfile.mkstemp(dir=record.parent, prefix="partial-")
+    with os.fdopen(handle, "w") as file:
+        file.write(path.name)
+    os.chmod(partial, 0o644)
+    os.replace(partial, record)
+    return _load(path, _device_of(inputs))
+
+
+def _packaged() -> bool:
+    # torch before 2.6 has no packaged AOTInductor libraries: graphs are then compiled in
+    # memory by Inductor each run, uncached (asked at call time: importing torch._inductor
+    # is slow, and importing this module must not pay for it)
+    import torch._inductor
+
+    return hasattr(torch._inductor, "aoti_compile_and_package")
+
+
+def _file_stem(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", name)
+
+
+def _device_of(inputs: list[torch.Tensor]) -> torch.device:
+    return inputs[0].device if inputs else torch.device("cpu")
+
+
+def _library(
+    graph: torch.fx.GraphModule, inputs: list[torch.Tensor], name: str, options: Mapping[str, Any]
+) -> Path:
+    """The path of ``graph``'s library in the cache, compiled into it first if missing."""
+    folder = cache_folder()
+    path = folder / f"{_file_stem(name)}-{cache_key(graph, inputs, options)}.pt2"
+    if path.exists():
+        _check_owned(path)
+        return path
+    folder.mkdir(parents=True, exist_ok=True)
+    exported = torch.export.export(graph, tuple(inputs), strict=False)
+    handle, partial = tempfile.mkstemp(dir=folder, prefix="partial-", suffix=".pt2")
+    os.close(handle)
+    os.chmod(partial, 0o644)
+    try:
+        torch._inductor.aoti_compile_and_package(exported, package_path=partial, inductor_configs=options)
+        os.replace(partial, path)
+    finally:
+        if os.path.exists(partial):
+            os.unlink(partial)
+    return path
 
 
 @functools.cache
