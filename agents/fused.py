@@ -37,8 +37,8 @@ def _tanh(x: torch.Tensor) -> torch.Tensor:
 
 def _mm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     # A product with few output columns and many rows, such as the weight gradient of a
-    # layer with 4 inputs, (64 x 512) @ (512 x 4), is MKL's slow case (about 40 us against
-    # 9 us for its transpose on this project's CPU): compute the transpose instead.
+    # layer with 4 inputs, (64 x 512) @ (512 x 4), is MKL's slow case (several times its
+    # transpose's time on this project's CPU, in one-off timings): compute the transpose.
     if b.shape[1] <= 8 < a.shape[0]:
         return torch.mm(b.t(), a.t()).t()
     return NotImplemented  # trace the product as it is
@@ -127,8 +127,8 @@ class FusedUpdate:
 
         The compiled step then takes and returns four tensors (parameters, ``exp_avg``,
         ``exp_avg_sq``, ``step``s) instead of four per parameter, and a commit is four
-        copies: handing a compiled library 56 tensors and taking 54 back costs about
-        30 us against 4 us for four. The module and the optimiser see their usual tensors
+        copies: each tensor handed to a compiled library and back costs a conversion.
+        The module and the optimiser see their usual tensors
         (views), so eager steps, saving and loading work as before.
         """
         with torch.no_grad():

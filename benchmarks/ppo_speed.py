@@ -80,9 +80,10 @@ OURS: dict[str, dict[str, Any]] = {
     ),
     "Acrobot-v1": dict(num_envs=64, n_steps=32, n_epochs=10, learning_rate=3e-3),
     # the search's default budget's PPO settings for the task (llm_reward/search/budgets.py)
-    # plus normalised observations, as rl-zoo's: without them seed 0 solved at 24,576
-    # steps, with them seeds 0-2 at 4,096-8,192 (`--no-sb3 --ours-hp`, one thread); and 4
-    # epochs instead of 10: median 0.20 s to solve against 0.38 s, eager, 5 seeds
+    # plus normalised observations, as rl-zoo's, and 4 epochs instead of 10 (5 seeds, one
+    # thread, eager): without the normalisation the median to solve is 237,568 steps and
+    # 9.14 s (results/ppo_speed_mountaincar_no_obs_norm.md), with it 4,096 steps and 0.28 s
+    # (ppo_speed_mountaincar.md; 0.38 s at 10 epochs, ppo_speed_jax.md)
     "MountainCar-v0": dict(
         num_envs=32, n_steps=64, n_epochs=4, learning_rate=1e-3, normalize_obs=True,
         normalize_reward=True,

@@ -8,8 +8,7 @@ compiled and written into the cache otherwise (tens of seconds, once). PPO's com
 update (``rewardlab.agents.fused``) and the batched envs' compiled step
 (``rewardlab.envs.core``, ``compile=True``) use it.
 
-Tracing a graph to find its key takes a fraction of a second (0.3-0.6 s for PPO's three
-graphs on a slow CPU). :func:`load_or_trace` skips it when the caller can name a *recipe*:
+Tracing a graph to find its key takes a fraction of a second. :func:`load_or_trace` skips it when the caller can name a *recipe*:
 everything the graph is made from but not its code (the module's structure and settings,
 the source of the packages whose code it traces, inputs, options, torch); the first
 compile records which library the recipe made, and later processes load that library
