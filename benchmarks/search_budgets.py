@@ -8,8 +8,15 @@ final re-training does, and reports the means, the normalised score's denominato
 human reference clearly beats the sparse one (so the normalised score is defined) and, for
 the tasks with a solve threshold, when the human reference reaches it.
 
+``--compile`` chooses how the candidates' PPO trains: ``on`` (the search's default: its
+compiled graphs, loaded once by the sandbox's fork server), ``off`` (eager), or ``both``,
+side by side in one run, seed by seed, with the ratio of the seconds per training. Each
+budget's fork server is started (and, compiled, its graphs compiled or loaded) by a
+one-step training before the timed ones; its time is reported apart.
+
     python -m benchmarks.search_budgets                     # classic control, 3 seeds
     python -m benchmarks.search_budgets --envs MountainCar-v0 --seeds 5
+    python -m benchmarks.search_budgets --compile both --seeds 3
 
 Writes ``benchmarks/results/search_budgets.{json,md}``.
 """
@@ -35,13 +42,19 @@ CLASSIC = ("CartPole-v1", "Acrobot-v1", "MountainCar-v0", "Pendulum-v1")
 SOLVED = {"CartPole-v1": 475.0, "MountainCar-v0": -150.0, "Acrobot-v1": -100.0, "Pendulum-v1": -400.0}
 
 
-def train(env_id: str, label: str, seed: int) -> dict[str, Any]:
+MODES = {"on": (True,), "off": (False,), "both": (False, True)}
+
+
+def train(env_id: str, label: str, seed: int, compile: bool, steps: int | None = None) -> dict[str, Any]:
     budget = default_budget(env_id)
     program = reference_programs(env_id)[label]
     start = time.monotonic()
-    result = evaluate(program, env_id, steps=budget.steps, seeds=[seed], num_envs=budget.num_envs,
-                      ppo_kwargs=budget.ppo_kwargs, num_checkpoints=5, eval_episodes=10, timeout_s=1800)
-    return {"env_id": env_id, "label": label, "seed": seed, "fitness": result.fitness if result.ok else None,
+    result = evaluate(program, env_id, steps=steps or budget.steps, seeds=[seed], num_envs=budget.num_envs,
+                      ppo_kwargs={**budget.ppo_kwargs, "compile": compile}, num_checkpoints=5, eval_episodes=10,
+                      timeout_s=1800)  # fmt: skip
+    return {"env_id": env_id, "label": label, "seed": seed, "compile": compile,
+            "compiled": result.compiled, "compile_note": result.compile_note,
+            "fitness": result.fitness if result.ok else None,
             "failure": result.failure.reason if result.failure else None, "wall_s": time.monotonic() - start}
 
 
@@ -50,31 +63,26 @@ def main() -> None:
     parser.add_argument("--envs", nargs="+", default=list(CLASSIC))
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--compile", choices=tuple(MODES), default="on",
+                        help="PPO compiled (the search's default), eager, or both side by side")
     parser.add_argument("--name", default="search_budgets", help="results file name")
     args = parser.parse_args()
-    jobs = [(env_id, label, 100 + seed) for env_id in args.envs for label in ("human", "sparse")
-            for seed in range(args.seeds)]
+    modes = MODES[args.compile]
     start = time.monotonic()
+    # each budget's fork server (per env and mode) started, and its graphs loaded, untimed
+    started = {(env_id, mode): train(env_id, "human", 0, mode, steps=1)["wall_s"]
+               for env_id in args.envs for mode in modes}
+    # seed by seed, the modes next to each other, so that both meet the same load
+    jobs = [(env_id, label, 100 + seed, mode) for seed in range(args.seeds) for env_id in args.envs
+            for label in ("human", "sparse") for mode in modes]
     with ThreadPoolExecutor(args.workers) as pool:
         runs = list(pool.map(lambda job: train(*job), jobs))
     total_s = time.monotonic() - start
     rows = []
     for env_id in args.envs:
-        budget = default_budget(env_id)
-        row: dict[str, Any] = {"env_id": env_id, "steps": budget.steps, "num_envs": budget.num_envs,
-                               "ppo_kwargs": budget.ppo_kwargs}
-        for label in ("human", "sparse"):
-            group = [r for r in runs if r["env_id"] == env_id and r["label"] == label]
-            values = [r["fitness"] for r in group if r["fitness"] is not None]
-            row[label] = {"per_seed": [r["fitness"] for r in group],
-                          "mean": statistics.fmean(values) if values else None,
-                          "std": statistics.pstdev(values) if len(values) > 1 else 0.0,
-                          "wall_s": statistics.fmean(r["wall_s"] for r in group),
-                          "failures": [r["failure"] for r in group if r["failure"]]}
-        human, sparse = row["human"]["mean"], row["sparse"]["mean"]
-        row["gap"] = None if human is None or sparse is None else human - sparse
-        row["human_solves"] = None if env_id not in SOLVED or human is None else human >= SOLVED[env_id]
-        rows.append(row)
+        for mode in modes:
+            rows.append(_row(env_id, mode, [r for r in runs if r["env_id"] == env_id and r["compile"] == mode],
+                             started[env_id, mode]))
     machine = describe_machine()
     data = {"args": recorded_args(args), "machine": machine, "total_s": total_s, "envs": rows}
     RESULTS.mkdir(exist_ok=True)
@@ -84,12 +92,14 @@ def main() -> None:
         "",
         f"Each reference reward trained with PPO in the sandbox at the task's default budget "
         f"(`rewardlab.llm_reward.search.budgets`), {args.seeds} seeds, fitness = the env's own return of 10 "
-        f"deterministic episodes at the end; {args.workers} trainings at a time. Total {total_s / 60:.1f} min.",
+        f"deterministic episodes at the end; {args.workers} trainings at a time; PPO "
+        f"{ {'on': 'compiled', 'off': 'eager', 'both': 'eager and compiled, seed by seed'}[args.compile]}. "
+        f"Total {total_s / 60:.1f} min.",
         f"Machine: {machine['summary']}.",
         "",
-        "| env | steps x envs | human (mean ± std) | sparse (mean ± std) | human - sparse | human solves | "
-        "s per training |",
-        "|---|---|---|---|---|---|---|",
+        "| env | PPO | steps x envs | human (mean ± std) | sparse (mean ± std) | human - sparse | human solves | "
+        "s per training | fork server start s |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for row in rows:
         def cell(label: str, row: dict[str, Any] = row) -> str:
@@ -98,13 +108,42 @@ def main() -> None:
 
         solves = {None: "-", True: f"yes (>= {SOLVED.get(row['env_id'])})", False: f"no (< {SOLVED.get(row['env_id'])})"}
         gap = "-" if row["gap"] is None else f"{row['gap']:+.1f}"
-        wall = (row["human"]["wall_s"] + row["sparse"]["wall_s"]) / 2
-        lines.append(f"| {row['env_id']} | {row['steps']:,} x {row['num_envs']} | {cell('human')} | "
-                     f"{cell('sparse')} | {gap} | {solves[row['human_solves']]} | {wall:.0f} |")
+        ppo = "compiled" if row["compile"] else "eager"
+        if row["compile"] and row["eager_fallbacks"]:
+            ppo += f" ({row['eager_fallbacks']} trained eagerly)"
+        lines.append(f"| {row['env_id']} | {ppo} | {row['steps']:,} x {row['num_envs']} | {cell('human')} | "
+                     f"{cell('sparse')} | {gap} | {solves[row['human_solves']]} | {row['wall_s']:.1f} | "
+                     f"{row['start_s']:.1f} |")
+    if len(modes) == 2:
+        lines += ["", "| env | s per training, eager | compiled | eager / compiled |", "|---|---|---|---|"]
+        for eager, fast in zip(rows[::2], rows[1::2], strict=True):
+            lines.append(f"| {eager['env_id']} | {eager['wall_s']:.1f} | {fast['wall_s']:.1f} | "
+                         f"{eager['wall_s'] / fast['wall_s']:.2f}x |")
     lines += ["", "Reproduce: `python -m benchmarks.search_budgets " + " ".join(
-        ["--envs", *args.envs, "--seeds", str(args.seeds), "--name", args.name]) + "`.", ""]
+        ["--envs", *args.envs, "--seeds", str(args.seeds), "--compile", args.compile, "--name", args.name])
+        + "`.", ""]
     (RESULTS / f"{args.name}.md").write_text("\n".join(lines))
     print("\n".join(lines))
+
+
+def _row(env_id: str, mode: bool, runs: list[dict[str, Any]], start_s: float) -> dict[str, Any]:
+    budget = default_budget(env_id)
+    row: dict[str, Any] = {"env_id": env_id, "compile": mode, "steps": budget.steps, "num_envs": budget.num_envs,
+                           "ppo_kwargs": budget.ppo_kwargs, "start_s": start_s,
+                           "wall_s": statistics.fmean(r["wall_s"] for r in runs),
+                           "eager_fallbacks": sum(bool(r["compile_note"]) for r in runs)}
+    for label in ("human", "sparse"):
+        group = [r for r in runs if r["label"] == label]
+        values = [r["fitness"] for r in group if r["fitness"] is not None]
+        row[label] = {"per_seed": [r["fitness"] for r in group],
+                      "mean": statistics.fmean(values) if values else None,
+                      "std": statistics.pstdev(values) if len(values) > 1 else 0.0,
+                      "wall_s": statistics.fmean(r["wall_s"] for r in group),
+                      "failures": [r["failure"] for r in group if r["failure"]]}
+    human, sparse = row["human"]["mean"], row["sparse"]["mean"]
+    row["gap"] = None if human is None or sparse is None else human - sparse
+    row["human_solves"] = None if env_id not in SOLVED or human is None else human >= SOLVED[env_id]
+    return row
 
 
 if __name__ == "__main__":

@@ -8,7 +8,8 @@ TPE weights) and ``evolve-random`` (the earlier random-terms baseline), interlea
 iteration of all of an env's answers, through ``--llm replay:``).
 Per search: the best program's 5-seed return next to the human and sparse references
 (retrained with the same seeds and budget), Eureka's normalised score, IQM with its bootstrap
-interval, the probability that the best beats the human reward, and the wall time.
+interval, the probability that the best beats the human reward, and the wall time. The
+candidates train on PPO's compiled graphs, the search's default (``--no-compile``: eager).
 
     python -m benchmarks.search_defaults
     python -m benchmarks.search_defaults --envs MountainCar-v0 --proposers evolve
@@ -60,16 +61,19 @@ def run(env_id: str, proposer: str, args: argparse.Namespace) -> dict[str, Any]:
         corpus.write_text("".join(json.dumps({"text": answer.text}) + "\n" for answer in answers))
         client = make_client(f"replay:{corpus}")
         config = SearchConfig(env_id=env_id, task=task, proposer="llm", llm=f"replay:{corpus}", iterations=1,
-                              samples=len(answers), final_seeds=args.final_seeds, seed=args.seed)
+                              samples=len(answers), final_seeds=args.final_seeds, seed=args.seed,
+                              compile=args.compile)
     else:
         config = SearchConfig(env_id=env_id, task=task, proposer=proposer, iterations=args.iterations,
-                              samples=args.samples, final_seeds=args.final_seeds, seed=args.seed)
+                              samples=args.samples, final_seeds=args.final_seeds, seed=args.seed,
+                              compile=args.compile)
     start = time.perf_counter()
     result = search(config, out, client=client, workers=args.workers)
     data = summary(result)
     data["wall_s"] = time.perf_counter() - start
     data["best_source"] = result.best.source if result.best else None
     data["proposer"] = proposer
+    data["compile"] = config.compile
     print(f"{env_id} {proposer}: best {data['final'].get('best', {}).get('mean')}, normalised "
           f"{data['normalized_score']}, {data['wall_s']:.0f} s", flush=True)
     return data
@@ -100,9 +104,9 @@ def markdown(rows: list[dict[str, Any]], args: argparse.Namespace, machine: dict
         f"deterministic episodes. {args.workers} evaluations at a time; total {total_s / 60:.1f} min.",
         f"Machine: {machine['summary']}.",
         "",
-        "| env | proposer | trained | steps x envs | best, 5 seeds | solves | human, 5 seeds | sparse, 5 seeds | normalised "
+        "| env | proposer | PPO | trained | steps x envs | best, 5 seeds | solves | human, 5 seeds | sparse, 5 seeds | normalised "
         "score | IQM best [95% CI] | P(best > human) | wall min | candidates/min |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for row in rows:
         stats = row.get("final_statistics", {})
@@ -116,7 +120,8 @@ def markdown(rows: list[dict[str, Any]], args: argparse.Namespace, machine: dict
         score = row["normalized_score"]
         rate = row["cost"]["candidates_per_minute"]
         lines.append(
-            f"| {row['env_id']} | {row['proposer']} | {row['trained']} of {row['candidates']} | "
+            f"| {row['env_id']} | {row['proposer']} | {'compiled' if row.get('compile') else 'eager'} | "
+            f"{row['trained']} of {row['candidates']} | "
             f"{row['steps']:,} x {row['num_envs']} | {_mean(row, 'best')} | "
             f"{solves} | {_mean(row, 'human')} | {_mean(row, 'sparse')} | {'-' if score is None else f'{score:.2f}'} | "
             f"{iqm_cell} | {'-' if beats is None else f'{beats:.2f}'} | {row['wall_s'] / 60:.1f} | "
@@ -130,7 +135,8 @@ def markdown(rows: list[dict[str, Any]], args: argparse.Namespace, machine: dict
         "(ties half).",
         "",
         "Reproduce: `python -m benchmarks.search_defaults " + " ".join(
-            ["--envs", *args.envs, "--proposers", *args.proposers]) + "`.",
+            ["--envs", *args.envs, "--proposers", *args.proposers, *([] if args.compile else ["--no-compile"])])
+        + "`.",
         "",
     ]
     return "\n".join(lines)
@@ -173,6 +179,8 @@ def main() -> None:
     parser.add_argument("--final-seeds", type=int, default=5)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--no-compile", dest="compile", action="store_false",
+                        help="train the candidates with PPO's eager update (the search's default compiles it)")
     parser.add_argument("--out", default="runs/bench_search_defaults")
     parser.add_argument("--name", default="search_defaults", help="results file name")
     parser.add_argument("--merge", nargs="+", metavar="NAME",

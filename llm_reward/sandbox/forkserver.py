@@ -64,7 +64,10 @@ def add_import_only(path: str) -> None:
 _HEADER = struct.Struct(">I")
 # Not ``python -m rewardlab.llm_reward.sandbox.forkserver``: importing the package imports this module first,
 # and runpy would then run a second copy of it as __main__.
-_SERVER_COMMAND = "import sys; from rewardlab.llm_reward.sandbox.forkserver import serve; serve(sys.argv[1], sys.argv[2:])"
+_SERVER_COMMAND = ("import sys, json; from rewardlab.llm_reward.sandbox.forkserver import serve; "
+                   "serve(sys.argv[1], sys.argv[3:], json.loads(sys.argv[2]))")
+#: the longest a server may take to start when it warms up (a first compile of PPO's graphs)
+WARM_STARTUP_TIMEOUT_S = 1800.0
 
 
 def send_message(write: Callable[[bytes], Any], message: dict[str, Any]) -> None:
@@ -153,10 +156,16 @@ class ForkServer:
     """Client of one fork server process, started with ``preload`` imported.
 
     :param preload: modules the server imports before forking any worker.
+    :param warm: ``(function, argument)`` pairs the server calls, after the imports and
+        before forking any worker, as ``function(argument)``: ``"module:function"`` and a
+        JSON text. What they load (PPO's compiled graphs) every worker inherits. A failing
+        one is reported on the server's standard error and skipped: each job must check
+        for itself that what it needs is there.
     """
 
-    def __init__(self, preload: Sequence[str]):
+    def __init__(self, preload: Sequence[str], warm: Sequence[tuple[str, str]] = ()):
         self.preload = tuple(preload)
+        self.warm = tuple((str(function), str(argument)) for function, argument in warm)
         self._directory = tempfile.mkdtemp(prefix="rewardlab-forkserver-")
         self.socket_path = os.path.join(self._directory, "socket")
         environment = {name: os.environ[name] for name in KEPT_ENVIRONMENT if name in os.environ}
@@ -169,14 +178,15 @@ class ForkServer:
         environment["HOME"] = self._directory
         started = time.monotonic()
         self.process = subprocess.Popen(
-            [sys.executable, "-c", _SERVER_COMMAND, self.socket_path, *self.preload],
+            [sys.executable, "-c", _SERVER_COMMAND, self.socket_path, json.dumps(self.warm), *self.preload],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             env=environment,
             cwd=self._directory,
             start_new_session=True,
         )
-        ready = _read_line(self.process.stdout, time.monotonic() + STARTUP_TIMEOUT_S)
+        timeout = WARM_STARTUP_TIMEOUT_S if self.warm else STARTUP_TIMEOUT_S
+        ready = _read_line(self.process.stdout, time.monotonic() + timeout)
         if ready != READY:
             self.close()
             raise RuntimeError(
@@ -219,7 +229,7 @@ class ForkServer:
                 pass
 
 
-_SERVERS: dict[tuple[str, ...], ForkServer] = {}
+_SERVERS: dict[tuple[tuple[str, ...], tuple[tuple[str, str], ...]], ForkServer] = {}
 _SERVERS_LOCK = threading.Lock()
 _STARTUPS: list[float] = []
 
@@ -229,16 +239,17 @@ def server_startups() -> list[float]:
     return list(_STARTUPS)
 
 
-def fork_server(preload: Sequence[str]) -> ForkServer:
-    """The running fork server with ``preload`` imported, started on first use.
+def fork_server(preload: Sequence[str], warm: Sequence[tuple[str, str]] = ()) -> ForkServer:
+    """The running fork server with ``preload`` imported and ``warm`` called, started on first use.
 
     :param preload: the modules to import once in the server.
+    :param warm: what the server calls before forking (see :class:`ForkServer`).
     """
-    key = tuple(preload)
+    key = (tuple(preload), tuple((str(function), str(argument)) for function, argument in warm))
     with _SERVERS_LOCK:
         server = _SERVERS.get(key)
         if server is None or not server.alive():
-            server = _SERVERS[key] = ForkServer(key)
+            server = _SERVERS[key] = ForkServer(*key)
         return server
 
 
@@ -264,14 +275,31 @@ def _read_line(stream: Any, deadline: float) -> bytes:
 
 
 # ------------------------------------------------------------------- the server
-def serve(socket_path: str, preload: Sequence[str]) -> None:
+def serve(socket_path: str, preload: Sequence[str], warm: Sequence[Sequence[str]] = ()) -> None:
     """The server loop: fork a worker per request, report each worker's exit, stop on EOF.
 
     :param socket_path: where to listen.
     :param preload: modules to import first.
+    :param warm: ``(function, argument)`` pairs to call next (see :class:`ForkServer`).
     """
     for module in preload:
         importlib.import_module(module)
+    if warm:
+        # the first line on standard output must be READY: what the warm-ups print goes to stderr
+        stdout = os.dup(sys.stdout.fileno())
+        os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
+        try:
+            for function, argument in warm:
+                module_name, _, name = function.partition(":")
+                try:
+                    getattr(importlib.import_module(module_name), name)(argument)
+                except Exception as error:  # the jobs find out for themselves; the server still serves
+                    print(f"rewardlab: the sandbox's fork server could not warm up with {function}: "
+                          f"{type(error).__name__}: {error}", file=sys.stderr, flush=True)
+        finally:
+            sys.stdout.flush()
+            os.dup2(stdout, sys.stdout.fileno())
+            os.close(stdout)
     # Imported here, in the server only: sandbox imports this module for the client side.
     from rewardlab.llm_reward.sandbox.isolation import run_isolated
     from rewardlab.llm_reward.sandbox.runner import worker_main

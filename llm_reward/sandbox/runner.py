@@ -144,6 +144,7 @@ def run_sandboxed(
     run_dir: str | os.PathLike[str],
     limits: Limits | None = None,
     preload: Sequence[str] = (),
+    warm: Sequence[tuple[str, str]] = (),
 ) -> SandboxRun:
     """Run ``job(payload, guard)`` in a sandboxed worker and return what came back.
 
@@ -159,6 +160,9 @@ def run_sandboxed(
         for all workers: those the job needs that would otherwise be imported under the
         guard, which refuses what some imports do (``ctypes`` calls), or in every worker.
         Each distinct list gets its own fork server.
+    :param warm: ``("module:function", json_text)`` pairs the fork server calls once before
+        forking (:class:`~rewardlab.llm_reward.sandbox.forkserver.ForkServer`): what they
+        load, every worker inherits. Each distinct list gets its own fork server too.
     """
     limits = limits or Limits()
     module_name, _, function_name = job.partition(":")
@@ -174,7 +178,7 @@ def run_sandboxed(
         "limits": asdict(limits),
         "preload": ["rewardlab.llm_reward.sandbox.runner", module_name, *preload],
     }
-    server = fork_server(request["preload"])
+    server = fork_server(request["preload"], warm)
     start = time.monotonic()
     connection = server.connect(request)
     try:

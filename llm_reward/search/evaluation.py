@@ -35,7 +35,12 @@ from rewardlab.llm_reward.programs.checks import CheckError
 from rewardlab.llm_reward.programs.program import RewardProgram
 from rewardlab.llm_reward.sandbox.runner import Limits, SandboxRun, run_sandboxed, write_private
 from rewardlab.llm_reward.search.text import COMPONENT_NAME, sanitize
-from rewardlab.llm_reward.search.training import Checkpoint, measure_snapshot, preload_for
+from rewardlab.llm_reward.search.training import (
+    Checkpoint,
+    compiled_warm_up,
+    measure_snapshot,
+    preload_for,
+)
 
 __all__ = ["EvalResult", "Failure", "SeedRun", "evaluate"]
 
@@ -110,6 +115,8 @@ class EvalResult:
     :param source: the program's source.
     :param notes: what was done to run the program as written (annotations or decorators
         removed, constants, per-state execution), for the report and the next prompt.
+    :param compiled: whether the worker trained with PPO's compiled graphs.
+    :param compile_note: why it trained eagerly although asked to compile ("" otherwise).
     """
 
     env_id: str
@@ -127,6 +134,8 @@ class EvalResult:
     run_dir: str | None
     source: str
     notes: list[str] = field(default_factory=list)
+    compiled: bool = False
+    compile_note: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         """The record as plain data."""
@@ -165,6 +174,8 @@ class EvalResult:
             run_dir=data["run_dir"],
             source=data["source"],
             notes=list(data.get("notes", [])),
+            compiled=bool(data.get("compiled", False)),
+            compile_note=str(data.get("compile_note", "")),
         )
 
 
@@ -210,7 +221,11 @@ def evaluate(
         no TensorBoard logs.
     :param num_envs: batched envs to train in.
     :param device: torch device for env and networks.
-    :param ppo_kwargs: hyperparameters for ``rewardlab.agents.PPO`` (JSON data), else its defaults.
+    :param ppo_kwargs: hyperparameters for ``rewardlab.agents.PPO`` (JSON data), else its
+        defaults. With ``"compile": True`` the worker trains with PPO's compiled graphs,
+        which the sandbox's fork server loads once before forking (compiling them into the
+        cache the first time: tens of seconds); on a CUDA device, or where the server could
+        not load them, the worker trains eagerly and the result's notes say so.
     :param num_checkpoints: how many points to measure at.
     :param eval_episodes: evaluation episodes per checkpoint.
     :param cpu_s: the worker's CPU-time limit (default: see :class:`~rewardlab.llm_reward.sandbox.Limits`).
@@ -233,6 +248,7 @@ def evaluate(
     limits = Limits(timeout_s=timeout_s, memory_mb=None if on_cuda else memory_mb, cpu_s=cpu_s,
                     threads=threads, gpu=on_cuda)
     keep = run_dir is not None
+    compile_note = ""
     directory = Path(run_dir) if keep else Path(tempfile.mkdtemp(prefix="rewardlab-eval-"))
     directory.mkdir(parents=True, exist_ok=True)
     start = time.monotonic()
@@ -248,7 +264,16 @@ def evaluate(
         payload["tensorboard_log"] = os.fspath(directory.resolve() / "tensorboard") if keep else None
         if keep:
             write_private(directory, PROGRAM_FILE, checked.source)
-        run = run_sandboxed(EVALUATION_JOB, payload, directory, limits, preload_for(env_id))
+        warm = []
+        if payload["ppo_kwargs"].get("compile"):
+            if on_cuda:  # a fork server must not touch CUDA before it forks
+                payload["ppo_kwargs"]["compile"] = False
+                compile_note = ("trained eagerly: PPO's compiled graphs are loaded into the sandbox's "
+                                "workers on the CPU only")
+            else:
+                warm.append(compiled_warm_up(payload, threads))
+                payload["compile_warm"] = warm[0][1]
+        run = run_sandboxed(EVALUATION_JOB, payload, directory, limits, preload_for(env_id), warm)
         description = describe(env_id)
 
         last: dict[int, Any] = {}
@@ -263,6 +288,10 @@ def evaluate(
                          os.fspath(directory) if keep else None, checked.source, measure)
         # what normalising the answer removed (noted when the program was first made) and constants
         result.notes = list(dict.fromkeys([*program.notes, *checked.notes, *checked.constant_notes(description)]))
+        if isinstance(run.result, dict) and isinstance(run.result.get("compile_note"), str):
+            compile_note = compile_note or _text(run.result["compile_note"])[:600]
+        result.compiled = bool(payload["ppo_kwargs"].get("compile")) and not compile_note
+        result.compile_note = compile_note
         if isinstance(run.result, dict) and run.result.get("per_state") is True:
             reason = run.result.get("per_state_reason")
             where = _text(reason)[:300] if isinstance(reason, str) and reason else "Python `if`, `float()`, math on scalars"

@@ -121,6 +121,11 @@ class SearchConfig:
         ``None``: the env's registered description, or one derived from its spaces.
     :param env_source: show the env's source code in the prompt (Eureka): ``"auto"`` (for
         envs without a built-in description), ``"always"`` or ``"never"``.
+    :param compile: train every candidate with PPO's compiled graphs (``PPO(compile=True)``,
+        unless ``ppo_kwargs`` says otherwise), loaded once by the sandbox's fork server; the
+        first search of a budget on a machine compiles them into the cache (tens of
+        seconds), later ones load them. The same training as eagerly up to float rounding,
+        which a long run amplifies: a seed's numbers differ between the two.
     """
 
     env_id: str
@@ -145,6 +150,7 @@ class SearchConfig:
     timeout_s: float = 1800.0
     description: dict[str, Any] | None = None
     env_source: str = "auto"
+    compile: bool = True
     #: where the budget came from when ``steps``, ``num_envs`` or ``ppo_kwargs`` were left to the
     #: env's default (:func:`~rewardlab.llm_reward.search.budgets.default_budget`), for the report
     budget_note: str = ""
@@ -185,6 +191,8 @@ class SearchConfig:
             raise ValueError(f"prescreen_tau is a Kendall tau in [-1, 1], got {self.prescreen_tau!r}")
         if self.env_source not in ENV_SOURCE_MODES:
             raise ValueError(f"unknown env_source {self.env_source!r}; choose from {', '.join(ENV_SOURCE_MODES)}")
+        if not isinstance(self.compile, bool):
+            raise ValueError(f"compile must be True or False, got compile={self.compile!r}")
         if not self.timeout_s > 0:
             raise ValueError(f"timeout_s must be positive, got {self.timeout_s!r}")
         try:
@@ -503,10 +511,14 @@ class _Search:
         config = self.config
         return EvalTask(
             key=key, source=source, env_id=config.env_id, steps=config.steps, seeds=tuple(seeds),
-            run_dir=os.fspath(run_dir), num_envs=config.num_envs, ppo_kwargs=dict(config.ppo_kwargs),
+            run_dir=os.fspath(run_dir), num_envs=config.num_envs, ppo_kwargs=self._training_kwargs(),
             num_checkpoints=config.num_checkpoints, eval_episodes=config.eval_episodes,
             timeout_s=config.timeout_s, description=config.description,
         )  # fmt: skip
+
+    def _training_kwargs(self) -> dict[str, Any]:
+        """PPO's settings for every training run: the budget's, with ``compile`` unless they set it."""
+        return {"compile": self.config.compile, **self.config.ppo_kwargs}
 
     def _evaluate(self, candidate: Candidate) -> bool:
         """Train the candidate (or take its saved result); True if it was trained now."""

@@ -215,8 +215,14 @@ def _cost_line(result: SearchResult) -> str:
         parts.append(f"{spent['candidate_wall_s']:.1f} s per candidate (sandbox start to result)")
     if spent["candidates_per_minute"] is not None:
         parts.append(f"{spent['candidates_per_minute']:.1f} candidates per minute")
+    compiled = {"compile": result.config.compile, **result.config.ppo_kwargs}["compile"]
     if spent["fork_server_start_s"] is not None:
-        parts.append(f"sandbox fork server start {spent['fork_server_start_s']:.1f} s")
+        parts.append(f"sandbox fork server start {spent['fork_server_start_s']:.1f} s"
+                     + (" (with loading PPO's compiled graphs, or compiling them on a budget's first search)"
+                        if compiled else ""))
+    eager = [c.result.compile_note for c in result.candidates if c.result is not None and c.result.compile_note]
+    parts.append("PPO " + ("eager" if not compiled else f"compiled ({len(eager)} candidates eager: {eager[0]})"
+                           if eager else "compiled"))
     return "Cost: " + ", ".join(parts) + "."
 
 

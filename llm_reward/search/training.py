@@ -20,9 +20,11 @@ from __future__ import annotations
 
 import base64
 import importlib.util
+import json
 import os
 import resource
 import time
+import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -32,6 +34,7 @@ import torch
 from rewardlab import envs
 from rewardlab.agents.evaluation import play_episodes
 from rewardlab.agents.ppo import PPO
+from rewardlab.common import compiled
 from rewardlab.envs.description_files import use_description
 from rewardlab.envs.descriptions import EnvDescription, describe
 from rewardlab.llm_reward.programs.program import (
@@ -43,7 +46,8 @@ from rewardlab.llm_reward.programs.program import (
 from rewardlab.llm_reward.programs.wrapper import ProgramReward
 from rewardlab.llm_reward.sandbox.guard import Guard
 
-__all__ = ["Checkpoint", "evaluate_policy", "evaluation_job", "load_snapshot", "measure_snapshot", "policy_snapshot", "train_program"]
+__all__ = ["Checkpoint", "compiled_warm_up", "evaluate_policy", "evaluation_job", "load_snapshot", "measure_snapshot",
+           "policy_snapshot", "train_program", "warm_compiled"]
 
 # Imported by the worker before its guard is installed: PPO's optimiser imports
 # torch._dynamo on first use, which replaces torch.manual_seed (the guard's snapshot must
@@ -82,6 +86,76 @@ def describe_for(payload: dict[str, Any]) -> EnvDescription:
     return describe(payload["env_id"])
 
 _REWARD_PREFIX = "reward/"
+
+
+# ------------------------------------------- PPO's compiled graphs in the sandbox
+# A sandboxed worker cannot read the compile cache, and PPO's compiled graphs do not
+# depend on the reward program: the fork server (trusted, before any worker exists) loads
+# them for the budget at hand, compiling them into the cache the first time, and every
+# worker it forks inherits them (rewardlab.common.compiled.loaded_only).
+WARM_FUNCTION = f"{__name__}:warm_compiled"
+#: what warm_compiled made of each argument in this process (the fork server; the workers
+#: inherit it): "" when the graphs are loaded, else why not
+_WARMED: dict[str, str] = {}
+
+
+def compiled_warm_up(payload: Mapping[str, Any], threads: int) -> tuple[str, str]:
+    """The fork server's warm-up (``run_sandboxed``'s ``warm``) that loads PPO's compiled
+    graphs for an evaluation payload with ``ppo_kwargs["compile"]``.
+
+    :param payload: the evaluation job's payload (env, envs, device, PPO settings).
+    :param threads: the worker's torch threads (part of a compiled CPU kernel).
+    """
+    spec = {
+        "env_id": payload["env_id"], "description": payload.get("description"),
+        "num_envs": payload["num_envs"], "device": payload["device"],
+        "ppo_kwargs": payload["ppo_kwargs"], "threads": threads,
+        "cache": os.fspath(compiled.cache_folder().parent),
+    }  # fmt: skip
+    return WARM_FUNCTION, json.dumps(spec, sort_keys=True)
+
+
+def warm_compiled(argument: str) -> None:
+    """Load (or compile and cache) PPO's graphs for ``argument``, a :func:`compiled_warm_up` spec.
+
+    Runs in the fork server: builds the env and a ``PPO(compile=True)`` with the spec's
+    settings and warms it up, so the graphs stay loaded for the workers it forks.
+    """
+    try:
+        spec = json.loads(argument)
+        os.environ[compiled.CACHE_VARIABLE] = spec["cache"]
+        torch.set_num_threads(spec["threads"])
+        if spec.get("description"):
+            use_description(spec["description"])
+        env = envs.make(spec["env_id"], num_envs=spec["num_envs"], device=spec["device"], seed=0)
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", FutureWarning)  # torch.export's, not the user's
+                PPO(env, device=spec["device"], **spec["ppo_kwargs"]).warm_up()
+        finally:
+            env.close()
+    except Exception as error:
+        _WARMED[argument] = f"{type(error).__name__}: {error}"[:500]
+        raise
+    _WARMED[argument] = ""
+
+
+def _compile_in_worker(payload: Mapping[str, Any]) -> tuple[dict[str, Any], str]:
+    """The PPO settings a worker trains with, and a note when ``compile`` had to be dropped.
+
+    Confines the compile cache to what the fork server loaded; when it loaded nothing for
+    this payload (its warm-up failed, say for want of a C++ compiler), the worker trains
+    eagerly, which gives the same training up to float rounding.
+    """
+    ppo_kwargs = dict(payload["ppo_kwargs"])
+    if not ppo_kwargs.get("compile"):
+        return ppo_kwargs, ""
+    compiled.loaded_only()
+    problem = _WARMED.get(payload.get("compile_warm") or "", "the fork server did not load them")
+    if not problem:
+        return ppo_kwargs, ""
+    ppo_kwargs["compile"] = False
+    return ppo_kwargs, f"trained eagerly: PPO's compiled graphs were not available ({problem})"
 
 
 @dataclass
@@ -226,14 +300,18 @@ def evaluation_job(payload: Mapping[str, Any], guard: Guard) -> dict[str, Any]:
 
     :param payload: ``program`` (``source``, ``function_name``, ``parameters``), ``env_id``,
         ``seeds``, ``steps``, ``num_envs``, ``device``, ``ppo_kwargs``, ``num_checkpoints``,
-        ``eval_episodes`` and ``tensorboard_log``.
+        ``eval_episodes`` and ``tensorboard_log``; with ``ppo_kwargs["compile"]``,
+        ``compile_warm``: the fork server's :func:`compiled_warm_up` argument, whose graphs
+        the worker uses (it trains eagerly when the server could not load them).
     :param guard: the installed guard of this worker.
     :return: ``{"seeds": [{"seed", "checkpoints", "policies", "wall_s"}], "failure": None |
-        {...}, "peak_rss_mb", "peak_vm_mb", "cpu_s"}``; ``policies`` holds one
-        :func:`policy_snapshot` per checkpoint, whose fitness the caller measures.
+        {...}, "compile_note", "peak_rss_mb", "peak_vm_mb", "cpu_s"}``; ``policies`` holds one
+        :func:`policy_snapshot` per checkpoint, whose fitness the caller measures;
+        ``compile_note`` says why a ``compile`` run trained eagerly ("" otherwise).
     """
     description = describe_for(payload)
     program = RewardProgram(**payload["program"])
+    ppo_kwargs, compile_note = _compile_in_worker(payload)
     guard.snapshot_modules()
     runs: list[dict[str, Any]] = []
     failure = None
@@ -256,7 +334,7 @@ def evaluation_job(payload: Mapping[str, Any], guard: Guard) -> dict[str, Any]:
                 steps=payload["steps"],
                 num_envs=payload["num_envs"],
                 device=payload["device"],
-                ppo_kwargs=payload["ppo_kwargs"],
+                ppo_kwargs=ppo_kwargs,
                 num_checkpoints=payload["num_checkpoints"],
                 eval_episodes=payload["eval_episodes"],
                 tensorboard_log=payload["tensorboard_log"],
@@ -277,6 +355,7 @@ def evaluation_job(payload: Mapping[str, Any], guard: Guard) -> dict[str, Any]:
     usage = resource.getrusage(resource.RUSAGE_SELF)
     per_state = reward_function is not None and reward_function.per_state
     return {
+        "compile_note": compile_note,
         "per_state": bool(per_state),
         "per_state_reason": reward_function.per_state_reason if per_state else "",
         "per_state_mode": reward_function.per_state_mode if per_state else "",
@@ -382,8 +461,9 @@ def load_snapshot(snapshot: Any, env: Any, ppo_kwargs: Mapping[str, Any], seed: 
     :param seed: seeds the fresh model (its action sampling).
     :raises ValueError: the snapshot is not the policy of such a model.
     """
-    # the minibatch size plays no part in acting, and may not fit this env's batch
-    model = PPO(env, seed=seed, device=env.device, **{**dict(ppo_kwargs), "batch_size": None})
+    # the minibatch size plays no part in acting, and may not fit this env's batch; acting
+    # is not what compile=True compiles
+    model = PPO(env, seed=seed, device=env.device, **{**dict(ppo_kwargs), "batch_size": None, "compile": False})
     expected = {**{f"policy.{k}": v for k, v in model.policy.state_dict().items()},
                 **{f"obs_rms.{k}": v for k, v in model.obs_rms.state_dict().items()}}
     if not isinstance(snapshot, dict) or set(snapshot) != set(expected):

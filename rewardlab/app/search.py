@@ -89,7 +89,7 @@ def _config(args: argparse.Namespace) -> SearchConfig:
         prescreen_tau=args.prescreen_tau, prescreen_steps=args.prescreen_steps, seed=args.seed,
         num_envs=args.num_envs, ppo_kwargs=args.ppo, num_checkpoints=args.checkpoints,
         eval_episodes=args.eval_episodes, timeout_s=args.timeout, description=description,
-        env_source=args.env_source,
+        env_source=args.env_source, compile=args.compile,
     )  # fmt: skip
 
 
@@ -235,4 +235,7 @@ def register_search(subparsers: argparse._SubParsersAction) -> None:
     run.add_argument("--out", required=True, help="the run directory")
     run.add_argument("--resume", action="store_true", help="continue the run in --out")
     run.add_argument("--no-progress", action="store_true", help="no live progress line")
+    run.add_argument("--no-compile", dest="compile", action="store_false",
+                     help="train candidates with PPO's eager update instead of its compiled one (which the "
+                          "first search of a budget compiles for tens of seconds, then loads from the cache)")
     parser.set_defaults(func=run_search)

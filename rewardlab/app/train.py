@@ -136,11 +136,6 @@ def check_config(config: dict[str, Any]) -> None:
     if config["compile"]:
         if config["algo"] != "ppo":
             raise ValueError(f"--compile compiles rewardlab's PPO (--algo ppo), not --algo {config['algo']}; drop it")
-        if config["reward_program"] and not config["trust_program"]:
-            raise ValueError(
-                "--compile does not reach a sandboxed --reward-program run (its worker cannot read the "
-                "compile cache); drop --compile, or add --trust-program for a program you have read"
-            )
 
 
 

@@ -225,6 +225,8 @@ class SandboxedProgramTrainer(Trainer):
 
         config = self.config
         hyperparameters = dict(config["hyperparameters"])
+        # --compile: PPO's compiled graphs, which the sandbox's fork server loads for the worker
+        compile = bool(config.get("compile")) or bool(hyperparameters.pop("compile", False))
         num_envs = config["num_envs"] or 16
 
         def keep(seed: int, snapshot: Any) -> None:
@@ -234,7 +236,7 @@ class SandboxedProgramTrainer(Trainer):
         result = evaluate(
             self.reward.program, config["env"], steps=steps, seeds=(config["seed"],),
             timeout_s=max(600.0, steps / 50.0), run_dir=self.run_dir / "sandbox", num_envs=num_envs,
-            device=config["device"], ppo_kwargs=hyperparameters,
+            device=config["device"], ppo_kwargs={**hyperparameters, "compile": compile},
             num_checkpoints=max(1, min(10, steps // max(num_envs, 1))), eval_episodes=config["eval_episodes"],
             on_final_policy=keep,
         )  # fmt: skip

@@ -12,7 +12,8 @@ Tracing a graph to find its key takes a fraction of a second. :func:`load_or_tra
 everything the graph is made from but not its code (the module's structure and settings,
 the source of the packages whose code it traces, inputs, options, torch); the first
 compile records which library the recipe made, and later processes load that library
-without tracing.
+without tracing; within a process (and the processes forked from it, such as the
+sandbox's workers, which cannot read the cache: :func:`loaded_only`) it stays loaded.
 
 Cache folder: ``$REWARDLAB_CACHE/compiled`` (default ``~/.cache/rewardlab/compiled``).
 Each library is written beside its final name and renamed into place, so concurrent runs
@@ -60,13 +61,15 @@ def cache_key(graph: torch.fx.GraphModule, inputs: list[torch.Tensor], options: 
 
 
 def _context(inputs: list[torch.Tensor], options: Mapping[str, Any]) -> tuple[str, ...]:
-    """What a library depends on besides its graph: inputs, options, device, torch, CPU."""
+    """What a library depends on besides its graph: inputs, options, device, torch, CPU and
+    the thread count (Inductor writes a CPU kernel's OpenMP thread count into its code)."""
     return (
         repr([(tuple(t.shape), str(t.dtype), t.stride()) for t in inputs]),
         repr(sorted(options.items())),
         inputs[0].device.type if inputs else "cpu",
         torch.__version__,
         torch.backends.cpu.get_cpu_capability(),
+        f"threads={torch.get_num_threads()}",
     )
 
 
@@ -107,22 +110,71 @@ def load_or_trace(
         inputs, options and torch) must be the same graph. Include the source of the code
         that is traced (:func:`source_fingerprint`).
     :param options: Inductor options.
+    :raises NotLoadedError: after :func:`loaded_only`, for a recipe this process has not loaded.
+
+    A library loaded once stays loaded for the process (and the processes forked from it):
+    a second model of the same recipe takes it from memory.
     """
     options = dict(options or {})
-    if not _packaged():
-        return torch._inductor.compile(trace(), inputs, options=options)
     digest = hashlib.sha256()
-    for part in (recipe, *_context(inputs, options)):
+    for part in (recipe, *_context(inputs, options), str(_device_of(inputs))):
         digest.update(part.encode())
+    stem = f"{_file_stem(name)}-{digest.hexdigest()[:32]}"
+    memo = (os.fspath(cache_folder()), stem)
+    loaded = _LOADED.get(memo)
+    if loaded is None and _LOADED_ONLY:  # a confined worker: whichever folder it came from
+        loaded = next((run for (_, known), run in _LOADED.items() if known == stem), None)
+    if loaded is not None:
+        return loaded
+    if _LOADED_ONLY:
+        raise NotLoadedError(
+            f"the compiled graph {name!r} for this recipe was not loaded before this process was "
+            "confined, and the compile cache cannot be read from here; build the model eagerly "
+            "(compile=False), or load it first in the process that forks this one"
+        )
+    if not _packaged():
+        run = torch._inductor.compile(trace(), inputs, options=options)
+    else:
+        run = _load(_recorded_library(trace, inputs, name, stem, options), _device_of(inputs))
+    _LOADED[memo] = run
+    return run
+
+
+#: the libraries :func:`load_or_trace` loaded in this process, by cache folder and recipe
+#: (a forked process inherits them)
+_LOADED: dict[tuple[str, str], Callable[..., Any]] = {}
+_LOADED_ONLY = False
+
+
+class NotLoadedError(RuntimeError):
+    """:func:`load_or_trace` was asked, after :func:`loaded_only`, for a graph this process has not loaded."""
+
+
+def loaded_only() -> None:
+    """From now on :func:`load_or_trace` serves only the libraries this process (or the one
+    it was forked from) loaded already, and never reads the cache or compiles: for sandboxed
+    workers, which cannot read the cache; a graph not loaded raises :class:`NotLoadedError`."""
+    global _LOADED_ONLY
+    _LOADED_ONLY = True
+
+
+def _recorded_library(
+    trace: Callable[[], torch.fx.GraphModule],
+    inputs: list[torch.Tensor],
+    name: str,
+    stem: str,
+    options: Mapping[str, Any],
+) -> Path:
+    """The library a recipe's record names, or ``trace()``'s compiled and recorded."""
     # the record of a recipe holds the file name of the library it made
-    record = cache_folder() / "recipes" / f"{_file_stem(name)}-{digest.hexdigest()[:32]}"
+    record = cache_folder() / "recipes" / stem
     if record.exists():
         _check_owned(record)
         library = record.read_text().strip()
         path = cache_folder() / library
         if re.fullmatch(rf"{re.escape(_file_stem(name))}-[0-9a-f]{{32}}\.pt2", library) and path.exists():
             _check_owned(path)
-            return _load(path, _device_of(inputs))
+            return path
     path = _library(trace(), inputs, name, options)
     record.parent.mkdir(parents=True, exist_ok=True)
     handle, partial = tempfile.mkstemp(dir=record.parent, prefix="partial-")
@@ -130,7 +182,7 @@ def load_or_trace(
         file.write(path.name)
     os.chmod(partial, 0o644)
     os.replace(partial, record)
-    return _load(path, _device_of(inputs))
+    return path
 
 
 def _packaged() -> bool:

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import shutil
+
 import pytest
 import torch
 from torch.fx.experimental.proxy_tensor import make_fx
 
+from rewardlab.common import compiled
 from rewardlab.common.compiled import (
     cache_folder,
     cache_key,
@@ -62,6 +65,7 @@ def test_a_known_recipe_loads_its_library_without_tracing(monkeypatch, tmp_path)
     inputs = [torch.zeros(4)]
     first = load_or_trace(lambda: trace(1.0), inputs, "recipe", "times two plus 1")
     assert traced == [1.0]
+    monkeypatch.setattr(compiled, "_LOADED", {})  # as a new process: nothing loaded yet
     again = load_or_trace(lambda: trace(1.0), inputs, "recipe", "times two plus 1")
     assert traced == [1.0]  # not traced: the recipe named its library
     other = load_or_trace(lambda: trace(2.0), inputs, "recipe", "times two plus 2")
@@ -81,8 +85,31 @@ def test_a_recipe_record_others_can_write_is_refused(monkeypatch, tmp_path) -> N
     load_or_trace(lambda: _graph(1.0)[0], inputs, "recipe", "times two plus 1")
     (record,) = (cache_folder() / "recipes").iterdir()
     record.chmod(0o666)
+    monkeypatch.setattr(compiled, "_LOADED", {})  # as a new process
     with pytest.raises(PermissionError, match="writable by others"):
         load_or_trace(lambda: _graph(1.0)[0], inputs, "recipe", "times two plus 1")
+
+
+def test_a_loaded_recipe_is_served_from_memory_and_only_that_once_confined(monkeypatch, tmp_path) -> None:
+    monkeypatch.setenv("REWARDLAB_CACHE", str(tmp_path))
+    monkeypatch.setattr(compiled, "_LOADED", {})
+    monkeypatch.setattr(compiled, "_LOADED_ONLY", False)
+    inputs = [torch.zeros(4)]
+    first = load_or_trace(lambda: _graph(1.0)[0], inputs, "recipe", "times two plus 1")
+    shutil.rmtree(cache_folder())  # a confined worker cannot read the cache
+    compiled.loaded_only()
+    assert load_or_trace(lambda: _graph(1.0)[0], inputs, "recipe", "times two plus 1") is first
+    with pytest.raises(compiled.NotLoadedError, match="compile=False"):
+        load_or_trace(lambda: _graph(2.0)[0], inputs, "recipe", "times two plus 2")
+    assert not cache_folder().exists()  # nothing read, traced or written
+
+
+def test_the_thread_count_is_part_of_the_key(monkeypatch) -> None:
+    graph, inputs = _graph(1.0)
+    threads = torch.get_num_threads()
+    one = cache_key(graph, inputs, {})
+    monkeypatch.setattr(torch, "get_num_threads", lambda: threads + 1)
+    assert cache_key(graph, inputs, {}) != one  # Inductor writes the count into CPU kernels
 
 
 def test_the_source_fingerprint_follows_the_code(monkeypatch, tmp_path) -> None:

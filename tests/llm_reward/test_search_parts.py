@@ -31,7 +31,7 @@ from rewardlab.llm_reward.search.training import Checkpoint
 
 DESCRIBED = ["CartPole-v1", "MountainCar-v0", "MountainCarContinuous-v0", "Acrobot-v1", "Pendulum-v1"]
 TINY_FLAGS = ["--steps", "256", "--num-envs", "4", "--ppo", '{"n_steps": 32, "n_epochs": 2}',
-              "--checkpoints", "2", "--eval-episodes", "2", "--timeout", "120"]
+              "--checkpoints", "2", "--eval-episodes", "2", "--timeout", "120", "--no-compile"]
 
 
 def curve(fitness: list[float], reward: list[float], **components: list[float]) -> list[Checkpoint]:
