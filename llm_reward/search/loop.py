@@ -67,6 +67,9 @@ from rewardlab.llm_reward.search.records import (
     FinalScore,
     PrescreenScore,
     best_of,
+    confirmed_fitness,
+    late_fitness,
+    rank_key,
 )
 from rewardlab.llm_reward.search.reflection import reflect, reward_signals
 from rewardlab.llm_reward.search.report import write_outputs
@@ -81,6 +84,7 @@ OFFLINE = ("evolve", "evolve-random")
 PRESCREEN_MODES = ("off", "reject", "audit")
 ENV_SOURCE_MODES = ("auto", "always", "never")
 FINAL_SEED_BASE = 100
+FINALIST_SEED_BASE = 50
 FINAL_LABELS = ("best", "sparse", "human")
 
 
@@ -104,6 +108,11 @@ class SearchConfig:
         solves the task (:mod:`rewardlab.llm_reward.search.budgets`).
     :param seeds: the candidates' training seeds.
     :param final_seeds: seeds of the final re-training (``100, 101, ...``); 0 skips it.
+    :param finalists: after the last iteration, the best ``finalists`` candidates are
+        trained again with ``finalist_seeds`` more seeds (``50, 51, ...``, none of ``seeds``) and the best is the
+        one with the highest fitness over all its seeds: one lucky training seed does not
+        pick the program the final re-training reports. 0 or 1: the best by its own seed(s).
+    :param finalist_seeds: extra seeds per finalist.
     :param shots: Text2Reward's few-shot examples in the first prompt (0: zero-shot).
     :param prescreen: ``"off"``, ``"reject"`` (CLI ``--prescreen``: programs that rank
         stored trajectories badly are not trained) or ``"audit"`` (score all, train all).
@@ -138,6 +147,8 @@ class SearchConfig:
     steps: int | None = None
     seeds: tuple[int, ...] = (0,)
     final_seeds: int = 5
+    finalists: int = 3
+    finalist_seeds: int = 2
     shots: int = 0
     prescreen: str = "off"
     prescreen_tau: float = 0.2
@@ -174,7 +185,7 @@ class SearchConfig:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name} must be a positive integer, got {name}={value!r}")
-        for name in ("final_seeds", "shots"):
+        for name in ("final_seeds", "shots", "finalists", "finalist_seeds"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0, got {name}={getattr(self, name)!r}")
         if not self.seeds or not all(isinstance(seed, int) for seed in self.seeds):
@@ -348,11 +359,15 @@ class _Search:
                 self.client.check()
             if self.config.prescreen != "off":
                 self._trajectories = self._load_trajectories()
+            if self._training_kwargs().get("compile"):
+                self.progress.note("PPO's compiled graphs: the sandbox loads them before the first candidate "
+                                   "trains (the first search of a budget on this machine compiles them, about "
+                                   "a minute; --no-compile trains eagerly)")
             history: list[Candidate] = []
             for iteration in range(self.config.iterations):
                 history += self._iteration(iteration, history)
                 self._log_iteration(iteration, history)
-            best = best_candidate(history)
+            best = self._confirm(history)
             final = self._final(best)
             result = self._result(history, best, final, time.monotonic() - start)
             write_outputs(result, self.store)
@@ -569,6 +584,45 @@ class _Search:
             self.progress.note(f"iteration {iteration + 1}/{self.config.iterations}: best so far {best.key} "
                                f"with fitness {best.fitness:.4g}; "
                                f"{sum(c.ok for c in current)}/{len(current)} trained")
+
+    def _confirm(self, history: list[Candidate]) -> Candidate | None:
+        """The best candidate, after training the finalists with their extra seeds."""
+        config = self.config
+        ranked = sorted((c for c in history if c.ok), key=lambda c: (rank_key(c), -c.iteration, -c.sample),
+                        reverse=True)
+        finalists = ranked[:config.finalists]
+        if len(finalists) < 2 or config.finalist_seeds == 0:
+            return best_candidate(history)
+        seeds = [seed for seed in range(FINALIST_SEED_BASE, FINALIST_SEED_BASE + config.finalist_seeds
+                                        + len(config.seeds)) if seed not in config.seeds][:config.finalist_seeds]
+        jobs = [(candidate, seed) for candidate in finalists for seed in seeds]
+        self.progress.start_iteration(0, len(jobs), stage="finalists")
+        for candidate in finalists:
+            candidate.confirmation = {}
+        pending: dict[Future[EvalResult], tuple[Candidate, int, str]] = {}
+        for candidate, seed in jobs:
+            key = f"{candidate.key}/seed_{seed}"
+            record = self.store.get("finalist", key)
+            if record is not None:
+                candidate.confirmation[seed] = late_fitness(EvalResult.from_dict(record["result"]))
+                self.progress.finished(key, trained=False)
+                continue
+            assert candidate.source is not None
+            task = self._task(key, candidate.source, [seed], self.store.path("finalists", candidate.key, f"seed_{seed}"))
+            pending[self.executor.submit(task, self.progress.started)] = (candidate, seed, key)
+        for future in as_completed(pending):
+            candidate, seed, key = pending[future]
+            result = future.result()
+            self.store.append({"type": "finalist", "key": key, "candidate": candidate.key, "seed": seed,
+                               "result": result.to_dict()})
+            candidate.confirmation[seed] = late_fitness(result)
+            self.progress.finished(key, trained=True)
+        for candidate in finalists:
+            candidate.confirmation = dict(sorted(candidate.confirmation.items()))
+        best = max(finalists, key=lambda c: (confirmed_fitness(c), rank_key(c), -c.iteration, -c.sample))
+        self.progress.note(f"finalists: {', '.join(f'{c.key} {confirmed_fitness(c):.4g}' for c in finalists)}; "
+                           f"best {best.key}")
+        return best
 
     def _final(self, best: Candidate | None) -> dict[str, FinalScore]:
         """Re-train the best program and the references with the final seeds."""

@@ -98,6 +98,8 @@ class Candidate:
     prescreen: PrescreenScore | None = None
     result: EvalResult | None = None
     signals: RewardSignals | None = None
+    #: a finalist's late fitness per extra seed (``None``: that seed failed), when the search confirms finalists
+    confirmation: dict[int, float | None] | None = None
 
     @property
     def key(self) -> str:
@@ -172,6 +174,22 @@ def rank_key(candidate: Candidate) -> tuple[float, float, float]:
     returns = [point.train_return for point in result.curve if point.train_return is not None]
     success = result.success_rate if result.success_rate is not None else -math.inf
     return (sum(late) / len(late), success, sum(returns) / len(returns) if returns else -math.inf)
+
+
+def late_fitness(result: EvalResult) -> float | None:
+    """The mean fitness of a training's last :data:`LATE_CHECKPOINTS` checkpoints (``None``: it failed)."""
+    if result.fitness is None or not result.ok:
+        return None
+    late = [point.fitness for point in result.curve[-LATE_CHECKPOINTS:]] or [result.fitness]
+    return sum(late) / len(late)
+
+
+def confirmed_fitness(candidate: Candidate) -> float:
+    """A finalist's :func:`late_fitness` averaged over its search seed(s) and its extra
+    seeds; a failed extra seed counts as the worst (``-inf``)."""
+    values = [rank_key(candidate)[0], *(-math.inf if value is None else value
+                                        for value in (candidate.confirmation or {}).values())]
+    return sum(values) / len(values)
 
 
 def best_of(candidates: Sequence[Candidate]) -> Candidate | None:

@@ -10,6 +10,7 @@ sparse and human reference rewards. ``summary.json`` holds the same figures as d
 from __future__ import annotations
 
 import json
+import math
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -17,7 +18,13 @@ import numpy as np
 from rewardlab.common.statistics import bootstrap_ci, iqm, probability_of_improvement
 from rewardlab.llm_reward.programs.loading import reward_file_text
 from rewardlab.llm_reward.search.prescreen import MIN_PAIRS
-from rewardlab.llm_reward.search.records import Candidate, FinalScore
+from rewardlab.llm_reward.search.records import (
+    LATE_CHECKPOINTS,
+    Candidate,
+    FinalScore,
+    confirmed_fitness,
+    rank_key,
+)
 from rewardlab.llm_reward.search.store import RunStore
 from rewardlab.llm_reward.search.text import fenced, markdown_text
 
@@ -109,6 +116,11 @@ def summary(result: SearchResult) -> dict[str, Any]:
             "correlation": best.signals.correlation if best.signals else None,
             "hacking": best.signals.hacking if best.signals else None,
         },
+        "finalists": [{"key": c.key, "search": rank_key(c)[0],
+                       "seeds": {str(seed): value for seed, value in (c.confirmation or {}).items()},
+                       "mean": None if math.isinf(confirmed_fitness(c)) else confirmed_fitness(c)}
+                      for c in result.candidates if c.confirmation is not None],
+        "compile": {"compile": result.config.compile, **result.config.ppo_kwargs}["compile"],
         "final": {label: _final_data(score) for label, score in result.final.items()},
         "final_statistics": final_statistics(result),
         "normalized_score": result.normalized_score,
@@ -226,6 +238,22 @@ def _cost_line(result: SearchResult) -> str:
     return "Cost: " + ", ".join(parts) + "."
 
 
+def _finalist_lines(finalists: list[Candidate], best: Candidate) -> list[str]:
+    """The finalists' table: late fitness on the search's seed(s), on each extra seed, and over all."""
+    extra = sorted({seed for c in finalists for seed in c.confirmation or {}})
+    lines = [f"The best {len(finalists)} candidates by their training seed were trained again with seeds "
+             f"{', '.join(map(str, extra))}; the best program is the one with the highest fitness (mean of the last "
+             f"{LATE_CHECKPOINTS} checkpoints) over all its seeds:", "",
+             "| finalist | search seed(s) | " + " | ".join(f"seed {seed}" for seed in extra) + " | mean | chosen |",
+             "|---|---|" + "---|" * len(extra) + "---|---|"]
+    for c in sorted(finalists, key=confirmed_fitness, reverse=True):
+        cells = [("failed" if (c.confirmation or {}).get(seed) is None else f"{c.confirmation[seed]:.4g}")
+                 for seed in extra]
+        lines.append(f"| {c.key} | {rank_key(c)[0]:.4g} | " + " | ".join(cells)
+                     + f" | {confirmed_fitness(c):.4g} | {'yes' if c is best else ''} |")
+    return [*lines, ""]
+
+
 def _report(result: SearchResult, feedback: dict[int, str | None]) -> str:
     config, best = result.config, result.best
     proposer = f"llm ({result.llm})" if result.llm else config.proposer
@@ -274,6 +302,9 @@ def _report(result: SearchResult, feedback: dict[int, str | None]) -> str:
             + (" — REWARD HACKING SIGNAL" if signals and signals.hacking else "") + ".",
             "",
         ]
+        finalists = [c for c in result.candidates if c.confirmation is not None]
+        if finalists:
+            lines += _finalist_lines(finalists, best)
         if result.final:
             final_seeds = ", ".join(str(seed) for seed in next(iter(result.final.values())).fitness)
             lines += [f"Re-trained with {config.final_seeds} new seed(s) ({final_seeds}), next to the reference "

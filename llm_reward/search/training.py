@@ -116,10 +116,12 @@ def compiled_warm_up(payload: Mapping[str, Any], threads: int) -> tuple[str, str
 
 
 def warm_compiled(argument: str) -> None:
-    """Load (or compile and cache) PPO's graphs for ``argument``, a :func:`compiled_warm_up` spec.
+    """Load (or compile and cache) PPO's graphs for ``argument``, a :func:`compiled_warm_up` spec,
+    and the env's compiled step where it has one.
 
     Runs in the fork server: builds the env and a ``PPO(compile=True)`` with the spec's
-    settings and warms it up, so the graphs stay loaded for the workers it forks.
+    settings, warms it up and takes one env step, so the graphs stay loaded for the workers
+    it forks.
     """
     try:
         spec = json.loads(argument)
@@ -127,17 +129,34 @@ def warm_compiled(argument: str) -> None:
         torch.set_num_threads(spec["threads"])
         if spec.get("description"):
             use_description(spec["description"])
-        env = envs.make(spec["env_id"], num_envs=spec["num_envs"], device=spec["device"], seed=0)
+        env = training_env(spec["env_id"], spec["num_envs"], spec["device"], 0, compile=True)
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", FutureWarning)  # torch.export's, not the user's
-                PPO(env, device=spec["device"], **spec["ppo_kwargs"]).warm_up()
+                model = PPO(env, device=spec["device"], **spec["ppo_kwargs"])
+                model.warm_up()
+                if getattr(env, "compile", False):  # the env's step compiles (or loads) at its first step
+                    obs, _ = env.reset(seed=0)
+                    env.step(torch.as_tensor(model.predict(obs, deterministic=True)[0], device=env.device))
         finally:
             env.close()
+            # the workers' environment stays the server's minimal one (they find the graphs in memory)
+            os.environ.pop(compiled.CACHE_VARIABLE, None)
     except Exception as error:
         _WARMED[argument] = f"{type(error).__name__}: {error}"[:500]
         raise
     _WARMED[argument] = ""
+
+
+def training_env(env_id: str, num_envs: int, device: str, seed: int, compile: bool = False) -> envs.BatchedEnv:
+    """The batched env a program trains in; with ``compile``, its step compiled where the env
+    compiles (rewardlab's torch envs; MuJoCo's physics and Gymnasium's envs do not)."""
+    if compile:
+        try:
+            return envs.make(env_id, num_envs=num_envs, device=device, seed=seed, compile=True)
+        except ValueError:  # this env's step does not compile
+            pass
+    return envs.make(env_id, num_envs=num_envs, device=device, seed=seed)
 
 
 def _compile_in_worker(payload: Mapping[str, Any]) -> tuple[dict[str, Any], str]:
@@ -232,7 +251,8 @@ def train_program(
     :param steps: env steps to train for (whole PPO rollouts, so a little more).
     :param num_envs: batched envs to train in.
     :param device: torch device of env and networks.
-    :param ppo_kwargs: hyperparameters for ``rewardlab.agents.PPO`` (its defaults otherwise).
+    :param ppo_kwargs: hyperparameters for ``rewardlab.agents.PPO`` (its defaults otherwise);
+        with ``compile``, the env's step is compiled too (:func:`training_env`).
     :param num_checkpoints: measure at about this many evenly spaced points, the last at the end.
     :param eval_episodes: evaluation episodes per checkpoint.
     :param tensorboard_log: PPO's TensorBoard folder, or ``None``.
@@ -246,9 +266,8 @@ def train_program(
     """
     checkpoints = [] if checkpoints is None else checkpoints
     description = reward_function.description
-    env = ProgramReward(
-        envs.make(description.env_id, num_envs=num_envs, device=device, seed=seed), reward_function
-    )
+    compile = bool(dict(ppo_kwargs or {}).get("compile"))
+    env = ProgramReward(training_env(description.env_id, num_envs, device, seed, compile), reward_function)
     model = PPO(env, seed=seed, device=device, tensorboard_log=tensorboard_log, **dict(ppo_kwargs or {}))
     component_values: dict[str, list[float]] = {}
     rewards: list[float] = []

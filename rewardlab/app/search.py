@@ -84,7 +84,8 @@ def _config(args: argparse.Namespace) -> SearchConfig:
         env_id=args.env, task=args.task, mode=args.mode,
         proposer=args.proposer, llm=args.llm,
         iterations=args.iterations, samples=args.samples, steps=args.steps, seeds=tuple(args.seeds),
-        final_seeds=args.final_seeds, shots=args.shots,
+        final_seeds=args.final_seeds, finalists=args.finalists, finalist_seeds=args.finalist_seeds,
+        shots=args.shots,
         prescreen="reject" if args.prescreen else "audit" if args.prescreen_audit else "off",
         prescreen_tau=args.prescreen_tau, prescreen_steps=args.prescreen_steps, seed=args.seed,
         num_envs=args.num_envs, ppo_kwargs=args.ppo, num_checkpoints=args.checkpoints,
@@ -215,6 +216,10 @@ def register_search(subparsers: argparse._SubParsersAction) -> None:
                         help="env steps per candidate and seed (default: the env's budget, where the human reward solves)")
     budget.add_argument("--seeds", type=_int_list, default=[0], help="training seeds of candidates, e.g. 0,1")
     budget.add_argument("--final-seeds", type=int, default=5, help="seeds of the final re-training (0: skip)")
+    budget.add_argument("--finalists", type=int, default=3,
+                        help="the best K candidates are trained again with --finalist-seeds more seeds, and the "
+                             "best over all its seeds is the best program (0: the best by its training seed)")
+    budget.add_argument("--finalist-seeds", type=int, default=2, help="extra seeds per finalist")
     budget.add_argument("--num-envs", type=int, help="batched envs per training (default: the env's budget)")
     budget.add_argument("--ppo", type=_ppo_kwargs, help="PPO hyperparameters as JSON (default: the env's budget)")
     budget.add_argument("--checkpoints", type=int, default=10, help="fitness measurements per training")

@@ -12,8 +12,9 @@ Tracing a graph to find its key takes a fraction of a second. :func:`load_or_tra
 everything the graph is made from but not its code (the module's structure and settings,
 the source of the packages whose code it traces, inputs, options, torch); the first
 compile records which library the recipe made, and later processes load that library
-without tracing; within a process (and the processes forked from it, such as the
-sandbox's workers, which cannot read the cache: :func:`loaded_only`) it stays loaded.
+without tracing. Within a process (and the processes forked from it, such as the
+sandbox's workers, which cannot read the cache: :func:`loaded_only`) a loaded library
+stays loaded.
 
 Cache folder: ``$REWARDLAB_CACHE/compiled`` (default ``~/.cache/rewardlab/compiled``).
 Each library is written beside its final name and renamed into place, so concurrent runs
@@ -87,11 +88,19 @@ def load_or_compile(
     :param name: the start of the library's file name (what it computes).
     :param options: Inductor options (part of the cache key).
     :return: a callable taking the inputs positionally and returning the graph's outputs.
+    :raises NotLoadedError: after :func:`loaded_only`, for a graph this process has not loaded.
+
+    A library loaded once stays loaded for the process (and the processes forked from it).
     """
     options = dict(options or {})
-    if not _packaged():
-        return torch._inductor.compile(graph, inputs, options=options)
-    return _load(_library(graph, inputs, name, options), _device_of(inputs))
+    key = cache_key(graph, inputs, options)
+
+    def load() -> Callable[..., Any]:
+        if not _packaged():
+            return torch._inductor.compile(graph, inputs, options=options)
+        return _load(_library(graph, inputs, name, options, key), _device_of(inputs))
+
+    return _remembered(f"{_file_stem(name)}-{key}", name, load)
 
 
 def load_or_trace(
@@ -120,6 +129,17 @@ def load_or_trace(
     for part in (recipe, *_context(inputs, options), str(_device_of(inputs))):
         digest.update(part.encode())
     stem = f"{_file_stem(name)}-{digest.hexdigest()[:32]}"
+
+    def load() -> Callable[..., Any]:
+        if not _packaged():
+            return torch._inductor.compile(trace(), inputs, options=options)
+        return _load(_recorded_library(trace, inputs, name, stem, options), _device_of(inputs))
+
+    return _remembered(f"recipe-{stem}", name, load)
+
+
+def _remembered(stem: str, name: str, load: Callable[[], Callable[..., Any]]) -> Callable[..., Any]:
+    """The library this process loaded for ``stem`` before, or ``load()``'s, remembered."""
     memo = (os.fspath(cache_folder()), stem)
     loaded = _LOADED.get(memo)
     if loaded is None and _LOADED_ONLY:  # a confined worker: whichever folder it came from
@@ -128,15 +148,11 @@ def load_or_trace(
         return loaded
     if _LOADED_ONLY:
         raise NotLoadedError(
-            f"the compiled graph {name!r} for this recipe was not loaded before this process was "
-            "confined, and the compile cache cannot be read from here; build the model eagerly "
-            "(compile=False), or load it first in the process that forks this one"
+            f"the compiled graph {name!r} was not loaded before this process was confined, and "
+            "the compile cache cannot be read from here; build it eagerly (compile=False), or "
+            "load it first in the process that forks this one"
         )
-    if not _packaged():
-        run = torch._inductor.compile(trace(), inputs, options=options)
-    else:
-        run = _load(_recorded_library(trace, inputs, name, stem, options), _device_of(inputs))
-    _LOADED[memo] = run
+    run = _LOADED[memo] = load()
     return run
 
 
@@ -147,13 +163,14 @@ _LOADED_ONLY = False
 
 
 class NotLoadedError(RuntimeError):
-    """:func:`load_or_trace` was asked, after :func:`loaded_only`, for a graph this process has not loaded."""
+    """A graph this process has not loaded was asked for after :func:`loaded_only`."""
 
 
 def loaded_only() -> None:
-    """From now on :func:`load_or_trace` serves only the libraries this process (or the one
-    it was forked from) loaded already, and never reads the cache or compiles: for sandboxed
-    workers, which cannot read the cache; a graph not loaded raises :class:`NotLoadedError`."""
+    """From now on :func:`load_or_compile` and :func:`load_or_trace` serve only the libraries
+    this process (or the one it was forked from) loaded already, and never read the cache or
+    compile: for sandboxed workers, which cannot read the cache; a graph not loaded raises
+    :class:`NotLoadedError`."""
     global _LOADED_ONLY
     _LOADED_ONLY = True
 
@@ -203,11 +220,16 @@ def _device_of(inputs: list[torch.Tensor]) -> torch.device:
 
 
 def _library(
-    graph: torch.fx.GraphModule, inputs: list[torch.Tensor], name: str, options: Mapping[str, Any]
+    graph: torch.fx.GraphModule,
+    inputs: list[torch.Tensor],
+    name: str,
+    options: Mapping[str, Any],
+    key: str | None = None,
 ) -> Path:
-    """The path of ``graph``'s library in the cache, compiled into it first if missing."""
+    """The path of ``graph``'s library in the cache, compiled into it first if missing
+    (``key``: its :func:`cache_key`, when known)."""
     folder = cache_folder()
-    path = folder / f"{_file_stem(name)}-{cache_key(graph, inputs, options)}.pt2"
+    path = folder / f"{_file_stem(name)}-{key or cache_key(graph, inputs, options)}.pt2"
     if path.exists():
         _check_owned(path)
         return path

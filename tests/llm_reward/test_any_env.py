@@ -19,7 +19,8 @@ from rewardlab.llm_reward.search import SearchConfig, search
 from rewardlab.llm_reward.search.training import preload_for
 
 TINY = {"steps": 512, "num_envs": 4, "ppo_kwargs": {"n_steps": 32, "n_epochs": 2}, "num_checkpoints": 2,
-        "eval_episodes": 2, "timeout_s": 120.0, "compile": False}
+        "eval_episodes": 2, "timeout_s": 120.0, "compile": False,
+        "finalists": 0}
 
 PROGRESS_REWARD = """Moving right is progress, so I reward the change in position.
 
@@ -81,7 +82,8 @@ def test_the_cli_searches_a_module_env_and_a_minigrid_id(tmp_path: Path, monkeyp
     env_id = write_corridor(tmp_path, "cli_corridor")
     flags = ["--proposer", "evolve", "--iterations", "1", "--samples", "2", "--final-seeds", "1",
              "--steps", "512", "--num-envs", "4", "--ppo", '{"n_steps": 32, "n_epochs": 2}',
-             "--checkpoints", "2", "--eval-episodes", "2", "--no-progress", "--no-compile"]
+             "--checkpoints", "2", "--eval-episodes", "2", "--no-progress", "--no-compile",
+             "--finalists", "0"]
     code = rewardlab(["search", "--env", env_id, "--task", "reach the goal", "--describe", "corridor.toml",
                       "--out", "corridor_run", *flags])
     assert code == 0, capsys.readouterr().err

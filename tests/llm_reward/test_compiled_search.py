@@ -16,7 +16,7 @@ TINY = {"steps": 256, "num_envs": 4, "ppo_kwargs": {"n_steps": 32, "n_epochs": 2
 def test_a_compiled_search_trains_its_candidates_on_the_graphs_the_fork_server_loaded(tmp_path, monkeypatch) -> None:
     monkeypatch.setenv("REWARDLAB_CACHE", str(tmp_path / "cache"))
     config = SearchConfig("CartPole-v1", "keep the pole upright", proposer="evolve", iterations=1, samples=2,
-                          final_seeds=0, **TINY)
+                          final_seeds=0, finalists=0, **TINY)
     assert config.compile  # the default
     result = search(config, tmp_path / "run", workers=2)
     trained = [c for c in result.candidates if c.ok]
@@ -24,6 +24,7 @@ def test_a_compiled_search_trains_its_candidates_on_the_graphs_the_fork_server_l
     assert all(c.result.compiled and not c.result.compile_note for c in trained)
     # the server compiled them into the user's cache; the workers could not have
     assert sorted(path.name.split("-")[1] for path in cache_folder().glob("ppo-*.pt2")) == ["act", "score", "update"]
+    assert len(list(cache_folder().glob("CartPole-v1-step-*.pt2"))) == 1  # and the env's step
     report = (tmp_path / "run" / "report.md").read_text()
     assert "PPO compiled" in report and "PPO compiled (" not in report
 

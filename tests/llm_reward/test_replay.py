@@ -13,7 +13,7 @@ from rewardlab.llm_reward.clients import LLMCallFailed, ReplayClient, make_clien
 
 TINY_FLAGS = ["--steps", "256", "--num-envs", "4", "--ppo", '{"n_steps": 32, "n_epochs": 1}',
               "--checkpoints", "1", "--eval-episodes", "2", "--timeout", "120", "--final-seeds", "1",
-              "--workers", "2", "--no-progress", "--no-compile"]
+              "--workers", "2", "--no-progress", "--no-compile", "--finalists", "0"]
 
 
 def corpus_file(path: Path, env_id: str) -> tuple[Path, list]:

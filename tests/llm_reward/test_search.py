@@ -31,10 +31,12 @@ pytest.importorskip("openai")
 from llm_servers import KEY, ScriptedLLM, client_for  # noqa: E402
 
 TINY = {"steps": 256, "num_envs": 4, "ppo_kwargs": {"n_steps": 32, "n_epochs": 2}, "num_checkpoints": 2,
-        "eval_episodes": 2, "timeout_s": 120.0, "compile": False}
+        "eval_episodes": 2, "timeout_s": 120.0, "compile": False,
+        "finalists": 0}
 # eager: compiling PPO's graphs for a new budget takes tens of seconds (test_compiled_search.py)
 TINY_FLAGS = ["--steps", "256", "--num-envs", "4", "--ppo", '{"n_steps": 32, "n_epochs": 2}',
-              "--checkpoints", "2", "--eval-episodes", "2", "--timeout", "120", "--no-compile"]
+              "--checkpoints", "2", "--eval-episodes", "2", "--timeout", "120", "--no-compile",
+              "--finalists", "0"]
 
 
 def fenced(code: str) -> str:

@@ -236,6 +236,15 @@ def test_evolve_search_through_the_cli_writes_every_output(tmp_path: Path, capsy
     summary = json.loads((out / "summary.json").read_text())
     assert summary["candidates"] == 4 and summary["proposer"] == "evolve" and summary["llm_calls"] == 0
     assert set(summary["final"]) == {"best", "sparse", "human"}
+    # the 3 best by their training seed (the default) trained again with 2 more seeds each
+    finalists = summary["finalists"]
+    assert len(finalists) == 3 and all(set(f["seeds"]) == {"50", "51"} for f in finalists)
+    for f in finalists:
+        assert f["mean"] == pytest.approx((f["search"] + sum(f["seeds"].values())) / 3)
+    chosen = next(f for f in finalists if f["key"] == summary["best"]["key"])
+    assert chosen["mean"] == max(f["mean"] for f in finalists)
+    assert "| finalist | search seed(s) | seed 50 | seed 51 | mean | chosen |" in (out / "report.md").read_text()
+    assert sorted(p.name for p in (out / "finalists").iterdir()) == sorted(f["key"] for f in finalists)
     llm_reward.load_reward(out / "best_reward.py")
     rows = rewardlab(["compare", str(out / "final" / "best"), str(out / "final" / "human"),
                       str(out / "final" / "sparse"), "--out", str(tmp_path / "compare")])
