@@ -92,21 +92,30 @@ def _mean(row: dict[str, Any], label: str) -> str:
     return f"{score['mean']:.1f} ± {score['std']:.1f}"
 
 
+def _finalists(row: dict[str, Any]) -> str:
+    finalists = row.get("finalists") or []
+    if not finalists:
+        return "-"
+    return f"{len(finalists)} x {len(finalists[0]['seeds'])} seeds"
+
+
 def markdown(rows: list[dict[str, Any]], args: argparse.Namespace, machine: dict[str, Any], total_s: float) -> str:
     lines = [
         "# The reward search at its defaults: evolve vs evolve-random",
         "",
         f"Each search: {args.iterations} iterations x {args.samples} samples (replay: one iteration of the corpus's "
         "answers for the env) at the env's default budget "
-        "(`rewardlab.llm_reward.search.budgets`), one training seed per candidate; the best program "
+        "(`rewardlab.llm_reward.search.budgets`), one training seed per candidate; finalists: the best few "
+        "by their training seed trained again with more seeds, the best over all its seeds picked (the "
+        "search's default, 3 x 2 seeds; '-': a run before finalists existed); the best program "
         f"re-trained with {args.final_seeds} new seeds next to the human (env reward + our potential-based "
         "shaping) and sparse (the env's own) references, same budget; fitness = the env's own return of 10 "
         f"deterministic episodes. {args.workers} evaluations at a time; total {total_s / 60:.1f} min.",
         f"Machine: {machine['summary']}.",
         "",
-        "| env | proposer | PPO | trained | steps x envs | best, 5 seeds | solves | human, 5 seeds | sparse, 5 seeds | normalised "
+        "| env | proposer | PPO | finalists | trained | steps x envs | best, 5 seeds | solves | human, 5 seeds | sparse, 5 seeds | normalised "
         "score | IQM best [95% CI] | P(best > human) | wall min | candidates/min |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for row in rows:
         stats = row.get("final_statistics", {})
@@ -121,6 +130,7 @@ def markdown(rows: list[dict[str, Any]], args: argparse.Namespace, machine: dict
         rate = row["cost"]["candidates_per_minute"]
         lines.append(
             f"| {row['env_id']} | {row['proposer']} | {'compiled' if row.get('compile') else 'eager'} | "
+            f"{_finalists(row)} | "
             f"{row['trained']} of {row['candidates']} | "
             f"{row['steps']:,} x {row['num_envs']} | {_mean(row, 'best')} | "
             f"{solves} | {_mean(row, 'human')} | {_mean(row, 'sparse')} | {'-' if score is None else f'{score:.2f}'} | "
