@@ -19,7 +19,7 @@ from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space
 from torch.fx.experimental.proxy_tensor import make_fx
 
-from rewardlab.common.compiled import load_or_compile
+from rewardlab.common.compiled import NotLoadedError, load_or_compile
 
 Actions = torch.Tensor | np.ndarray
 StepReturn = tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, dict[str, Any]]
@@ -125,7 +125,9 @@ class BatchedEnv(Batched):
         ``num_envs``, constants and device was compiled before (``rewardlab.common.compiled``):
         compiling takes seconds to tens of seconds once per machine, loading well under a
         second; compiled steps are several times faster than eager ones. The env's
-        constants, such as ``max_episode_steps``, are compiled in
+        constants, such as ``max_episode_steps``, are compiled in. In a process that may
+        not read the cache (``rewardlab.common.compiled.loaded_only``: the sandbox's workers)
+        and was not handed this step compiled, the step runs eagerly and ``compile`` turns False
     :param validate_actions: check that discrete actions are in range at every step; the
         check reads one value back from the device, so turn it off in GPU training loops
         whose actions come from a policy
@@ -290,9 +292,12 @@ class BatchedEnv(Batched):
         fresh = self._pool[:, generation * self.num_envs : (generation + 1) * self.num_envs]
         inputs = (self._state, self._elapsed, actions, fresh)
         advance = self._advance
-        if self.compile:
-            if self._compiled_advance is None:
+        if self.compile and self._compiled_advance is None:
+            try:
                 self._compiled_advance = self._compile_advance(inputs)
+            except NotLoadedError:  # a confined process that was not handed this env's step
+                self.compile = False
+        if self.compile:
             advance = self._compiled_advance
         (state, elapsed, obs, reward, terminated, truncated, done, final_obs, invalid) = advance(
             *inputs

@@ -212,6 +212,22 @@ def test_compiled_step_matches_the_eager_one(env_id: str) -> None:
             torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
 
 
+def test_a_confined_process_not_handed_the_compiled_step_runs_it_eagerly(monkeypatch) -> None:
+    from rewardlab.common import compiled
+
+    monkeypatch.setattr(compiled, "_LOADED", {})
+    monkeypatch.setattr(compiled, "_LOADED_ONLY", True)  # as in a sandboxed worker
+    env = envs.make("CartPole-v1", 8, seed=3, compile=True)
+    eager = envs.make("CartPole-v1", 8, seed=3)
+    env.reset()
+    eager.reset()
+    actions = torch.ones(8, dtype=torch.long)
+    got, expected = env.step(actions), eager.step(actions)
+    assert not env.compile  # it did not read the cache, and fell back
+    for a, b in zip(expected[:4], got[:4], strict=True):
+        torch.testing.assert_close(a, b)
+
+
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 @pytest.mark.parametrize("env_id", ["CartPole-v1", "Pendulum-v1"])
 def test_cuda_env_steps_like_the_cpu_one(env_id: str) -> None:
