@@ -389,6 +389,11 @@ _DENIED_SYSCALLS = (
     "init_module", "finit_module", "delete_module", "kexec_load", "reboot", "swapon", "swapoff",
     "iopl", "ioperm", "mknod", "mknodat", "name_to_handle_at", "open_by_handle_at",
     "io_uring_setup", "io_uring_enter", "io_uring_register", "personality", "acct", "quotactl",
+    # metadata, which Landlock does not cover: a worker could otherwise set the set-user-ID
+    # bit on the user's programs, open their files to others, or forge their times
+    "chmod", "fchmod", "fchmodat", "fchmodat2", "chown", "fchown", "lchown", "fchownat",
+    "utime", "utimes", "futimesat", "utimensat",
+    "setxattr", "lsetxattr", "fsetxattr", "removexattr", "lremovexattr", "fremovexattr",
 )
 
 

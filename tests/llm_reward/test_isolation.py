@@ -77,6 +77,21 @@ def test_files_outside_the_run_directory_can_be_neither_written_nor_read(tmp_pat
     assert SECRET not in everything_returned(result, tmp_path / "run")
 
 
+def test_no_file_mode_owner_time_or_attribute_can_be_changed(tmp_path: Path, outside: Path) -> None:
+    victim = outside / "victim.sh"
+    victim.write_text("#!/bin/sh\n")
+    victim.chmod(0o755)
+    before = victim.stat()
+    result = run("change_metadata", {"victim": str(victim)}, tmp_path / "run")
+    report = result.result
+    assert report is not None, result.error
+    for key, value in report.items():
+        assert value.startswith("PermissionError"), (key, value)
+    after = victim.stat()
+    assert (after.st_mode, after.st_uid, after.st_mtime_ns) == (before.st_mode, before.st_uid, before.st_mtime_ns)
+    assert not (tmp_path / "run" / "inside.txt").stat().st_mode & 0o7000
+
+
 def test_no_other_process_and_no_secret_is_visible(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("REWARDLAB_API_KEY", SECRET)
     result = run("look_around", {}, tmp_path / "run")

@@ -79,6 +79,25 @@ def touch_files(payload: dict, guard: Any) -> dict:
     }
 
 
+def change_metadata(payload: dict, guard: Any) -> dict:
+    """Change the mode (set-user-ID too), owner, times and extended attributes of the
+    caller's files outside the run directory and of one inside it: Landlock does not cover
+    these; the seccomp filter must."""
+    _guard_off(guard)
+    victim, inside = payload["victim"], "inside.txt"
+    with open(inside, "w") as file:
+        file.write("mine")
+    report: dict[str, str] = {}
+    for where, path in (("outside", victim), ("inside", inside)):
+        report[f"chmod_setuid_{where}"] = _attempt(lambda path=path: os.chmod(path, 0o4777))
+        report[f"chown_{where}"] = _attempt(lambda path=path: os.chown(path, os.getuid(), os.getgid()))
+        report[f"utime_{where}"] = _attempt(lambda path=path: os.utime(path, (0, 0)))
+        report[f"setxattr_{where}"] = _attempt(lambda path=path: os.setxattr(path, "user.rewardlab", b"x"))
+    with open(inside) as file:
+        report["fchmod_inside"] = _attempt(lambda: os.fchmod(file.fileno(), 0o4777))
+    return report
+
+
 def look_around(payload: dict, guard: Any) -> dict:
     """Look for other processes, their environment and the caller's secret."""
     _guard_off(guard)
