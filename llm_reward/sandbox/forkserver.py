@@ -61,6 +61,21 @@ def add_import_only(path: str) -> None:
     """
     _IMPORT_ONLY.add(os.path.realpath(path))
 
+def _script_folder() -> str | None:
+    """The folder of the caller's ``__main__`` script when it is on ``sys.path`` (as
+    ``python path/script.py`` puts it first), outside Python's own prefixes: a folder of
+    the user's, whose other files workers must not read."""
+    main = getattr(sys.modules.get("__main__"), "__file__", None)
+    if not isinstance(main, str):
+        return None
+    folder = os.path.realpath(os.path.dirname(os.path.abspath(main)))
+    prefixes = {os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}
+    on_path = {os.path.realpath(path) for path in sys.path if path}
+    if folder not in on_path or any(folder == p or folder.startswith(p + os.sep) for p in prefixes):
+        return None
+    return folder
+
+
 _HEADER = struct.Struct(">I")
 # Not ``python -m rewardlab.llm_reward.sandbox.forkserver``: importing the package imports this module first,
 # and runpy would then run a second copy of it as __main__.
@@ -174,6 +189,9 @@ class ForkServer:
         import_only = set(_IMPORT_ONLY)
         if os.getcwd() in sys.path or "" in sys.path:  # `python -m` puts it there
             import_only.add(os.path.realpath(os.getcwd()))
+        script = _script_folder()
+        if script is not None:  # `python path/script.py` puts the script's folder there
+            import_only.add(script)
         environment[IMPORT_ONLY_VARIABLE] = os.pathsep.join(sorted(import_only))
         environment["HOME"] = self._directory
         started = time.monotonic()

@@ -8,9 +8,11 @@ came back, processes left behind, the caller and the fork server still alive.
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -90,6 +92,33 @@ def test_no_file_mode_owner_time_or_attribute_can_be_changed(tmp_path: Path, out
     after = victim.stat()
     assert (after.st_mode, after.st_uid, after.st_mtime_ns) == (before.st_mode, before.st_uid, before.st_mtime_ns)
     assert not (tmp_path / "run" / "inside.txt").stat().st_mode & 0o7000
+
+
+def test_the_callers_script_folder_is_not_readable(tmp_path: Path) -> None:
+    # `python folder/script.py` puts the script's folder on sys.path, which workers may read
+    # only the imported modules of: a secret beside the script stays out of reach
+    folder = tmp_path / "project"
+    folder.mkdir()
+    (folder / ".env").write_text(SECRET)
+    (folder / "caller.py").write_text(
+        "import json, sys\n"
+        "from pathlib import Path\n"
+        "from rewardlab.llm_reward.sandbox import Limits, run_sandboxed\n"
+        "run_dir = Path(sys.argv[1])\n"
+        "run_dir.mkdir()\n"
+        "run = run_sandboxed('hostile_jobs:read_the_users_folder', {'folder': sys.argv[2], 'module': 'caller', "
+        "'env_id': 'CartPole-v1'}, run_dir, Limits(timeout_s=60), ('rewardlab.llm_reward.sandbox.runner', "
+        "'hostile_jobs'))\n"
+        "print(json.dumps(run.result))\n"
+    )
+    support = Path(__file__).resolve().parents[1] / "support"
+    environment = {**os.environ, "PYTHONPATH": os.pathsep.join([str(support), os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run([sys.executable, str(folder / "caller.py"), str(tmp_path / "run"), str(folder)],
+                          capture_output=True, text=True, env=environment, cwd=tmp_path, timeout=300)
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    assert report["secret"].startswith("PermissionError") and report["listing"].startswith("PermissionError")
+    assert SECRET not in done.stdout
 
 
 def test_no_other_process_and_no_secret_is_visible(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
