@@ -27,8 +27,15 @@ SEARCH_SUFFIX = ".search"
 
 
 def _seed_folders(tensorboard: Path) -> list[Path]:
-    """The PPO run folders of an evaluation, in the order its seeds trained."""
-    folders = [path for path in tensorboard.glob("*_*") if path.is_dir() and re.search(r"_\d+$", path.name)]
+    """The PPO run folders of an evaluation, in the order its seeds trained.
+
+    The worker made them: a link (to a folder anywhere) is not followed, so this process
+    writes only inside the run directory."""
+    if tensorboard.is_symlink() or not tensorboard.is_dir():
+        return []
+    inside = tensorboard.resolve()
+    folders = [path for path in tensorboard.glob("*_*") if re.search(r"_\d+$", path.name)
+               and not path.is_symlink() and path.is_dir() and path.resolve().parent == inside]
     return sorted(folders, key=lambda path: int(path.name.rsplit("_", 1)[1]))
 
 

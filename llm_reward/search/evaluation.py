@@ -285,7 +285,7 @@ def evaluate(
                                     device, seed + 10_000)
 
         result = _result(run, env_id, steps, time.monotonic() - start,
-                         os.fspath(directory) if keep else None, checked.source, measure)
+                         os.fspath(directory) if keep else None, checked.source, measure, payload["seeds"])
         # what normalising the answer removed (noted when the program was first made) and constants
         result.notes = list(dict.fromkeys([*program.notes, *checked.notes, *checked.constant_notes(description)]))
         if isinstance(run.result, dict) and isinstance(run.result.get("compile_note"), str):
@@ -370,14 +370,14 @@ def _check_failure(
 
 def _result(
     run: SandboxRun, env_id: str, steps: int, wall_s: float, run_dir: str | None, source: str,
-    measure: Callable[[Any, int], tuple[float, float | None]],
+    measure: Callable[[Any, int], tuple[float, float | None]], seeds: Sequence[int],
 ) -> EvalResult:
     failure: Failure | None = None
     seed_runs: list[SeedRun] = []
     usage: dict[str, float | None] = {"peak_rss_mb": None, "peak_vm_mb": None, "cpu_s": None}
     if run.result is not None:
         try:
-            seed_runs, failure, usage = _parse_job_result(run.result, measure)
+            seed_runs, failure, usage = _parse_job_result(run.result, measure, seeds)
         except (KeyError, TypeError, ValueError, RuntimeError) as error:
             seed_runs, failure = [], Failure("crash", f"the worker returned a malformed result ({error})")
     # What the worker wrote (its error text, the guard's record, its log) is untrusted text.
@@ -448,13 +448,19 @@ def _parse_checkpoint(data: Any) -> Checkpoint:
 
 
 def _parse_job_result(
-    data: Mapping[str, Any], measure: Callable[[Any, int], tuple[float, float | None]]
+    data: Mapping[str, Any], measure: Callable[[Any, int], tuple[float, float | None]], seeds: Sequence[int]
 ) -> tuple[list[SeedRun], Failure | None, dict[str, float | None]]:
     """Read the worker's (untrusted) JSON into records, checking every type; measure the
-    fitness of every checkpoint from the policy it shipped."""
+    fitness of every checkpoint from the policy it shipped. The runs must be the requested
+    ``seeds``, in order (a run may be missing at the end, after a failure): the caller
+    measures with the seed it asked for, never one the worker picked."""
     seed_runs = []
-    for run in data["seeds"]:
+    if not isinstance(data["seeds"], list) or len(data["seeds"]) > len(seeds):
+        raise ValueError("the worker reported more training runs than it was given seeds")
+    for run, requested in zip(data["seeds"], seeds):
         seed = int(_number(run["seed"]))
+        if seed != requested:
+            raise ValueError(f"the worker reported seed {seed} for the run of seed {requested}")
         checkpoints = [_parse_checkpoint(point) for point in run["checkpoints"]]
         policies = run["policies"]
         if not isinstance(policies, list) or len(policies) != len(checkpoints):

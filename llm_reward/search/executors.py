@@ -15,6 +15,7 @@ from __future__ import annotations
 import abc
 import os
 import shutil
+import stat
 import tempfile
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -152,9 +153,18 @@ def evaluate_remotely(task_data: dict[str, Any]) -> dict[str, Any]:
         files = {
             os.fspath(path.relative_to(directory)): path.read_bytes()
             for path in sorted(directory.rglob("*"))
-            if path.is_file() and path.stat().st_size <= MAX_RETURNED_FILE_BYTES
+            if _plain_file_inside(path, directory)
         }
     return {"result": result.to_dict(), "files": files}
+
+
+def _plain_file_inside(path: Path, directory: Path) -> bool:
+    """A regular file of the run's own, not a link the worker planted (to a secret on the
+    node), and small enough to bring back."""
+    if any(part.is_symlink() for part in (path, *path.parents) if part != directory and directory in part.parents):
+        return False
+    info = os.lstat(path)
+    return stat.S_ISREG(info.st_mode) and info.st_size <= MAX_RETURNED_FILE_BYTES
 
 
 class RayExecutor(Executor):

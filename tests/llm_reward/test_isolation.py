@@ -206,6 +206,27 @@ def test_the_caller_follows_no_link_the_program_planted(tmp_path: Path, outside:
     assert read_private_tail(run_dir / "worker.log") == ""
 
 
+def test_the_caller_writes_and_ships_nothing_through_links_in_the_run_directory(tmp_path: Path, outside: Path) -> None:
+    from rewardlab.llm_reward.search.board import _seed_folders
+    from rewardlab.llm_reward.search.executors import _plain_file_inside
+
+    run_dir = tmp_path / "run"
+    (run_dir / "tensorboard" / "PPO_1").mkdir(parents=True)
+    (run_dir / "tensorboard" / "PPO_2").symlink_to(outside, target_is_directory=True)  # as a worker could
+    assert _seed_folders(run_dir / "tensorboard") == [run_dir / "tensorboard" / "PPO_1"]
+    linked = tmp_path / "linked_run"
+    linked.mkdir()
+    (linked / "tensorboard").symlink_to(run_dir / "tensorboard", target_is_directory=True)
+    assert _seed_folders(linked / "tensorboard") == []
+    # what a Ray node sends back: the run's own files, never a linked secret
+    (run_dir / "result.json").write_text("{}")
+    (run_dir / "secret").symlink_to(outside / "secret.txt")
+    (run_dir / "folder").symlink_to(outside, target_is_directory=True)
+    shipped = [path for path in sorted(run_dir.rglob("*")) if _plain_file_inside(path, run_dir)]
+    assert shipped == [run_dir / "result.json"]
+    assert not _plain_file_inside(run_dir / "folder" / "secret.txt", run_dir)
+
+
 def test_fitness_is_measured_by_the_caller_from_the_shipped_policy() -> None:
     import torch
 
@@ -227,14 +248,19 @@ def test_fitness_is_measured_by_the_caller_from_the_shipped_policy() -> None:
     def measure(policy, seed):
         return measure_snapshot(policy, description, kwargs, 4, "cpu", seed + 10_000)
 
-    runs, failure, _ = _parse_job_result(forged, measure)
+    runs, failure, _ = _parse_job_result(forged, measure, [0])
     honest = measure_snapshot(snapshot, description, kwargs, 4, "cpu", 10_000)
     assert failure is None and runs[0].checkpoints[0].fitness == honest[0] < 500
+    # the worker cannot pick the evaluation's start states by reporting another seed
+    with pytest.raises(ValueError, match="reported seed 66 for the run of seed 0"):
+        _parse_job_result({**forged, "seeds": [{**forged["seeds"][0], "seed": 66}]}, measure, [0])
+    with pytest.raises(ValueError, match="more training runs"):
+        _parse_job_result({**forged, "seeds": forged["seeds"] * 2}, measure, [0])
     # a tampered snapshot is that candidate's failure, never a score
     bad = {**snapshot, "policy.log_std": {"dtype": "float32", "shape": [9], "data": ""}}
     for policies in ([bad], [], [{"x": 1}]):
         with pytest.raises(ValueError):
-            _parse_job_result({**forged, "seeds": [{**forged["seeds"][0], "policies": policies}]}, measure)
+            _parse_job_result({**forged, "seeds": [{**forged["seeds"][0], "policies": policies}]}, measure, [0])
     nan = dict(snapshot)
     name = next(iter(nan))
     values = torch.full(model.policy.state_dict()[name.removeprefix("policy.")].shape, float("nan"))
