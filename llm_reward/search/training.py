@@ -19,10 +19,12 @@ that finished since the previous checkpoint.
 from __future__ import annotations
 
 import base64
+import gc
 import importlib.util
 import json
 import os
 import resource
+import sys
 import time
 import warnings
 from collections.abc import Callable, Mapping
@@ -129,7 +131,9 @@ def warm_compiled(argument: str) -> None:
         torch.set_num_threads(spec["threads"])
         if spec.get("description"):
             use_description(spec["description"])
-        env = training_env(spec["env_id"], spec["num_envs"], spec["device"], 0, compile=True)
+        threads = _thread_count()
+        env: Any = training_env(spec["env_id"], spec["num_envs"], spec["device"], 0, compile=True)
+        model: Any = None
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", FutureWarning)  # torch.export's, not the user's
@@ -140,12 +144,36 @@ def warm_compiled(argument: str) -> None:
                     env.step(torch.as_tensor(model.predict(obs, deterministic=True)[0], device=env.device))
         finally:
             env.close()
+            # MuJoCo's batch keeps a C thread pool until it is freed; a first compile leaves
+            # tqdm's monitor thread behind
+            env = model = None
+            gc.collect()
+            _stop_tqdm_monitor()
             # the workers' environment stays the server's minimal one (they find the graphs in memory)
             os.environ.pop(compiled.CACHE_VARIABLE, None)
+        if _thread_count() > threads:  # a fork would copy a lock some thread holds: workers could hang
+            raise RuntimeError(f"the warm-up left {_thread_count() - threads} thread(s) running in the fork "
+                               "server, which forks its workers")
     except Exception as error:
         _WARMED[argument] = f"{type(error).__name__}: {error}"[:500]
         raise
     _WARMED[argument] = ""
+
+
+def _stop_tqdm_monitor() -> None:
+    tqdm = sys.modules.get("tqdm")
+    monitor = getattr(getattr(tqdm, "tqdm", None), "monitor", None)
+    if monitor is not None:
+        monitor.exit()
+        tqdm.tqdm.monitor = None
+
+
+def _thread_count() -> int:
+    """This process's threads (Python's and C libraries' alike), or 0 where /proc is missing."""
+    try:
+        return len(os.listdir("/proc/self/task"))
+    except OSError:
+        return 0
 
 
 def training_env(env_id: str, num_envs: int, device: str, seed: int, compile: bool = False) -> envs.BatchedEnv:

@@ -43,3 +43,14 @@ def test_without_the_compiled_graphs_a_worker_trains_eagerly_and_says_why(tmp_pa
     # the eager fallback is the eager training: the same numbers for the same seed
     assert result.fitness == pytest.approx(eager.fitness)
     assert [c.reward for c in result.curve] == pytest.approx([c.reward for c in eager.curve])
+
+
+def test_a_compiled_evaluation_on_a_mujoco_task_forks_no_hanging_worker(tmp_path, monkeypatch) -> None:
+    # MuJoCo's batch keeps a C thread pool: the fork server must free it before it forks, or a
+    # worker inherits a lock that no thread will release (it hung before the fix)
+    pytest.importorskip("mujoco")
+    monkeypatch.setenv("REWARDLAB_CACHE", str(tmp_path / "cache"))
+    program = reference_programs("Hopper-Backward-v0")["human"]
+    result = evaluate(program, "Hopper-Backward-v0", **{**TINY, "ppo_kwargs": {**TINY["ppo_kwargs"], "compile": True}})
+    assert result.ok, result.failure
+    assert result.compiled and not result.compile_note
