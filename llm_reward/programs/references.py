@@ -210,9 +210,9 @@ _HOPPER_BACKWARD_SUCCESS = _sparse(
     "& (next_torso_angle.abs() < 0.2)).float()",
 )
 
-# Hopper-v5's healthy reward of 1 a step teaches standing still: with it, PPO stood for
-# 1000 steps at 300k steps and never hopped back; a tenth of it, with the backward velocity
-# weighted twice, hopped to the target (benchmarks/results/search_budgets_mujoco_hopper.md).
+# Hopper-v5's healthy reward of 1 a step teaches standing still (PPO learned to stand and
+# never hopped back); a tenth of it, with the backward velocity weighted twice, hops to the
+# target at the default budget (benchmarks/results/search_budgets_mujoco_hopper.md).
 _HOPPER_BACKWARD_HUMAN = f"""
 import torch
 
