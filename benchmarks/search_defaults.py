@@ -39,7 +39,7 @@ TASKS = {
     "Acrobot-v1": "Swing the tip of the lower link above the bar as fast as possible.",
     "Pendulum-v1": "Swing the pendulum up and keep it balanced upright with little torque.",
     "HalfCheetah-Backward-v0": "Run backwards until the torso's x position is at most -20 m.",
-    "Hopper-Backward-v0": "Hop backwards until the torso's x position is at most -5 m.",
+    "Hopper-Backward-v0": "Hop backwards, staying upright, until the torso's x position is at most -2 m.",
     "Ant-TurnInPlace-v0": "Turn in place counter-clockwise by a full turn.",
 }
 #: the 5-seed mean a solved task reaches
