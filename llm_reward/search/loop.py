@@ -361,8 +361,8 @@ class _Search:
                 self._trajectories = self._load_trajectories()
             if self._training_kwargs().get("compile"):
                 self.progress.note("PPO's compiled graphs: the sandbox loads them before the first candidate "
-                                   "trains (the first search of a budget on this machine compiles them, about "
-                                   "a minute; --no-compile trains eagerly)")
+                                   "trains (the first search of a budget on this machine compiles them, tens "
+                                   "of seconds; --no-compile trains eagerly)")
             history: list[Candidate] = []
             for iteration in range(self.config.iterations):
                 history += self._iteration(iteration, history)
