@@ -225,7 +225,7 @@ def evaluate(
         defaults. With ``"compile": True`` the worker trains with PPO's compiled graphs,
         which the sandbox's fork server loads once before forking (compiling them into the
         cache the first time: tens of seconds); on a CUDA device, or where the server could
-        not load them, the worker trains eagerly and the result's notes say so.
+        not load them, the worker trains eagerly and the result's ``compile_note`` says why.
     :param num_checkpoints: how many points to measure at.
     :param eval_episodes: evaluation episodes per checkpoint.
     :param cpu_s: the worker's CPU-time limit (default: see :class:`~rewardlab.llm_reward.sandbox.Limits`).

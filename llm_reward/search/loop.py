@@ -211,6 +211,10 @@ class SearchConfig:
         except (TypeError, ValueError) as error:
             raise ValueError(f"ppo_kwargs must be JSON data: {error}") from error
 
+    def training_kwargs(self) -> dict[str, Any]:
+        """PPO's settings for every training run: the budget's, with ``compile`` unless they set it."""
+        return {"compile": self.compile, **(self.ppo_kwargs or {})}
+
     def to_dict(self) -> dict[str, Any]:
         """The config as JSON data."""
         data = asdict(self)
@@ -359,7 +363,7 @@ class _Search:
                 self.client.check()
             if self.config.prescreen != "off":
                 self._trajectories = self._load_trajectories()
-            if self._training_kwargs().get("compile"):
+            if self.config.training_kwargs().get("compile"):
                 self.progress.note("PPO's compiled graphs: the sandbox loads them before the first candidate "
                                    "trains (the first search of a budget on this machine compiles them, tens "
                                    "of seconds; --no-compile trains eagerly)")
@@ -526,14 +530,10 @@ class _Search:
         config = self.config
         return EvalTask(
             key=key, source=source, env_id=config.env_id, steps=config.steps, seeds=tuple(seeds),
-            run_dir=os.fspath(run_dir), num_envs=config.num_envs, ppo_kwargs=self._training_kwargs(),
+            run_dir=os.fspath(run_dir), num_envs=config.num_envs, ppo_kwargs=self.config.training_kwargs(),
             num_checkpoints=config.num_checkpoints, eval_episodes=config.eval_episodes,
             timeout_s=config.timeout_s, description=config.description,
         )  # fmt: skip
-
-    def _training_kwargs(self) -> dict[str, Any]:
-        """PPO's settings for every training run: the budget's, with ``compile`` unless they set it."""
-        return {"compile": self.config.compile, **self.config.ppo_kwargs}
 
     def _evaluate(self, candidate: Candidate) -> bool:
         """Train the candidate (or take its saved result); True if it was trained now."""

@@ -168,12 +168,12 @@ def rank_key(candidate: Candidate) -> tuple[float, float, float]:
     tells apart candidates that all score a floor, such as -200 on MountainCar before any
     evaluation episode reaches the flag)."""
     result = candidate.result
-    if result is None or result.fitness is None:
+    late = late_fitness(result) if result is not None else None
+    if result is None or late is None:
         return (-math.inf, -math.inf, -math.inf)
-    late = [point.fitness for point in result.curve[-LATE_CHECKPOINTS:]] or [result.fitness]
     returns = [point.train_return for point in result.curve if point.train_return is not None]
     success = result.success_rate if result.success_rate is not None else -math.inf
-    return (sum(late) / len(late), success, sum(returns) / len(returns) if returns else -math.inf)
+    return (late, success, sum(returns) / len(returns) if returns else -math.inf)
 
 
 def late_fitness(result: EvalResult) -> float | None:

@@ -120,7 +120,7 @@ def summary(result: SearchResult) -> dict[str, Any]:
                        "seeds": {str(seed): value for seed, value in (c.confirmation or {}).items()},
                        "mean": None if math.isinf(confirmed_fitness(c)) else confirmed_fitness(c)}
                       for c in result.candidates if c.confirmation is not None],
-        "compile": {"compile": result.config.compile, **result.config.ppo_kwargs}["compile"],
+        "compile": result.config.training_kwargs()["compile"],
         "final": {label: _final_data(score) for label, score in result.final.items()},
         "final_statistics": final_statistics(result),
         "normalized_score": result.normalized_score,
@@ -227,7 +227,7 @@ def _cost_line(result: SearchResult) -> str:
         parts.append(f"{spent['candidate_wall_s']:.1f} s per candidate (sandbox start to result)")
     if spent["candidates_per_minute"] is not None:
         parts.append(f"{spent['candidates_per_minute']:.1f} candidates per minute")
-    compiled = {"compile": result.config.compile, **result.config.ppo_kwargs}["compile"]
+    compiled = result.config.training_kwargs()["compile"]
     if spent["fork_server_start_s"] is not None:
         parts.append(f"sandbox fork server start {spent['fork_server_start_s']:.1f} s"
                      + (" (with loading PPO's compiled graphs, or compiling them on a budget's first search)"

@@ -156,8 +156,8 @@ def _remembered(stem: str, name: str, load: Callable[[], Callable[..., Any]]) ->
     return run
 
 
-#: the libraries :func:`load_or_trace` loaded in this process, by cache folder and recipe
-#: (a forked process inherits them)
+#: the libraries :func:`load_or_compile` and :func:`load_or_trace` loaded in this process,
+#: by cache folder and key or recipe (a forked process inherits them)
 _LOADED: dict[tuple[str, str], Callable[..., Any]] = {}
 _LOADED_ONLY = False
 
