@@ -28,7 +28,7 @@ import json
 import os
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
@@ -302,6 +302,17 @@ class _Proposal:
     prompt_key: str | None = None
     genome: list[dict[str, Any]] | None = None
     source: str | None = None
+
+
+@dataclass(frozen=True)
+class _SeedJob:
+    """One training of a program on one seed after the iterations (a finalist's, a final one)."""
+
+    key: str
+    source: str
+    seed: int
+    run_dir: Path
+    fields: dict[str, Any]  # more of its journal record
 
 
 class _Search:
@@ -595,28 +606,16 @@ class _Search:
             return best_candidate(history)
         seeds = [seed for seed in range(FINALIST_SEED_BASE, FINALIST_SEED_BASE + config.finalist_seeds
                                         + len(config.seeds)) if seed not in config.seeds][:config.finalist_seeds]
-        jobs = [(candidate, seed) for candidate in finalists for seed in seeds]
-        self.progress.start_iteration(0, len(jobs), stage="finalists")
-        for candidate in finalists:
-            candidate.confirmation = {}
-        pending: dict[Future[EvalResult], tuple[Candidate, int, str]] = {}
-        for candidate, seed in jobs:
-            key = f"{candidate.key}/seed_{seed}"
-            record = self.store.get("finalist", key)
-            if record is not None:
-                candidate.confirmation[seed] = late_fitness(EvalResult.from_dict(record["result"]))
-                self.progress.finished(key, trained=False)
-                continue
+        pairs = [(candidate, seed) for candidate in finalists for seed in seeds]
+        jobs = []
+        for candidate, seed in pairs:
             assert candidate.source is not None
-            task = self._task(key, candidate.source, [seed], self.store.path("finalists", candidate.key, f"seed_{seed}"))
-            pending[self.executor.submit(task, self.progress.started)] = (candidate, seed, key)
-        for future in as_completed(pending):
-            candidate, seed, key = pending[future]
-            result = future.result()
-            self.store.append({"type": "finalist", "key": key, "candidate": candidate.key, "seed": seed,
-                               "result": result.to_dict()})
+            candidate.confirmation = {}
+            jobs.append(_SeedJob(f"{candidate.key}/seed_{seed}", candidate.source, seed,
+                                 self.store.path("finalists", candidate.key, f"seed_{seed}"), {"candidate": candidate.key}))
+        for index, result in self._train_seeds("finalist", "finalists", jobs):
+            candidate, seed = pairs[index]
             candidate.confirmation[seed] = late_fitness(result)
-            self.progress.finished(key, trained=True)
         for candidate in finalists:
             candidate.confirmation = dict(sorted(candidate.confirmation.items()))
         best = max(finalists, key=lambda c: (confirmed_fitness(c), rank_key(c), -c.iteration, -c.sample))
@@ -635,28 +634,37 @@ class _Search:
             del sources["human"]  # one program (the MuJoCo tasks' env reward): train it once, report it once
         seeds = [FINAL_SEED_BASE + index for index in range(self.config.final_seeds)]
         scores = {label: FinalScore(label) for label in sources}
-        jobs = [(label, seed) for label in sources for seed in seeds]
-        self.progress.start_iteration(0, len(jobs), stage="final re-training")
-        pending: dict[Future[EvalResult], tuple[str, int, str]] = {}
-        for label, seed in jobs:
-            key = f"{label}:{best.key}/seed_{seed}" if label == "best" else f"{label}/seed_{seed}"
-            record = self.store.get("final", key)
-            if record is not None:
-                self._score(scores[label], seed, EvalResult.from_dict(record["result"]))
-                self.progress.finished(key, trained=False)
-                continue
-            task = self._task(key, sources[label], [seed], self.store.path("final", label, f"seed_{seed}"))
-            pending[self.executor.submit(task, self.progress.started)] = (label, seed, key)
-        for future in as_completed(pending):
-            label, seed, key = pending[future]
-            result = future.result()
-            self.store.append({"type": "final", "key": key, "label": label, "seed": seed,
-                               "candidate": best.key if label == "best" else None, "result": result.to_dict()})
+        pairs = [(label, seed) for label in sources for seed in seeds]
+        jobs = [_SeedJob(f"{label}:{best.key}/seed_{seed}" if label == "best" else f"{label}/seed_{seed}",
+                         sources[label], seed, self.store.path("final", label, f"seed_{seed}"),
+                         {"label": label, "candidate": best.key if label == "best" else None})
+                for label, seed in pairs]
+        for index, result in self._train_seeds("final", "final re-training", jobs):
+            label, seed = pairs[index]
             self._score(scores[label], seed, result)
-            self.progress.finished(key, trained=True)
         for score in scores.values():
             score.fitness = dict(sorted(score.fitness.items()))
         return scores
+
+    def _train_seeds(self, kind: str, stage: str, jobs: list[_SeedJob]) -> Iterator[tuple[int, EvalResult]]:
+        """Each job's one-seed training as ``(index, result)``: from the journal's ``kind``
+        records where it ran before, else trained now and journaled, as they finish."""
+        self.progress.start_iteration(0, len(jobs), stage=stage)
+        pending: dict[Future[EvalResult], int] = {}
+        for index, job in enumerate(jobs):
+            record = self.store.get(kind, job.key)
+            if record is not None:
+                self.progress.finished(job.key, trained=False)
+                yield index, EvalResult.from_dict(record["result"])
+                continue
+            task = self._task(job.key, job.source, [job.seed], job.run_dir)
+            pending[self.executor.submit(task, self.progress.started)] = index
+        for future in as_completed(pending):
+            index = pending[future]
+            job, result = jobs[index], future.result()
+            self.store.append({"type": kind, "key": job.key, **job.fields, "seed": job.seed, "result": result.to_dict()})
+            self.progress.finished(job.key, trained=True)
+            yield index, result
 
     @staticmethod
     def _score(score: FinalScore, seed: int, result: EvalResult) -> None:
