@@ -12,11 +12,22 @@ come from the env's description:
 - ``alive`` and ``terminal``; ``action_cost`` for continuous actions.
 
 Signs are not drawn at random: they follow the task. A success rule or task text that
-says ``position >= 0.5`` makes ``position``'s goal direction positive; "backwards", "left",
-"down" make it negative; survival tasks (the success rule is lasting until the time limit,
-or the text says balance/keep/stay) pay ``alive`` and penalise ``terminal`` and ``away``,
-goal tasks (the episode ends at the goal) the other way round. A variable whose direction
-nothing names may take either sign.
+says ``position >= 0.5`` makes ``position``'s goal direction positive (comparisons in the
+sentences that say how an episode fails are not goals, and ``|angle| < 0.2`` keeps a
+variable near 0); "backwards", "left", "down" make it negative, and a variable's velocity
+(``x_velocity`` of ``x``) follows it. What ``terminated`` means sets the rest:
+
+- ``survive`` (the success rule is lasting until the time limit, or the text says
+  balance/keep/stay): pay ``alive``, penalise ``terminal`` and ``away``;
+- ``reach`` (the episode ends at the goal, and only there): the other way round;
+- ``reach_alive`` (the episode ends at the goal or when the agent fails, as a hopper that
+  must hop somewhere without falling): pay ``alive``, so that failing early is no way out,
+  and no ``terminal`` term, whose sign no single weight gets right for both ends.
+
+A variable whose direction nothing names may take either sign. ``progress`` and ``away``
+terms of a variable without a declared range are divided by its mean change in a step of
+random actions (:func:`~rewardlab.llm_reward.search.evolve.step_scales`), so that a weight
+of 1 means about as much on a MuJoCo robot's x as on MountainCar's position.
 
 One Optuna study (TPE, multivariate, with constant liar for the batch in flight) searches
 the structure (whether each task-level term is in, and which state term fills each of
@@ -45,10 +56,12 @@ from rewardlab.llm_reward.search.evolve import (
     focus_variables,
     render_program,
     scalar_variables,
+    step_scales,
 )
 from rewardlab.llm_reward.search.records import Candidate, rank_key
 
-__all__ = ["StructuredProposer", "goal_directions", "task_kind"]
+__all__ = ["REACH", "REACH_ALIVE", "SURVIVE", "StructuredProposer", "goal_directions", "task_kind",
+           "velocity_of"]
 
 #: the most state variables that get term slots (the task's own first)
 MAX_VARIABLES = 8
@@ -60,39 +73,74 @@ VARIABLE_SLOTS = 2
 _NEGATIVE = re.compile(r"\b(backwards?|left|down|downwards|lower|decrease|negative|reverse)\b", re.I)
 _POSITIVE = re.compile(r"\b(forwards?|right|up|upwards|higher|height|increase|positive|reach|top|flag|goal)\b", re.I)
 _SURVIVE = re.compile(r"\b(balance|balanced|keep|stay|upright|as long as possible|survive|avoid falling)\b", re.I)
-_COMPARISON = re.compile(r"\b([A-Za-z_]\w*)\s*(>=|<=|>|<)\s*-?\d")
+#: ``name >= 1``, ``|name| < 0.2`` (the bars: keep it near 0, no direction)
+_COMPARISON = re.compile(r"(\|?)\b([A-Za-z_]\w*)\|?\s*(>=|<=|>|<)\s*-?\d")
+#: a sentence or ``terminated`` meaning that speaks of success, or of failing
+_SUCCEEDS = re.compile(r"\bsucce(ss|ssful|eds?|eded)\b", re.I)
+_FAILS = re.compile(r"\b(without success|unhealthy|fails?|failed|failure|falls?|fell|fallen|crash\w*|left the|"
+                    r"leaves|out of bounds)\b", re.I)
+_SENTENCE = re.compile(r"(?<=[.;!?])\s+(?=[A-Z(])")
+#: how a variable's velocity is named after it (``x`` -> ``x_velocity``)
+_VELOCITY_NAMES = ("{}_velocity", "{}_vel", "{}_dot", "{}_rate")
+
+#: the kinds of task, by what ends an episode (see the module)
+SURVIVE, REACH, REACH_ALIVE = "survive", "reach", "reach_alive"
 
 
 def task_kind(description: EnvDescription, task: str) -> str:
-    """``"survive"`` (last until the time limit) or ``"reach"`` (end the episode at a goal)."""
+    """``"survive"`` (last until the time limit), ``"reach"`` (end the episode at a goal) or
+    ``"reach_alive"`` (end it at a goal, where failing also ends it)."""
     if description.success is success_if_truncated:
-        return "survive"
+        return SURVIVE
     if description.success is success_if_terminated:
-        return "reach"
+        return REACH
+    meaning = description.terminated_meaning
+    if _SUCCEEDS.search(meaning):
+        return REACH_ALIVE if _FAILS.search(meaning) else REACH
     text = f"{task} {description.summary} {description.success_metric}"
-    return "survive" if _SURVIVE.search(text) else "reach"
+    return SURVIVE if _SURVIVE.search(text) else REACH
 
 
 def goal_directions(description: EnvDescription, task: str, names: Sequence[str]) -> dict[str, int]:
     """Per variable: +1 (the task wants it larger), -1 (smaller) or 0 (nothing says).
 
-    Comparisons in the success rule or the text (``position >= 0.5``) decide first; then
+    Comparisons in the success rule or the text (``position >= 0.5``) decide first, except
+    where a sentence speaks of failing (``it ends without success when torso_z <= 0.7``); a
+    comparison of a magnitude (``|torso_angle| < 0.2``) leaves its variable at 0. Then
     direction words ("backwards", "up") in the task, for the variables the task or the
-    description's summary names.
+    description's summary names, and last a named velocity follows its variable.
     """
     text = f"{task} {description.summary} {description.success_metric}"
     directions = dict.fromkeys(names, 0)
-    for name, symbol in _COMPARISON.findall(text):
-        if name in directions:
-            directions[name] = 1 if symbol.startswith(">") else -1
-    if task_kind(description, task) == "survive":
+    decided: set[str] = set()
+    for sentence in _SENTENCE.split(text):
+        failing = _FAILS.search(sentence)  # what follows it in the sentence is how episodes fail
+        for bars, name, symbol in _COMPARISON.findall(sentence[: failing.start() if failing else None]):
+            if name in directions and name not in decided:
+                directions[name] = 0 if bars else 1 if symbol.startswith(">") else -1
+                decided.add(name)
+    if task_kind(description, task) == SURVIVE:
         return directions  # "swing up and balance": up is where it should stay, not a direction
     named = set(focus_variables(description)) | {n for n in names if re.search(rf"(?<!\w){n}(?!\w)", task)}
     words = -1 if _NEGATIVE.search(task) else 1 if _POSITIVE.search(task) else 0
     for name in names:
-        if directions[name] == 0 and name in named:
+        if name not in decided and name in named:
             directions[name] = words
+            decided.add(name)
+    for name in names:
+        of = velocity_of(name, names)
+        if of is not None and name not in decided:
+            directions[name] = directions[of]
     return directions
+
+
+def velocity_of(name: str, names: Sequence[str]) -> str | None:
+    """The variable of ``names`` whose velocity ``name`` is (``x`` for ``x_velocity``), if any."""
+    for pattern in _VELOCITY_NAMES:
+        suffix = pattern.format("")
+        if name.endswith(suffix) and name[: -len(suffix)] in names:
+            return name[: -len(suffix)]
+    return None
 
 
 class StructuredProposer:
@@ -118,10 +166,20 @@ class StructuredProposer:
         self._task = _borrow_task(references.get("sparse"))
         self._potential = _borrow_potential(references.get("human"), description)
         names = scalar_variables(description)
-        focus = [name for name in focus_variables(description) if name in names]
-        self.variables = tuple(dict.fromkeys([*focus, *names]))[:MAX_VARIABLES]
         self.kind = task_kind(description, task)
-        self.directions = goal_directions(description, task, self.variables)
+        directions = goal_directions(description, task, names)
+        focus = [name for name in focus_variables(description) if name in names]
+        directed = [name for name in names if directions[name]]  # a focus variable's velocity, too
+        self.variables = tuple(dict.fromkeys([*focus, *directed, *names]))[:MAX_VARIABLES]
+        self.directions = {name: directions[name] for name in self.variables}
+        #: ``alive`` pays where an episode's end is bad news: survival, and failing on the way
+        self._alive_sign = -1.0 if self.kind == REACH else 1.0
+        #: ``terminal`` is success and failure at once where both end episodes: no sign fits
+        self._terminal = self.kind != REACH_ALIVE
+        #: reaching the goal there forfeits the rest of the episode's ``alive`` pay, so the
+        #: success the env pays is weighted (tuned from 100, as the human references weigh it)
+        self._task_weight = 100.0 if self.kind == REACH_ALIVE else 1.0
+        self._steps = step_scales(description, self.variables)
         self._continuous = description.action.dtype.startswith("float")
 
     # ---------------------------------------------------------------- the space
@@ -129,8 +187,9 @@ class StructuredProposer:
         """The term kinds variable ``name`` may get, each with its sign."""
         direction = self.directions[name]
         signs = ("+", "-") if direction == 0 else ("+" if direction > 0 else "-",)
-        away = "+" if self.kind == "reach" else "-"
-        return [*(f"progress{s}" for s in signs), *(f"linear{s}" for s in signs), f"away{away}", "square+", "gauss+"]
+        away = {REACH: ("+",), SURVIVE: ("-",)}.get(self.kind, ("+", "-"))
+        return [*(f"progress{s}" for s in signs), *(f"linear{s}" for s in signs), *(f"away{s}" for s in away),
+                "square+", "gauss+"]
 
     def _slot_choices(self) -> list[str]:
         """What one state-term slot may hold: ``none`` or ``kind<sign>:variable``."""
@@ -140,11 +199,12 @@ class StructuredProposer:
         """The terms one Optuna trial chooses (define-by-run: a weight only for a chosen term)."""
         terms: list[Term] = []
         if self._task is not None and trial.suggest_categorical("task", [True, False]):
-            terms.append(Term("task", None, 1.0))
+            weight = _round(_suggest_log(trial, "w_task")) if self.kind == REACH_ALIVE else 1.0
+            terms.append(Term("task", None, weight))
         if self._potential is not None and trial.suggest_categorical("potential", [True, False]):
             terms.append(Term("potential", None, _round(_suggest_log(trial, "w_potential"))))
-        alive_sign = 1.0 if self.kind == "survive" else -1.0
-        for kind, sign in (("alive", alive_sign), ("terminal", -alive_sign)):
+        alive_sign = self._alive_sign
+        for kind, sign in (("alive", alive_sign), ("terminal", -alive_sign))[: 2 if self._terminal else 1]:
             if trial.suggest_categorical(kind, [True, False]):
                 terms.append(Term(kind, None, _round(sign * _suggest_log(trial, f"w_{kind}"))))
         if self._continuous and trial.suggest_categorical("action_cost", [True, False]):
@@ -163,7 +223,8 @@ class StructuredProposer:
             if all(other.name != term.name for other in terms):
                 terms.append(term)
         if not terms:  # an empty program pays nothing: fall back to the env's own reward, or survival
-            terms.append(Term("task", None, 1.0) if self._task is not None else Term("alive", None, alive_sign))
+            terms.append(Term("task", None, self._task_weight) if self._task is not None
+                         else Term("alive", None, alive_sign))
         return terms
 
     def _params(self, terms: Sequence[Term]) -> dict[str, Any]:
@@ -172,11 +233,13 @@ class StructuredProposer:
         params: dict[str, Any] = {}
         if self._task is not None:
             params["task"] = "task" in kinds
+            if "task" in kinds and self.kind == REACH_ALIVE:
+                params["w_task"] = kinds["task"].weight
         if self._potential is not None:
             params["potential"] = "potential" in kinds
             if "potential" in kinds:
                 params["w_potential"] = abs(kinds["potential"].weight)
-        for kind in ("alive", "terminal", *(("action_cost",) if self._continuous else ())):
+        for kind in ("alive", *(("terminal",) if self._terminal else ()), *(("action_cost",) if self._continuous else ())):
             params[kind] = kind in kinds
             if kind in kinds:
                 params[f"w_{kind}"] = abs(kinds[kind].weight)
@@ -207,25 +270,30 @@ class StructuredProposer:
 
     def canonical(self) -> list[list[Term]]:
         """The first round's structures, in order: the env's own reward; with the built-in
-        potential as shaping; with progress along the task's directions (goal tasks) or
-        staying near 0 (survival tasks); and building (or damping) energy."""
-        base = [Term("task", None, 1.0)] if self._task is not None else []
+        potential as shaping; with progress along the task's directions (goal tasks, and
+        with a small ``alive`` where failing also ends episodes) or staying near 0
+        (survival tasks); building (or damping) energy; ``alive`` and ``terminal``."""
+        base = [Term("task", None, self._task_weight)] if self._task is not None else []
         structures = [base] if base else []
         if self._potential is not None:
             structures.append([*base, Term("potential", None, 1.0)])
         directed = [name for name in self.variables if self.directions[name]]
         focus = [name for name in focus_variables(self.description) if name in self.variables] or list(
             self.variables[:2])
-        if self.kind == "reach" and directed:
-            structures.append([*base, *(Term("progress", name, 1.0 * self.directions[name])
-                                         for name in directed[:VARIABLE_SLOTS])])
+        alive = Term("alive", None, self._alive_sign * 0.1)
+        if self.kind != SURVIVE and directed:
+            # progress along a position, the velocity itself for a velocity (x_velocity of x)
+            progress = [Term("linear" if velocity_of(name, self.variables) else "progress", name,
+                             1.0 * self.directions[name]) for name in directed[:VARIABLE_SLOTS]]
+            structures.append([*base, *progress])
+            if self.kind == REACH_ALIVE:
+                structures.append([*base, *progress, alive])
         elif focus:
             structures.append([*base, *(Term("square", name, 0.5) for name in focus[:2])])
-        if self.variables:
-            sign = 1.0 if self.kind == "reach" else -1.0
+        if self.variables and self.kind != REACH_ALIVE:  # whether to build or damp energy is unknown there
+            sign = 1.0 if self.kind == REACH else -1.0
             structures.append([*base, *(Term("away", name, sign * 1.0) for name in self.variables[:2])])
-        alive = 1.0 if self.kind == "survive" else -1.0
-        structures.append([*base, Term("alive", None, alive * 0.1), Term("terminal", None, -alive * 1.0)])
+        structures.append([*base, alive, *([Term("terminal", None, -self._alive_sign * 1.0)] if self._terminal else [])])
         if self._continuous:
             structures.append([*base, Term("action_cost", None, 0.01)])
         return [s for s in structures if s]
@@ -233,7 +301,7 @@ class StructuredProposer:
     # ---------------------------------------------------------------- proposing
     def render(self, terms: Sequence[Term]) -> str:
         """The source of a program made of ``terms``."""
-        return render_program(terms, self.description, self._task, self._potential)
+        return render_program(terms, self.description, self._task, self._potential, self._steps)
 
     def propose(
         self, iteration: int, count: int, history: Sequence[Candidate]
@@ -286,9 +354,10 @@ class StructuredProposer:
         return proposals
 
 
-#: the log-uniform ranges Optuna tunes, by parameter name: the task-level weights; every
+#: the log-uniform ranges Optuna tunes, by parameter name: the task-level weights (the task's
+#: own only where failing also ends episodes, else it is 1); every
 #: state term's weight (``w_term_*``) and gauss temperature (``t_term_*``) share one each
-_RANGES = {"w_potential": (0.1, 10.0), "w_alive": (0.01, 2.0), "w_terminal": (0.1, 20.0), "w_action_cost": (1e-4, 0.1)}
+_RANGES = {"w_task": (1.0, 1000.0), "w_potential": (0.1, 10.0), "w_alive": (0.01, 2.0), "w_terminal": (0.1, 20.0), "w_action_cost": (1e-4, 0.1)}
 _STATE_WEIGHT = (0.01, 10.0)
 _TEMPERATURE = (0.1, 3.0)
 

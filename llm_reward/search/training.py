@@ -131,7 +131,7 @@ def warm_compiled(argument: str) -> None:
         torch.set_num_threads(spec["threads"])
         if spec.get("description"):
             use_description(spec["description"])
-        threads = _thread_count()
+        threads = _threads()
         env: Any = training_env(spec["env_id"], spec["num_envs"], spec["device"], 0, compile=True)
         model: Any = None
         try:
@@ -151,9 +151,11 @@ def warm_compiled(argument: str) -> None:
             _stop_tqdm_monitor()
             # the workers' environment stays the server's minimal one (they find the graphs in memory)
             os.environ.pop(compiled.CACHE_VARIABLE, None)
-        if _thread_count() > threads:  # a fork would copy a lock some thread holds: workers could hang
-            raise RuntimeError(f"the warm-up left {_thread_count() - threads} thread(s) running in the fork "
-                               "server, which forks its workers")
+        left = sorted(set(_threads()) - set(threads))
+        if left:  # a fork would copy a lock some thread holds: workers could hang
+            names = ", ".join(sorted(set(_threads()[tid] for tid in left)))
+            raise RuntimeError(f"the warm-up left {len(left)} thread(s) running in the fork server, which "
+                               f"forks its workers ({names})")
     except Exception as error:
         _WARMED[argument] = f"{type(error).__name__}: {error}"[:500]
         raise
@@ -168,12 +170,17 @@ def _stop_tqdm_monitor() -> None:
         tqdm.tqdm.monitor = None
 
 
-def _thread_count() -> int:
-    """This process's threads (Python's and C libraries' alike), or 0 where /proc is missing."""
+def _threads() -> dict[str, str]:
+    """This process's threads (Python's and C libraries' alike) by id, with their names; empty
+    where /proc is missing."""
+    threads = {}
     try:
-        return len(os.listdir("/proc/self/task"))
+        for tid in os.listdir("/proc/self/task"):
+            with open(f"/proc/self/task/{tid}/comm") as comm:
+                threads[tid] = comm.read().strip()
     except OSError:
-        return 0
+        pass  # a thread that ended while being listed, or no /proc
+    return threads
 
 
 def training_env(env_id: str, num_envs: int, device: str, seed: int, compile: bool = False) -> envs.BatchedEnv:

@@ -7,17 +7,25 @@ from __future__ import annotations
 import pytest
 
 from rewardlab import llm_reward
+from rewardlab.envs.descriptions import ActionVariable, EnvDescription, StateVariable, column
 from rewardlab.llm_reward.programs.program import RewardProgram
 from rewardlab.llm_reward.search.evaluation import EvalResult
-from rewardlab.llm_reward.search.evolve import Term
+from rewardlab.llm_reward.search.evolve import Term, step_scales
 from rewardlab.llm_reward.search.progress import Progress
 from rewardlab.llm_reward.search.records import Candidate, best_of, rank_key
-from rewardlab.llm_reward.search.structured import StructuredProposer, goal_directions, task_kind
+from rewardlab.llm_reward.search.structured import (
+    REACH_ALIVE,
+    StructuredProposer,
+    goal_directions,
+    task_kind,
+)
 from rewardlab.llm_reward.search.training import Checkpoint
 
 TASKS = {"CartPole-v1": "keep the pole balanced upright", "MountainCar-v0": "reach the flag",
          "Acrobot-v1": "swing the tip above the bar", "Pendulum-v1": "swing up and balance",
-         "MountainCarContinuous-v0": "reach the flag"}
+         "MountainCarContinuous-v0": "reach the flag",
+         "Hopper-Backward-v0": "Hop backwards, staying upright, until the torso's x position is at most -2 m."}
+MUJOCO = {"Hopper-Backward-v0"}
 
 
 def proposer(env_id: str, seed: int = 0) -> StructuredProposer:
@@ -37,6 +45,8 @@ def trained(genome: list[dict], fitness: float, sample: int, iteration: int = 0,
 
 @pytest.mark.parametrize("env_id", sorted(TASKS))
 def test_every_proposal_passes_the_checks_and_repeats_with_the_seed(env_id: str) -> None:
+    if env_id in MUJOCO:
+        pytest.importorskip("mujoco.batch")
     first = proposer(env_id).propose(0, 4, [])
     assert first == proposer(env_id).propose(0, 4, [])
     history = [trained(genome, fitness=float(i), sample=i) for i, (genome, _) in enumerate(first)]
@@ -95,3 +105,55 @@ def test_ties_on_a_floored_fitness_are_told_apart_and_named_alike() -> None:
     for candidate in reversed(same):  # the later one finishes first
         progress.finished(candidate.key, True, candidate)
     assert progress.best == (500.0, same[0].key), "the progress line names the report's best"
+
+
+def _described(summary: str, terminated_meaning: str, success_metric: str = "the success rate") -> EnvDescription:
+    """A user's description: a walker on a line that must get far without falling."""
+    state = (StateVariable("pos", "position along the line", "m", read=column(0)),
+             StateVariable("height", "height of the body", "m", read=column(1)),
+             StateVariable("tilt", "tilt of the body", "rad", read=column(2)),
+             StateVariable("pos_velocity", "velocity along the line", "m/s", read=column(3)))
+    return EnvDescription("Walker-v0", summary, state, ActionVariable("torques", "float32", (2,)), success_metric,
+                          success=lambda final_obs, terminated, truncated: terminated,
+                          terminated_meaning=terminated_meaning)
+
+
+def test_how_episodes_fail_sets_no_goal_and_bars_keep_a_variable_near_zero() -> None:
+    walker = _described(
+        "the walker succeeds on the first step with pos >= 3 m while height > 1 and |tilt| < 0.2. "
+        "It ends without success when height <= 0.5 or |tilt| >= 0.2.",
+        "the walker succeeded or fell with this step",
+    )
+    assert task_kind(walker, "walk forward") == REACH_ALIVE
+    # height: the success rule's "> 1", not the failure's "<= 0.5"; tilt: near 0 although the
+    # task says "forward"; the velocity of pos goes where pos goes
+    assert goal_directions(walker, "walk forward", walker.state_names) == {
+        "pos": 1, "height": 1, "tilt": 0, "pos_velocity": 1}
+    reach = _described("the walker must get to pos >= 3 m, which ends the episode.", "the walker succeeded")
+    assert task_kind(reach, "walk") == "reach"
+
+
+def test_where_failing_also_ends_episodes_alive_pays_and_no_terminal_term_is_proposed() -> None:
+    pytest.importorskip("mujoco.batch")
+    hopper = proposer("Hopper-Backward-v0")
+    assert hopper.kind == REACH_ALIVE
+    assert hopper.directions["x"] == -1 and hopper.directions["x_velocity"] == -1
+    assert hopper.directions["torso_z"] == 1 and hopper.directions["torso_angle"] == 0
+    first = [[Term(**term) for term in genome] for genome, _ in hopper.propose(0, 4, [])]
+    assert [("progress", "x", -1.0), ("alive", None, 0.1)] <= [(t.kind, t.variable, t.weight) for t in first[2]]
+    history = [trained([vars(t) for t in terms], fitness=0.1 * i, sample=i) for i, terms in enumerate(first)]
+    for genome, _ in hopper.propose(1, 8, history):
+        kinds = {term["kind"]: term["weight"] for term in genome}
+        assert "terminal" not in kinds, "a terminal term would pay (or charge) success and falling alike"
+        assert kinds.get("alive", 1.0) > 0
+
+
+def test_progress_of_a_variable_without_a_range_is_scaled_by_its_motion() -> None:
+    cartpole = llm_reward.describe("CartPole-v1")
+    scales = step_scales(cartpole, cartpole.state_names)
+    assert set(scales) == {"x_dot", "theta_dot"}, "x and theta have ranges, which stay their scale"
+    assert scales == step_scales(cartpole, cartpole.state_names), "measured the same way every time"
+    assert all(0.0 < value < 5.0 for value in scales.values())
+    source = proposer("CartPole-v1").render([Term("progress", "x_dot", 1.0), Term("progress", "x", 1.0)])
+    assert f"(next_x_dot - x_dot) / {scales['x_dot']}" in source
+    assert "(next_x - x) / 4.8" in source  # the range the description declares
