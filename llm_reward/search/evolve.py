@@ -41,7 +41,7 @@ from rewardlab.llm_reward.programs.program import RewardProgram
 from rewardlab.llm_reward.search.records import Candidate
 from rewardlab.llm_reward.search.reflection import component_notes
 
-__all__ = ["EvolveProposer", "Term", "focus_variables", "render_program", "step_scales"]
+__all__ = ["EvolveProposer", "Term", "focus_variables", "Motion", "random_motion", "render_program"]
 
 GAMMA = 0.99
 STATE_KINDS = ("square", "linear", "gauss", "progress", "away", "speed")
@@ -175,7 +175,7 @@ def render_program(
     :param task: the env's own reward function, for ``task`` terms.
     :param potential: the built-in potential, for ``potential`` terms.
     :param steps: per variable, the scale of its ``progress`` and ``away`` terms (see
-        :func:`step_scales`); a variable not in it uses its range, as the other terms do.
+        :attr:`Motion.step`); a variable not in it uses its range, as the other terms do.
     """
     used: set[str] = set()
     lines = []
@@ -218,35 +218,45 @@ def scalar_variables(description: EnvDescription) -> tuple[str, ...]:
     return tuple(name for name, value in values.items() if tuple(value.shape) == (2,))
 
 
-def step_scales(description: EnvDescription, names: Sequence[str], steps: int = 100) -> dict[str, float]:
-    """Per variable of ``names`` without a declared range: its mean change in one step of random actions.
+@dataclass(frozen=True)
+class Motion:
+    """How an env's state variables start and move under random actions.
 
-    A ``progress`` term divided by it pays about 1 a step for moving as fast as random
-    actions move the variable, whatever its unit and the env's step time: a Hopper's x
-    changes by millimetres a step, so ``(x' - x) / range`` would pay almost nothing beside
-    any other term. Variables with a range keep it (a change of their whole range is the
-    largest there is). Measured on 8 copies of the env from seed 0 with seeded actions, so
-    the same description gives the same scales. Empty where the env cannot be made.
+    :param start: per variable, its mean over the envs' first observations.
+    :param step: per variable without a declared range, its mean change in one step: a
+        ``progress`` term divided by it pays about 1 a step for moving as fast as random
+        actions move the variable, whatever its unit and the env's step time (a Hopper's
+        x changes by millimetres a step, so ``(x' - x) / range`` would pay almost nothing
+        beside any other term). Variables with a range keep it, as the other terms do.
+    """
+
+    start: dict[str, float]
+    step: dict[str, float]
+
+
+def random_motion(description: EnvDescription, names: Sequence[str], steps: int = 100) -> Motion:
+    """The :class:`Motion` of the scalar variables ``names`` (one value per env), measured on 8
+    copies of the env from seed 0 with seeded random actions, so that the same description
+    gives the same figures; empty where the env cannot be made.
 
     :param description: the env's description.
-    :param names: the variables to measure (scalar ones: one value per env).
-    :param steps: how many steps to measure.
+    :param names: the variables to measure.
+    :param steps: how many steps to measure their change over.
     """
     from rewardlab import envs
 
     unbounded = [variable.name for variable in description.state if variable.name in names
                  and not any(b is not None and math.isfinite(b) for b in (variable.low, variable.high))]
-    if not unbounded:
-        return {}
     try:
         env = envs.make(description.env_id, num_envs=8, seed=0)
     except ValueError:
-        return {}
+        return Motion({}, {})
     try:
         env.action_space.seed(0)
         obs, _ = env.reset()
+        start = {name: float(value.float().mean()) for name, value in description.state_tensors(obs, names).items()}
         totals = dict.fromkeys(unbounded, 0.0)
-        for _ in range(steps):
+        for _ in range(steps if unbounded else 0):
             obs_next, _, _, _, info = env.step(env.action_space.sample())
             before = description.state_tensors(obs, unbounded)
             after = description.state_tensors(info["final_obs"], unbounded)  # the true next state
@@ -255,7 +265,8 @@ def step_scales(description: EnvDescription, names: Sequence[str], steps: int = 
             obs = obs_next
     finally:
         env.close()
-    return {name: _round(total) for name, total in totals.items() if math.isfinite(total) and total > 0}
+    step = {name: _round(total) for name, total in totals.items() if math.isfinite(total) and total > 0}
+    return Motion({name: value for name, value in start.items() if math.isfinite(value)}, step)
 
 
 def focus_variables(description: EnvDescription) -> tuple[str, ...]:

@@ -26,7 +26,7 @@ variable near 0); "backwards", "left", "down" make it negative, and a variable's
 
 A variable whose direction nothing names may take either sign. ``progress`` and ``away``
 terms of a variable without a declared range are divided by its mean change in a step of
-random actions (:func:`~rewardlab.llm_reward.search.evolve.step_scales`), so that a weight
+random actions (:func:`~rewardlab.llm_reward.search.evolve.random_motion`), so that a weight
 of 1 means about as much on a MuJoCo robot's x as on MountainCar's position.
 
 One Optuna study (TPE, multivariate, with constant liar for the batch in flight) searches
@@ -54,9 +54,9 @@ from rewardlab.llm_reward.search.evolve import (
     _borrow_potential,
     _borrow_task,
     focus_variables,
+    random_motion,
     render_program,
     scalar_variables,
-    step_scales,
 )
 from rewardlab.llm_reward.search.records import Candidate, rank_key
 
@@ -74,7 +74,7 @@ _NEGATIVE = re.compile(r"\b(backwards?|left|down|downwards|lower|decrease|negati
 _POSITIVE = re.compile(r"\b(forwards?|right|up|upwards|higher|height|increase|positive|reach|top|flag|goal)\b", re.I)
 _SURVIVE = re.compile(r"\b(balance|balanced|keep|stay|upright|as long as possible|survive|avoid falling)\b", re.I)
 #: ``name >= 1``, ``|name| < 0.2`` (the bars: keep it near 0, no direction)
-_COMPARISON = re.compile(r"(\|?)\b([A-Za-z_]\w*)\|?\s*(>=|<=|>|<)\s*-?\d")
+_COMPARISON = re.compile(r"(\|?)\b([A-Za-z_]\w*)\|?\s*(>=|<=|>|<)\s*(-?\d+(?:\.\d+)?)")
 #: a sentence or ``terminated`` meaning that speaks of success, or of failing
 _SUCCEEDS = re.compile(r"\bsucce(ss|ssful|eds?|eded)\b", re.I)
 _FAILS = re.compile(r"\b(without success|unhealthy|fails?|failed|failure|falls?|fell|fallen|crash\w*|left the|"
@@ -101,23 +101,30 @@ def task_kind(description: EnvDescription, task: str) -> str:
     return SURVIVE if _SURVIVE.search(text) else REACH
 
 
-def goal_directions(description: EnvDescription, task: str, names: Sequence[str]) -> dict[str, int]:
+def goal_directions(
+    description: EnvDescription, task: str, names: Sequence[str], start: Mapping[str, float] | None = None
+) -> dict[str, int]:
     """Per variable: +1 (the task wants it larger), -1 (smaller) or 0 (nothing says).
 
     Comparisons in the success rule or the text (``position >= 0.5``) decide first, except
     where a sentence speaks of failing (``it ends without success when torso_z <= 0.7``); a
-    comparison of a magnitude (``|torso_angle| < 0.2``) leaves its variable at 0. Then
+    comparison of a magnitude (``|torso_angle| < 0.2``), and one that the episodes' start
+    already meets (``torso_z > 0.7`` for a hopper that starts at 1.25: a condition to keep,
+    not a goal to move towards), leave the variable at 0. Then
     direction words ("backwards", "up") in the task, for the variables the task or the
     description's summary names, and last a named velocity follows its variable.
+
+    :param start: per variable, its value where episodes start (:class:`Motion`'s ``start``).
     """
     text = f"{task} {description.summary} {description.success_metric}"
     directions = dict.fromkeys(names, 0)
     decided: set[str] = set()
     for sentence in _SENTENCE.split(text):
         failing = _FAILS.search(sentence)  # what follows it in the sentence is how episodes fail
-        for bars, name, symbol in _COMPARISON.findall(sentence[: failing.start() if failing else None]):
+        for bars, name, symbol, bound in _COMPARISON.findall(sentence[: failing.start() if failing else None]):
             if name in directions and name not in decided:
-                directions[name] = 0 if bars else 1 if symbol.startswith(">") else -1
+                kept = start is not None and name in start and _holds(start[name], symbol, float(bound))
+                directions[name] = 0 if bars or kept else 1 if symbol.startswith(">") else -1
                 decided.add(name)
     if task_kind(description, task) == SURVIVE:
         return directions  # "swing up and balance": up is where it should stay, not a direction
@@ -132,6 +139,10 @@ def goal_directions(description: EnvDescription, task: str, names: Sequence[str]
         if of is not None and name not in decided:
             directions[name] = directions[of]
     return directions
+
+
+def _holds(value: float, symbol: str, bound: float) -> bool:
+    return {">=": value >= bound, "<=": value <= bound, ">": value > bound, "<": value < bound}[symbol]
 
 
 def velocity_of(name: str, names: Sequence[str]) -> str | None:
@@ -167,7 +178,8 @@ class StructuredProposer:
         self._potential = _borrow_potential(references.get("human"), description)
         names = scalar_variables(description)
         self.kind = task_kind(description, task)
-        directions = goal_directions(description, task, names)
+        motion = random_motion(description, names)
+        directions = goal_directions(description, task, names, motion.start)
         focus = [name for name in focus_variables(description) if name in names]
         directed = [name for name in names if directions[name]]  # a focus variable's velocity, too
         self.variables = tuple(dict.fromkeys([*focus, *directed, *names]))[:MAX_VARIABLES]
@@ -179,7 +191,7 @@ class StructuredProposer:
         #: reaching the goal there forfeits the rest of the episode's ``alive`` pay, so the
         #: success the env pays is weighted (tuned from 100, as the human references weigh it)
         self._task_weight = 100.0 if self.kind == REACH_ALIVE else 1.0
-        self._steps = step_scales(description, self.variables)
+        self._steps = {name: scale for name, scale in motion.step.items() if name in self.variables}
         self._continuous = description.action.dtype.startswith("float")
 
     # ---------------------------------------------------------------- the space

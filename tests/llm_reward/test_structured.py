@@ -10,7 +10,7 @@ from rewardlab import llm_reward
 from rewardlab.envs.descriptions import ActionVariable, EnvDescription, StateVariable, column
 from rewardlab.llm_reward.programs.program import RewardProgram
 from rewardlab.llm_reward.search.evaluation import EvalResult
-from rewardlab.llm_reward.search.evolve import Term, step_scales
+from rewardlab.llm_reward.search.evolve import Term, random_motion
 from rewardlab.llm_reward.search.progress import Progress
 from rewardlab.llm_reward.search.records import Candidate, best_of, rank_key
 from rewardlab.llm_reward.search.structured import (
@@ -129,6 +129,9 @@ def test_how_episodes_fail_sets_no_goal_and_bars_keep_a_variable_near_zero() -> 
     # task says "forward"; the velocity of pos goes where pos goes
     assert goal_directions(walker, "walk forward", walker.state_names) == {
         "pos": 1, "height": 1, "tilt": 0, "pos_velocity": 1}
+    # where episodes start with height 1.2, "height > 1" is a condition to keep, not a goal
+    assert goal_directions(walker, "walk forward", walker.state_names, {"pos": 0.0, "height": 1.2}) == {
+        "pos": 1, "height": 0, "tilt": 0, "pos_velocity": 1}
     reach = _described("the walker must get to pos >= 3 m, which ends the episode.", "the walker succeeded")
     assert task_kind(reach, "walk") == "reach"
 
@@ -138,7 +141,8 @@ def test_where_failing_also_ends_episodes_alive_pays_and_no_terminal_term_is_pro
     hopper = proposer("Hopper-Backward-v0")
     assert hopper.kind == REACH_ALIVE
     assert hopper.directions["x"] == -1 and hopper.directions["x_velocity"] == -1
-    assert hopper.directions["torso_z"] == 1 and hopper.directions["torso_angle"] == 0
+    assert hopper.directions["torso_z"] == 0, "it starts upright: torso_z > 0.7 is kept, not pursued"
+    assert hopper.directions["torso_angle"] == 0
     first = [[Term(**term) for term in genome] for genome, _ in hopper.propose(0, 4, [])]
     assert [("progress", "x", -1.0), ("alive", None, 0.1)] <= [(t.kind, t.variable, t.weight) for t in first[2]]
     history = [trained([vars(t) for t in terms], fitness=0.1 * i, sample=i) for i, terms in enumerate(first)]
@@ -150,9 +154,11 @@ def test_where_failing_also_ends_episodes_alive_pays_and_no_terminal_term_is_pro
 
 def test_progress_of_a_variable_without_a_range_is_scaled_by_its_motion() -> None:
     cartpole = llm_reward.describe("CartPole-v1")
-    scales = step_scales(cartpole, cartpole.state_names)
+    motion = random_motion(cartpole, cartpole.state_names)
+    scales = motion.step
     assert set(scales) == {"x_dot", "theta_dot"}, "x and theta have ranges, which stay their scale"
-    assert scales == step_scales(cartpole, cartpole.state_names), "measured the same way every time"
+    assert motion == random_motion(cartpole, cartpole.state_names), "measured the same way every time"
+    assert set(motion.start) == set(cartpole.state_names) and all(abs(v) < 0.05 for v in motion.start.values())
     assert all(0.0 < value < 5.0 for value in scales.values())
     source = proposer("CartPole-v1").render([Term("progress", "x_dot", 1.0), Term("progress", "x", 1.0)])
     assert f"(next_x_dot - x_dot) / {scales['x_dot']}" in source
