@@ -76,7 +76,8 @@ _SURVIVE = re.compile(r"\b(balance|balanced|keep|stay|upright|as long as possibl
 #: ``name >= 1``, ``|name| < 0.2`` (the bars: keep it near 0, no direction)
 _COMPARISON = re.compile(r"(\|?)\b([A-Za-z_]\w*)\|?\s*(>=|<=|>|<)\s*(-?\d+(?:\.\d+)?)")
 #: a sentence or ``terminated`` meaning that speaks of success, or of failing
-_SUCCEEDS = re.compile(r"\bsucce(ss|ssful|eds?|eded)\b", re.I)
+_SUCCEEDS = re.compile(r"\b(succe(ss|ssful|ssfully|eds?|eded)|reach(es|ed)? (the |its )?(goal|target)|at the goal)\b",
+                       re.I)
 _FAILS = re.compile(r"\b(without success|unhealthy|fails?|failed|failure|falls?|fell|fallen|crash\w*|left the|"
                     r"leaves|out of bounds)\b", re.I)
 _SENTENCE = re.compile(r"(?<=[.;!?])\s+(?=[A-Z(])")

@@ -134,6 +134,8 @@ def test_how_episodes_fail_sets_no_goal_and_bars_keep_a_variable_near_zero() -> 
         "pos": 1, "height": 0, "tilt": 0, "pos_velocity": 1}
     reach = _described("the walker must get to pos >= 3 m, which ends the episode.", "the walker succeeded")
     assert task_kind(reach, "walk") == "reach"
+    assert task_kind(_described("get to pos >= 3 m", "the walker reached the goal or fell over"), "walk") == REACH_ALIVE
+    assert task_kind(_described("get to pos >= 3 m", "the walker reached the goal"), "walk") == "reach"
 
 
 def test_where_failing_also_ends_episodes_alive_pays_and_no_terminal_term_is_proposed() -> None:
