@@ -145,15 +145,16 @@ def warm_compiled(argument: str) -> None:
         finally:
             env.close()
             # MuJoCo's batch keeps a C thread pool until it is freed; a first compile leaves
-            # tqdm's monitor thread behind
+            # tqdm's monitor thread behind, and may leave Inductor's compile workers' threads
             env = model = None
             gc.collect()
             _stop_tqdm_monitor()
+            _stop_compile_workers()
             # the workers' environment stays the server's minimal one (they find the graphs in memory)
             os.environ.pop(compiled.CACHE_VARIABLE, None)
-        left = sorted(set(_threads()) - set(threads))
+        left = _threads_left(threads)
         if left:  # a fork would copy a lock some thread holds: workers could hang
-            names = ", ".join(sorted(set(_threads()[tid] for tid in left)))
+            names = ", ".join(sorted(set(left.values())))
             raise RuntimeError(f"the warm-up left {len(left)} thread(s) running in the fork server, which "
                                f"forks its workers ({names})")
     except Exception as error:
@@ -168,6 +169,25 @@ def _stop_tqdm_monitor() -> None:
     if monitor is not None:
         monitor.exit()
         tqdm.tqdm.monitor = None
+
+
+def _stop_compile_workers() -> None:
+    """Shut Inductor's pool of compile workers (and the threads that wait on it), if it started."""
+    async_compile = sys.modules.get("torch._inductor.async_compile")
+    shutdown = getattr(async_compile, "shutdown_compile_workers", None)
+    if shutdown is not None:
+        shutdown()
+
+
+def _threads_left(before: Mapping[str, str], wait_s: float = 2.0) -> dict[str, str]:
+    """The threads not in ``before``, once those that are ending have ended (a pool shut down
+    a moment ago may still be joining its threads), waiting at most ``wait_s``."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        left = {tid: name for tid, name in _threads().items() if tid not in before}
+        if not left or time.monotonic() > deadline:
+            return left
+        time.sleep(0.02)
 
 
 def _threads() -> dict[str, str]:

@@ -21,7 +21,7 @@ def test_a_compiled_search_trains_its_candidates_on_the_graphs_the_fork_server_l
     result = search(config, tmp_path / "run", workers=2)
     trained = [c for c in result.candidates if c.ok]
     assert len(trained) == 2
-    assert all(c.result.compiled and not c.result.compile_note for c in trained)
+    assert all(c.result.compiled and not c.result.compile_note for c in trained), [c.result.compile_note for c in trained]
     # the server compiled them into the user's cache; the workers could not have
     assert sorted(path.name.split("-")[1] for path in cache_folder().glob("ppo-*.pt2")) == ["act", "score", "update"]
     assert len(list(cache_folder().glob("CartPole-v1-step-*.pt2"))) == 1  # and the env's step
