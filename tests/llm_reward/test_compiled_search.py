@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from rewardlab.common.compiled import cache_folder
@@ -54,3 +56,23 @@ def test_a_compiled_evaluation_on_a_mujoco_task_forks_no_hanging_worker(tmp_path
     result = evaluate(program, "Hopper-Backward-v0", **{**TINY, "ppo_kwargs": {**TINY["ppo_kwargs"], "compile": True}})
     assert result.ok, result.failure
     assert result.compiled and not result.compile_note
+
+
+def test_the_warm_up_waits_for_ending_threads_and_names_those_that_stay() -> None:
+    import threading
+
+    from rewardlab.llm_reward.search.training import _threads, _threads_left
+
+    before = _threads()
+    ending = threading.Thread(target=time.sleep, args=(0.2,))
+    ending.start()
+    assert _threads_left(before) == {}, "a thread that ends within the wait is not counted"
+    stop = threading.Event()
+    staying = threading.Thread(target=stop.wait)
+    staying.start()
+    try:
+        left = _threads_left(before, wait_s=0.1)
+        assert len(left) == 1 and all(left.values()), "the thread that stays, with its name"
+    finally:
+        stop.set()
+        staying.join()
