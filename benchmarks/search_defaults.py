@@ -161,20 +161,22 @@ def merge(args: argparse.Namespace) -> None:
         sources.append(data)
         for row in data.get("searches", []):
             rows[(row["env_id"], row["proposer"])] = row
+    # a merged file (``runs``) brings the runs it was merged from
+    runs = [run for name, data in zip(args.merge, sources) for run in data.get("runs") or [
+        {"name": name, "args": data["args"], "total_s": data["total_s"]}]]
     first = sources[0]
-    merged = {"merged_from": args.merge, "machine": first["machine"], "runs": [
-        {"name": name, "args": data["args"], "total_s": data["total_s"]} for name, data in zip(args.merge, sources)],
-        "total_s": sum(data["total_s"] for data in sources), "searches": list(rows.values())}
+    merged = {"merged_from": args.merge, "machine": first["machine"], "runs": runs,
+              "total_s": sum(run["total_s"] for run in runs), "searches": list(rows.values())}
     (RESULTS / f"{args.name}.json").write_text(json.dumps(merged, indent=2) + "\n")
     for key in ("iterations", "samples", "final_seeds", "workers"):
-        setattr(args, key, first["args"][key])
+        setattr(args, key, runs[0]["args"][key])
     args.envs = list(dict.fromkeys(row["env_id"] for row in rows.values()))
     args.proposers = list(dict.fromkeys(row["proposer"] for row in rows.values()))
     text = markdown(list(rows.values()), args, first["machine"], merged["total_s"])
-    runs = "; ".join(f"`{name}` ({', '.join(data['args']['proposers'])}, {data['total_s'] / 60:.0f} min)"
-                     for name, data in zip(args.merge, sources))
-    text = text.replace("\nReproduce:", f"\nRows merged from the runs {runs}, the later replacing the earlier for the "
-                        "same env and proposer.\n\nReproduce:")
+    listed = "; ".join(f"`{run['name']}` ({', '.join(run['args']['proposers'])}, {run['total_s'] / 60:.0f} min)"
+                       for run in runs)
+    text = text.replace("\nReproduce:", f"\nRows merged from the runs {listed}, the later replacing the earlier for "
+                        "the same env and proposer.\n\nReproduce:")
     (RESULTS / f"{args.name}.md").write_text(text)
     print(text)
 
