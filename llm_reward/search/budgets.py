@@ -54,7 +54,7 @@ BUDGETS: dict[str, Budget] = {
     "Pendulum-v1": Budget(150_000, 64, {"n_steps": 64, "n_epochs": 10, "batch_size": 512, "learning_rate": 1e-3,
                                         "gamma": 0.9, "normalize_obs": True, "normalize_reward": True,
                                         "anneal_lr": True}),
-    "HalfCheetah-Backward-v0": Budget(100_000, 16, dict(_MUJOCO)),
+    "HalfCheetah-Backward-v0": Budget(150_000, 16, dict(_MUJOCO)),
     "Hopper-Backward-v0": Budget(300_000, 16, dict(_MUJOCO)),
     "Ant-TurnInPlace-v0": Budget(150_000, 16, dict(_MUJOCO), note=(
         "the default budget of Ant-TurnInPlace-v0, where the human reference rarely succeeds (0.1 at 150k, 0.2 "
