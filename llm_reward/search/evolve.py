@@ -33,6 +33,7 @@ import ast
 import math
 import random
 import re
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 
@@ -256,13 +257,18 @@ def random_motion(description: EnvDescription, names: Sequence[str], steps: int 
         obs, _ = env.reset()
         start = {name: float(value.float().mean()) for name, value in description.state_tensors(obs, names).items()}
         totals = dict.fromkeys(unbounded, 0.0)
-        for _ in range(steps if unbounded else 0):
-            obs_next, _, _, _, info = env.step(env.action_space.sample())
-            before = description.state_tensors(obs, unbounded)
-            after = description.state_tensors(info["final_obs"], unbounded)  # the true next state
-            for name in unbounded:
-                totals[name] += float((after[name] - before[name]).abs().float().mean()) / steps
-            obs = obs_next
+        try:
+            for _ in range(steps if unbounded else 0):
+                obs_next, _, _, _, info = env.step(env.action_space.sample())
+                before = description.state_tensors(obs, unbounded)
+                after = description.state_tensors(info["final_obs"], unbounded)  # the true next state
+                for name in unbounded:
+                    totals[name] += float((after[name] - before[name]).abs().float().mean()) / steps
+                obs = obs_next
+        except Exception as error:  # the search goes on; the training will meet the env's own error
+            warnings.warn(f"{description.env_id} could not be stepped with random actions ({type(error).__name__}: "
+                          f"{error}); progress terms of variables without a range divide by 1", stacklevel=2)
+            totals = {}
     finally:
         env.close()
     step = {name: _round(total) for name, total in totals.items() if math.isfinite(total) and total > 0}

@@ -4,6 +4,8 @@ floored fitness told apart."""
 
 from __future__ import annotations
 
+import gymnasium
+import numpy as np
 import pytest
 
 from rewardlab import llm_reward
@@ -165,3 +167,26 @@ def test_progress_of_a_variable_without_a_range_is_scaled_by_its_motion() -> Non
     source = proposer("CartPole-v1").render([Term("progress", "x_dot", 1.0), Term("progress", "x", 1.0)])
     assert f"(next_x_dot - x_dot) / {scales['x_dot']}" in source
     assert "(next_x - x) / 4.8" in source  # the range the description declares
+
+
+class _BreaksOnStep(gymnasium.Env):
+    """A user's env that resets but fails on its first step."""
+
+    observation_space = gymnasium.spaces.Box(-np.inf, np.inf, (1,), np.float32)
+    action_space = gymnasium.spaces.Discrete(2)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        return np.zeros(1, np.float32), {}
+
+    def step(self, action):
+        raise RuntimeError("the simulator lost its licence")
+
+
+def test_an_env_that_cannot_be_stepped_leaves_the_ranges_and_says_so() -> None:
+    gymnasium.register("RewardlabTest/BreaksOnStep-v0", entry_point=_BreaksOnStep, max_episode_steps=10)
+    broken = EnvDescription("RewardlabTest/BreaksOnStep-v0", "move", (StateVariable("x", "x", read=column(0)),),
+                            ActionVariable("0 or 1"), "the return")
+    with pytest.warns(UserWarning, match="lost its licence"):
+        motion = random_motion(broken, ["x"])
+    assert motion.start == {"x": 0.0} and motion.step == {}
