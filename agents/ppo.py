@@ -1,8 +1,8 @@
 """Proximal Policy Optimisation on batched torch environments, with a decomposed critic.
 
-The whole algorithm reads top to bottom in ``PPO.learn``: collect a rollout, score it
-(behaviour log-probabilities, values, intrinsic rewards), turn rewards into advantages
-per value head, update, log. Every detail that decides whether PPO works is written out
+The whole algorithm reads top to bottom in ``PPO.learn``: collect a rollout (actions and
+their behaviour log-probabilities), score it (values, intrinsic rewards), turn rewards into
+advantages per value head, update, log. Every detail that decides whether PPO works is written out
 where it happens:
 
 - the env and the networks live on one device and nothing crosses to numpy in the loop;
@@ -144,6 +144,26 @@ def compute_gae(
     return advantages, advantages + values
 
 
+def episode_sums(
+    per_step: torch.Tensor, running: torch.Tensor, episode_ended: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Sums of per-step values over each episode, at every step of a rollout.
+
+    :param per_step: ``(T, N, K)``: K values per step and env (rewards, a 1 to count steps).
+    :param running: ``(N, K)``, the sums of the episodes under way when the rollout began.
+    :param episode_ended: bool ``(T, N)``.
+    :return: ``(sums, running)``: ``sums[t]`` the sums of each env's episode up to and
+        including step ``t`` (its total where the episode ended at ``t``), ``running`` the
+        sums to carry into the next rollout.
+    """
+    continues = (~episode_ended).unsqueeze(-1).to(per_step.dtype)
+    sums = torch.empty_like(per_step)
+    for t in range(per_step.shape[0]):
+        running = torch.add(running, per_step[t], out=sums[t])
+        running = running * continues[t]
+    return sums, running
+
+
 class ActorCritic(nn.Module):
     """Separate actor and critic MLPs; the critic has one output per value head.
 
@@ -207,6 +227,22 @@ class ActorCritic(nn.Module):
             return out.argmax(dim=-1) if self.discrete else out
         if noise is None:
             noise = self.draw_noise(out.shape, generator, out.device)
+        return self._sample(out, noise)
+
+    def sample(self, obs: torch.Tensor, noise: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """What the rollout keeps of each step: actions sampled with ``noise``
+        (:meth:`draw_noise`) and their log-probability under this policy, the behaviour
+        policy of PPO's ratio (from the same forward pass).
+
+        :param obs: normalised observations ``(B, *obs_shape)``.
+        :param noise: the sample's noise.
+        :return: ``(actions, log_prob)``, log-probabilities ``(B,)``.
+        """
+        out = self.actor(obs)
+        actions = self._sample(out, noise)
+        return actions, self._log_prob(out, actions)
+
+    def _sample(self, out: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
         if self.discrete:
             # Gumbel-max: argmax(logits + Gumbel noise) samples the categorical, in 4 cheap ops
             # (Gumbel noise is -log(E) with E ~ Exponential(1)).
@@ -244,20 +280,24 @@ class ActorCritic(nn.Module):
         out = self.actor(obs)
         if self.discrete:
             log_probs = out.log_softmax(dim=-1)
-            log_prob = log_probs.gather(-1, actions.unsqueeze(-1)).squeeze(-1)
             entropy = -(log_probs.exp() * log_probs).sum(dim=-1)
-            return log_prob, entropy
+        else:
+            entropy = (0.5 + 0.5 * math.log(2 * math.pi) + self.log_std.expand_as(out)).sum(dim=-1)
+        return self._log_prob(out, actions), entropy
+
+    def _log_prob(self, out: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
+        """Log-probability of ``actions`` under the distribution the actor's output ``out`` makes."""
+        if self.discrete:
+            return out.log_softmax(dim=-1).gather(-1, actions.unsqueeze(-1)).squeeze(-1)
         log_std = self.log_std.expand_as(out)
         z = (actions - out) * torch.exp(-log_std)
-        log_prob = (-0.5 * z.square() - log_std - 0.5 * math.log(2 * math.pi)).sum(dim=-1)
-        entropy = (0.5 + 0.5 * math.log(2 * math.pi) + log_std).sum(dim=-1)
-        return log_prob, entropy
+        return (-0.5 * z.square() - log_std - 0.5 * math.log(2 * math.pi)).sum(dim=-1)
 
 
 class _Sampler(nn.Module):
-    """The rollout's action sampling as a module of ``(obs, noise, mean, inv_std)``: the
-    observation normalisation (``RunningMeanStd.normalize``'s :func:`whiten`) and :meth:`ActorCritic.act`
-    with the noise given, the function ``compile=True`` traces and compiles."""
+    """The rollout's step of the policy as a module of ``(obs, noise, mean, inv_std)``: the
+    observation normalisation (``RunningMeanStd.normalize``'s :func:`whiten`) and
+    :meth:`ActorCritic.sample`, the function ``compile=True`` traces and compiles."""
 
     def __init__(self, policy: ActorCritic, normalize: bool, clip: float) -> None:
         super().__init__()
@@ -265,27 +305,22 @@ class _Sampler(nn.Module):
 
     def forward(
         self, obs: torch.Tensor, noise: torch.Tensor, mean: torch.Tensor, inv_std: torch.Tensor
-    ) -> torch.Tensor:
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         if self.normalize:
             obs = whiten(obs, mean, inv_std, self.clip)
-        return self.policy.act(obs, None, noise=noise)
+        return self.policy.sample(obs, noise)
 
 
-class _Scoring(nn.Module):
-    """A rollout's forward passes, from normalised observations: the behaviour
-    log-probabilities, ``V(obs)`` with ``V`` of the last observation appended, and ``V``
-    of the states each step led to (``final_obs``)."""
+class _Function(nn.Module):
+    """A function of tensors as a module, the form ``compile=True`` compiles:
+    ``_Function(f, *constants)(*tensors)`` is ``f(*tensors, *constants)``."""
 
-    def __init__(self, policy: ActorCritic) -> None:
+    def __init__(self, function: Callable[..., Any], *constants: Any) -> None:
         super().__init__()
-        self.policy = policy
+        self.function, self.constants = function, constants
 
-    def forward(
-        self, obs: torch.Tensor, actions: torch.Tensor, next_obs: torch.Tensor, final_obs: torch.Tensor
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        log_prob, _ = self.policy.log_prob_and_entropy(obs, actions)
-        values = self.policy.value(torch.cat([obs, next_obs]))
-        return log_prob, values, self.policy.value(final_obs)
+    def forward(self, *inputs: torch.Tensor) -> Any:
+        return self.function(*inputs, *self.constants)
 
 
 @dataclass
@@ -295,6 +330,7 @@ class _Rollout:
     obs: torch.Tensor  # raw observations the policy acted on, (T, N, *obs_shape)
     final_obs: torch.Tensor  # the state each step led to (true last obs where an episode ended)
     actions: torch.Tensor  # (T, N) or (T, N, action_dim), as sampled
+    log_prob: torch.Tensor  # the behaviour policy's log-probability of the actions, (T, N)
     rewards: torch.Tensor  # the env's (summed) reward, (T, N)
     terminated: torch.Tensor  # bool (T, N)
     truncated: torch.Tensor  # bool (T, N)
@@ -362,8 +398,9 @@ class PPOConfig(LearnerConfig):
         Names must be in ``info["reward_components"]`` or be ``"intrinsic"`` when an
         ``intrinsic`` module is given. Reward not covered by a head is not learned from.
     :param compile: run each minibatch's update (forward, loss, backward, gradient
-        clipping, Adam) as one function compiled ahead of time (``rewardlab.agents.fused``;
-        same numbers up to float rounding). The first run with given networks, minibatch size
+        clipping, Adam) as one function compiled ahead of time (``rewardlab.agents.fused``),
+        and so the rollout's step of the policy, its values and GAE (the same numbers up to
+        float rounding). The first run with given networks, minibatch size
         and loss settings compiles for tens of seconds and caches the result on disk
         (``$REWARDLAB_CACHE``); later processes load it in about a second. Pays for long
         runs: ``benchmarks/ppo_speed.py`` measures it.
@@ -638,6 +675,7 @@ class PPO:
             obs=torch.zeros((T, N, *obs_shape), device=self.device),
             final_obs=torch.zeros((T, N, *obs_shape), device=self.device),
             actions=actions,
+            log_prob=torch.zeros((T, N), device=self.device),
             rewards=torch.zeros((T, N), device=self.device),
             terminated=torch.zeros((T, N), dtype=torch.bool, device=self.device),
             truncated=torch.zeros((T, N), dtype=torch.bool, device=self.device),
@@ -707,21 +745,14 @@ class PPO:
             self._collect_rollout()
             self.num_timesteps += rollout_size
 
-            # Score the rollout in batches, with the observation statistics the policy acted on.
+            # The rollout kept each action's log-probability; the values V(obs[t]), t = 0..T
+            # (the observation after the last step too), in one batch, with the observation
+            # statistics the policy acted on.
             T, N = self.n_steps, env.num_envs
-            with torch.no_grad():
-                obs = self._normalize_obs(rollout.obs)
-                flat_obs = obs.reshape(T * N, *obs.shape[2:])
-                flat_actions = rollout.actions.reshape(T * N, *rollout.actions.shape[2:])
-                next_obs = self._normalize_obs(self._last_obs)
-                final_obs = self._normalize_obs(rollout.final_obs).reshape(flat_obs.shape)
-                scoring = (flat_obs, flat_actions, next_obs, final_obs)
-                if self.config.compile:  # the same three forward passes, compiled as one
-                    score = self._compiled("score", lambda: _Scoring(self.policy), scoring)
-                    old_log_prob, values, final_values = score(*scoring)
-                else:
-                    old_log_prob, values, final_values = _Scoring(self.policy)(*scoring)
-                values, final_values = values.reshape(T + 1, N, -1), final_values.reshape(T, N, -1)
+            flat_obs = self._normalize_obs(rollout.obs).reshape(T * N, *rollout.obs.shape[2:])
+            flat_actions = rollout.actions.reshape(T * N, *rollout.actions.shape[2:])
+            values = self._values(torch.cat([flat_obs, self._normalize_obs(self._last_obs)]))
+            values = values.reshape(T + 1, N, -1)
 
             # Intrinsic reward on the whole rollout, flattened time-major (row t * N + env);
             # next_obs is the true successor (final_obs where an episode ended).
@@ -748,19 +779,28 @@ class PPO:
             if self.config.normalize_reward:
                 head_rewards = self._scale_rewards(head_rewards, episode_ended)
 
-            # GAE per head. Episodic heads bootstrap from V(final_obs) and stop at episode
-            # ends (terminated: no bootstrap); non-episodic heads run on through resets.
+            # GAE per head. Each step bootstraps from the value of the state it led to,
+            # V(obs[t + 1]); where the time limit cut an episode short, the autoreset replaced
+            # that state, and episodic heads bootstrap from V(final_obs), its true last
+            # observation, instead (at other steps final_obs is obs[t + 1], or the episode
+            # terminated and adds no future). Non-episodic heads run on through resets.
             episodic = self._head_episodic
-            next_values = torch.where(episodic, final_values, values[1:])
+            next_values = values[1:]
+            if rollout.truncated.any():  # a host sync, and a forward pass of the few cut steps
+                cut = rollout.truncated
+                final_values = self._values(self._normalize_obs(rollout.final_obs[cut]))
+                next_values = next_values.clone()
+                next_values[cut] = torch.where(episodic, final_values, next_values[cut])
             terminated = rollout.terminated.unsqueeze(-1) & episodic
             ended = episode_ended.unsqueeze(-1) & episodic
-            advantages, returns = compute_gae(
-                head_rewards, values[:-1], next_values, terminated, ended,
-                self._head_gammas, self.config.gae_lambda,
+            advantages, returns = self._run(
+                "gae", compute_gae,
+                (head_rewards, values[:-1], next_values, terminated, ended, self._head_gammas),
+                self.config.gae_lambda,
             )  # fmt: skip
 
             stats |= self._update(
-                flat_obs, flat_actions, old_log_prob, advantages.reshape(T * N, -1),
+                flat_obs, flat_actions, rollout.log_prob.reshape(T * N), advantages.reshape(T * N, -1),
                 returns.reshape(T * N, -1), values[:-1].reshape(T * N, -1), batch_size,
                 learning_rate,
             )  # fmt: skip
@@ -796,9 +836,9 @@ class PPO:
         return self
 
     def warm_up(self) -> float:
-        """Compile the minibatch update, the rollout's sampling and its scoring now (or load
-        them from the cache), so that the first ``learn`` does not pay for it; nothing is
-        trained and no random number drawn. A no-op without ``compile``.
+        """Compile the minibatch update, the rollout's step of the policy, its values and GAE
+        now (or load them from the cache), so that the first ``learn`` does not pay for it;
+        nothing is trained and no random number drawn. A no-op without ``compile``.
 
         :return: the seconds it took.
         """
@@ -807,52 +847,80 @@ class PPO:
         start = time.perf_counter()
         if self.config.compile and self._fused is None:
             # the rollout's own buffers as examples: only their shapes and dtypes matter
-            scoring = self._scoring_example()
-            size = scoring[0].shape[0]
+            rollout, size = self._rollout, self.n_steps * self.env.num_envs
+            obs = rollout.obs.reshape(size, *rollout.obs.shape[2:])
+            actions = rollout.actions.reshape(size, *rollout.actions.shape[2:])
             rows = self.config.batch_size or max(size // 4, 1)
             vector = torch.zeros(size, device=self.device)
             per_head = torch.zeros((size, len(self.heads)), device=self.device)
             idx = torch.arange(rows, device=self.device)
-            self._fused_update((*scoring[:2], vector, vector, per_head, per_head, idx))
-            self._compiled_sampler()
-            self._compiled("score", lambda: _Scoring(self.policy), scoring)
+            self._fused_update((obs, actions, vector, vector, per_head, per_head, idx))
+            self._sampler()
+            self._values(torch.zeros((size + self.env.num_envs, *obs.shape[1:]), device=self.device))
+            per_step = torch.zeros((self.n_steps, self.env.num_envs, len(self.heads)), device=self.device)
+            flags = torch.zeros(per_step.shape, dtype=torch.bool, device=self.device)
+            gae_inputs = (per_step, per_step, per_step, flags, flags, self._head_gammas)
+            self._run("gae", compute_gae, gae_inputs, self.config.gae_lambda)
         return time.perf_counter() - start
 
     def _collect_rollout(self) -> None:
-        """Step the env ``n_steps`` times, storing what the batched scoring needs.
+        """Step the env ``n_steps`` times, storing each step's observation, action, its
+        log-probability and what the env returned.
 
-        Only acting and copying happen here; log-probabilities, values and episode
-        statistics are computed afterwards over the whole rollout, so this loop has no
-        host syncs and few ops per step.
+        Only acting and copying happen here; values and episode statistics are computed
+        afterwards over the whole rollout, so this loop has no host syncs and few ops per step.
         """
         env, rollout, obs = self.env, self._rollout, self._last_obs
         discrete = self.policy.discrete
-        sample = self._compiled_sampler() if self.config.compile else None
+        sample = self._sampler()
         # the sampling noise of the whole rollout in one draw (one operator, not one a step)
         noise = self.policy.draw_noise((self.n_steps, *self._noise_shape()), self._generator, self.device)
+        # Each step's tensors are kept as they come (a tensor an env hands out is the
+        # caller's, docs/batched_envs.md) and stacked into the buffers after the last step:
+        # one copy a buffer, not one a buffer and step.
+        steps = []
         with torch.no_grad():
             for t in range(self.n_steps):
-                rollout.obs[t] = obs
-                if sample is not None:
-                    actions = sample(obs, noise[t])
-                else:
-                    actions = self.policy.act(self._normalize_obs(obs), None, noise=noise[t])
-                rollout.actions[t] = actions
+                actions, log_prob = sample(obs, noise[t])
+                taken = actions
                 if not discrete:
-                    actions = torch.maximum(
-                        torch.minimum(actions, self._action_high), self._action_low
-                    )
-                obs, reward, terminated, truncated, info = env.step(actions)
-                rollout.rewards[t] = reward
-                rollout.terminated[t] = terminated
-                rollout.truncated[t] = truncated
-                rollout.final_obs[t] = info["final_obs"]
+                    taken = torch.maximum(torch.minimum(actions, self._action_high), self._action_low)
+                next_obs, reward, terminated, truncated, info = env.step(taken)
                 components = info["reward_components"]
                 if self._component_names is None:
                     self._first_step_checks(reward, components)
-                for i, name in enumerate(self._component_names):
-                    rollout.components[i, t] = components[name]
+                steps.append((
+                    obs, actions, log_prob, reward, terminated, truncated, info["final_obs"],
+                    *(components[name] for name in self._component_names),
+                ))  # fmt: skip
+                obs = next_obs
+            buffers = (
+                rollout.obs, rollout.actions, rollout.log_prob, rollout.rewards, rollout.terminated,
+                rollout.truncated, rollout.final_obs, *rollout.components,
+            )  # fmt: skip
+            for buffer, column in zip(buffers, zip(*steps, strict=True), strict=True):
+                torch.stack(column, out=buffer)
         self._last_obs = obs
+
+    def _values(self, obs: torch.Tensor) -> torch.Tensor:
+        """``V(obs)`` per head, ``(B, H)``, of normalised observations; with ``compile``, the
+        critic compiled for the rollout's ``(n_steps + 1) * num_envs`` rows (other batches,
+        the few truncated steps', run eagerly)."""
+        rows = (self.n_steps + 1) * self.env.num_envs
+        with torch.no_grad():
+            if not self.config.compile or obs.shape[0] != rows:
+                return self.policy.value(obs)
+            return self._compiled("values", lambda: self.policy.critic, (obs,))(obs)[0]
+
+    def _run(
+        self, name: str, function: Callable[..., Any], inputs: Sequence[torch.Tensor], *constants: Any
+    ) -> Any:
+        """``function(*inputs, *constants)``; with ``compile``, the function compiled (once per
+        model and env, for these inputs' shapes): a loop over a rollout's steps then runs
+        as one loop of compiled code instead of a few operators a step."""
+        if not self.config.compile:
+            return function(*inputs, *constants)
+        return self._compiled(name, lambda: _Function(function, *constants), inputs)(*inputs)
 
     def _compiled(
         self, name: str, build: Callable[[], nn.Module], example: Sequence[torch.Tensor]
@@ -873,29 +941,26 @@ class PPO:
             repr(self.action_space), sorted(self.config.to_dict().items()),
         ))  # fmt: skip
 
-    def _compiled_sampler(self) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
-        """The rollout's action sampling, compiled: ``sample(obs, noise)`` with the noise
-        drawn as for the eager :meth:`ActorCritic.act`."""
-        rms, shape = self.obs_rms, self._noise_shape()
-        example = (self._rollout.obs[0], torch.ones(shape, device=self.device), rms._mean32, rms._inv_std32)
-        call = self._compiled(
-            "act", lambda: _Sampler(self.policy, self.config.normalize_obs, self.config.clip_obs), example
-        )
+    def _sampler(self) -> Callable[[torch.Tensor, torch.Tensor], Sequence[torch.Tensor]]:
+        """The rollout's step of the policy, ``sample(obs, noise) -> (actions, log_prob)``
+        (:class:`_Sampler`, compiled with ``compile``), the noise drawn by
+        :meth:`ActorCritic.draw_noise`."""
+        rms = self.obs_rms
+        sampler = _Sampler(self.policy, self.config.normalize_obs, self.config.clip_obs)
+        call: Callable[..., Sequence[torch.Tensor]] = sampler
+        if self.config.compile:
+            noise = torch.ones(self._noise_shape(), device=self.device)
+            example = (self._rollout.obs[0], noise, rms._mean32, rms._inv_std32)
+            call = self._compiled("sample", lambda: sampler, example)
 
-        def sample(obs: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
-            return call(obs, noise, rms._mean32, rms._inv_std32)[0]
+        def sample(obs: torch.Tensor, noise: torch.Tensor) -> Sequence[torch.Tensor]:
+            return call(obs, noise, rms._mean32, rms._inv_std32)
 
         return sample
 
     def _noise_shape(self) -> tuple[int, int]:
         width = int(self.action_space.n) if self.policy.discrete else int(self.action_space.shape[0])
         return (self.env.num_envs, width)
-
-    def _scoring_example(self) -> tuple[torch.Tensor, ...]:
-        rollout = self._rollout
-        rows = self.n_steps * self.env.num_envs
-        obs = rollout.obs.reshape(rows, *rollout.obs.shape[2:])
-        return (obs, rollout.actions.reshape(rows, *rollout.actions.shape[2:]), rollout.obs[0], obs)
 
     def _first_step_checks(
         self, reward: torch.Tensor, components: Mapping[str, torch.Tensor]
@@ -956,13 +1021,8 @@ class PPO:
         running = (
             self._episode_sums if self._episode_sums is not None else torch.zeros_like(per_step[0])
         )
-        at_episode_end = torch.empty_like(per_step)
-        for t in range(per_step.shape[0]):
-            running = running + per_step[t]
-            at_episode_end[t] = running
-            running = running * (~episode_ended[t]).unsqueeze(-1)
-        self._episode_sums = running
-        finished = at_episode_end[episode_ended]  # (E, C + 1), in time order
+        at_step, self._episode_sums = episode_sums(per_step, running, episode_ended)
+        finished = at_step[episode_ended]  # (E, C + 1), in time order
 
         stats = {f"reward/{name}": per_step[..., i].mean() for i, name in enumerate(names)}
         if len(finished):

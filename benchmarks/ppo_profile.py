@@ -4,17 +4,18 @@ Trains PPO on a batched env with the per-env settings of ``benchmarks/ppo_speed.
 torch thread) and splits each iteration's wall time into its phases, timed around the
 code that runs them (everything runs on the CPU, so no device sync is needed):
 
-- ``rollout: policy``: normalising observations and sampling actions, per step;
+- ``rollout: policy``: normalising observations, sampling actions, their log-probabilities
+  and the values, per step;
 - ``rollout: env step``: the batched env's ``step``;
 - ``rollout: storage``: copying what the step returned into the rollout buffers;
-- ``scoring``: log-probabilities and values of the whole rollout, episode statistics;
-- ``gae``: advantages and returns;
+- ``scoring and gae``: the values that bootstrap the rollout's end and its truncated
+  episodes, episode statistics, advantages and returns;
 - ``update: forward + loss``, ``update: backward``, ``update: optimiser``: the minibatch
   updates (``clip_grad_norm_`` counts with the optimiser);
 - ``other``: the rest (logging, learning-rate schedule).
 
 With ``--compile`` (``compile=True`` for the env and PPO) the env's step, the rollout's
-sampling, its scoring and the minibatch step are one compiled call each:
+step of the policy and the minibatch step are one compiled call each:
 ``update: compiled step`` is that call, ``update: commit`` writing its result back, and
 ``update: indexing and statistics`` the rest of the update loop; the compile (or cache
 load) happens in a warm-up rollout before the timed run and is reported apart.
@@ -67,7 +68,7 @@ class PhaseClock:
 
 def instrument(model: PPO, clock: PhaseClock) -> None:
     """Wrap the model's and its env's methods so that each phase is timed (from outside)."""
-    policy, env, optimizer = model.policy, model.env, model.optimizer
+    env, optimizer = model.env, model.optimizer
 
     def timed(owner: Any, name: str, phase: str) -> None:
         original = getattr(owner, name)
@@ -78,19 +79,18 @@ def instrument(model: PPO, clock: PhaseClock) -> None:
 
         setattr(owner, name, wrapper)
 
-    timed(policy, "act", "rollout: policy")
-    compiled_sampler = model._compiled_sampler  # compile=True samples through this instead
+    make_sampler = model._sampler  # the rollout's step of the policy, eager or compiled
 
     def sampler() -> Any:
-        sample = compiled_sampler()
+        sample = make_sampler()
 
-        def timed_sample(obs: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
+        def timed_sample(obs: torch.Tensor, noise: torch.Tensor) -> Any:
             with clock.phase("rollout: policy"):
                 return sample(obs, noise)
 
         return timed_sample
 
-    model._compiled_sampler = sampler  # type: ignore[method-assign]
+    model._sampler = sampler  # type: ignore[method-assign]
     timed(env, "step", "rollout: env step")
     timed(model, "_collect_rollout", "rollout (total)")
     timed(model, "_update", "update (total)")
@@ -122,7 +122,8 @@ def operators_per_call(env_id: str, settings: dict[str, Any]) -> dict[str, int]:
     model.learn(settings["n_steps"] * num_envs)  # allocate and warm up
     obs, _ = model.env.reset()
     with torch.no_grad(), torch.profiler.profile() as step_profile:
-        actions = model.policy.act(obs, model._generator)
+        noise = model.policy.draw_noise(model._noise_shape(), model._generator, obs.device)
+        actions, _, _ = model.policy.sample(obs, noise)
         model.env.step(actions)
     update = model.policy.log_prob_and_entropy(obs, actions)[0].mean() + model.policy.value(obs).mean()
     with torch.profiler.profile() as update_profile:

@@ -22,6 +22,11 @@ same for every learner); the run stops at the first evaluation at or above the t
 The clock that measures time to solve is paused during evaluation; evaluation time is
 reported on its own. ``train steps/s`` is env steps over that training clock, the whole run.
 
+Steady-state speed (with ``--steady-steps N --ours-compiled``): per env and seed,
+ours-compiled and each ``--jax`` config also train ``N`` env steps without stopping at the
+threshold, one evaluation at the end outside the clock; the table gives the median train
+steps/s and ours-compiled's over each JAX learner's.
+
 Pendulum-v1 (ours only): the evaluation return after ``--pendulum-steps`` steps (target:
 -200 or better).
 
@@ -31,6 +36,8 @@ Writes ``benchmarks/results/ppo_speed.{json,md}`` (``ppo_speed_quick.*`` with ``
     python -m benchmarks.ppo_speed --quick         # 2 seeds, small budgets
     python -m benchmarks.ppo_speed --envs CartPole-v1 --seeds 0,1,2 --sb3-cap 150000
     python -m benchmarks.ppo_speed --envs CartPole-v1,Acrobot-v1 --threads 1 --jax ours tuned purejaxrl
+    python -m benchmarks.ppo_speed --envs CartPole-v1,Acrobot-v1 --threads 1 --no-sb3 --ours-compiled \
+        --jax ours --jax-python PYTHON_WITH_JAX --steady-steps 200000
 """
 
 from __future__ import annotations
@@ -287,6 +294,44 @@ def run_jax(
     return json.loads(done.stdout)
 
 
+def steady(env_id: str, seed: int, args: argparse.Namespace, settings: dict, cache: str) -> list[dict]:
+    """Ours compiled, then each ``--jax`` config, trained ``--steady-steps`` env steps with no
+    threshold and one evaluation at the end (outside the clock): steady-state steps/s.
+    JAX's clock is its second compiled chunk's (the first compiles)."""
+    steps = args.steady_steps
+    runs = [run_ours(env_id, seed, steps, steps, None, {**settings, "compile": True})]
+    for config in () if env_id in SHAPED else args.jax:
+        runs.append(run_jax(
+            args.jax_python, config, env_id, seed, steps, steps, None,
+            args.threads or torch.get_num_threads(), os.path.join(cache, "jax"),
+        ))  # fmt: skip
+    for result in runs:
+        print(f"{env_id} {result['learner']} seed {seed} steady: "
+              f"{result['train_steps_per_second']:,.0f} steps/s", flush=True)
+    return runs
+
+
+def summarize_steady(runs: list[dict], reference: str = "ours-compiled") -> list[dict]:
+    """Per env and learner: median steady-state steps/s over seeds, and ours over theirs."""
+    rows = []
+    for env_id in dict.fromkeys(r["env_id"] for r in runs):
+        speeds = {
+            learner: statistics.median(
+                r["train_steps_per_second"] for r in runs if r["env_id"] == env_id and r["learner"] == learner
+            )
+            for learner in dict.fromkeys(r["learner"] for r in runs if r["env_id"] == env_id)
+        }
+        for learner, speed in speeds.items():
+            rows.append({
+                "env_id": env_id, "learner": learner, "steps": statistics.median(
+                    r["steps_trained"] for r in runs if r["env_id"] == env_id and r["learner"] == learner
+                ),
+                "median_train_steps_per_second": speed,
+                "steps_per_second_ratio": None if learner == reference else speeds[reference] / speed,
+            })  # fmt: skip
+    return rows
+
+
 def _result(learner: str, env_id: str, seed: int, steps: int, clock: SolveClock) -> dict:
     solved = clock.solved_at is not None
     return {
@@ -436,6 +481,23 @@ def markdown(report: dict) -> str:
             f"| {f'{speed:.2f}x' if speed else ''} "
             f"| {row['eval_seconds_total']:.1f} |"
         )
+    if report.get("steady_summary"):
+        lines += [
+            "",
+            f"Steady-state training, {args['steady_steps']:,} env steps a run without stopping at the "
+            "threshold, interleaved with the runs above (one evaluation at the end, outside the clock; "
+            "JAX's clock is its second compiled chunk, the first compiles); median over the seeds. "
+            "Ratio: ours-compiled's steps/s over the learner's.",
+            "",
+            "| env | learner | steps a run | train steps/s | steps/s ratio |",
+            "|---|---|---|---|---|",
+        ]
+        for row in report["steady_summary"]:
+            ratio = row["steps_per_second_ratio"]
+            lines.append(
+                f"| {row['env_id']} | {row['learner']} | {row['steps']:,.0f} "
+                f"| {row['median_train_steps_per_second']:,.0f} | {f'{ratio:.2f}x' if ratio else ''} |"
+            )
     pendulum = [r for r in report["runs"] if r["env_id"] == "Pendulum-v1"]
     if pendulum:
         lines += [
@@ -494,6 +556,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="also run the PureJaxRL-style JAX learner with these configs")
     parser.add_argument("--jax-python", default=sys.executable,
                         help="interpreter with the bench extra (jax, gymnax) for --jax")
+    parser.add_argument("--steady-steps", type=int, default=0,
+                        help="also train ours-compiled and each --jax config this many env steps, "
+                        "interleaved with the runs to solve, without stopping at the threshold: "
+                        "steady-state train steps/s (0: not run)")
     parser.add_argument("--pendulum-steps", type=int, default=1_000_000)
     parser.add_argument("--eval-freq", type=int, default=4096, help="env steps between evaluations")
     parser.add_argument(
@@ -521,7 +587,7 @@ def main(argv: list[str] | None = None) -> int:
     os.environ["REWARDLAB_CACHE"] = cache
     load_before = os.getloadavg()
     started = time.perf_counter()
-    runs = []
+    runs, steady_runs = [], []
     for env_id in env_ids:
         threshold = THRESHOLDS.get(env_id)
         for seed in seeds:
@@ -558,6 +624,8 @@ def main(argv: list[str] | None = None) -> int:
                 )  # fmt: skip
                 runs.append(result)
                 _progress(result)
+            if args.steady_steps and args.ours_compiled:
+                steady_runs += steady(env_id, seed, args, ours_settings[env_id], cache)
 
     report = {
         "machine": describe_machine(),
@@ -573,6 +641,8 @@ def main(argv: list[str] | None = None) -> int:
         "reference": reference,
         "summary": summarize(runs, reference),
         "runs": runs,
+        "steady_summary": summarize_steady(steady_runs),
+        "steady_runs": steady_runs,
     }
     out = (
         Path(args.out) if args.out else RESULTS / ("ppo_speed_quick" if args.quick else "ppo_speed")

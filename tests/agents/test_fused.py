@@ -64,6 +64,27 @@ def test_compiled_update_matches_the_eager_one(cache: Path, env_id: str, changes
     assert isinstance(compiled._fused, FusedUpdate) and eager._fused is None
 
 
+def test_compiled_rollout_advantages_and_statistics_match_the_eager_ones(cache: Path) -> None:
+    """The compiled step of the policy (log-probabilities kept per step), values and GAE give
+    the eager numbers, truncated episodes (time limit 10) included."""
+    made, logs = [], []
+    for compile in (False, True):
+        env = envs.make("CartPole-v1", num_envs=8, seed=3, max_episode_steps=10)
+        model = PPO(env, seed=3, compile=compile, **SMALL)
+        logged: list[dict] = []
+        model.learn(model.n_steps * 8 * 3, callback=lambda local, logged=logged: logged.append(local["logged"]))
+        made.append(model)
+        logs.append(logged)
+    eager, compiled = made
+    torch.testing.assert_close(compiled._rollout.log_prob, eager._rollout.log_prob, atol=1e-5, rtol=1e-5)
+    assert list(compiled.ep_info_buffer) == list(eager.ep_info_buffer)
+    assert any(e["l"] == 10 for e in eager.ep_info_buffer)  # some episodes were truncated
+    for eager_logged, compiled_logged in zip(*logs, strict=True):
+        for key in ("train/value_loss", "train/approx_kl", "episode/extrinsic", "reward/extrinsic"):
+            assert compiled_logged[key] == pytest.approx(eager_logged[key], rel=1e-3, abs=1e-6), key
+    assert {"sample", "values", "gae"} <= set(compiled._compiled_calls)
+
+
 def test_a_compiled_model_saves_loads_and_continues_eagerly(cache: Path, tmp_path: Path) -> None:
     _, compiled = _pair("CartPole-v1")
     compiled.learn(compiled.n_steps * 8)

@@ -190,6 +190,17 @@ def test_truncated_episodes_bootstrap_from_final_obs() -> None:
 # ------------------------------------------------------------------ decomposed critic
 
 
+def test_the_rollout_keeps_the_behaviour_log_probabilities() -> None:
+    model = PPO(envs.make("Pendulum-v1", num_envs=4, seed=0), seed=0, n_steps=8, normalize_obs=True)
+    model.learn(4 * 8)  # normalisation statistics that are not the identity
+    model._collect_rollout()
+    rollout = model._rollout
+    with torch.no_grad():
+        obs = model._normalize_obs(rollout.obs).reshape(32, -1)
+        log_prob, _ = model.policy.log_prob_and_entropy(obs, rollout.actions.reshape(32, -1))
+    torch.testing.assert_close(rollout.log_prob, log_prob.reshape(8, 4))
+
+
 def test_trained_value_heads_sum_to_the_single_head_value() -> None:
     gamma, length = 0.9, 4
     single = PPO(ChainEnv(8, length), gamma=gamma, **LINEAR_CRITIC).learn(8 * 8 * 20)
