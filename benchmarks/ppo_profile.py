@@ -123,7 +123,7 @@ def operators_per_call(env_id: str, settings: dict[str, Any]) -> dict[str, int]:
     obs, _ = model.env.reset()
     with torch.no_grad(), torch.profiler.profile() as step_profile:
         noise = model.policy.draw_noise(model._noise_shape(), model._generator, obs.device)
-        actions, _, _ = model.policy.sample(obs, noise)
+        actions, _ = model.policy.sample(obs, noise)
         model.env.step(actions)
     update = model.policy.log_prob_and_entropy(obs, actions)[0].mean() + model.policy.value(obs).mean()
     with torch.profiler.profile() as update_profile:
