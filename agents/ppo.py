@@ -139,8 +139,8 @@ def compute_gae(
     advantages = torch.empty_like(deltas)
     running = torch.zeros_like(deltas[0])
     for t in reversed(range(deltas.shape[0])):
-        running = deltas[t] + continues[t] * running
-        advantages[t] = running
+        # A[t] = delta[t] + gamma * lambda * (1 - ended[t]) * A[t + 1], one operator a step
+        running = torch.addcmul(deltas[t], continues[t], running, out=advantages[t])
     return advantages, advantages + values
 
 
@@ -311,18 +311,6 @@ class _Sampler(nn.Module):
         return self.policy.sample(obs, noise)
 
 
-class _Function(nn.Module):
-    """A function of tensors as a module, the form ``compile=True`` compiles:
-    ``_Function(f, *constants)(*tensors)`` is ``f(*tensors, *constants)``."""
-
-    def __init__(self, function: Callable[..., Any], *constants: Any) -> None:
-        super().__init__()
-        self.function, self.constants = function, constants
-
-    def forward(self, *inputs: torch.Tensor) -> Any:
-        return self.function(*inputs, *self.constants)
-
-
 @dataclass
 class _Rollout:
     """Preallocated on-device storage for one rollout of ``n_steps`` x ``num_envs``."""
@@ -399,8 +387,8 @@ class PPOConfig(LearnerConfig):
         ``intrinsic`` module is given. Reward not covered by a head is not learned from.
     :param compile: run each minibatch's update (forward, loss, backward, gradient
         clipping, Adam) as one function compiled ahead of time (``rewardlab.agents.fused``),
-        and so the rollout's step of the policy, its values and GAE (the same numbers up to
-        float rounding). The first run with given networks, minibatch size
+        and so the rollout's step of the policy and its values (the same numbers up to float
+        rounding). The first run with given networks, minibatch size
         and loss settings compiles for tens of seconds and caches the result on disk
         (``$REWARDLAB_CACHE``); later processes load it in about a second. Pays for long
         runs: ``benchmarks/ppo_speed.py`` measures it.
@@ -793,10 +781,9 @@ class PPO:
                 next_values[cut] = torch.where(episodic, final_values, next_values[cut])
             terminated = rollout.terminated.unsqueeze(-1) & episodic
             ended = episode_ended.unsqueeze(-1) & episodic
-            advantages, returns = self._run(
-                "gae", compute_gae,
-                (head_rewards, values[:-1], next_values, terminated, ended, self._head_gammas),
-                self.config.gae_lambda,
+            advantages, returns = compute_gae(
+                head_rewards, values[:-1], next_values, terminated, ended,
+                self._head_gammas, self.config.gae_lambda,
             )  # fmt: skip
 
             stats |= self._update(
@@ -836,8 +823,8 @@ class PPO:
         return self
 
     def warm_up(self) -> float:
-        """Compile the minibatch update, the rollout's step of the policy, its values and GAE
-        now (or load them from the cache), so that the first ``learn`` does not pay for it;
+        """Compile the minibatch update, the rollout's step of the policy and its values now
+        (or load them from the cache), so that the first ``learn`` does not pay for it;
         nothing is trained and no random number drawn. A no-op without ``compile``.
 
         :return: the seconds it took.
@@ -857,10 +844,6 @@ class PPO:
             self._fused_update((obs, actions, vector, vector, per_head, per_head, idx))
             self._sampler()
             self._values(torch.zeros((size + self.env.num_envs, *obs.shape[1:]), device=self.device))
-            per_step = torch.zeros((self.n_steps, self.env.num_envs, len(self.heads)), device=self.device)
-            flags = torch.zeros(per_step.shape, dtype=torch.bool, device=self.device)
-            gae_inputs = (per_step, per_step, per_step, flags, flags, self._head_gammas)
-            self._run("gae", compute_gae, gae_inputs, self.config.gae_lambda)
         return time.perf_counter() - start
 
     def _collect_rollout(self) -> None:
@@ -910,17 +893,7 @@ class PPO:
         with torch.no_grad():
             if not self.config.compile or obs.shape[0] != rows:
                 return self.policy.value(obs)
-            return self._compiled("values", lambda: self.policy.critic, (obs,))(obs)[0]
-
-    def _run(
-        self, name: str, function: Callable[..., Any], inputs: Sequence[torch.Tensor], *constants: Any
-    ) -> Any:
-        """``function(*inputs, *constants)``; with ``compile``, the function compiled (once per
-        model and env, for these inputs' shapes): a loop over a rollout's steps then runs
-        as one loop of compiled code instead of a few operators a step."""
-        if not self.config.compile:
-            return function(*inputs, *constants)
-        return self._compiled(name, lambda: _Function(function, *constants), inputs)(*inputs)
+            return self._compiled("score", lambda: self.policy.critic, (obs,))(obs)[0]
 
     def _compiled(
         self, name: str, build: Callable[[], nn.Module], example: Sequence[torch.Tensor]
@@ -951,7 +924,7 @@ class PPO:
         if self.config.compile:
             noise = torch.ones(self._noise_shape(), device=self.device)
             example = (self._rollout.obs[0], noise, rms._mean32, rms._inv_std32)
-            call = self._compiled("sample", lambda: sampler, example)
+            call = self._compiled("act", lambda: sampler, example)
 
         def sample(obs: torch.Tensor, noise: torch.Tensor) -> Sequence[torch.Tensor]:
             return call(obs, noise, rms._mean32, rms._inv_std32)
