@@ -205,57 +205,50 @@ def render_program(
 
 def scalar_variables(description: EnvDescription) -> tuple[str, ...]:
     """The state variables with one value per env, read from one observation of the env."""
-    from rewardlab import envs
-
-    try:
-        env = envs.make(description.env_id, num_envs=2, seed=0)
-    except ValueError:
-        return description.state_names
-    try:
-        obs, _ = env.reset()
-        values = description.state_tensors(obs)
-    finally:
-        env.close()
-    return tuple(name for name, value in values.items() if tuple(value.shape) == (2,))
+    return random_motion(description, steps=0).scalars
 
 
 @dataclass(frozen=True)
 class Motion:
     """How an env's state variables start and move under random actions.
 
-    :param start: per variable, its mean over the envs' first observations.
-    :param step: per variable without a declared range, its mean change in one step: a
-        ``progress`` term divided by it pays about 1 a step for moving as fast as random
+    :param scalars: the state variables with one value per env (terms of a whole image make
+        no sense); all of them where the env cannot be made.
+    :param start: per scalar variable, its mean over the envs' first observations.
+    :param step: per scalar variable without a declared range, its mean change in one step:
+        a ``progress`` term divided by it pays about 1 a step for moving as fast as random
         actions move the variable, whatever its unit and the env's step time (a Hopper's
         x changes by millimetres a step, so ``(x' - x) / range`` would pay almost nothing
         beside any other term). Variables with a range keep it, as the other terms do.
     """
 
+    scalars: tuple[str, ...]
     start: dict[str, float]
     step: dict[str, float]
 
 
-def random_motion(description: EnvDescription, names: Sequence[str], steps: int = 100) -> Motion:
-    """The :class:`Motion` of the scalar variables ``names`` (one value per env), measured on 8
-    copies of the env from seed 0 with seeded random actions, so that the same description
-    gives the same figures; empty where the env cannot be made.
+def random_motion(description: EnvDescription, steps: int = 100) -> Motion:
+    """The :class:`Motion` of the description's variables, measured on 8 copies of the env
+    from seed 0 with seeded random actions, so that the same description gives the same
+    figures; no figures where the env cannot be made.
 
     :param description: the env's description.
-    :param names: the variables to measure.
-    :param steps: how many steps to measure their change over.
+    :param steps: how many steps to measure the changes over (0: the first observations only).
     """
     from rewardlab import envs
 
-    unbounded = [variable.name for variable in description.state if variable.name in names
-                 and not any(b is not None and math.isfinite(b) for b in (variable.low, variable.high))]
     try:
         env = envs.make(description.env_id, num_envs=8, seed=0)
     except ValueError:
-        return Motion({}, {})
+        return Motion(description.state_names, {}, {})
     try:
         env.action_space.seed(0)
         obs, _ = env.reset()
-        start = {name: float(value.float().mean()) for name, value in description.state_tensors(obs, names).items()}
+        first = {name: value for name, value in description.state_tensors(obs).items()
+                 if tuple(value.shape) == (env.num_envs,)}
+        start = {name: float(value.float().mean()) for name, value in first.items()}
+        unbounded = [variable.name for variable in description.state if variable.name in first
+                     and not any(b is not None and math.isfinite(b) for b in (variable.low, variable.high))]
         totals = dict.fromkeys(unbounded, 0.0)
         try:
             for _ in range(steps if unbounded else 0):
@@ -272,7 +265,7 @@ def random_motion(description: EnvDescription, names: Sequence[str], steps: int 
     finally:
         env.close()
     step = {name: _round(total) for name, total in totals.items() if math.isfinite(total) and total > 0}
-    return Motion({name: value for name, value in start.items() if math.isfinite(value)}, step)
+    return Motion(tuple(first), {name: value for name, value in start.items() if math.isfinite(value)}, step)
 
 
 def focus_variables(description: EnvDescription) -> tuple[str, ...]:

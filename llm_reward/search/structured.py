@@ -56,7 +56,6 @@ from rewardlab.llm_reward.search.evolve import (
     focus_variables,
     random_motion,
     render_program,
-    scalar_variables,
 )
 from rewardlab.llm_reward.search.records import Candidate, rank_key
 
@@ -177,9 +176,9 @@ class StructuredProposer:
         references = references or {}
         self._task = _borrow_task(references.get("sparse"))
         self._potential = _borrow_potential(references.get("human"), description)
-        names = scalar_variables(description)
+        motion = random_motion(description)  # one env made, for the scalars, the start and the scales
+        names = motion.scalars
         self.kind = task_kind(description, task)
-        motion = random_motion(description, names)
         directions = goal_directions(description, task, names, motion.start)
         focus = [name for name in focus_variables(description) if name in names]
         directed = [name for name in names if directions[name]]  # a focus variable's velocity, too
@@ -187,8 +186,10 @@ class StructuredProposer:
         self.directions = {name: directions[name] for name in self.variables}
         #: ``alive`` pays where an episode's end is bad news: survival, and failing on the way
         self._alive_sign = -1.0 if self.kind == REACH else 1.0
-        #: ``terminal`` is success and failure at once where both end episodes: no sign fits
-        self._terminal = self.kind != REACH_ALIVE
+        #: the episode-end terms the study may choose, with their signs: ``terminal`` is
+        #: success and failure at once where both end episodes, and no sign fits it there
+        self._end_terms = (("alive", self._alive_sign), ("terminal", -self._alive_sign))[
+            : 1 if self.kind == REACH_ALIVE else 2]
         #: reaching the goal there forfeits the rest of the episode's ``alive`` pay, so the
         #: success the env pays is weighted (tuned from 100, as the human references weigh it)
         self._task_weight = 100.0 if self.kind == REACH_ALIVE else 1.0
@@ -216,8 +217,7 @@ class StructuredProposer:
             terms.append(Term("task", None, weight))
         if self._potential is not None and trial.suggest_categorical("potential", [True, False]):
             terms.append(Term("potential", None, _round(_suggest_log(trial, "w_potential"))))
-        alive_sign = self._alive_sign
-        for kind, sign in (("alive", alive_sign), ("terminal", -alive_sign))[: 2 if self._terminal else 1]:
+        for kind, sign in self._end_terms:
             if trial.suggest_categorical(kind, [True, False]):
                 terms.append(Term(kind, None, _round(sign * _suggest_log(trial, f"w_{kind}"))))
         if self._continuous and trial.suggest_categorical("action_cost", [True, False]):
@@ -237,7 +237,7 @@ class StructuredProposer:
                 terms.append(term)
         if not terms:  # an empty program pays nothing: fall back to the env's own reward, or survival
             terms.append(Term("task", None, self._task_weight) if self._task is not None
-                         else Term("alive", None, alive_sign))
+                         else Term("alive", None, self._alive_sign))
         return terms
 
     def _params(self, terms: Sequence[Term]) -> dict[str, Any]:
@@ -252,7 +252,7 @@ class StructuredProposer:
             params["potential"] = "potential" in kinds
             if "potential" in kinds:
                 params["w_potential"] = abs(kinds["potential"].weight)
-        for kind in ("alive", *(("terminal",) if self._terminal else ()), *(("action_cost",) if self._continuous else ())):
+        for kind in (*(kind for kind, _ in self._end_terms), *(("action_cost",) if self._continuous else ())):
             params[kind] = kind in kinds
             if kind in kinds:
                 params[f"w_{kind}"] = abs(kinds[kind].weight)
@@ -290,10 +290,10 @@ class StructuredProposer:
         structures = [base] if base else []
         if self._potential is not None:
             structures.append([*base, Term("potential", None, 1.0)])
+        alive = Term("alive", None, self._alive_sign * 0.1)
         directed = [name for name in self.variables if self.directions[name]]
         focus = [name for name in focus_variables(self.description) if name in self.variables] or list(
             self.variables[:2])
-        alive = Term("alive", None, self._alive_sign * 0.1)
         if self.kind != SURVIVE and directed:
             # progress along a position, the velocity itself for a velocity (x_velocity of x)
             progress = [Term("linear" if velocity_of(name, self.variables) else "progress", name,
@@ -306,7 +306,7 @@ class StructuredProposer:
         if self.variables and self.kind != REACH_ALIVE:  # whether to build or damp energy is unknown there
             sign = 1.0 if self.kind == REACH else -1.0
             structures.append([*base, *(Term("away", name, sign * 1.0) for name in self.variables[:2])])
-        structures.append([*base, alive, *([Term("terminal", None, -self._alive_sign * 1.0)] if self._terminal else [])])
+        structures.append([*base, alive, *(Term(kind, None, sign * 1.0) for kind, sign in self._end_terms[1:])])
         if self._continuous:
             structures.append([*base, Term("action_cost", None, 0.01)])
         return [s for s in structures if s]

@@ -158,10 +158,10 @@ def test_where_failing_also_ends_episodes_alive_pays_and_no_terminal_term_is_pro
 
 def test_progress_of_a_variable_without_a_range_is_scaled_by_its_motion() -> None:
     cartpole = llm_reward.describe("CartPole-v1")
-    motion = random_motion(cartpole, cartpole.state_names)
+    motion = random_motion(cartpole)
     scales = motion.step
     assert set(scales) == {"x_dot", "theta_dot"}, "x and theta have ranges, which stay their scale"
-    assert motion == random_motion(cartpole, cartpole.state_names), "measured the same way every time"
+    assert motion == random_motion(cartpole), "measured the same way every time"
     assert set(motion.start) == set(cartpole.state_names) and all(abs(v) < 0.05 for v in motion.start.values())
     assert all(0.0 < value < 5.0 for value in scales.values())
     source = proposer("CartPole-v1").render([Term("progress", "x_dot", 1.0), Term("progress", "x", 1.0)])
@@ -188,5 +188,5 @@ def test_an_env_that_cannot_be_stepped_leaves_the_ranges_and_says_so() -> None:
     broken = EnvDescription("RewardlabTest/BreaksOnStep-v0", "move", (StateVariable("x", "x", read=column(0)),),
                             ActionVariable("0 or 1"), "the return")
     with pytest.warns(UserWarning, match="lost its licence"):
-        motion = random_motion(broken, ["x"])
+        motion = random_motion(broken)
     assert motion.start == {"x": 0.0} and motion.step == {}
