@@ -21,8 +21,10 @@ variable near 0); "backwards", "left", "down" make it negative, and a variable's
   balance/keep/stay): pay ``alive``, penalise ``terminal`` and ``away``;
 - ``reach`` (the episode ends at the goal, and only there): the other way round;
 - ``reach_alive`` (the episode ends at the goal or when the agent fails, as a hopper that
-  must hop somewhere without falling): pay ``alive``, so that failing early is no way out,
-  and no ``terminal`` term, whose sign no single weight gets right for both ends.
+  must hop somewhere without falling): ``alive`` in every program, paying a tenth or so of
+  what progress pays a step (tuned, never dropped: a program without it rewards progress
+  that a fall ends, and a hopper that dives backwards collects it), and no ``terminal``
+  term, whose sign no single weight gets right for both ends.
 
 A variable whose direction nothing names may take either sign. ``progress`` and ``away``
 terms of a variable without a declared range are divided by its mean change in a step of
@@ -190,6 +192,10 @@ class StructuredProposer:
         #: success and failure at once where both end episodes, and no sign fits it there
         self._end_terms = (("alive", self._alive_sign), ("terminal", -self._alive_sign))[
             : 1 if self.kind == REACH_ALIVE else 2]
+        #: the terms every program has, their weights tuned: where failing ends episodes
+        #: early, progress without ``alive`` pays for falling the right way
+        self._required = {"alive"} if self.kind == REACH_ALIVE else set()
+        self._ranges = {**_RANGES, **(_REACH_ALIVE_RANGES if self.kind == REACH_ALIVE else {})}
         #: reaching the goal there forfeits the rest of the episode's ``alive`` pay, so the
         #: success the env pays is weighted (tuned from 100, as the human references weigh it)
         self._task_weight = 100.0 if self.kind == REACH_ALIVE else 1.0
@@ -213,25 +219,25 @@ class StructuredProposer:
         """The terms one Optuna trial chooses (define-by-run: a weight only for a chosen term)."""
         terms: list[Term] = []
         if self._task is not None and trial.suggest_categorical("task", [True, False]):
-            weight = _round(_suggest_log(trial, "w_task")) if self.kind == REACH_ALIVE else 1.0
+            weight = _round(self._suggest_log(trial, "w_task")) if self.kind == REACH_ALIVE else 1.0
             terms.append(Term("task", None, weight))
         if self._potential is not None and trial.suggest_categorical("potential", [True, False]):
-            terms.append(Term("potential", None, _round(_suggest_log(trial, "w_potential"))))
+            terms.append(Term("potential", None, _round(self._suggest_log(trial, "w_potential"))))
         for kind, sign in self._end_terms:
-            if trial.suggest_categorical(kind, [True, False]):
-                terms.append(Term(kind, None, _round(sign * _suggest_log(trial, f"w_{kind}"))))
+            if kind in self._required or trial.suggest_categorical(kind, [True, False]):
+                terms.append(Term(kind, None, _round(sign * self._suggest_log(trial, f"w_{kind}"))))
         if self._continuous and trial.suggest_categorical("action_cost", [True, False]):
-            terms.append(Term("action_cost", None, _round(_suggest_log(trial, "w_action_cost"))))
+            terms.append(Term("action_cost", None, _round(self._suggest_log(trial, "w_action_cost"))))
         choices = self._slot_choices()
         for slot in range(VARIABLE_SLOTS):  # a few state terms: small programs train and transfer best
             choice = trial.suggest_categorical(f"term_{slot}", choices)
             if choice == "none":
                 continue
             shape, name = choice.split(":")
-            weight = _suggest_log(trial, f"w_term_{slot}")
+            weight = self._suggest_log(trial, f"w_term_{slot}")
             temperature = 1.0
             if shape.startswith("gauss"):
-                temperature = _round(_suggest_log(trial, f"t_term_{slot}"))
+                temperature = _round(self._suggest_log(trial, f"t_term_{slot}"))
             term = Term(shape[:-1], name, _round((1.0 if shape.endswith("+") else -1.0) * weight), temperature)
             if all(other.name != term.name for other in terms):
                 terms.append(term)
@@ -253,7 +259,8 @@ class StructuredProposer:
             if "potential" in kinds:
                 params["w_potential"] = abs(kinds["potential"].weight)
         for kind in (*(kind for kind, _ in self._end_terms), *(("action_cost",) if self._continuous else ())):
-            params[kind] = kind in kinds
+            if kind not in self._required:
+                params[kind] = kind in kinds
             if kind in kinds:
                 params[f"w_{kind}"] = abs(kinds[kind].weight)
         state_terms = [term for term in terms if term.variable is not None][:VARIABLE_SLOTS]
@@ -278,14 +285,23 @@ class StructuredProposer:
             elif key.startswith("term_"):
                 distributions[key] = CategoricalDistribution(self._slot_choices())
             else:
-                distributions[key] = FloatDistribution(*_log_range(key), log=True)
+                distributions[key] = FloatDistribution(*self._log_range(key), log=True)
         return distributions
+
+    def _log_range(self, name: str) -> tuple[float, float]:
+        """The log-uniform range Optuna tunes parameter ``name`` in."""
+        return _TEMPERATURE if name.startswith("t_") else self._ranges.get(name, _STATE_WEIGHT)
+
+    def _suggest_log(self, trial: Any, name: str) -> float:
+        return trial.suggest_float(name, *self._log_range(name), log=True)
 
     def canonical(self) -> list[list[Term]]:
         """The first round's structures, in order: the env's own reward; with the built-in
-        potential as shaping; with progress along the task's directions (goal tasks, and
-        with a small ``alive`` where failing also ends episodes) or staying near 0
-        (survival tasks); building (or damping) energy; ``alive`` and ``terminal``."""
+        potential as shaping; with progress along the task's directions (goal tasks; where
+        failing also ends episodes, along each direction alone first, as which of them
+        carries the task is unknown) or staying near 0 (survival tasks); building (or
+        damping) energy; ``alive`` and ``terminal``. Each has the terms every program has,
+        with a small ``alive``."""
         base = [Term("task", None, self._task_weight)] if self._task is not None else []
         structures = [base] if base else []
         if self._potential is not None:
@@ -298,9 +314,8 @@ class StructuredProposer:
             # progress along a position, the velocity itself for a velocity (x_velocity of x)
             progress = [Term("linear" if velocity_of(name, self.variables) else "progress", name,
                              1.0 * self.directions[name]) for name in directed[:VARIABLE_SLOTS]]
-            structures.append([*base, *progress])
-            if self.kind == REACH_ALIVE:
-                structures.append([*base, *progress, alive])
+            alone = [[term] for term in progress] if self.kind == REACH_ALIVE and len(progress) > 1 else []
+            structures.extend([*base, *terms] for terms in [*alone, progress])
         elif focus:
             structures.append([*base, *(Term("square", name, 0.5) for name in focus[:2])])
         if self.variables and self.kind != REACH_ALIVE:  # whether to build or damp energy is unknown there
@@ -309,7 +324,9 @@ class StructuredProposer:
         structures.append([*base, alive, *(Term(kind, None, sign * 1.0) for kind, sign in self._end_terms[1:])])
         if self._continuous:
             structures.append([*base, Term("action_cost", None, 0.01)])
-        return [s for s in structures if s]
+        required = [term for term in (alive,) if term.kind in self._required]
+        completed = [[*terms, *(t for t in required if t not in terms)] for terms in structures]
+        return list({self.render(terms): terms for terms in completed if terms}.values())
 
     # ---------------------------------------------------------------- proposing
     def render(self, terms: Sequence[Term]) -> str:
@@ -371,17 +388,13 @@ class StructuredProposer:
 #: own only where failing also ends episodes, else it is 1); every
 #: state term's weight (``w_term_*``) and gauss temperature (``t_term_*``) share one each
 _RANGES = {"w_task": (1.0, 1000.0), "w_potential": (0.1, 10.0), "w_alive": (0.01, 2.0), "w_terminal": (0.1, 20.0), "w_action_cost": (1e-4, 0.1)}
+#: where failing also ends episodes, ``alive`` is a small wage beside progress (whose weight
+#: of 1 pays about 1 a step at a random policy's pace, a few once it moves): from 0.03 it
+#: counts, up to 0.3 it stays well below progress (Hopper-Backward's human reference with
+#: Hopper's own healthy reward, 1 a step beside the backward speed in m/s, stood still)
+_REACH_ALIVE_RANGES = {"w_alive": (0.03, 0.3)}
 _STATE_WEIGHT = (0.01, 10.0)
 _TEMPERATURE = (0.1, 3.0)
-
-
-def _log_range(name: str) -> tuple[float, float]:
-    return _TEMPERATURE if name.startswith("t_") else _RANGES.get(name, _STATE_WEIGHT)
-
-
-def _suggest_log(trial: Any, name: str) -> float:
-    low, high = _log_range(name)
-    return trial.suggest_float(name, low, high, log=True)
 
 
 def _round(value: float) -> float:

@@ -148,12 +148,24 @@ def test_where_failing_also_ends_episodes_alive_pays_and_no_terminal_term_is_pro
     assert hopper.directions["torso_z"] == 0, "it starts upright: torso_z > 0.7 is kept, not pursued"
     assert hopper.directions["torso_angle"] == 0
     first = [[Term(**term) for term in genome] for genome, _ in hopper.propose(0, 4, [])]
-    assert [("progress", "x", -1.0), ("alive", None, 0.1)] <= [(t.kind, t.variable, t.weight) for t in first[2]]
+    # backward progress along each direction alone and both, beside the success and a small wage
+    assert [{(t.kind, t.variable, t.weight) for t in terms} for terms in first[1:]] == [
+        {("task", None, 100.0), ("alive", None, 0.1), ("progress", "x", -1.0)},
+        {("task", None, 100.0), ("alive", None, 0.1), ("linear", "x_velocity", -1.0)},
+        {("task", None, 100.0), ("alive", None, 0.1), ("progress", "x", -1.0), ("linear", "x_velocity", -1.0)},
+    ]
     history = [trained([vars(t) for t in terms], fitness=0.1 * i, sample=i) for i, terms in enumerate(first)]
-    for genome, _ in hopper.propose(1, 8, history):
-        kinds = {term["kind"]: term["weight"] for term in genome}
-        assert "terminal" not in kinds, "a terminal term would pay (or charge) success and falling alike"
-        assert kinds.get("alive", 1.0) > 0
+    history += [trained([vars(Term("progress", "x", -2.0))], fitness=1.0, sample=4)]  # an older search's
+    for iteration in (1, 2):
+        proposals = hopper.propose(iteration, 8, history)
+        for genome, _ in proposals:
+            kinds = {term["kind"]: term["weight"] for term in genome}
+            assert "terminal" not in kinds, "a terminal term would pay (or charge) success and falling alike"
+            # progress alone pays a hopper for falling backwards: every program pays it to stay up,
+            # a small wage beside progress, too small to stand still for
+            assert 0.03 <= kinds["alive"] <= 0.3
+        history += [trained(genome, fitness=0.0, sample=i, iteration=iteration) for i, (genome, _) in
+                    enumerate(proposals)]
 
 
 def test_progress_of_a_variable_without_a_range_is_scaled_by_its_motion() -> None:
