@@ -22,9 +22,9 @@ variable near 0); "backwards", "left", "down" make it negative, and a variable's
 - ``reach`` (the episode ends at the goal, and only there): the other way round;
 - ``reach_alive`` (the episode ends at the goal or when the agent fails, as a hopper that
   must hop somewhere without falling): ``alive`` in every program, paying a tenth or so of
-  what progress pays a step (tuned, never dropped: a program without it rewards progress
-  that a fall ends, and a hopper that dives backwards collects it), and no ``terminal``
-  term, whose sign no single weight gets right for both ends.
+  what progress pays a step (tuned, never dropped: progress alone pays a hopper for diving
+  backwards), and no ``terminal`` term, whose sign no single weight gets right for both
+  ends.
 
 A variable whose direction nothing names may take either sign. ``progress`` and ``away``
 terms of a variable without a declared range are divided by its mean change in a step of
@@ -324,7 +324,7 @@ class StructuredProposer:
         structures.append([*base, alive, *(Term(kind, None, sign * 1.0) for kind, sign in self._end_terms[1:])])
         if self._continuous:
             structures.append([*base, Term("action_cost", None, 0.01)])
-        required = [term for term in (alive,) if term.kind in self._required]
+        required = [alive] if "alive" in self._required else []
         completed = [[*terms, *(t for t in required if t not in terms)] for terms in structures]
         return list({self.render(terms): terms for terms in completed if terms}.values())
 
