@@ -58,6 +58,7 @@ from rewardlab.agents.common import (
 from rewardlab.agents.logger import TensorBoardLogger
 from rewardlab.common.networks import mlp
 from rewardlab.common.running_stats import RunningMeanStd, whiten
+from rewardlab.envs.core import BatchedEnv
 
 HEAD_OPTIONS = ("gamma", "weight", "episodic")
 SUMMED_REWARD_HEAD = "reward"
@@ -311,6 +312,46 @@ class _Sampler(nn.Module):
         return self.policy.sample(obs, noise)
 
 
+#: the most steps one compiled call of the rollout runs: a graph of more steps compiles for
+#: longer (its first compile grows faster than its length: one-off trials on Pendulum-v1, 8
+#: steps about twice 1 step's time, 16 steps several times) and saves little more
+MAX_FUSED_STEPS = 8
+
+
+def fused_steps(n_steps: int) -> int:
+    """Steps per compiled call of a rollout of ``n_steps``: its largest divisor up to
+    :data:`MAX_FUSED_STEPS`, so that every call runs the same compiled graph."""
+    return max(k for k in range(1, min(n_steps, MAX_FUSED_STEPS) + 1) if n_steps % k == 0)
+
+
+class _RolloutSteps(nn.Module):
+    """``steps`` steps of the rollout, the env's own included, as one module of tensors:
+    what ``compile=True`` compiles for an env whose step is pure tensor math
+    (:meth:`BatchedEnv.advance`), so that a rollout is a few calls of compiled code instead
+    of two a step. Each step is :meth:`PPO._collect_rollout`'s: the policy acts
+    (:class:`_Sampler`), the env takes the actions (clipped to the bounds) and steps, and
+    the step's tensors are kept; the steps' tensors come back stacked."""
+
+    def __init__(self, sampler: _Sampler, env: Any, steps: int, bounds: tuple[torch.Tensor, torch.Tensor] | None) -> None:
+        super().__init__()
+        self.sampler, self.env, self.steps, self.bounds = sampler, env, steps, bounds
+
+    def forward(
+        self, obs: torch.Tensor, state: torch.Tensor, elapsed: torch.Tensor, fresh: torch.Tensor,
+        noise: torch.Tensor, mean: torch.Tensor, inv_std: torch.Tensor,
+    ) -> tuple[torch.Tensor, ...]:  # fmt: skip
+        num_envs, kept = obs.shape[0], []
+        for t in range(self.steps):
+            actions, log_prob = self.sampler(obs, noise[t], mean, inv_std)
+            taken = actions if self.bounds is None else torch.clamp(actions, *self.bounds)
+            state, elapsed, next_obs, reward, terminated, truncated, done, final_obs = self.env.advance(
+                state, elapsed, taken, fresh[:, t * num_envs : (t + 1) * num_envs]
+            )
+            kept.append((obs, actions, log_prob, reward, terminated, truncated, final_obs, done))
+            obs = next_obs
+        return (obs, state, elapsed, *(torch.stack(column) for column in zip(*kept, strict=True)))
+
+
 @dataclass
 class _Rollout:
     """Preallocated on-device storage for one rollout of ``n_steps`` x ``num_envs``."""
@@ -388,7 +429,9 @@ class PPOConfig(LearnerConfig):
     :param compile: run each minibatch's update (forward, loss, backward, gradient
         clipping, Adam) as one function compiled ahead of time (``rewardlab.agents.fused``),
         and so the rollout's step of the policy and its values (the same numbers up to float
-        rounding). The first run with given networks, minibatch size
+        rounding). On a batched env stepped by ``BatchedEnv``'s own step (unwrapped), the
+        rollout runs :data:`MAX_FUSED_STEPS` steps of the policy and the env in one compiled
+        call (``docs/batched_envs.md``, "Steps compiled by a caller"). The first run with given networks, minibatch size
         and loss settings compiles for tens of seconds and caches the result on disk
         (``$REWARDLAB_CACHE``); later processes load it in about a second. Pays for long
         runs: ``benchmarks/ppo_speed.py`` measures it.
@@ -671,6 +714,14 @@ class PPO:
         self._component_names: list[str] | None = None
         # compiled for the previous env's shapes (compile=True): made again at first use
         self._fused, self._compiled_calls = None, {}
+        # A batched env stepped by BatchedEnv's own step, unwrapped: its step is pure tensor
+        # math (BatchedEnv.advance), and with compile the rollout runs it inside PPO's
+        # compiled steps (_RolloutSteps). Wrappers and envs with their own step run eagerly.
+        self._env_steps_compile = (
+            isinstance(env, BatchedEnv)
+            and type(env).step is BatchedEnv.step
+            and type(env).reset is BatchedEnv.reset
+        )
 
     def learn(
         self,
@@ -842,7 +893,10 @@ class PPO:
             per_head = torch.zeros((size, len(self.heads)), device=self.device)
             idx = torch.arange(rows, device=self.device)
             self._fused_update((obs, actions, vector, vector, per_head, per_head, idx))
-            self._sampler()
+            if self._env_steps_compile:
+                self._rollout_steps()
+            else:
+                self._sampler()
             self._values(torch.zeros((size + self.env.num_envs, *obs.shape[1:]), device=self.device))
         return time.perf_counter() - start
 
@@ -855,9 +909,16 @@ class PPO:
         """
         env, rollout, obs = self.env, self._rollout, self._last_obs
         discrete = self.policy.discrete
-        sample = self._sampler()
+        # The reset states of the rollout's episode ends, drawn ahead where the env keeps them
+        # (a batched env stepped by its own step): the compiled rollout takes them as an
+        # input, and the eager one then takes the same states, so both run the same episodes.
+        fresh = env.reset_states_ahead(self.n_steps) if self._env_steps_compile else None
         # the sampling noise of the whole rollout in one draw (one operator, not one a step)
         noise = self.policy.draw_noise((self.n_steps, *self._noise_shape()), self._generator, self.device)
+        if self.config.compile and fresh is not None:
+            self._collect_compiled(fresh, noise)
+            return
+        sample = self._sampler()
         # Each step's tensors are kept as they come (a tensor an env hands out is the
         # caller's, docs/batched_envs.md) and stacked into the buffers after the last step:
         # one copy a buffer, not one a buffer and step.
@@ -885,6 +946,38 @@ class PPO:
                 torch.stack(column, out=buffer)
         self._last_obs = obs
 
+    def _collect_compiled(self, fresh: torch.Tensor, noise: torch.Tensor) -> None:
+        """:meth:`_collect_rollout`'s steps, the env's included, as compiled calls of
+        :class:`_RolloutSteps`, each running :func:`fused_steps` steps; then the env takes
+        the last state as its own. The env's reward is its one component."""
+        env, rollout, obs = self.env, self._rollout, self._last_obs
+        call, steps, rms = self._rollout_steps(), fused_steps(self.n_steps), self.obs_rms
+        state, elapsed = env.state_and_elapsed()
+        chunks, width = [], steps * env.num_envs
+        with torch.no_grad():
+            for start in range(0, self.n_steps, steps):
+                obs, state, elapsed, *kept = call(
+                    obs, state, elapsed, fresh[:, start * env.num_envs : start * env.num_envs + width],
+                    noise[start : start + steps], rms._mean32, rms._inv_std32,
+                )  # fmt: skip
+                chunks.append(kept)
+            buffers = (
+                rollout.obs, rollout.actions, rollout.log_prob, rollout.rewards, rollout.terminated,
+                rollout.truncated, rollout.final_obs,
+            )  # fmt: skip
+            *columns, done = zip(*chunks, strict=True)
+            for buffer, column in zip(buffers, columns, strict=True):
+                torch.cat(column, out=buffer)
+            if self._component_names is None:
+                self._first_step_checks(rollout.rewards[0], {"extrinsic": rollout.rewards[0]})
+            assert rollout.components is not None
+            rollout.components[0].copy_(rollout.rewards)
+            actions = rollout.actions[-1]
+            if not self.policy.discrete:
+                actions = torch.maximum(torch.minimum(actions, self._action_high), self._action_low)
+            env.commit_steps(state, elapsed, torch.cat(done), actions)
+        self._last_obs = obs
+
     def _values(self, obs: torch.Tensor) -> torch.Tensor:
         """``V(obs)`` per head, ``(B, H)``, of normalised observations; with ``compile``, the
         critic compiled for the rollout's ``(n_steps + 1) * num_envs`` rows (other batches,
@@ -896,13 +989,14 @@ class PPO:
             return self._compiled("score", lambda: self.policy.critic, (obs,))(obs)[0]
 
     def _compiled(
-        self, name: str, build: Callable[[], nn.Module], example: Sequence[torch.Tensor]
+        self, name: str, build: Callable[[], nn.Module], example: Sequence[torch.Tensor], recipe: str | None = None
     ) -> Any:
-        """The module ``build()`` makes, compiled for ``example``'s shapes, once per model and env."""
+        """The module ``build()`` makes, compiled for ``example``'s shapes, once per model and
+        env; ``recipe`` names what it is made of (default: :meth:`_recipe`)."""
         from rewardlab.agents.fused import CompiledCall
 
         if name not in self._compiled_calls:
-            self._compiled_calls[name] = CompiledCall(build(), example, f"ppo-{name}", self._recipe())
+            self._compiled_calls[name] = CompiledCall(build(), example, f"ppo-{name}", recipe or self._recipe())
         return self._compiled_calls[name]
 
     def _recipe(self) -> str:
@@ -930,6 +1024,27 @@ class PPO:
             return call(obs, noise, rms._mean32, rms._inv_std32)
 
         return sample
+
+    def _rollout_steps(self) -> Callable[..., Sequence[torch.Tensor]]:
+        """:class:`_RolloutSteps` of :func:`fused_steps` steps, compiled (or loaded) for
+        this env at first use.
+
+        The env's step is part of the graph, so the recipe that names the compiled graph
+        holds the env's (:meth:`BatchedEnv.step_fingerprint`) besides the model's."""
+        if "rollout" not in self._compiled_calls:
+            env, steps, num_envs = self.env, fused_steps(self.n_steps), self.env.num_envs
+            # examples of the inputs' shapes and dtypes (the env may not be reset yet)
+            state = torch.zeros((env.state_dim, num_envs), dtype=env.state_dtype, device=self.device)
+            elapsed = torch.zeros(num_envs, dtype=torch.int32, device=self.device)
+            fresh = state.repeat(1, steps)
+            bounds = None if self.policy.discrete else (self._action_low, self._action_high)
+            sampler = _Sampler(self.policy, self.config.normalize_obs, self.config.clip_obs)
+            rms = self.obs_rms
+            noise = torch.ones((steps, *self._noise_shape()), device=self.device)
+            example = (self._rollout.obs[0], state, elapsed, fresh, noise, rms._mean32, rms._inv_std32)
+            recipe = repr((self._recipe(), steps, env.step_fingerprint()))
+            self._compiled("rollout", lambda: _RolloutSteps(sampler, env, steps, bounds), example, recipe)
+        return self._compiled_calls["rollout"]
 
     def _noise_shape(self) -> tuple[int, int]:
         width = int(self.action_space.n) if self.policy.discrete else int(self.action_space.shape[0])

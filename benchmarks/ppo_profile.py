@@ -8,14 +8,17 @@ code that runs them (everything runs on the CPU, so no device sync is needed):
   and the values, per step;
 - ``rollout: env step``: the batched env's ``step``;
 - ``rollout: storage``: copying what the step returned into the rollout buffers;
+- ``rollout: policy and env steps, compiled``: with ``--compile``, PPO's compiled calls
+  of several steps of the policy and the env together (``agents/ppo.py``, ``_RolloutSteps``),
+  which replace the three phases above;
 - ``scoring and gae``: the values that bootstrap the rollout's end and its truncated
   episodes, episode statistics, advantages and returns;
 - ``update: forward + loss``, ``update: backward``, ``update: optimiser``: the minibatch
   updates (``clip_grad_norm_`` counts with the optimiser);
 - ``other``: the rest (logging, learning-rate schedule).
 
-With ``--compile`` (``compile=True`` for the env and PPO) the env's step, the rollout's
-step of the policy and the minibatch step are one compiled call each:
+With ``--compile`` (``compile=True`` for the env and PPO) the rollout's steps (policy and
+env together) and the minibatch step are compiled calls:
 ``update: compiled step`` is that call, ``update: commit`` writing its result back, and
 ``update: indexing and statistics`` the rest of the update loop; the compile (or cache
 load) happens in a warm-up rollout before the timed run and is reported apart.
@@ -91,6 +94,18 @@ def instrument(model: PPO, clock: PhaseClock) -> None:
         return timed_sample
 
     model._sampler = sampler  # type: ignore[method-assign]
+    make_steps = model._rollout_steps  # compile=True on an unwrapped env: policy and env steps in one call
+
+    def rollout_steps() -> Any:
+        run = make_steps()
+
+        def timed_steps(*args: torch.Tensor) -> Any:
+            with clock.phase("rollout: policy and env steps, compiled"):
+                return run(*args)
+
+        return timed_steps
+
+    model._rollout_steps = rollout_steps  # type: ignore[method-assign]
     timed(env, "step", "rollout: env step")
     timed(model, "_collect_rollout", "rollout (total)")
     timed(model, "_update", "update (total)")
@@ -164,10 +179,12 @@ def profile(env_id: str, steps: int, compile: bool = False) -> dict[str, Any]:
     seconds = dict(clock.seconds)
     rollout, update = seconds.pop("rollout (total)"), seconds.pop("update (total)")
     policy, env_step = seconds.get("rollout: policy", 0.0), seconds.get("rollout: env step", 0.0)
+    fused = seconds.get("rollout: policy and env steps, compiled", 0.0)
     phases = {
         "rollout: policy": policy,
         "rollout: env step": env_step,
-        "rollout: storage": rollout - policy - env_step,
+        "rollout: policy and env steps, compiled": fused,
+        "rollout: storage": rollout - policy - env_step - fused,
         "update: backward": seconds.get("update: backward", 0.0),
         "update: optimiser": seconds.get("update: optimiser", 0.0),
         "update: compiled step": seconds.get("update: compiled step", 0.0),

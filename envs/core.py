@@ -7,7 +7,10 @@ Python loop over envs). The contract is in ``docs/batched_envs.md``.
 
 from __future__ import annotations
 
+import hashlib
+import inspect
 import os
+import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -19,7 +22,7 @@ from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space
 from torch.fx.experimental.proxy_tensor import make_fx
 
-from rewardlab.common.compiled import NotLoadedError, load_or_compile
+from rewardlab.common.compiled import NotLoadedError, load_or_compile, source_fingerprint
 
 Actions = torch.Tensor | np.ndarray
 StepReturn = tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, dict[str, Any]]
@@ -31,6 +34,14 @@ StepReturn = tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, dict[
 # were taken. A step then draws no random numbers and reads nothing back from the
 # device; the refill is the only host sync.
 REFILL_EVERY = 16
+
+# What a BatchedEnv holds that changes as it runs, not what its step computes: left out of
+# BatchedEnv.step_fingerprint.
+_RUN_STATE = frozenset({
+    "_state", "_elapsed", "_pool", "_pool_steps", "_ended_since_refill", "_reset_low",
+    "_reset_high", "_last_actions", "_render_env", "_compiled_advance", "_tracing",
+    "generator", "compile",
+})  # fmt: skip
 
 
 def resolve_device(device: str | torch.device) -> torch.device:
@@ -191,6 +202,8 @@ class BatchedEnv(Batched):
         self.compile = compile
         self._compiled_advance: Callable[..., tuple[torch.Tensor, ...]] | None = None
         self._tracing = False
+        # steps the reset-state pool holds; grown by reset_states_ahead, never shrunk
+        self._pool_steps = REFILL_EVERY
 
     # ----------------------------------------------------------------- the task
     def reset_bounds(
@@ -271,7 +284,7 @@ class BatchedEnv(Batched):
         self._state = self._draw_reset_states(self.num_envs)
         self._elapsed = torch.zeros(self.num_envs, dtype=torch.int32, device=self.device)
         # Pool column k * num_envs + i holds env i's k-th next reset state.
-        self._pool = self._draw_reset_states(REFILL_EVERY * self.num_envs)
+        self._pool = self._draw_reset_states(self._pool_steps * self.num_envs)
         self._ended_since_refill: list[torch.Tensor] = []
         self._last_actions = None
         return self.observe(self._state).clone(), {}
@@ -309,10 +322,123 @@ class BatchedEnv(Batched):
         self._state, self._elapsed = state, elapsed
         self._last_actions = actions
         self._ended_since_refill.append(done)
-        if len(self._ended_since_refill) == REFILL_EVERY:
+        if len(self._ended_since_refill) == self._pool_steps:
             self._refill_pool()
         info = {"final_obs": final_obs, "reward_components": {"extrinsic": reward}}
         return obs, reward, terminated, truncated, info
+
+    # ------------------------------------- steps that a caller compiles with its own code
+    # PPO's compiled rollout traces its policy and this env's step together into one
+    # compiled function of several steps (rewardlab.agents.ppo): it takes the reset states
+    # of those steps ahead, runs :meth:`advance` on the state, and commits the result.
+
+    def reset_states_ahead(self, steps: int) -> torch.Tensor:
+        """The reset states that the next ``steps`` steps take, ``(state_dim, steps * num_envs)``
+        (column ``k * num_envs + i``: env ``i``'s, should its episode end at the ``k``-th step).
+
+        Refills the pool first where fewer than ``steps`` steps are left in it before the
+        next refill, and grows it to ``steps`` steps if it is smaller, so that no refill
+        (which draws random numbers) falls among them. Stepping with :meth:`step` after
+        this call takes the same states: a caller that calls it before each batch of
+        steps, compiled or not, gets the same episodes from the same seed.
+
+        :param steps: how many steps will follow, at least 1.
+        """
+        if self._state is None:
+            raise RuntimeError(f"{self} has no state yet: call reset() first")
+        if isinstance(steps, bool) or not isinstance(steps, int | np.integer) or steps < 1:
+            raise ValueError(f"steps must be a positive int, got {steps!r}")
+        taken = len(self._ended_since_refill)
+        if taken + steps > self._pool_steps:
+            if taken:
+                self._refill_pool()
+            if steps > self._pool_steps:
+                more = self._draw_reset_states((steps - self._pool_steps) * self.num_envs)
+                self._pool = torch.cat([self._pool, more], dim=1)
+                self._pool_steps = steps
+            taken = 0
+        return self._pool[:, taken * self.num_envs : (taken + steps) * self.num_envs]
+
+    def advance(
+        self,
+        state: torch.Tensor,
+        elapsed: torch.Tensor,
+        actions: torch.Tensor,
+        fresh: torch.Tensor,
+    ) -> tuple[torch.Tensor, ...]:
+        """One step as a pure function of tensors, in the form that compiles best:
+        :meth:`step`'s arithmetic without its checks and bookkeeping, for a caller that
+        traces it into its own compiled function. Changes nothing in the env.
+
+        :param state: ``(state_dim, num_envs)``, the env's state (:meth:`state_and_elapsed`) or a
+            previous call's.
+        :param elapsed: int32 ``(num_envs,)`` steps into each episode.
+        :param actions: checked actions, as :meth:`transition` takes them.
+        :param fresh: ``(state_dim, num_envs)`` reset states for the envs whose episode ends
+            (this step's slice of :meth:`reset_states_ahead`).
+        :return: ``(state, elapsed, obs, reward, terminated, truncated, done, final_obs)``.
+        """
+        tracing, self._tracing = self._tracing, True
+        try:
+            return self._advance(state, elapsed, actions, fresh)[:-1]
+        finally:
+            self._tracing = tracing
+
+    def state_and_elapsed(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """The state as :meth:`advance` takes it, ``(state_dim, num_envs)``, and the steps
+        into each episode, int32 ``(num_envs,)``: the env's own tensors, to read."""
+        if self._state is None:
+            raise RuntimeError(f"{self} has no state yet: call reset() first")
+        return self._state, self._elapsed
+
+    def step_fingerprint(self) -> str:
+        """A text that determines :meth:`advance`'s graph without tracing it: the source of
+        the env's classes (the package's, or the module a class outside it is defined
+        in) and the env's constants (its attributes, but for the state it runs on). A caller
+        that compiles the step into its own graph names the graph's recipe with it."""
+        parts: list[str] = [source_fingerprint("rewardlab.envs")]
+        for cls in type(self).__mro__:
+            module = sys.modules.get(cls.__module__)
+            if cls is object or module is None or cls.__module__.startswith("rewardlab."):
+                parts.append(cls.__qualname__)
+                continue
+            try:
+                parts.append(f"{cls.__qualname__}: {inspect.getsource(module)}")
+            except (OSError, TypeError):  # no source file: the class's identity
+                parts.append(f"{cls.__module__}.{cls.__qualname__} at {id(cls)}")
+        digest = hashlib.sha256("\n".join(parts).encode())
+        for name, value in sorted(vars(self).items()):
+            if name in _RUN_STATE:
+                continue
+            digest.update(name.encode())
+            if isinstance(value, torch.Tensor):
+                digest.update(f"{value.dtype} {tuple(value.shape)}".encode())
+                digest.update(value.detach().cpu().contiguous().view(torch.uint8).numpy().tobytes())
+            else:
+                digest.update(repr(value).encode())
+        return digest.hexdigest()
+
+    def commit_steps(
+        self, state: torch.Tensor, elapsed: torch.Tensor, done: torch.Tensor, actions: torch.Tensor
+    ) -> None:
+        """Take the result of steps run with :meth:`advance` as the env's own.
+
+        :param state: the last step's state.
+        :param elapsed: the last step's steps into each episode.
+        :param done: bool ``(steps, num_envs)``, each step's ended episodes (they took their
+            reset states from :meth:`reset_states_ahead`, whose steps these were).
+        :param actions: the last step's actions.
+        """
+        if done.shape[0] + len(self._ended_since_refill) > self._pool_steps:
+            raise ValueError(
+                f"{done.shape[0]} steps committed but the pool held reset states for "
+                f"{self._pool_steps - len(self._ended_since_refill)}: call "
+                "reset_states_ahead(steps) before running them"
+            )
+        self._state, self._elapsed, self._last_actions = state, elapsed, actions
+        self._ended_since_refill.extend(done.unbind(0))
+        if len(self._ended_since_refill) == self._pool_steps:
+            self._refill_pool()
 
     def as_action_tensor(self, actions: Actions) -> torch.Tensor:
         """Check the type, shape and dtype of a batch of actions and move it to ``device``.

@@ -137,7 +137,9 @@ def warm_compiled(argument: str) -> None:
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", FutureWarning)  # torch.export's, not the user's
-                model = PPO(env, device=spec["device"], **spec["ppo_kwargs"])
+                # the env as the workers train in it, under a wrapper (their ProgramReward): PPO
+                # then compiles its step of the policy, not its rollout with the env's step
+                model = PPO(envs.BatchedWrapper(env), device=spec["device"], **spec["ppo_kwargs"])
                 model.warm_up()
                 if getattr(env, "compile", False):  # the env's step compiles (or loads) at its first step
                     obs, _ = env.reset(seed=0)

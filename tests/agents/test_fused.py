@@ -83,7 +83,8 @@ def test_compiled_rollout_values_and_statistics_match_the_eager_ones(cache: Path
     for eager_logged, compiled_logged in zip(*logs, strict=True):
         for key in ("train/value_loss", "train/approx_kl", "episode/extrinsic", "reward/extrinsic"):
             assert compiled_logged[key] == pytest.approx(eager_logged[key], rel=1e-3, abs=1e-6), key
-    assert set(compiled._compiled_calls) == {"act", "score"}
+    # the env's step compiled into the rollout's steps (8 steps a call: 2 calls a rollout)
+    assert set(compiled._compiled_calls) == {"rollout", "score"}
 
 
 def test_a_compiled_model_saves_loads_and_continues_eagerly(cache: Path, tmp_path: Path) -> None:
@@ -145,3 +146,20 @@ def test_the_compiled_update_follows_a_state_loaded_into_the_optimiser(cache: Pa
 def test_compile_must_be_a_bool() -> None:
     with pytest.raises(ValueError, match="compile"):
         PPO(envs.make("CartPole-v1", num_envs=2), compile="yes")
+
+
+def test_a_rollout_runs_in_compiled_calls_of_equal_steps() -> None:
+    from rewardlab.agents.ppo import MAX_FUSED_STEPS, fused_steps
+
+    assert MAX_FUSED_STEPS == 8
+    assert [fused_steps(n) for n in (1, 8, 12, 16, 32, 37, 2048)] == [1, 8, 6, 8, 8, 1, 8]
+
+
+def test_a_wrapped_env_steps_eagerly_between_the_compiled_policy_steps(cache: Path) -> None:
+    from rewardlab.shaping import BatchedPotentialShaping, potentials
+
+    env = envs.make("CartPole-v1", num_envs=8, seed=3)
+    env = BatchedPotentialShaping(env, potentials.for_env("CartPole-v1"), gamma=0.99)
+    model = PPO(env, seed=3, compile=True, **SMALL)
+    model.learn(model.n_steps * 8)
+    assert set(model._compiled_calls) == {"act", "score"}

@@ -246,3 +246,64 @@ def test_cuda_env_steps_like_the_cpu_one(env_id: str) -> None:
         assert got[0].device.type == "cuda" and got[1].device.type == "cuda"
         torch.testing.assert_close(got[4]["final_obs"].cpu(), expected[4]["final_obs"])
         cuda._state.copy_(cpu._state)
+
+
+@pytest.mark.parametrize("steps", [5, 24])  # within the pool, and more than it holds (16)
+def test_steps_run_with_advance_and_committed_equal_steps_of_step(steps: int) -> None:
+    """A caller that compiles the env's step with its own code (PPO's compiled rollout) takes
+    the reset states ahead, runs ``advance`` and commits: the same episodes as ``step`` gives
+    after the same ``reset_states_ahead`` calls, over episode ends and pool refills."""
+    stepped = envs.make("CartPole-v1", 8, seed=4, max_episode_steps=7)
+    advanced = envs.make("CartPole-v1", 8, seed=4, max_episode_steps=7)
+    stepped.reset()
+    advanced.reset()
+    rng = torch.Generator().manual_seed(1)
+    ended = 0
+    for _ in range(4):
+        stepped.reset_states_ahead(steps)
+        fresh = advanced.reset_states_ahead(steps)
+        assert fresh.shape == (4, steps * 8)
+        state, elapsed = advanced.state_and_elapsed()
+        done = []
+        for t in range(steps):
+            actions = torch.randint(0, 2, (8,), generator=rng)
+            expected = stepped.step(actions)
+            state, elapsed, obs, reward, terminated, truncated, done_t, final_obs = advanced.advance(
+                state, elapsed, actions, fresh[:, t * 8 : (t + 1) * 8]
+            )
+            for a, b in zip((*expected[:4], expected[4]["final_obs"]), (obs, reward, terminated, truncated, final_obs), strict=True):
+                torch.testing.assert_close(b, a)
+            done.append(done_t)
+            ended += int(done_t.sum())
+        advanced.commit_steps(state, elapsed, torch.stack(done), actions)
+        assert torch.equal(advanced.state, stepped.state)
+    assert ended > 8  # episodes ended, some of them at the time limit
+    # then step() goes on from the committed state and pool as the stepped env does
+    actions = torch.ones(8, dtype=torch.int64)
+    torch.testing.assert_close(advanced.step(actions)[0], stepped.step(actions)[0])
+
+
+def test_commit_steps_refuses_more_steps_than_were_taken_ahead() -> None:
+    env = envs.make("CartPole-v1", 4, seed=0)
+    env.reset()
+    fresh = env.reset_states_ahead(3)
+    state, elapsed = env.state_and_elapsed()
+    for t in range(3):
+        state, elapsed, *_, done, _ = env.advance(state, elapsed, torch.zeros(4, dtype=torch.int64), fresh[:, t * 4 : (t + 1) * 4])
+    env.commit_steps(state, elapsed, torch.zeros((3, 4), dtype=torch.bool), torch.zeros(4, dtype=torch.int64))
+    with pytest.raises(ValueError, match="reset_states_ahead"):
+        env.commit_steps(state, elapsed, torch.zeros((14, 4), dtype=torch.bool), torch.zeros(4, dtype=torch.int64))
+    with pytest.raises(ValueError, match="steps must be a positive int"):
+        env.reset_states_ahead(0)
+
+
+def test_the_step_fingerprint_follows_the_constants_and_not_the_run_state() -> None:
+    first = envs.make("CartPole-v1", 4, seed=0)
+    fingerprint = first.step_fingerprint()
+    first.reset()
+    first.step(torch.ones(4, dtype=torch.int64))
+    assert first.step_fingerprint() == fingerprint  # stepping changes the state, not the step
+    assert envs.make("CartPole-v1", 4, seed=5).step_fingerprint() == fingerprint
+    assert envs.make("CartPole-v1", 4, max_episode_steps=9).step_fingerprint() != fingerprint
+    assert envs.make("CartPole-v1", 8).step_fingerprint() != fingerprint
+    assert envs.make("DeepSea-v0", 4, size=6).step_fingerprint() != envs.make("DeepSea-v0", 4, size=7).step_fingerprint()
