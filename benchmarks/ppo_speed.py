@@ -196,12 +196,15 @@ def run_ours(
     num_envs = settings.pop("num_envs")
     compiled = bool(settings.get("compile"))
     start = time.perf_counter()
-    # compile=True: the env's step and PPO's update compiled (or loaded from the cache)
-    env = envs.make(env_id, num_envs=num_envs, device="cpu", seed=seed, compile=compiled)
-    if env_id in SHAPED:
+    # compile=True: PPO's rollout and update compiled (or loaded from the cache); the rollout
+    # compiles an unwrapped env's step with the policy's, and a wrapped env (shaped) steps
+    # with its own compiled step
+    wrapped = env_id in SHAPED
+    env = envs.make(env_id, num_envs=num_envs, device="cpu", seed=seed, compile=compiled and wrapped)
+    if wrapped:
         env = BatchedPotentialShaping(env, potentials.for_env(env_id), gamma=settings.get("gamma", 0.99))
     model = PPO(env, seed=seed, **settings)
-    if compiled:
+    if compiled and wrapped:
         env.reset(seed=seed)
         env.step(torch.zeros((num_envs, *env.single_action_space.shape), dtype=_action_dtype(env)))
     model.warm_up()
@@ -453,8 +456,9 @@ def markdown(report: dict) -> str:
         f"threshold (evaluation every >= {args['eval_freq']} steps after an update, "
         f"{EVAL_ENVS} deterministic episodes; evaluation time excluded and listed apart). "
         "`>=`: a median from a run that stopped at its cap unsolved. Warm-up: the JAX learner's "
-        "compile, and ours-compiled's (`compile=True` for the env and `PPO`: tracing and compiling, or loading from "
-        "the cache, the env's step and PPO's update); both use their persistent compile cache, empty at the start "
+        "compile, and ours-compiled's (`PPO(compile=True)`, compiling or loading from the cache its rollout's "
+        "steps, which include an unwrapped env's step, and its update; a wrapped (shaped) env's own step is "
+        "compiled too, with `compile=True` for the env); both use their persistent compile cache, empty at the start "
         "of the run, so the first seed compiles (in brackets) and the median is a load from the cache; eager ours and SB3 "
         f"compile nothing. Ratios: the other learner's median time over {report.get('reference', 'ours')}'s "
         "(above 1: ours is faster), without and with warm-up; our steps/s over theirs.",
