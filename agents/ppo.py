@@ -714,13 +714,19 @@ class PPO:
         self._component_names: list[str] | None = None
         # compiled for the previous env's shapes (compile=True): made again at first use
         self._fused, self._compiled_calls = None, {}
-        # A batched env stepped by BatchedEnv's own step, unwrapped: its step is pure tensor
-        # math (BatchedEnv.advance), and with compile the rollout runs it inside PPO's
-        # compiled steps (_RolloutSteps). Wrappers and envs with their own step run eagerly.
-        self._env_steps_compile = (
+        # A batched env stepped by BatchedEnv's own step, unwrapped: the rollout takes its
+        # reset states ahead, and with compile runs its step (BatchedEnv.advance) inside PPO's
+        # compiled steps (_RolloutSteps) where the step is known to trace: rewardlab's own
+        # envs, and any whose step its user compiles (compile=True; a step that reads a
+        # tensor's value in Python would be traced with the value it had). Wrappers and envs
+        # with a step of their own run eagerly between compiled steps of the policy.
+        self._env_steps_ahead = (
             isinstance(env, BatchedEnv)
             and type(env).step is BatchedEnv.step
             and type(env).reset is BatchedEnv.reset
+        )
+        self._env_steps_compile = self._env_steps_ahead and (
+            type(env).__module__.startswith("rewardlab.") or bool(env.compile)
         )
 
     def learn(
@@ -893,9 +899,7 @@ class PPO:
             per_head = torch.zeros((size, len(self.heads)), device=self.device)
             idx = torch.arange(rows, device=self.device)
             self._fused_update((obs, actions, vector, vector, per_head, per_head, idx))
-            if self._env_steps_compile:
-                self._rollout_steps()
-            else:
+            if not (self._env_steps_compile and self._rollout_steps() is not None):
                 self._sampler()
             self._values(torch.zeros((size + self.env.num_envs, *obs.shape[1:]), device=self.device))
         return time.perf_counter() - start
@@ -912,10 +916,10 @@ class PPO:
         # The reset states of the rollout's episode ends, drawn ahead where the env keeps them
         # (a batched env stepped by its own step): the compiled rollout takes them as an
         # input, and the eager one then takes the same states, so both run the same episodes.
-        fresh = env.reset_states_ahead(self.n_steps) if self._env_steps_compile else None
+        fresh = env.reset_states_ahead(self.n_steps) if self._env_steps_ahead else None
         # the sampling noise of the whole rollout in one draw (one operator, not one a step)
         noise = self.policy.draw_noise((self.n_steps, *self._noise_shape()), self._generator, self.device)
-        if self.config.compile and fresh is not None:
+        if self.config.compile and self._env_steps_compile and self._rollout_steps() is not None:
             self._collect_compiled(fresh, noise)
             return
         sample = self._sampler()
@@ -1025,26 +1029,39 @@ class PPO:
 
         return sample
 
-    def _rollout_steps(self) -> Callable[..., Sequence[torch.Tensor]]:
+    def _rollout_steps(self) -> Callable[..., Sequence[torch.Tensor]] | None:
         """:class:`_RolloutSteps` of :func:`fused_steps` steps, compiled (or loaded) for
-        this env at first use.
+        this env at first use; None, with a warning, where the env's step does not compile
+        (the rollout then steps the env eagerly).
 
         The env's step is part of the graph, so the recipe that names the compiled graph
         holds the env's (:meth:`BatchedEnv.step_fingerprint`) besides the model's."""
         if "rollout" not in self._compiled_calls:
-            env, steps, num_envs = self.env, fused_steps(self.n_steps), self.env.num_envs
-            # examples of the inputs' shapes and dtypes (the env may not be reset yet)
-            state = torch.zeros((env.state_dim, num_envs), dtype=env.state_dtype, device=self.device)
-            elapsed = torch.zeros(num_envs, dtype=torch.int32, device=self.device)
-            fresh = state.repeat(1, steps)
-            bounds = None if self.policy.discrete else (self._action_low, self._action_high)
-            sampler = _Sampler(self.policy, self.config.normalize_obs, self.config.clip_obs)
-            rms = self.obs_rms
-            noise = torch.ones((steps, *self._noise_shape()), device=self.device)
-            example = (self._rollout.obs[0], state, elapsed, fresh, noise, rms._mean32, rms._inv_std32)
-            recipe = repr((self._recipe(), steps, env.step_fingerprint()))
-            self._compiled("rollout", lambda: _RolloutSteps(sampler, env, steps, bounds), example, recipe)
+            try:
+                self._compile_rollout_steps()
+            except Exception as error:  # the env's step does not trace or compile
+                self._compiled_calls["rollout"] = None
+                warnings.warn(
+                    f"{self.env}'s step could not be compiled into PPO's rollout "
+                    f"({type(error).__name__}: {str(error)[:300]}); the rollout steps the env "
+                    "eagerly, between compiled steps of the policy",
+                    stacklevel=3,
+                )
         return self._compiled_calls["rollout"]
+
+    def _compile_rollout_steps(self) -> None:
+        env, steps, num_envs = self.env, fused_steps(self.n_steps), self.env.num_envs
+        # examples of the inputs' shapes and dtypes (the env may not be reset yet)
+        state = torch.zeros((env.state_dim, num_envs), dtype=env.state_dtype, device=self.device)
+        elapsed = torch.zeros(num_envs, dtype=torch.int32, device=self.device)
+        fresh = state.repeat(1, steps)
+        bounds = None if self.policy.discrete else (self._action_low, self._action_high)
+        sampler = _Sampler(self.policy, self.config.normalize_obs, self.config.clip_obs)
+        rms = self.obs_rms
+        noise = torch.ones((steps, *self._noise_shape()), device=self.device)
+        example = (self._rollout.obs[0], state, elapsed, fresh, noise, rms._mean32, rms._inv_std32)
+        recipe = repr((self._recipe(), steps, env.step_fingerprint()))
+        self._compiled("rollout", lambda: _RolloutSteps(sampler, env, steps, bounds), example, recipe)
 
     def _noise_shape(self) -> tuple[int, int]:
         width = int(self.action_space.n) if self.policy.discrete else int(self.action_space.shape[0])

@@ -13,6 +13,7 @@ from rewardlab import envs
 from rewardlab.agents import PPO
 from rewardlab.agents.fused import FusedUpdate
 from rewardlab.common.compiled import CACHE_VARIABLE, cache_folder
+from rewardlab.envs.classic.cartpole import CartPoleEnv
 
 # Small networks and rollouts: each distinct graph compiles once per test session.
 SMALL = dict(n_steps=16, batch_size=48, n_epochs=2, net_arch=[16], learning_rate=3e-3)
@@ -163,3 +164,31 @@ def test_a_wrapped_env_steps_eagerly_between_the_compiled_policy_steps(cache: Pa
     model = PPO(env, seed=3, compile=True, **SMALL)
     model.learn(model.n_steps * 8)
     assert set(model._compiled_calls) == {"act", "score"}
+
+
+class _UsersCartPole(CartPoleEnv):
+    """A user's own batched env: its module is not rewardlab's."""
+
+
+def test_a_users_env_steps_eagerly_unless_its_user_compiles_its_step(cache: Path) -> None:
+    # its step may read a tensor's value in Python, which a trace would freeze: PPO compiles
+    # it into the rollout only when the env was made with compile=True
+    env = _UsersCartPole(8, seed=3)
+    model = PPO(env, seed=3, compile=True, **SMALL)
+    model.learn(model.n_steps * 8)
+    assert set(model._compiled_calls) == {"act", "score"}
+
+
+def test_an_env_step_that_does_not_compile_runs_eagerly_with_a_warning(
+    cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def fail(self: PPO) -> None:
+        raise RuntimeError("data-dependent control flow")
+
+    monkeypatch.setattr(PPO, "_compile_rollout_steps", fail)
+    eager, compiled = _pair("CartPole-v1")
+    with pytest.warns(UserWarning, match="could not be compiled into PPO's rollout.*data-dependent"):
+        compiled.learn(compiled.n_steps * 8)
+    eager.learn(eager.n_steps * 8)
+    assert compiled._compiled_calls["act"] is not None and compiled._compiled_calls["rollout"] is None
+    assert list(compiled.ep_info_buffer) == list(eager.ep_info_buffer)
