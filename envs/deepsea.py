@@ -119,7 +119,10 @@ class DeepSeaEnv(BatchedEnv):
         """
         row = state[0].long().clamp(max=self.size - 1)
         cell = row * self.size + state[1].long()
-        return torch.nn.functional.one_hot(cell, self.size * self.size).float()
+        # A comparison rather than one_hot, which checks its input's range (a host sync that
+        # also keeps the step from compiling).
+        cells = torch.arange(self.size * self.size, device=cell.device)
+        return (cell[:, None] == cells).float()
 
     def right_actions(self) -> torch.Tensor:
         """The action that moves each copy right from its current cell, ``(num_envs,)`` int64."""
