@@ -18,7 +18,8 @@ as soon as it is done, so that a run cut short keeps what it measured:
 0. ``compiled ppo`` (first, and without MuJoCo Warp): PPO with ``compile=True`` and a
    compiled CartPole-v1 on the GPU against eager, from one seed: the largest parameter
    difference after one iteration, the compile (or cache load) time, and env steps per
-   second of each at ``--cartpole-envs`` envs.
+   second of each at ``--cartpole-envs`` envs (compiled, PPO's rollout runs 8 steps of the
+   policy and the env's step in one compiled call, on the GPU as on the CPU).
 
 Results go to ``benchmarks/results/mujoco_warp_gpu.json`` and ``.md`` and, when ``$OUT``
 is set, to ``$OUT/mujoco_warp_gpu.json`` and ``.md`` as well. Without a CUDA device it
