@@ -714,20 +714,12 @@ class PPO:
         self._component_names: list[str] | None = None
         # compiled for the previous env's shapes (compile=True): made again at first use
         self._fused, self._compiled_calls = None, {}
-        # A batched env stepped by BatchedEnv's own step, unwrapped: the rollout takes its
+        # An unwrapped batched env stepped by BatchedEnv's own step: the rollout takes its
         # reset states ahead, and with compile runs its step (BatchedEnv.advance) inside PPO's
-        # compiled steps (_RolloutSteps) where the step is known to trace: rewardlab's own
-        # envs, and any whose step its user compiles (compile=True; a step that reads a
-        # tensor's value in Python would be traced with the value it had). Wrappers and envs
+        # compiled steps (_RolloutSteps) where the step is known to trace. Wrappers and envs
         # with a step of their own run eagerly between compiled steps of the policy.
-        self._env_steps_ahead = (
-            isinstance(env, BatchedEnv)
-            and type(env).step is BatchedEnv.step
-            and type(env).reset is BatchedEnv.reset
-        )
-        self._env_steps_compile = self._env_steps_ahead and (
-            type(env).__module__.startswith("rewardlab.") or bool(env.compile)
-        )
+        self._env_steps_ahead = isinstance(env, BatchedEnv) and env.steps_by_advance
+        self._env_steps_compile = self._env_steps_ahead and env.advance_traces
 
     def learn(
         self,
@@ -912,15 +904,15 @@ class PPO:
         afterwards over the whole rollout, so this loop has no host syncs and few ops per step.
         """
         env, rollout, obs = self.env, self._rollout, self._last_obs
-        discrete = self.policy.discrete
         # The reset states of the rollout's episode ends, drawn ahead where the env keeps them
         # (a batched env stepped by its own step): the compiled rollout takes them as an
         # input, and the eager one then takes the same states, so both run the same episodes.
         fresh = env.reset_states_ahead(self.n_steps) if self._env_steps_ahead else None
         # the sampling noise of the whole rollout in one draw (one operator, not one a step)
         noise = self.policy.draw_noise((self.n_steps, *self._noise_shape()), self._generator, self.device)
-        if self.config.compile and self._env_steps_compile and self._rollout_steps() is not None:
-            self._collect_compiled(fresh, noise)
+        compiled = self._rollout_steps() if self.config.compile and self._env_steps_compile else None
+        if compiled is not None:
+            self._collect_compiled(compiled, fresh, noise)
             return
         sample = self._sampler()
         # Each step's tensors are kept as they come (a tensor an env hands out is the
@@ -930,10 +922,7 @@ class PPO:
         with torch.no_grad():
             for t in range(self.n_steps):
                 actions, log_prob = sample(obs, noise[t])
-                taken = actions
-                if not discrete:
-                    taken = torch.maximum(torch.minimum(actions, self._action_high), self._action_low)
-                next_obs, reward, terminated, truncated, info = env.step(taken)
+                next_obs, reward, terminated, truncated, info = env.step(self._taken(actions))
                 components = info["reward_components"]
                 if self._component_names is None:
                     self._first_step_checks(reward, components)
@@ -950,12 +939,14 @@ class PPO:
                 torch.stack(column, out=buffer)
         self._last_obs = obs
 
-    def _collect_compiled(self, fresh: torch.Tensor, noise: torch.Tensor) -> None:
+    def _collect_compiled(
+        self, call: Callable[..., Sequence[torch.Tensor]], fresh: torch.Tensor, noise: torch.Tensor
+    ) -> None:
         """:meth:`_collect_rollout`'s steps, the env's included, as compiled calls of
         :class:`_RolloutSteps`, each running :func:`fused_steps` steps; then the env takes
         the last state as its own. The env's reward is its one component."""
         env, rollout, obs = self.env, self._rollout, self._last_obs
-        call, steps, rms = self._rollout_steps(), fused_steps(self.n_steps), self.obs_rms
+        steps, rms = fused_steps(self.n_steps), self.obs_rms
         state, elapsed = env.state_and_elapsed()
         chunks, width = [], steps * env.num_envs
         with torch.no_grad():
@@ -976,11 +967,15 @@ class PPO:
                 self._first_step_checks(rollout.rewards[0], {"extrinsic": rollout.rewards[0]})
             assert rollout.components is not None
             rollout.components[0].copy_(rollout.rewards)
-            actions = rollout.actions[-1]
-            if not self.policy.discrete:
-                actions = torch.maximum(torch.minimum(actions, self._action_high), self._action_low)
-            env.commit_steps(state, elapsed, torch.cat(done), actions)
+            env.commit_steps(state, elapsed, torch.cat(done), self._taken(rollout.actions[-1]))
         self._last_obs = obs
+
+    def _taken(self, actions: torch.Tensor) -> torch.Tensor:
+        """The actions the env is given: Box actions clipped to the bounds (the rollout keeps
+        them as sampled), discrete ones as they are."""
+        if self.policy.discrete:
+            return actions
+        return torch.maximum(torch.minimum(actions, self._action_high), self._action_low)
 
     def _values(self, obs: torch.Tensor) -> torch.Tensor:
         """``V(obs)`` per head, ``(B, H)``, of normalised observations; with ``compile``, the

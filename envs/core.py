@@ -359,6 +359,20 @@ class BatchedEnv(Batched):
             taken = 0
         return self._pool[:, taken * self.num_envs : (taken + steps) * self.num_envs]
 
+    @property
+    def steps_by_advance(self) -> bool:
+        """Whether :meth:`step` and :meth:`reset` are this class's own (not overridden), so
+        that a step is :meth:`advance` on the state with the pool's reset states."""
+        return type(self).step is BatchedEnv.step and type(self).reset is BatchedEnv.reset
+
+    @property
+    def advance_traces(self) -> bool:
+        """Whether :meth:`advance` is known to trace into a caller's graph as it runs: for
+        rewardlab's own envs, and for any env made with ``compile=True`` (its user compiles
+        the step). A user's step that reads a tensor's value in Python could be traced with
+        the value it had, so it is not assumed to trace."""
+        return type(self).__module__.startswith("rewardlab.") or bool(self.compile)
+
     def advance(
         self,
         state: torch.Tensor,

@@ -307,3 +307,16 @@ def test_the_step_fingerprint_follows_the_constants_and_not_the_run_state() -> N
     assert envs.make("CartPole-v1", 4, max_episode_steps=9).step_fingerprint() != fingerprint
     assert envs.make("CartPole-v1", 8).step_fingerprint() != fingerprint
     assert envs.make("DeepSea-v0", 4, size=6).step_fingerprint() != envs.make("DeepSea-v0", 4, size=7).step_fingerprint()
+
+
+def test_an_env_says_whether_its_step_is_advance_and_whether_advance_is_known_to_trace() -> None:
+    from rewardlab.envs.classic.cartpole import CartPoleEnv
+
+    class UsersCartPole(CartPoleEnv):  # defined outside rewardlab
+        pass
+
+    ours = envs.make("CartPole-v1", 4)
+    assert ours.steps_by_advance and ours.advance_traces
+    assert not envs.make("FruitCollection-v0", 4).steps_by_advance  # its step adds components
+    assert UsersCartPole(4).steps_by_advance and not UsersCartPole(4).advance_traces
+    assert UsersCartPole(4, compile=True).advance_traces  # its user compiles its step
