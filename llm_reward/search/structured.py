@@ -68,12 +68,6 @@ __all__ = ["REACH", "REACH_ALIVE", "SURVIVE", "StructuredProposer", "goal_direct
 MAX_VARIABLES = 8
 #: candidates before TPE models the history (the first round's structures are given)
 STARTUP_TRIALS = 4
-#: the candidates TPE draws from its model of the good trials before taking the one the
-#: good trials make likeliest against the others: Optuna's default, 24, is for spaces of a
-#: few choices; a state-term slot has up to 61 (55 on Acrobot), and from 24 draws the
-#: choices a good candidate made came back in about 40% of Acrobot's next proposals, from
-#: 300 in about two thirds (20 seeded histories; tests/llm_reward/test_structured.py)
-EI_CANDIDATES = 300
 #: state-variable terms a program may have, besides the task, potential, alive, terminal
 #: and action-cost terms (larger programs were rarely better and often did not train)
 VARIABLE_SLOTS = 2
@@ -355,7 +349,7 @@ class StructuredProposer:
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
             sampler = optuna.samplers.TPESampler(
                 seed=self.seed * 1_000 + iteration, n_startup_trials=STARTUP_TRIALS, multivariate=True,
-                group=True, constant_liar=True, n_ei_candidates=EI_CANDIDATES,
+                group=True, constant_liar=True,
             )
         study = optuna.create_study(direction="maximize", sampler=sampler)
         trained = [c for c in history if c.genome is not None]
