@@ -6,8 +6,11 @@ shaping) clearly beats the sparse one and the normalised score is defined. The c
 tasks' budgets, HalfCheetah-Backward's and Hopper-Backward's are ones where it does on
 this project's reference machine (2 cores), measured by ``python -m benchmarks.search_budgets``
 (``benchmarks/results/search_budgets*.md``); the classic tasks' are small enough that a
-search at the CLI's defaults stays within about 10 minutes there. Ant-TurnInPlace was not
-solved by the human reference at up to 400k steps; its budget says so in the report.
+search at the CLI's defaults stays within about 10 minutes there. Ant-TurnInPlace trains
+with less starting exploration noise (``log_std_init`` -1.5: at PPO's default of 0, random
+actions end most episodes within 40 steps, the ant bouncing above 1 m or leaving the circle);
+at 400k steps its human reference succeeds in 64% of the evaluation episodes (5 seeds, the
+sparse one in none), short of solving it, and its budget says so in the report.
 
 Tasks without a budget of their own get :data:`GENERIC`; :func:`default_budget` says so,
 and the report repeats it.
@@ -56,10 +59,9 @@ BUDGETS: dict[str, Budget] = {
                                         "anneal_lr": True}),
     "HalfCheetah-Backward-v0": Budget(150_000, 16, dict(_MUJOCO)),
     "Hopper-Backward-v0": Budget(300_000, 16, dict(_MUJOCO)),
-    "Ant-TurnInPlace-v0": Budget(150_000, 16, dict(_MUJOCO), note=(
-        "the default budget of Ant-TurnInPlace-v0, where the human reference rarely succeeds (0.1 at 150k, 0.2 "
-        "at 400k steps, benchmarks/results/search_budgets_mujoco*.md): this task needs more than the default; "
-        "raise --steps")),
+    "Ant-TurnInPlace-v0": Budget(400_000, 16, {**_MUJOCO, "log_std_init": -1.5}, note=(
+        "the default budget of Ant-TurnInPlace-v0, where the human reference succeeds in 64% of the "
+        "evaluation episodes, not all (benchmarks/results/search_budgets_ant.md): a search can beat it")),
 }
 
 #: any other env: PPO's defaults over 16 envs
