@@ -169,10 +169,16 @@ class SearchConfig:
     def __post_init__(self) -> None:
         if self.steps is None or self.num_envs is None or self.ppo_kwargs is None:
             budget = default_budget(self.env_id)
+            given = [name for name, value in (("steps", self.steps), ("envs", self.num_envs),
+                                              ("PPO settings", self.ppo_kwargs)) if value is not None]
             self.steps = budget.steps if self.steps is None else self.steps
             self.num_envs = budget.num_envs if self.num_envs is None else self.num_envs
             self.ppo_kwargs = dict(budget.ppo_kwargs) if self.ppo_kwargs is None else self.ppo_kwargs
-            self.budget_note = self.budget_note or budget.note
+            note = budget.note
+            if given:  # the note describes the default; say what this search changed
+                note += (f" (this search set its {' and '.join(given)}: {self.steps:,} steps over "
+                         f"{self.num_envs} envs)")
+            self.budget_note = self.budget_note or note
 
     def check(self) -> None:
         """Raise ``ValueError`` naming any bad value and what is allowed."""

@@ -307,8 +307,11 @@ def _report(result: SearchResult, feedback: dict[int, str | None]) -> str:
             lines += _finalist_lines(finalists, best)
         if result.final:
             final_seeds = ", ".join(str(seed) for seed in next(iter(result.final.values())).fitness)
-            lines += [f"Re-trained with {config.final_seeds} new seed(s) ({final_seeds}), next to the reference "
-                      "rewards:", "", *_final_rows(result), ""]
+            beside = ("next to the reference rewards:" if len(result.final) > 1 else
+                      f"with no reference rewards beside it ({config.env_id} has none: "
+                      "rewardlab.llm_reward.register_reference_programs adds them):")
+            lines += [f"Re-trained with {config.final_seeds} new seed(s) ({final_seeds}), {beside}", "",
+                      *_final_rows(result), ""]
             if result.normalized_score is not None:
                 lines += [f"Normalised score (best - sparse) / |human - sparse| = **{result.normalized_score:.3f}** "
                           "(1 = as good as the human reward, 0 = as good as the sparse one).", ""]
@@ -318,11 +321,14 @@ def _report(result: SearchResult, feedback: dict[int, str | None]) -> str:
             elif "sparse" in result.final and "human" not in result.final:
                 lines += ["The human reference of this env is its own reward, the sparse one: trained and reported "
                           "once, as the sparse reference; no normalised score.", ""]
+        # the final runs there are: a user's env may have no references, and where the human
+        # reference is the env's own reward it is trained once, as the sparse one
+        runs = " ".join(f"{result.out}/final/{label}" for label in ("best", "human", "sparse") if label in result.final)
+        compare = (f" Compare the final runs: `rewardlab compare {runs} --out {result.out}/compare`."
+                   if len(result.final) > 1 else "")
         lines += ["```python", (best.source or "").rstrip(), "```", "",
                   f"Train on it: `rewardlab train --env {config.env_id} --reward-program {result.out / BEST_FILE} "
-                  "--logdir runs/best_reward`. Compare the final runs: `rewardlab compare "
-                  f"{result.out}/final/best {result.out}/final/human {result.out}/final/sparse --out "
-                  f"{result.out}/compare`. TensorBoard: `tensorboard --logdir {result.out}`.", ""]
+                  f"--logdir runs/best_reward`.{compare} TensorBoard: `tensorboard --logdir {result.out}`.", ""]
     lines += ["## Iterations", ""]
     header = ("| candidate | status | fitness | success | reward~fitness corr | hacking | prescreen tau | tokens "
               "| cost | train s |")

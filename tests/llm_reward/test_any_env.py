@@ -88,6 +88,10 @@ def test_the_cli_searches_a_module_env_and_a_minigrid_id(tmp_path: Path, monkeyp
                       "--out", "corridor_run", *flags])
     assert code == 0, capsys.readouterr().err
     assert "position" in (tmp_path / "corridor_run" / "best_reward.py").read_text()
+    # a user's env has no reference rewards: the report says so and suggests no comparison of runs that do not exist
+    report = (tmp_path / "corridor_run" / "report.md").read_text()
+    assert f"with no reference rewards beside it ({env_id} has none" in report
+    assert "rewardlab compare" not in report
     pytest.importorskip("minigrid")
     code = rewardlab(["search", "--env", "MiniGrid-Empty-5x5-v0", "--task", "reach the green goal",
                       "--out", "minigrid_run", *flags])
@@ -126,6 +130,9 @@ def test_default_budgets_references_trained_once_and_the_report_counts_the_cost(
     generic = SearchConfig(env_id, "reach the goal", proposer="evolve", description=data)
     assert (generic.steps, generic.num_envs, generic.ppo_kwargs) == (GENERIC.steps, GENERIC.num_envs, {})
     assert "no budget was measured" in generic.budget_note
+    # a budget the user set in part is what the note says this search ran
+    shorter = SearchConfig(env_id, "reach the goal", proposer="evolve", description=data, steps=2_000)
+    assert shorter.budget_note.endswith(f"(this search set its steps: 2,000 steps over {GENERIC.num_envs} envs)")
     # the human reference is the env's own reward (as on the MuJoCo tasks): trained once
     use_description(data)
     llm_reward.register_reference_programs(env_id, sparse=GOAL_REWARD, human=GOAL_REWARD)
@@ -135,6 +142,9 @@ def test_default_budgets_references_trained_once_and_the_report_counts_the_cost(
     assert set(result.final) == {"best", "sparse"} and result.normalized_score is None
     report = (tmp_path / "run" / "report.md").read_text()
     assert "trained and reported once" in report
+    # the compare command names the final runs there are (no final/human here)
+    assert f"rewardlab compare {tmp_path / 'run'}/final/best {tmp_path / 'run'}/final/sparse --out" in report
+    assert "final/human" not in report and not (tmp_path / "run" / "final" / "human").exists()
     assert "s per candidate" in report and "candidates per minute" in report and "IQM" in report
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert summary["cost"]["candidate_wall_s"] > 0 and "iqm_ci" in summary["final_statistics"]["best"]
