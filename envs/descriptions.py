@@ -55,6 +55,7 @@ __all__ = [
 NEXT_PREFIX = "next_"
 ACTION = "action"
 TERMINATED = "terminated"
+ENV_REWARD = "env_reward"
 
 # Above this many observation dimensions a generic description gives the whole
 # observation as one variable instead of one name per dimension.
@@ -176,10 +177,10 @@ class EnvDescription:
                     f"state variable name {name!r} of {self.env_id} must be a Python identifier "
                     "that does not start with '_'"
                 )
-            if name.startswith(NEXT_PREFIX) or name in (ACTION, TERMINATED):
+            if name.startswith(NEXT_PREFIX) or name in (ACTION, TERMINATED, ENV_REWARD):
                 raise ValueError(
                     f"state variable name {name!r} of {self.env_id} clashes with the names the "
-                    f"description adds ('{NEXT_PREFIX}*', '{ACTION}', '{TERMINATED}')"
+                    f"description adds ('{NEXT_PREFIX}*', '{ACTION}', '{TERMINATED}', '{ENV_REWARD}')"
                 )
         duplicates = sorted({name for name in names if names.count(name) > 1})
         if duplicates:
@@ -192,9 +193,10 @@ class EnvDescription:
 
     @property
     def variables(self) -> tuple[str, ...]:
-        """Every name a reward function may take: the state, ``next_`` state, ``action``, ``terminated``."""
+        """Every name a reward function may take: the state, ``next_`` state, ``action``,
+        ``terminated`` and ``env_reward`` (the env's own reward for the step)."""
         names = self.state_names
-        return (*names, *(NEXT_PREFIX + name for name in names), ACTION, TERMINATED)
+        return (*names, *(NEXT_PREFIX + name for name in names), ACTION, TERMINATED, ENV_REWARD)
 
     @property
     def prompt_class_name(self) -> str:
@@ -220,6 +222,7 @@ class EnvDescription:
         rows = [(variable.name, _variable_comment(variable)) for variable in self.state]
         rows.append((ACTION, f"{action.dtype} {action_shape}: {action.meaning}"))
         rows.append((TERMINATED, f"bool (N,): {self.terminated_meaning}"))
+        rows.append((ENV_REWARD, "float32 (N,): the reward the env itself pays for this step"))
         width = max(len(name) for name, _ in rows) + len(": Tensor")
         lines += [f"    {name + ': Tensor':<{width}}  # {comment}" for name, comment in rows]
         lines.append("")
@@ -258,6 +261,7 @@ class EnvDescription:
         next_obs: torch.Tensor,
         terminated: torch.Tensor,
         names: Sequence[str] | None = None,
+        env_reward: torch.Tensor | None = None,
     ) -> dict[str, torch.Tensor]:
         """The keyword arguments of a reward function for one batched step.
 
@@ -266,16 +270,27 @@ class EnvDescription:
         :param next_obs: the observations after the step (the true last ones where an
             episode ended), ``(N, *obs_shape)``.
         :param terminated: bool ``(N,)``.
-        :param names: which of :attr:`variables` to compute (all when ``None``).
-        :raises ValueError: a name this description does not declare.
+        :param names: which of :attr:`variables` to compute (all when ``None``, ``env_reward``
+            only when given).
+        :param env_reward: the env's own reward for the step, ``(N,)``.
+        :raises ValueError: a name this description does not declare, or ``env_reward``
+            asked for without it.
         """
-        names = self.variables if names is None else tuple(names)
+        if names is None:
+            names = tuple(name for name in self.variables if name != ENV_REWARD or env_reward is not None)
         inputs: dict[str, torch.Tensor] = {}
         for name in names:
             if name == ACTION:
                 inputs[name] = action.reshape(len(action), *self.action.shape)
             elif name == TERMINATED:
                 inputs[name] = terminated
+            elif name == ENV_REWARD:
+                if env_reward is None:
+                    raise ValueError(
+                        f"the reward function takes {ENV_REWARD}, the env's own reward, which is not "
+                        "known here (scoring stored transitions without their rewards)"
+                    )
+                inputs[name] = torch.as_tensor(env_reward, device=obs.device).float().reshape(len(obs))
             elif name.startswith(NEXT_PREFIX) and name[len(NEXT_PREFIX):] in self.state_names:
                 inputs[name] = self._state_variable(name[len(NEXT_PREFIX):]).read(next_obs)
             else:

@@ -111,7 +111,8 @@ class GymnasiumProgramReward(gymnasium.Wrapper):
         if action_batch.dtype.is_floating_point:
             action_batch = action_batch.float()
         program_reward, components = self.reward_function(
-            self._obs, action_batch, next_obs, torch.tensor([bool(terminated)])
+            self._obs, action_batch, next_obs, torch.tensor([bool(terminated)]),
+            torch.tensor([float(reward)]),
         )
         self._obs = next_obs
         info = dict(info)

@@ -443,6 +443,7 @@ class RewardFunction:
         action: torch.Tensor,
         next_obs: torch.Tensor,
         terminated: torch.Tensor,
+        env_reward: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         """The program's reward and components for one batched step.
 
@@ -450,6 +451,8 @@ class RewardFunction:
         :param action: the actions ``(N,)`` or ``(N, *shape)``.
         :param next_obs: observations after it (true last ones where episodes ended).
         :param terminated: bool ``(N,)``.
+        :param env_reward: the env's own reward for the step ``(N,)``, for a program that
+            takes ``env_reward``.
         :return: ``(reward, components)``, float32 on ``obs.device``.
         :raises ProgramError: the program raised or returned something malformed or non-finite.
         """
@@ -460,7 +463,7 @@ class RewardFunction:
         inputs = {
             name: value.clone()
             for name, value in self.description.reward_inputs(
-                obs, action, next_obs, terminated, self.program.inputs(self.description)
+                obs, action, next_obs, terminated, self.program.inputs(self.description), env_reward
             ).items()
         }
         where = f"`{self.program.function_name}` (call {self.calls}, after {(self.calls - 1) * num_envs} env steps)"

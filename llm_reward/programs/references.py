@@ -40,7 +40,7 @@ import textwrap
 from rewardlab.envs.mujoco.behaviours import AntTurnInPlaceEnv, HopperBackwardEnv
 from rewardlab.llm_reward.programs.program import RewardProgram
 
-__all__ = ["reference_programs", "register_reference_programs", "registered_reference_programs"]
+__all__ = ["OWN_REWARD", "reference_programs", "register_reference_programs", "registered_reference_programs"]
 
 _CARTPOLE_HUMAN = '''
 import math
@@ -308,6 +308,12 @@ def register_reference_programs(env_id: str, sparse: str, human: str, overwrite:
     for source in (sparse, human):
         RewardProgram.from_source(textwrap.dedent(source)).check(env_id)
     _SOURCES[env_id] = {"sparse": sparse, "human": human}
+
+
+#: the sparse reference of any env without reference programs of its own: the reward the env
+#: itself pays (a reward program's ``env_reward``), so that a search on a user's env compares
+#: its best program with the env's own reward, and the evolve proposer can build on it
+OWN_REWARD = _sparse("env_reward", "env_reward")
 
 
 def registered_reference_programs() -> list[str]:

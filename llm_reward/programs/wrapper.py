@@ -75,7 +75,7 @@ class ProgramReward(BatchedWrapper):
         actions = torch.as_tensor(actions, device=self.device)
         obs, env_reward, terminated, truncated, info = self.env.step(actions)
         next_obs = info.get("final_obs", obs)
-        reward, components = self.reward_function(self._obs, actions, next_obs, terminated)
+        reward, components = self.reward_function(self._obs, actions, next_obs, terminated, env_reward)
         self._obs = obs
         info = dict(info)
         named = {COMPONENT_PREFIX + name: value for name, value in components.items()}

@@ -40,6 +40,7 @@ from rewardlab.llm_reward.clients import ChatClient, Completion, LLMCallFailed, 
 from rewardlab.llm_reward.programs.checks import CheckError
 from rewardlab.llm_reward.programs.program import RewardProgram, extract_code
 from rewardlab.llm_reward.programs.references import (
+    OWN_REWARD,
     reference_programs,
     registered_reference_programs,
 )
@@ -345,8 +346,10 @@ class _Search:
                     and description_data(config.env_id) is None)
         self.description = searchable_description(config.env_id, config.description)
         has_references = config.env_id in registered_reference_programs()
-        self.references = reference_programs(config.env_id) if has_references else {}
-        if config.prescreen != "off" and not self.references:
+        # an env without reference programs of its own is compared with the reward it pays
+        self.references = (reference_programs(config.env_id) if has_references else
+                           {"sparse": RewardProgram.from_source(OWN_REWARD.lstrip("\n"))})
+        if config.prescreen != "off" and "human" not in self.references:
             raise ValueError(
                 f"--prescreen trains a policy on {config.env_id}'s human reference reward, and it has "
                 "none (rewardlab.llm_reward.register_reference_programs)"

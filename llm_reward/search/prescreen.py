@@ -90,6 +90,7 @@ def _rollouts(
     env.action_space.seed(seed)
     states: list[torch.Tensor] = [obs.clone()]
     actions: list[torch.Tensor] = []
+    rewards: list[torch.Tensor] = []
     returns = torch.zeros(episodes)
     done = torch.zeros(episodes, dtype=torch.bool)
     terminated_at_end = torch.zeros(episodes, dtype=torch.bool)
@@ -98,6 +99,7 @@ def _rollouts(
         action = act(obs, env)
         obs, reward, terminated, truncated, info = env.step(action)
         actions.append(action.clone())
+        rewards.append(reward.clone())
         states.append(info["final_obs"].clone())
         returns += reward * ~done
         length += ~done
@@ -115,6 +117,7 @@ def _rollouts(
             "return": float(returns[index]),
             "states": [[round(float(v), DIGITS) for v in state[index].reshape(-1)] for state in states[: steps + 1]],
             "actions": [action[index].tolist() for action in actions[:steps]],
+            "rewards": [round(float(reward[index]), DIGITS) for reward in rewards[:steps]],
             "terminated": bool(terminated_at_end[index]),
         })
     return trajectories
@@ -198,7 +201,7 @@ def score_job(payload: Mapping[str, Any], guard: Guard) -> dict[str, Any]:
     """The sandboxed job: the program's undiscounted return on each stored trajectory.
 
     :param payload: ``program`` (``source``, ``function_name``, ``parameters``), ``env_id``
-        and ``trajectories`` (``states``, ``actions``, ``terminated``).
+        and ``trajectories`` (``states``, ``actions``, ``rewards``, ``terminated``).
     :param guard: the worker's installed guard.
     :return: ``{"returns": [...], "failure": None | {"kind", "reason", "traceback"}}``.
     """
@@ -217,7 +220,9 @@ def score_job(payload: Mapping[str, Any], guard: Guard) -> dict[str, Any]:
             actions = torch.tensor(trajectory["actions"], dtype=action_dtype)
             terminated = torch.zeros(len(actions), dtype=torch.bool)
             terminated[-1] = bool(trajectory["terminated"])
-            reward, _ = function(states[:-1], actions, states[1:], terminated)
+            # the env's own rewards (trajectories stored before they were kept have none)
+            env_reward = torch.tensor(trajectory["rewards"]) if "rewards" in trajectory else None
+            reward, _ = function(states[:-1], actions, states[1:], terminated, env_reward)
             returns.append(float(reward.double().sum()))
             changed = guard.changed_modules()
             if changed:
@@ -274,7 +279,8 @@ def prescreen(
         "program": asdict(program),
         "env_id": env_id,
         "description": description_data(env_id),
-        "trajectories": [{key: t[key] for key in ("states", "actions", "terminated")} for t in trajectories],
+        "trajectories": [{key: t[key] for key in ("states", "actions", "rewards", "terminated") if key in t}
+                         for t in trajectories],
     }
     run = run_sandboxed(SCORE_JOB, payload, run_dir, Limits(timeout_s=timeout_s), preload_for(env_id))
     truth = [float(t["return"]) for t in trajectories]

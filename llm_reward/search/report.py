@@ -17,6 +17,7 @@ import numpy as np
 
 from rewardlab.common.statistics import bootstrap_ci, iqm, probability_of_improvement
 from rewardlab.llm_reward.programs.loading import reward_file_text
+from rewardlab.llm_reward.programs.references import registered_reference_programs
 from rewardlab.llm_reward.search.prescreen import MIN_PAIRS
 from rewardlab.llm_reward.search.records import (
     LATE_CHECKPOINTS,
@@ -319,8 +320,12 @@ def _report(result: SearchResult, feedback: dict[int, str | None]) -> str:
                 lines += ["Normalised score (best - sparse) / |human - sparse|: undefined (the human and sparse "
                           "references scored the same, or one of them failed).", ""]
             elif "sparse" in result.final and "human" not in result.final:
-                lines += ["The human reference of this env is its own reward, the sparse one: trained and reported "
-                          "once, as the sparse reference; no normalised score.", ""]
+                lines += [("The human reference of this env is its own reward, the sparse one: trained and "
+                           "reported once, as the sparse reference; no normalised score."
+                           if config.env_id in registered_reference_programs() else
+                           f"{config.env_id} has no human reference reward, so the best program is compared with "
+                           "the env's own reward only and there is no normalised score "
+                           "(rewardlab.llm_reward.register_reference_programs adds one)."), ""]
         # the final runs there are: a user's env may have no references, and where the human
         # reference is the env's own reward it is trained once, as the sparse one
         runs = " ".join(f"{result.out}/final/{label}" for label in ("best", "human", "sparse") if label in result.final)

@@ -5,6 +5,7 @@ else in its folder."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -88,10 +89,11 @@ def test_the_cli_searches_a_module_env_and_a_minigrid_id(tmp_path: Path, monkeyp
                       "--out", "corridor_run", *flags])
     assert code == 0, capsys.readouterr().err
     assert "position" in (tmp_path / "corridor_run" / "best_reward.py").read_text()
-    # a user's env has no reference rewards: the report says so and suggests no comparison of runs that do not exist
+    # a user's env has no reference programs: the best is compared with the env's own reward
     report = (tmp_path / "corridor_run" / "report.md").read_text()
-    assert f"with no reference rewards beside it ({env_id} has none" in report
-    assert "rewardlab compare" not in report
+    assert f"{env_id} has no human reference reward" in report
+    assert "| sparse reference (the env's own reward) |" in report
+    assert re.search(r"rewardlab compare \S*/final/best \S*/final/sparse --out", report)
     pytest.importorskip("minigrid")
     code = rewardlab(["search", "--env", "MiniGrid-Empty-5x5-v0", "--task", "reach the green goal",
                       "--out", "minigrid_run", *flags])

@@ -8,12 +8,14 @@ import json
 import math
 import os
 
+import gymnasium
 import pytest
 import torch
 
 from rewardlab import envs, llm_reward
 from rewardlab.envs.descriptions import ActionVariable, EnvDescription, StateVariable, column
 from rewardlab.llm_reward.programs.checks import check_source
+from rewardlab.llm_reward.programs.loading import GymnasiumProgramReward
 from rewardlab.llm_reward.programs.program import ProgramError, RewardFunction, extract_code
 from rewardlab.llm_reward.programs.references import registered_reference_programs
 from rewardlab.llm_reward.programs.wrapper import ProgramReward
@@ -38,9 +40,9 @@ def load(source: str, env_id: str = "CartPole-v1") -> RewardFunction:
 def test_shipped_description_lists_every_variable(env_id: str) -> None:
     description = llm_reward.describe(env_id)
     names = description.state_names
-    assert description.variables == (*names, *(f"next_{n}" for n in names), "action", "terminated")
+    assert description.variables == (*names, *(f"next_{n}" for n in names), "action", "terminated", "env_reward")
     prompt = description.to_prompt()
-    for name in (*names, "action", "terminated"):
+    for name in (*names, "action", "terminated", "env_reward"):
         assert f"    {name}: Tensor" in prompt
     assert "Success metric:" in prompt and env_id in prompt
     compile(prompt + "\n    return x, {}\n", "<prompt>", "exec")  # the prompt is Python
@@ -52,9 +54,14 @@ def test_reward_inputs_are_named_batched_tensors(env_id: str) -> None:
     env = envs.make(env_id, num_envs=5, seed=0)
     obs, _ = env.reset()
     actions = random_actions(env)
-    next_obs, _, terminated, _, info = env.step(actions)
-    inputs = description.reward_inputs(obs, actions, info["final_obs"], terminated)
+    next_obs, reward, terminated, _, info = env.step(actions)
+    inputs = description.reward_inputs(obs, actions, info["final_obs"], terminated, env_reward=reward)
     assert list(inputs) == list(description.variables)
+    assert torch.equal(inputs["env_reward"], reward.float())
+    # without the env's reward (stored transitions), every other input, and a clear error for it
+    assert "env_reward" not in description.reward_inputs(obs, actions, info["final_obs"], terminated)
+    with pytest.raises(ValueError, match="env_reward, the env's own reward, which is not known here"):
+        description.reward_inputs(obs, actions, info["final_obs"], terminated, names=["env_reward"])
     for name, value in inputs.items():
         assert value.shape == (5,), name
     assert torch.equal(inputs["terminated"], terminated)
@@ -235,6 +242,34 @@ def test_wrapper_rewards_true_last_states_and_keeps_extrinsic() -> None:
     ended = terminated.nonzero()[:, 0]
     assert not torch.equal(info["final_obs"][ended], obs[ended])
     assert torch.equal(components["program/ended"], terminated.float())
+
+
+ENV_REWARD_PROGRAM = "def compute_reward(env_reward, x):\n    return 2.0 * env_reward - x.abs(), {'own': env_reward}\n"
+
+
+def test_a_program_takes_the_envs_own_reward_in_both_wrappers() -> None:
+    # MountainCar pays -1 a step: the program sees it batched and as Gymnasium's float
+    program = llm_reward.RewardProgram.from_source("def compute_reward(env_reward, position):\n"
+                                                   "    return 2.0 * env_reward + position, {'own': env_reward}\n")
+    description = llm_reward.describe("MountainCar-v0")
+    batched = ProgramReward(envs.make("MountainCar-v0", num_envs=3, seed=0), RewardFunction(program, description))
+    obs, _ = batched.reset(seed=0)
+    _, reward, _, _, info = batched.step(torch.ones(3, dtype=torch.int64))
+    assert torch.equal(info["reward_components"]["program/own"], torch.full((3,), -1.0))
+    assert torch.allclose(reward, -2.0 + obs[:, 0])  # position before the step
+    single = GymnasiumProgramReward(gymnasium.make("MountainCar-v0"), RewardFunction(program, description))
+    obs, _ = single.reset(seed=0)
+    _, reward, _, _, info = single.step(1)
+    assert info["reward_components"]["program/own"] == -1.0
+    assert reward == pytest.approx(-2.0 + float(obs[0]))
+
+
+def test_a_program_on_the_envs_own_reward_trains_in_the_sandbox(tmp_path) -> None:
+    program = llm_reward.RewardProgram.from_source(ENV_REWARD_PROGRAM)
+    result = llm_reward.evaluate(program, "CartPole-v1", steps=512, seeds=(0,), timeout_s=90, num_envs=4,
+                                 ppo_kwargs=TINY_PPO, num_checkpoints=2, eval_episodes=2)
+    assert result.ok, result.failure
+    assert result.curve[-1].components["program/own"] == pytest.approx(1.0)  # CartPole's +1 a step
 
 
 # ------------------------------------------------------------ reference programs
