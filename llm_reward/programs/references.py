@@ -40,7 +40,7 @@ import textwrap
 from rewardlab.envs.mujoco.behaviours import AntTurnInPlaceEnv, HopperBackwardEnv
 from rewardlab.llm_reward.programs.program import RewardProgram
 
-__all__ = ["OWN_REWARD", "reference_programs", "register_reference_programs", "registered_reference_programs"]
+__all__ = ["own_reward_program", "reference_programs", "register_reference_programs", "registered_reference_programs"]
 
 _CARTPOLE_HUMAN = '''
 import math
@@ -310,10 +310,7 @@ def register_reference_programs(env_id: str, sparse: str, human: str, overwrite:
     _SOURCES[env_id] = {"sparse": sparse, "human": human}
 
 
-#: the sparse reference of any env without reference programs of its own: the reward the env
-#: itself pays (a reward program's ``env_reward``), so that a search on a user's env compares
-#: its best program with the env's own reward, and the evolve proposer can build on it
-OWN_REWARD = _sparse("env_reward", "env_reward")
+_OWN_REWARD = _sparse("env_reward", "env_reward")
 
 
 def registered_reference_programs() -> list[str]:
@@ -332,7 +329,16 @@ def reference_programs(env_id: str) -> dict[str, RewardProgram]:
             f"no reference programs for env_id={env_id!r}; known: "
             f"{', '.join(registered_reference_programs())}"
         )
-    return {
-        kind: RewardProgram.from_source(textwrap.dedent(source).lstrip("\n"))
-        for kind, source in _SOURCES[env_id].items()
-    }
+    return {kind: _program(source) for kind, source in _SOURCES[env_id].items()}
+
+
+def own_reward_program() -> RewardProgram:
+    """The sparse reference of an env without reference programs of its own: the reward the
+    env itself pays (a reward program's ``env_reward``), so that a search on a user's env
+    compares its best program with the env's own reward, and the evolve proposer can build
+    on it."""
+    return _program(_OWN_REWARD)
+
+
+def _program(source: str) -> RewardProgram:
+    return RewardProgram.from_source(textwrap.dedent(source).lstrip("\n"))

@@ -40,7 +40,7 @@ from rewardlab.llm_reward.clients import ChatClient, Completion, LLMCallFailed, 
 from rewardlab.llm_reward.programs.checks import CheckError
 from rewardlab.llm_reward.programs.program import RewardProgram, extract_code
 from rewardlab.llm_reward.programs.references import (
-    OWN_REWARD,
+    own_reward_program,
     reference_programs,
     registered_reference_programs,
 )
@@ -348,7 +348,7 @@ class _Search:
         has_references = config.env_id in registered_reference_programs()
         # an env without reference programs of its own is compared with the reward it pays
         self.references = (reference_programs(config.env_id) if has_references else
-                           {"sparse": RewardProgram.from_source(OWN_REWARD.lstrip("\n"))})
+                           {"sparse": own_reward_program()})
         if config.prescreen != "off" and "human" not in self.references:
             raise ValueError(
                 f"--prescreen trains a policy on {config.env_id}'s human reference reward, and it has "

@@ -308,11 +308,8 @@ def _report(result: SearchResult, feedback: dict[int, str | None]) -> str:
             lines += _finalist_lines(finalists, best)
         if result.final:
             final_seeds = ", ".join(str(seed) for seed in next(iter(result.final.values())).fitness)
-            beside = ("next to the reference rewards:" if len(result.final) > 1 else
-                      f"with no reference rewards beside it ({config.env_id} has none: "
-                      "rewardlab.llm_reward.register_reference_programs adds them):")
-            lines += [f"Re-trained with {config.final_seeds} new seed(s) ({final_seeds}), {beside}", "",
-                      *_final_rows(result), ""]
+            lines += [f"Re-trained with {config.final_seeds} new seed(s) ({final_seeds}), next to the reference "
+                      "rewards:", "", *_final_rows(result), ""]
             if result.normalized_score is not None:
                 lines += [f"Normalised score (best - sparse) / |human - sparse| = **{result.normalized_score:.3f}** "
                           "(1 = as good as the human reward, 0 = as good as the sparse one).", ""]
@@ -326,11 +323,10 @@ def _report(result: SearchResult, feedback: dict[int, str | None]) -> str:
                            f"{config.env_id} has no human reference reward, so the best program is compared with "
                            "the env's own reward only and there is no normalised score "
                            "(rewardlab.llm_reward.register_reference_programs adds one)."), ""]
-        # the final runs there are: a user's env may have no references, and where the human
-        # reference is the env's own reward it is trained once, as the sparse one
+        # the final runs there are (none without final seeds): an env without a human reference,
+        # or whose human reference is its own reward, has no final/human
         runs = " ".join(f"{result.out}/final/{label}" for label in ("best", "human", "sparse") if label in result.final)
-        compare = (f" Compare the final runs: `rewardlab compare {runs} --out {result.out}/compare`."
-                   if len(result.final) > 1 else "")
+        compare = f" Compare the final runs: `rewardlab compare {runs} --out {result.out}/compare`." if runs else ""
         lines += ["```python", (best.source or "").rstrip(), "```", "",
                   f"Train on it: `rewardlab train --env {config.env_id} --reward-program {result.out / BEST_FILE} "
                   f"--logdir runs/best_reward`.{compare} TensorBoard: `tensorboard --logdir {result.out}`.", ""]
