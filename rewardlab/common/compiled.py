@@ -31,6 +31,7 @@ import importlib
 import os
 import re
 import tempfile
+import warnings
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -239,7 +240,11 @@ def _library(
     os.close(handle)
     os.chmod(partial, 0o644)
     try:
-        torch._inductor.aoti_compile_and_package(exported, package_path=partial, inductor_configs=options)
+        with warnings.catch_warnings():
+            # torch's own compile deep-copies its graphs through a deprecated check
+            # (typing_extensions' LeafSpec); the user can do nothing about it
+            warnings.filterwarnings("ignore", message=r".*LeafSpec.*is deprecated", category=FutureWarning)
+            torch._inductor.aoti_compile_and_package(exported, package_path=partial, inductor_configs=options)
         os.replace(partial, path)
     finally:
         if os.path.exists(partial):
