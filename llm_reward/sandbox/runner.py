@@ -56,7 +56,13 @@ from rewardlab.llm_reward.sandbox.forkserver import (
     read_message,
     send_message,
 )
-from rewardlab.llm_reward.sandbox.isolation import QUOTA_EXIT, confine, gpu_devices, readable_roots
+from rewardlab.llm_reward.sandbox.isolation import (
+    MAX_ENTRIES,
+    QUOTA_EXIT,
+    confine,
+    gpu_devices,
+    readable_roots,
+)
 from rewardlab.llm_reward.sandbox.landlock import landlock_abi
 
 __all__ = ["Limits", "SandboxRun", "landlock_abi", "read_private_tail", "run_sandboxed", "write_private"]
@@ -272,6 +278,7 @@ def _describe_exit(exit_code: int | None, limits: Limits) -> tuple[str, str]:
         return f"the worker died from signal {name}", "crash"
     if exit_code == QUOTA_EXIT:
         return (f"the job filled its run directory past its disk quota of {limits.max_disk_mb:g} MB "
+                f"(or past {MAX_ENTRIES:,} files and folders, or into folders too deep to measure) "
                 "and was killed"), "limit"
     return f"the worker exited (code {exit_code}) without sending a result", "crash"
 

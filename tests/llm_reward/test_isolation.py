@@ -193,6 +193,40 @@ def test_the_disk_quota_stops_a_filling_program(tmp_path: Path) -> None:
     assert directory_bytes(str(run_dir)) < 512 * 2**20
 
 
+def test_memory_outside_the_address_space_limit_is_refused(tmp_path: Path) -> None:
+    # a memfd's pages and SysV shared memory are not counted by RLIMIT_AS (1024 MB here)
+    result = run("hold_memory", {"mb": 1100}, tmp_path / "run", memory_mb=1024)
+    assert result.result is not None, result.error
+    assert result.result["memfd"] == 0 and result.result["sysv_shm"] == 0, result.result
+    assert result.result["msgget"] == "refused"
+
+
+def test_the_disk_quota_stops_a_program_that_allocates_without_writing(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    result = run("allocate_past_the_quota", {"files": 16, "mb": 256}, run_dir, max_disk_mb=40)
+    assert result.result is None, result.result  # 4 GB in milliseconds, had fallocate been allowed
+    assert result.error_kind == "limit" and "quota of 40 MB" in result.error, result.error
+    assert directory_bytes(str(run_dir)) < 512 * 2**20
+
+
+@pytest.mark.parametrize("how", ["deep", "closed"])
+def test_the_disk_quota_sees_what_a_path_cannot_reach(tmp_path: Path, how: str) -> None:
+    run_dir = tmp_path / "run"
+    result = run("hide_from_the_quota", {"how": how, "files": 6, "mb": 64}, run_dir, max_disk_mb=40)
+    assert result.result is None, result.result
+    assert result.error_kind == "limit" and "quota of 40 MB" in result.error, result.error
+
+
+def test_the_disk_quota_counts_entries(tmp_path: Path) -> None:
+    from rewardlab.llm_reward.sandbox.isolation import MAX_ENTRIES
+
+    for index in range(MAX_ENTRIES):
+        (tmp_path / str(index)).touch()
+    assert directory_bytes(str(tmp_path)) < 512 * 2**20
+    (tmp_path / "one_more").touch()  # each look of the watchdog would take longer
+    assert directory_bytes(str(tmp_path)) == float("inf")
+
+
 def test_the_caller_follows_no_link_the_program_planted(tmp_path: Path, outside: Path) -> None:
     victim = outside / "victim.txt"
     victim.write_text("untouched")

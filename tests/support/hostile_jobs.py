@@ -14,6 +14,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -221,3 +222,74 @@ def read_the_users_folder(payload: dict, guard: Any) -> dict:
 
     return {"secret": _attempt(secret), "listing": _attempt(lambda: os.listdir(folder)),
             "module": _attempt(module_file), "env": _attempt(step_the_env)}
+
+
+def hold_memory(payload: dict, guard: Any) -> dict:
+    """Hold more memory than the address-space limit allows, where RLIMIT_AS does not count
+    it: pages of a memfd written through write(), SysV shared memory touched and detached."""
+    import ctypes
+
+    _guard_off(guard)
+    size_mb = payload["mb"]
+    chunk = b"\1" * 2**20
+    held = {"memfd": 0, "sysv_shm": 0}
+    files = []
+    try:
+        while held["memfd"] < size_mb:
+            fd = os.memfd_create("held")
+            files.append(fd)
+            for _ in range(min(200, size_mb - held["memfd"])):  # each file under RLIMIT_FSIZE
+                os.write(fd, chunk)
+                held["memfd"] += 1
+    except OSError as error:
+        held["memfd_error"] = str(error)
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.shmat.restype = ctypes.c_void_p
+    libc.shmat.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_int]
+    libc.shmdt.argtypes = [ctypes.c_void_p]
+    while held["sysv_shm"] < size_mb:  # segments that fit in the address space once at a time
+        part = min(200, size_mb - held["sysv_shm"]) * 2**20
+        segment = libc.shmget(0, ctypes.c_size_t(part), 0o1600)  # IPC_PRIVATE, IPC_CREAT
+        address = libc.shmat(segment, None, 0) if segment >= 0 else None
+        if address in (None, ctypes.c_void_p(-1).value):
+            held["shm_error"] = os.strerror(ctypes.get_errno())
+            break
+        ctypes.memset(address, 1, part)
+        libc.shmdt(ctypes.c_void_p(address))  # the segment stays, out of the address space
+        held["sysv_shm"] += part // 2**20
+    queue = libc.msgget(0, 0o1600)
+    held["msgget"] = "refused" if queue < 0 else "created"
+    return held
+
+
+def allocate_past_the_quota(payload: dict, guard: Any) -> dict:
+    """Allocate disk blocks without writing them (fallocate): gigabytes in milliseconds."""
+    _guard_off(guard)
+    for index in range(payload["files"]):
+        fd = os.open(f"allocated_{index}", os.O_CREAT | os.O_WRONLY, 0o600)
+        try:
+            os.posix_fallocate(fd, 0, payload["mb"] * 2**20)
+        finally:
+            os.close(fd)
+    return {"allocated_mb": payload["files"] * payload["mb"]}
+
+
+def hide_from_the_quota(payload: dict, guard: Any) -> dict:
+    """Write below a chain of folders whose path is longer than the kernel's limit, or
+    inside a folder made without permissions: a scan by path reaches neither."""
+    _guard_off(guard)
+    guard._state.busy = True  # the audit hook returns at once in this thread
+    if payload["how"] == "deep":
+        for _ in range(20):
+            os.mkdir("d" * 250)
+            os.chdir("d" * 250)
+    else:
+        os.mkdir("closed", 0o300)  # a mode given at creation is no chmod: no one else may list it
+        os.chdir("closed")
+    block = b"\1" * 2**20
+    for index in range(payload["files"]):
+        with open(f"hidden_{index}", "wb") as file:
+            for _ in range(payload["mb"]):
+                file.write(block)
+    time.sleep(1.0)  # give the watchdog many looks
+    return {"written_mb": payload["files"] * payload["mb"]}
