@@ -65,7 +65,8 @@ from rewardlab.llm_reward.sandbox.isolation import (
 )
 from rewardlab.llm_reward.sandbox.landlock import landlock_abi
 
-__all__ = ["Limits", "SandboxRun", "landlock_abi", "read_private_tail", "run_sandboxed", "write_private"]
+__all__ = ["Limits", "SandboxRun", "landlock_abi", "read_private_tail", "remove_tree", "run_sandboxed",
+           "write_private"]
 
 LOG_NAME = "worker.log"
 # A worker that sent its result gets this long to exit before it is killed.
@@ -333,6 +334,54 @@ def write_private(directory: str | os.PathLike[str], name: str, text: str) -> Pa
     with os.fdopen(fd, "w") as file:
         file.write(text)
     return path
+
+
+def remove_tree(path: str | os.PathLike[str]) -> None:
+    """Remove ``path`` and everything beneath it, a folder a worker wrote; nothing if it is missing.
+
+    A worker can nest folders deeper than Python's recursion limit (``shutil.rmtree``
+    raises ``RecursionError``, even with ``ignore_errors``) and paths longer than the
+    kernel's limit, so every folder found is first moved up to ``path`` itself, and emptied
+    there: no recursion, no long paths. Links are removed, never followed. Call it once
+    the worker is gone; errors of single entries are ignored.
+
+    :param path: the folder.
+    """
+    root = os.fspath(path)
+    try:
+        if not stat.S_ISDIR(os.lstat(root).st_mode):
+            os.unlink(root)
+            return
+    except OSError:
+        return
+    pending, moved, token = [root], 0, os.urandom(6).hex()  # names the worker cannot have taken
+    while pending:
+        folder = pending.pop()
+        try:
+            with os.scandir(folder) as listing:
+                entries = list(listing)
+        except OSError:
+            entries = []
+        for entry in entries:
+            try:
+                if entry.is_dir(follow_symlinks=False):
+                    moved += 1
+                    flat = os.path.join(root, f".removing-{token}-{moved}")
+                    os.rename(entry.path, flat)
+                    pending.append(flat)
+                else:
+                    os.unlink(entry.path)
+            except OSError:
+                continue
+        if folder != root:
+            try:
+                os.rmdir(folder)
+            except OSError:
+                pass
+    try:
+        os.rmdir(root)
+    except OSError:
+        pass
 
 
 # ---------------------------------------------------------------- in the worker

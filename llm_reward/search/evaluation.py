@@ -21,7 +21,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import shutil
 import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -33,7 +32,13 @@ from rewardlab.envs.description_files import description_data, use_description
 from rewardlab.envs.descriptions import describe
 from rewardlab.llm_reward.programs.checks import CheckError
 from rewardlab.llm_reward.programs.program import RewardProgram
-from rewardlab.llm_reward.sandbox.runner import Limits, SandboxRun, run_sandboxed, write_private
+from rewardlab.llm_reward.sandbox.runner import (
+    Limits,
+    SandboxRun,
+    remove_tree,
+    run_sandboxed,
+    write_private,
+)
 from rewardlab.llm_reward.search.text import COMPONENT_NAME, sanitize
 from rewardlab.llm_reward.search.training import (
     Checkpoint,
@@ -285,7 +290,8 @@ def evaluate(
                                     device, seed + 10_000)
 
         result = _result(run, env_id, steps, time.monotonic() - start,
-                         os.fspath(directory) if keep else None, checked.source, measure, payload["seeds"])
+                         os.fspath(directory) if keep else None, checked.source, measure, payload["seeds"],
+                         num_checkpoints)
         # what normalising the answer removed (noted when the program was first made) and constants
         result.notes = list(dict.fromkeys([*program.notes, *checked.notes, *checked.constant_notes(description)]))
         if isinstance(run.result, dict) and isinstance(run.result.get("compile_note"), str):
@@ -295,7 +301,8 @@ def evaluate(
         if isinstance(run.result, dict) and run.result.get("per_state") is True:
             reason = run.result.get("per_state_reason")
             where = _text(reason)[:300] if isinstance(reason, str) and reason else "Python `if`, `float()`, math on scalars"
-            how = PER_STATE_COST.get(run.result.get("per_state_mode"), PER_STATE_COST["loop"])
+            mode = run.result.get("per_state_mode")
+            how = PER_STATE_COST.get(mode if isinstance(mode, str) else "loop", PER_STATE_COST["loop"])
             result.notes.append(PER_STATE_NOTE.format(where=where, how=how))
         if on_final_policy is not None and result.ok:
             for seed, policy in last.items():
@@ -305,7 +312,7 @@ def evaluate(
         return result
     finally:
         if not keep:
-            shutil.rmtree(directory, ignore_errors=True)
+            remove_tree(directory)  # what the worker made there: folders nested past any recursion limit
 
 
 def _payload(
@@ -371,13 +378,14 @@ def _check_failure(
 def _result(
     run: SandboxRun, env_id: str, steps: int, wall_s: float, run_dir: str | None, source: str,
     measure: Callable[[Any, int], tuple[float, float | None]], seeds: Sequence[int],
+    num_checkpoints: int | None = None,
 ) -> EvalResult:
     failure: Failure | None = None
     seed_runs: list[SeedRun] = []
     usage: dict[str, float | None] = {"peak_rss_mb": None, "peak_vm_mb": None, "cpu_s": None}
     if run.result is not None:
         try:
-            seed_runs, failure, usage = _parse_job_result(run.result, measure, seeds)
+            seed_runs, failure, usage = _parse_job_result(run.result, measure, seeds, num_checkpoints)
         except (KeyError, TypeError, ValueError, RuntimeError) as error:
             seed_runs, failure = [], Failure("crash", f"the worker returned a malformed result ({error})")
     # What the worker wrote (its error text, the guard's record, its log) is untrusted text.
@@ -448,12 +456,15 @@ def _parse_checkpoint(data: Any) -> Checkpoint:
 
 
 def _parse_job_result(
-    data: Mapping[str, Any], measure: Callable[[Any, int], tuple[float, float | None]], seeds: Sequence[int]
+    data: Mapping[str, Any], measure: Callable[[Any, int], tuple[float, float | None]], seeds: Sequence[int],
+    num_checkpoints: int | None = None,
 ) -> tuple[list[SeedRun], Failure | None, dict[str, float | None]]:
     """Read the worker's (untrusted) JSON into records, checking every type; measure the
     fitness of every checkpoint from the policy it shipped. The runs must be the requested
     ``seeds``, in order (a run may be missing at the end, after a failure): the caller
-    measures with the seed it asked for, never one the worker picked."""
+    measures with the seed it asked for, never one the worker picked; and a run holds at
+    most the ``num_checkpoints`` it was asked for: each costs the caller evaluation
+    episodes, outside the worker's time limit."""
     seed_runs = []
     if not isinstance(data["seeds"], list) or len(data["seeds"]) > len(seeds):
         raise ValueError("the worker reported more training runs than it was given seeds")
@@ -461,6 +472,8 @@ def _parse_job_result(
         seed = int(_number(run["seed"]))
         if seed != requested:
             raise ValueError(f"the worker reported seed {seed} for the run of seed {requested}")
+        if num_checkpoints is not None and len(run["checkpoints"]) > num_checkpoints:
+            raise ValueError(f"the worker reported more than the {num_checkpoints} checkpoints it was asked for")
         checkpoints = [_parse_checkpoint(point) for point in run["checkpoints"]]
         policies = run["policies"]
         if not isinstance(policies, list) or len(policies) != len(checkpoints):

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import abc
 import os
-import shutil
 import stat
 import tempfile
 from collections.abc import Callable
@@ -24,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from rewardlab.llm_reward.programs.program import RewardProgram
+from rewardlab.llm_reward.sandbox.runner import remove_tree
 from rewardlab.llm_reward.search.evaluation import EvalResult, evaluate
 
 __all__ = ["EvalTask", "Executor", "LocalExecutor", "RayExecutor", "make_executor", "run_task"]
@@ -74,7 +74,7 @@ def run_task(task: EvalTask, run_dir: str | os.PathLike[str] | None = None) -> E
     :param run_dir: where to put the files instead of ``task.run_dir``.
     """
     directory = Path(run_dir if run_dir is not None else task.run_dir)
-    shutil.rmtree(directory, ignore_errors=True)
+    remove_tree(directory)
     return evaluate(
         RewardProgram.from_source(task.source), task.env_id, steps=task.steps, seeds=task.seeds,
         timeout_s=task.timeout_s, run_dir=directory, num_envs=task.num_envs,
@@ -197,7 +197,7 @@ class RayExecutor(Executor):
     def _run(self, task: EvalTask) -> EvalResult:
         data = self._ray.get(self._remote.remote(asdict(task)))
         directory = Path(task.run_dir)
-        shutil.rmtree(directory, ignore_errors=True)
+        remove_tree(directory)
         for relative, content in data["files"].items():
             path = (directory / relative).resolve()
             if directory.resolve() not in path.parents:

@@ -303,6 +303,48 @@ def test_fitness_is_measured_by_the_caller_from_the_shipped_policy() -> None:
         measure_snapshot(nan, description, kwargs, 4, "cpu", 0)
 
 
+@pytest.mark.parametrize("job", ["misreport_per_state", "report_extra_checkpoints", "nest_folders_deeply"])
+def test_an_evaluation_taken_over_by_its_program_does_not_break_the_caller(
+    job: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import tempfile
+
+    from rewardlab import llm_reward
+    from rewardlab.llm_reward.search import evaluation
+
+    monkeypatch.setattr(evaluation, "EVALUATION_JOB", f"hostile_jobs:{job}")
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # where evaluate makes its run directory
+    program = llm_reward.RewardProgram.from_source("def compute_reward(next_theta):\n    return -next_theta.abs()\n")
+    # evaluate raised TypeError (an unhashable per-state mode) and RecursionError (removing
+    # the deep folders); it played 50 checkpoints' evaluation episodes outside the worker's limits
+    result = llm_reward.evaluate(program, "CartPole-v1", steps=64, num_envs=4, timeout_s=60)
+    if job == "report_extra_checkpoints":
+        assert not result.ok and "more than the 10 checkpoints" in result.failure.reason, result.failure
+    else:
+        assert result.ok, result.failure
+    assert not list(tmp_path.glob("rewardlab-eval-*"))  # the temporary run directory is gone
+
+
+def test_remove_tree_removes_what_rmtree_cannot(tmp_path: Path) -> None:
+    from rewardlab.llm_reward.sandbox.runner import remove_tree
+
+    folder = tmp_path / "run"
+    folder.mkdir()
+    (tmp_path / "kept.txt").write_text("kept")
+    (folder / "link").symlink_to(tmp_path, target_is_directory=True)  # removed, not followed
+    deep = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    for _ in range(20):  # a path longer than PATH_MAX
+        os.mkdir("d" * 250, dir_fd=deep)
+        below = os.open("d" * 250, os.O_RDONLY | os.O_DIRECTORY, dir_fd=deep)
+        os.close(deep)
+        deep = below
+    os.close(os.open("file", os.O_CREAT | os.O_WRONLY, 0o600, dir_fd=deep))
+    os.close(deep)
+    remove_tree(folder)
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["kept.txt"]
+    remove_tree(folder)  # nothing there: nothing to do
+
+
 SLEEPER = '''import torch
 
 

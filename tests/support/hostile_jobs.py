@@ -293,3 +293,37 @@ def hide_from_the_quota(payload: dict, guard: Any) -> dict:
                 file.write(block)
     time.sleep(1.0)  # give the watchdog many looks
     return {"written_mb": payload["files"] * payload["mb"]}
+
+
+# ----------------------------------------- an evaluation taken over by its program
+def _evaluated(payload: dict, guard: Any) -> dict:
+    """The real evaluation job's result, then the guard off, as a program that reached it can."""
+    from rewardlab.llm_reward.search.training import evaluation_job
+
+    result = evaluation_job(payload, guard)
+    _guard_off(guard)
+    guard._state.busy = True  # the audit hook returns at once in this thread
+    return result
+
+
+def misreport_per_state(payload: dict, guard: Any) -> dict:
+    """A per-state mode the caller cannot look up (a list is not hashable)."""
+    return {**_evaluated(payload, guard), "per_state": True, "per_state_mode": ["loop"]}
+
+
+def report_extra_checkpoints(payload: dict, guard: Any) -> dict:
+    """Many more checkpoints than asked for: the caller plays evaluation episodes for each."""
+    result = _evaluated(payload, guard)
+    for run in result["seeds"]:
+        run["checkpoints"] = run["checkpoints"][-1:] * 50
+        run["policies"] = run["policies"][-1:] * 50
+    return result
+
+
+def nest_folders_deeply(payload: dict, guard: Any) -> dict:
+    """A chain of folders deeper than Python's recursion limit, left in the run directory."""
+    result = _evaluated(payload, guard)
+    for _ in range(1500):
+        os.mkdir("d")
+        os.chdir("d")
+    return result
