@@ -34,6 +34,7 @@ from rewardlab.llm_reward.sandbox.guard import Guard
 from rewardlab.llm_reward.sandbox.runner import Limits, run_sandboxed
 from rewardlab.llm_reward.search.evaluation import Failure
 from rewardlab.llm_reward.search.records import PrescreenScore
+from rewardlab.llm_reward.search.text import sanitize
 from rewardlab.llm_reward.search.training import preload_for
 
 __all__ = ["collect_trajectories", "kendall_tau_b", "prescreen", "score_job"]
@@ -286,16 +287,17 @@ def prescreen(
     truth = [float(t["return"]) for t in trajectories]
     failure = None
     returns: list[float] = []
+    # what the worker wrote is untrusted text: it reaches the terminal, the report and the next prompt
     if run.violation is not None:
-        failure = Failure("sandbox", run.violation)
+        failure = Failure("sandbox", sanitize(run.violation[:2000]))
     elif run.result is None:
-        failure = Failure(run.error_kind or "crash", run.error or "the prescreen returned nothing",
-                          details=run.log_tail)
+        failure = Failure(run.error_kind or "crash", sanitize((run.error or "the prescreen returned nothing")[:8000]),
+                          details=sanitize(run.log_tail))
     else:
         raw = run.result.get("failure")
         if isinstance(raw, dict):
-            failure = Failure(str(raw.get("kind", "error"))[:40], str(raw.get("reason", ""))[:2000],
-                              traceback=str(raw.get("traceback", ""))[:8000])
+            failure = Failure(sanitize(str(raw.get("kind", "error"))[:40]), sanitize(str(raw.get("reason", ""))[:2000]),
+                              traceback=sanitize(str(raw.get("traceback", ""))[:8000]))
         else:
             returns = _finite_numbers(run.result.get("returns"), len(truth))
             if not returns:

@@ -325,6 +325,29 @@ def test_an_evaluation_taken_over_by_its_program_does_not_break_the_caller(
     assert not list(tmp_path.glob("rewardlab-eval-*"))  # the temporary run directory is gone
 
 
+def test_prescreen_text_from_the_worker_loses_its_control_characters(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import re
+
+    from rewardlab import llm_reward
+    from rewardlab.llm_reward.search import prescreen
+    from rewardlab.llm_reward.search.prompts import candidate_line
+    from rewardlab.llm_reward.search.records import Candidate
+
+    monkeypatch.setattr(prescreen, "SCORE_JOB", "hostile_jobs:escape_in_prescreen")
+    program = llm_reward.RewardProgram.from_source("def compute_reward(next_theta):\n    return -next_theta.abs()\n")
+    stored = [{"states": [[0.0] * 4], "actions": [0], "rewards": [1.0], "terminated": [False], "return": 1.0}]
+    score = prescreen.prescreen(program, "CartPole-v1", stored, tmp_path / "prescreen", 0.2)
+    candidate = Candidate(0, 0)
+    candidate.failure = score.failure
+    # the next prompt, and the summary text2reward's terminal feedback shows
+    for text in (score.finding, score.failure.kind, score.failure.reason, score.failure.traceback,
+                 candidate_line(candidate)):
+        assert not re.search("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e]", text), repr(text)
+    assert "pwned" in score.failure.reason  # the text itself stays, as feedback
+
+
 def test_remove_tree_removes_what_rmtree_cannot(tmp_path: Path) -> None:
     from rewardlab.llm_reward.sandbox.runner import remove_tree
 

@@ -327,3 +327,10 @@ def nest_folders_deeply(payload: dict, guard: Any) -> dict:
         os.mkdir("d")
         os.chdir("d")
     return result
+
+
+def escape_in_prescreen(payload: dict, guard: Any) -> dict:
+    """A prescreen failure whose text drives the user's terminal (clear it, set its title)."""
+    _guard_off(guard)
+    return {"failure": {"kind": "program\x1b[2J", "reason": "bad\x1b]0;pwned\x07\x1b[2Jline\rover",
+                        "traceback": "\x1b[31mred\u202etxt"}}
