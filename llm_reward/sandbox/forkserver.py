@@ -25,6 +25,7 @@ import atexit
 import importlib
 import json
 import os
+import re
 import select
 import signal
 import socket
@@ -126,12 +127,33 @@ def _refuse_constant(name: str) -> None:
     raise ValueError(f"{name} is not a JSON number")
 
 
+_JSON_STRING = re.compile(rb'"(?:[^"\\]++|\\.)*+"')
+
+
+def _values_bound(raw: bytes) -> int:
+    """At least the number of values in the JSON text ``raw``: its commas and opened arrays
+    and objects, plus one; those inside strings are dropped when they would matter."""
+
+    def bound(text: bytes) -> int:
+        return text.count(b",") + text.count(b"[") + text.count(b"{") + 1
+
+    found = bound(raw)
+    # a string is a value or a key: with more quotes than twice that, there are too many
+    if found <= MAX_ITEMS or raw.count(b'"') > 4 * MAX_ITEMS:
+        return found
+    return bound(_JSON_STRING.sub(b'""', raw))
+
+
 def strict_json(data: bytes | str) -> Any:
     """Parse JSON from an untrusted peer: no ``NaN``/``Infinity``, at most ``MAX_DEPTH``
     levels of nesting and ``MAX_ITEMS`` values in all.
 
     :raises ValueError: for anything else, deep nesting included (never ``RecursionError``).
     """
+    # counted before parsing: a 16 MB frame of empty lists took the caller 785 MB and 8 s to
+    # build before it was refused (red-team finding)
+    if _values_bound(data.encode() if isinstance(data, str) else data) > MAX_ITEMS:
+        raise ValueError(f"the JSON holds more than {MAX_ITEMS} values")
     try:
         value = json.loads(data, parse_constant=_refuse_constant)
     except RecursionError as error:

@@ -184,6 +184,24 @@ def test_forged_frames_are_that_candidates_failure_only(tmp_path: Path, depth: i
     assert strict_json('{"a": [1, 2.5, "x"]}') == {"a": [1, 2.5, "x"]}
 
 
+def test_a_frame_of_many_values_is_refused_before_it_is_built() -> None:
+    import json
+    import tracemalloc
+
+    frame = b"[" + b"[]," * (4 * 2**20 // 3) + b"[]]"  # a 4 MB frame of empty lists
+    tracemalloc.start()
+    try:
+        with pytest.raises(ValueError, match="more than"):
+            strict_json(frame)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 50 * 2**20, f"{peak / 2**20:.0f} MB to refuse a 4 MB frame"  # json.loads: about 200 MB
+    # commas and brackets inside strings are no values: a request's payload is one string
+    request = json.dumps({"payload": json.dumps([[0.5] * 30] * 20_000), "x": ["a,[{"] * 10})
+    assert strict_json(request)["x"] == ["a,[{"] * 10
+
+
 def test_the_disk_quota_stops_a_filling_program(tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
     result = run("fill_the_disk", {}, run_dir, max_disk_mb=40, max_file_mb=16)
