@@ -431,6 +431,9 @@ def _text(value: Any) -> str:
 
 
 MAX_COMPONENTS = 64
+#: past the last step a worker may report: the search logs checkpoints to TensorBoard, whose
+#: steps are 64-bit integers (a step of 1e300 made the search's logging raise)
+MAX_STEP = 2**62
 
 
 def _component_name(value: Any) -> str:
@@ -445,8 +448,11 @@ def _parse_checkpoint(data: Any) -> Checkpoint:
         raise TypeError("components must be a dict")
     if len(components) > MAX_COMPONENTS:
         raise ValueError(f"{len(components)} components; at most {MAX_COMPONENTS}")
+    step = int(_number(data["step"]))
+    if not 0 <= step < MAX_STEP:  # TensorBoard's steps are 64-bit integers
+        raise ValueError(f"a checkpoint's step {step:.3g} is not between 0 and {MAX_STEP:.3g}")
     return Checkpoint(
-        step=int(_number(data["step"])),
+        step=step,
         fitness=_number(data["fitness"]),
         success_rate=_optional_number(data["success_rate"]),
         train_return=_optional_number(data["train_return"]),

@@ -321,25 +321,31 @@ def test_fitness_is_measured_by_the_caller_from_the_shipped_policy() -> None:
         measure_snapshot(nan, description, kwargs, 4, "cpu", 0)
 
 
-@pytest.mark.parametrize("job", ["misreport_per_state", "report_extra_checkpoints", "nest_folders_deeply"])
+@pytest.mark.parametrize("job", ["misreport_per_state", "report_extra_checkpoints", "nest_folders_deeply",
+                                 "report_a_huge_step"])
 def test_an_evaluation_taken_over_by_its_program_does_not_break_the_caller(
     job: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import tempfile
 
     from rewardlab import llm_reward
-    from rewardlab.llm_reward.search import evaluation
+    from rewardlab.llm_reward.search import board, evaluation
 
     monkeypatch.setattr(evaluation, "EVALUATION_JOB", f"hostile_jobs:{job}")
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # where evaluate makes its run directory
     program = llm_reward.RewardProgram.from_source("def compute_reward(next_theta):\n    return -next_theta.abs()\n")
     # evaluate raised TypeError (an unhashable per-state mode) and RecursionError (removing
-    # the deep folders); it played 50 checkpoints' evaluation episodes outside the worker's limits
-    result = llm_reward.evaluate(program, "CartPole-v1", steps=64, num_envs=4, timeout_s=60)
+    # the deep folders); it played 50 checkpoints' evaluation episodes outside the worker's
+    # limits; the search's TensorBoard logging raised on a step of 1e300
+    result = llm_reward.evaluate(program, "CartPole-v1", steps=64, num_envs=4, timeout_s=60,
+                                 run_dir=tmp_path / "kept" if job == "report_a_huge_step" else None)
     if job == "report_extra_checkpoints":
         assert not result.ok and "more than the 10 checkpoints" in result.failure.reason, result.failure
+    elif job == "report_a_huge_step":
+        assert not result.ok and "step" in result.failure.reason, result.failure
     else:
         assert result.ok, result.failure
+    board.log_candidate(result)  # what the search does next
     assert not list(tmp_path.glob("rewardlab-eval-*"))  # the temporary run directory is gone
 
 

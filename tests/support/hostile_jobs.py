@@ -334,3 +334,11 @@ def escape_in_prescreen(payload: dict, guard: Any) -> dict:
     _guard_off(guard)
     return {"failure": {"kind": "program\x1b[2J", "reason": "bad\x1b]0;pwned\x07\x1b[2Jline\rover",
                         "traceback": "\x1b[31mred\u202etxt"}}
+
+
+def report_a_huge_step(payload: dict, guard: Any) -> dict:
+    """A checkpoint at step 1e300: a finite number, past any 64-bit integer."""
+    result = _evaluated(payload, guard)
+    for run in result["seeds"]:
+        run["checkpoints"][-1]["step"] = 1e300
+    return result
