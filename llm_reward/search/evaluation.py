@@ -414,9 +414,16 @@ def _result(
     )
 
 
+#: the largest magnitude a worker may report (float32's, the rollout's): the search's statistics
+#: of what it reports overflowed on 1.7e308 (OverflowError in reward_signals ended the search)
+MAX_REPORTED = 3.4028234663852886e38
+
+
 def _number(value: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
         raise TypeError(f"expected a finite number, got {type(value).__name__}")
+    if abs(value) > MAX_REPORTED:
+        raise ValueError(f"a reported number {float(value):.3g} is larger than {MAX_REPORTED:.3g}")
     return float(value)
 
 

@@ -322,7 +322,7 @@ def test_fitness_is_measured_by_the_caller_from_the_shipped_policy() -> None:
 
 
 @pytest.mark.parametrize("job", ["misreport_per_state", "report_extra_checkpoints", "nest_folders_deeply",
-                                 "report_a_huge_step"])
+                                 "report_a_huge_step", "report_a_huge_reward"])
 def test_an_evaluation_taken_over_by_its_program_does_not_break_the_caller(
     job: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -330,22 +330,27 @@ def test_an_evaluation_taken_over_by_its_program_does_not_break_the_caller(
 
     from rewardlab import llm_reward
     from rewardlab.llm_reward.search import board, evaluation
+    from rewardlab.llm_reward.search.reflection import reward_signals
 
     monkeypatch.setattr(evaluation, "EVALUATION_JOB", f"hostile_jobs:{job}")
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # where evaluate makes its run directory
     program = llm_reward.RewardProgram.from_source("def compute_reward(next_theta):\n    return -next_theta.abs()\n")
     # evaluate raised TypeError (an unhashable per-state mode) and RecursionError (removing
     # the deep folders); it played 50 checkpoints' evaluation episodes outside the worker's
-    # limits; the search's TensorBoard logging raised on a step of 1e300
-    result = llm_reward.evaluate(program, "CartPole-v1", steps=64, num_envs=4, timeout_s=60,
-                                 run_dir=tmp_path / "kept" if job == "report_a_huge_step" else None)
+    # limits; the search's TensorBoard logging raised on a step of 1e300, its reward statistics
+    # (OverflowError) on rewards of 1.7e308
+    huge = job.startswith("report_a_huge")
+    result = llm_reward.evaluate(program, "CartPole-v1", steps=128, num_envs=4, timeout_s=60, num_checkpoints=2,
+                                 ppo_kwargs={"n_steps": 16}, run_dir=tmp_path / "kept" if huge else None)
     if job == "report_extra_checkpoints":
-        assert not result.ok and "more than the 10 checkpoints" in result.failure.reason, result.failure
-    elif job == "report_a_huge_step":
-        assert not result.ok and "step" in result.failure.reason, result.failure
+        assert not result.ok and "more than the 2 checkpoints" in result.failure.reason, result.failure
+    elif huge:
+        assert not result.ok and ("larger than" in result.failure.reason or "step" in result.failure.reason), \
+            result.failure
     else:
         assert result.ok, result.failure
-    board.log_candidate(result)  # what the search does next
+    board.log_candidate(result)  # what the search does next (for a trained candidate)
+    reward_signals(result.curve)
     assert not list(tmp_path.glob("rewardlab-eval-*"))  # the temporary run directory is gone
 
 

@@ -342,3 +342,12 @@ def report_a_huge_step(payload: dict, guard: Any) -> dict:
     for run in result["seeds"]:
         run["checkpoints"][-1]["step"] = 1e300
     return result
+
+
+def report_a_huge_reward(payload: dict, guard: Any) -> dict:
+    """Finite per-step rewards and components near float64's largest, alternating in sign."""
+    result = _evaluated(payload, guard)
+    for run in result["seeds"]:
+        for index, point in enumerate(run["checkpoints"]):
+            point["reward"] = point["components"]["extrinsic"] = 1.7e308 * (-1) ** index
+    return result
