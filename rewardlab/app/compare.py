@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -42,8 +43,23 @@ class Run:
 
 
 def event_dirs(root: Path) -> list[Path]:
-    """Folders under ``root`` (itself included) holding TensorBoard event files."""
-    found = {path.parent for path in root.rglob("events.out.tfevents.*")}
+    """Folders under ``root`` (itself included) holding TensorBoard event files.
+
+    Walked without recursion, into no linked folder (as ``rglob``): a sandboxed run's folders
+    are its worker's, which may nest them past Python's recursion limit (red-team finding).
+    """
+    found, pending = set(), [root]
+    while pending:
+        folder = pending.pop()
+        try:
+            with os.scandir(folder) as listing:
+                for entry in listing:
+                    if entry.is_dir(follow_symlinks=False):
+                        pending.append(folder / entry.name)
+                    elif entry.name.startswith("events.out.tfevents."):
+                        found.add(folder)
+        except OSError:
+            continue
     return sorted(found)
 
 

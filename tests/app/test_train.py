@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import numpy as np
@@ -243,3 +244,23 @@ def test_train_on_a_minigrid_id_and_a_users_module_env(tmp_path, monkeypatch, al
         assert code == 0
         metrics = json.loads((logdir / "seed_0" / "metrics.json").read_text())
         assert metrics["status"] == "complete" and np.isfinite(metrics["eval_return_mean"])
+
+
+def test_compare_finds_event_files_beside_folders_nested_past_the_recursion_limit(tmp_path):
+    # a sandboxed run's folders are its worker's: a hostile one nested 1,500 of them (red team)
+    from rewardlab.app.compare import event_dirs
+    from rewardlab.llm_reward.sandbox.runner import remove_tree
+
+    run = tmp_path / "final" / "seed_0"
+    (run / "tb").mkdir(parents=True)
+    (run / "tb" / "events.out.tfevents.1.host").write_bytes(b"")
+    (run / "linked").symlink_to(tmp_path, target_is_directory=True)  # not followed: no loop
+    folder = os.open(run, os.O_RDONLY | os.O_DIRECTORY)
+    for _ in range(1500):
+        os.mkdir("d", dir_fd=folder)
+        below = os.open("d", os.O_RDONLY | os.O_DIRECTORY, dir_fd=folder)
+        os.close(folder)
+        folder = below
+    os.close(folder)
+    assert event_dirs(tmp_path) == [run / "tb"]  # rglob raised RecursionError
+    remove_tree(run)  # so that pytest can remove its temporary folders
