@@ -147,23 +147,44 @@ def evaluate_remotely(task_data: dict[str, Any]) -> dict[str, Any]:
     :return: ``{"result": EvalResult dict, "files": {relative path: bytes}}``.
     """
     task = EvalTask(**{**task_data, "seeds": tuple(task_data["seeds"])})
-    with tempfile.TemporaryDirectory(prefix="rewardlab-ray-") as folder:
+    folder = tempfile.mkdtemp(prefix="rewardlab-ray-")
+    try:
         directory = Path(folder) / "run"
         result = run_task(task, directory)
         files = {
             os.fspath(path.relative_to(directory)): path.read_bytes()
-            for path in sorted(directory.rglob("*"))
+            for path in _run_files(directory)
             if _plain_file_inside(path, directory)
         }
+    finally:
+        remove_tree(folder)  # the worker's folders, nested past any recursion limit
     return {"result": result.to_dict(), "files": files}
+
+
+def _run_files(directory: Path) -> list[Path]:
+    """What lies beneath ``directory`` but folders, found without recursion and into no
+    linked folder: a worker may nest folders past Python's recursion limit (red-team finding)."""
+    found, pending = [], [directory]
+    while pending:
+        folder = pending.pop()
+        try:
+            with os.scandir(folder) as listing:
+                for entry in listing:
+                    (pending if entry.is_dir(follow_symlinks=False) else found).append(folder / entry.name)
+        except OSError:
+            continue  # a path past the kernel's limit
+    return sorted(found)
 
 
 def _plain_file_inside(path: Path, directory: Path) -> bool:
     """A regular file of the run's own, not a link the worker planted (to a secret on the
     node), and small enough to bring back."""
-    if any(part.is_symlink() for part in (path, *path.parents) if part != directory and directory in part.parents):
+    try:
+        if any(part.is_symlink() for part in (path, *path.parents) if part != directory and directory in part.parents):
+            return False
+        info = os.lstat(path)
+    except OSError:  # a path past the kernel's limit
         return False
-    info = os.lstat(path)
     return stat.S_ISREG(info.st_mode) and info.st_size <= MAX_RETURNED_FILE_BYTES
 
 

@@ -354,6 +354,25 @@ def test_an_evaluation_taken_over_by_its_program_does_not_break_the_caller(
     assert not list(tmp_path.glob("rewardlab-eval-*"))  # the temporary run directory is gone
 
 
+def test_a_ray_node_ships_a_run_whose_worker_nested_folders_deeply(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import tempfile
+    from dataclasses import asdict
+
+    from rewardlab.llm_reward.search import evaluation
+    from rewardlab.llm_reward.search.executors import EvalTask, evaluate_remotely
+
+    monkeypatch.setattr(evaluation, "EVALUATION_JOB", "hostile_jobs:nest_folders_deeply")
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    task = EvalTask(key="k", source="def compute_reward(next_theta):\n    return -next_theta.abs()\n",
+                    env_id="CartPole-v1", steps=64, seeds=(0,), run_dir=str(tmp_path / "unused"), num_envs=4,
+                    timeout_s=60)
+    shipped = evaluate_remotely(asdict(task))  # the Ray task, run here: rglob and its cleanup recursed
+    assert shipped["result"]["ok"] and "result.json" in shipped["files"]
+    assert not list(tmp_path.glob("rewardlab-ray-*"))
+
+
 def test_prescreen_text_from_the_worker_loses_its_control_characters(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
