@@ -19,7 +19,6 @@ Example::
 from __future__ import annotations
 
 import json
-import math
 import os
 import tempfile
 import time
@@ -420,10 +419,12 @@ MAX_REPORTED = 3.4028234663852886e38
 
 
 def _number(value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+    if isinstance(value, bool) or not isinstance(value, int | float):
         raise TypeError(f"expected a finite number, got {type(value).__name__}")
-    if abs(value) > MAX_REPORTED:
-        raise ValueError(f"a reported number {float(value):.3g} is larger than {MAX_REPORTED:.3g}")
+    # compared, not converted: NaN and the infinities fail, and so does an integer past any
+    # float (JSON's integers have no bound; math.isfinite raised OverflowError on 10**400)
+    if not -MAX_REPORTED <= value <= MAX_REPORTED:
+        raise ValueError(f"a reported number is not finite or larger than {MAX_REPORTED:.3g}")
     return float(value)
 
 

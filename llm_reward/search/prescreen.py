@@ -16,6 +16,7 @@ the program passes.
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict
 from pathlib import Path
@@ -238,11 +239,15 @@ def score_job(payload: Mapping[str, Any], guard: Guard) -> dict[str, Any]:
     return {"returns": returns, "failure": failure}
 
 
+_LARGEST = sys.float_info.max
+
+
 def _finite_numbers(value: Any, length: int) -> list[float]:
     """``value`` as ``length`` finite floats (it comes from the sandbox), or ``[]``."""
     if not isinstance(value, list) or len(value) != length:
         return []
-    if not all(isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) for v in value):
+    # compared, not converted: an integer past any float (JSON's have no bound) raised OverflowError
+    if not all(isinstance(v, int | float) and not isinstance(v, bool) and -_LARGEST <= v <= _LARGEST for v in value):
         return []
     return [float(v) for v in value]
 

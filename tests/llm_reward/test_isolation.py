@@ -322,7 +322,7 @@ def test_fitness_is_measured_by_the_caller_from_the_shipped_policy() -> None:
 
 
 @pytest.mark.parametrize("job", ["misreport_per_state", "report_extra_checkpoints", "nest_folders_deeply",
-                                 "report_a_huge_step", "report_a_huge_reward"])
+                                 "report_a_huge_step", "report_a_huge_reward", "report_a_huge_integer"])
 def test_an_evaluation_taken_over_by_its_program_does_not_break_the_caller(
     job: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -338,7 +338,7 @@ def test_an_evaluation_taken_over_by_its_program_does_not_break_the_caller(
     # evaluate raised TypeError (an unhashable per-state mode) and RecursionError (removing
     # the deep folders); it played 50 checkpoints' evaluation episodes outside the worker's
     # limits; the search's TensorBoard logging raised on a step of 1e300, its reward statistics
-    # (OverflowError) on rewards of 1.7e308
+    # (OverflowError) on rewards of 1.7e308, and evaluate itself (OverflowError) on 10**400
     huge = job.startswith("report_a_huge")
     result = llm_reward.evaluate(program, "CartPole-v1", steps=128, num_envs=4, timeout_s=60, num_checkpoints=2,
                                  ppo_kwargs={"n_steps": 16}, run_dir=tmp_path / "kept" if huge else None)
@@ -394,6 +394,19 @@ def test_prescreen_text_from_the_worker_loses_its_control_characters(
                  candidate_line(candidate)):
         assert not re.search("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e]", text), repr(text)
     assert "pwned" in score.failure.reason  # the text itself stays, as feedback
+
+
+def test_prescreen_returns_no_float_holds_are_that_programs_failure(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from rewardlab import llm_reward
+    from rewardlab.llm_reward.search import prescreen
+
+    monkeypatch.setattr(prescreen, "SCORE_JOB", "hostile_jobs:huge_integers_in_prescreen")
+    program = llm_reward.RewardProgram.from_source("def compute_reward(next_theta):\n    return -next_theta.abs()\n")
+    stored = [{"states": [[0.0] * 4], "actions": [0], "rewards": [1.0], "terminated": [False], "return": 1.0}] * 2
+    score = prescreen.prescreen(program, "CartPole-v1", stored, tmp_path / "prescreen", 0.2)  # raised OverflowError
+    assert not score.passed and "malformed returns" in score.finding, score
 
 
 def test_remove_tree_removes_what_rmtree_cannot(tmp_path: Path) -> None:

@@ -351,3 +351,17 @@ def report_a_huge_reward(payload: dict, guard: Any) -> dict:
         for index, point in enumerate(run["checkpoints"]):
             point["reward"] = point["components"]["extrinsic"] = 1.7e308 * (-1) ** index
     return result
+
+
+def report_a_huge_integer(payload: dict, guard: Any) -> dict:
+    """A reward of 10**400: JSON's integers have no bound, and no float holds it."""
+    result = _evaluated(payload, guard)
+    for run in result["seeds"]:
+        run["checkpoints"][-1]["reward"] = 10**400
+    return result
+
+
+def huge_integers_in_prescreen(payload: dict, guard: Any) -> dict:
+    """Prescreen returns no float can hold."""
+    _guard_off(guard)
+    return {"returns": [10**400] * len(payload["trajectories"]), "failure": None}
