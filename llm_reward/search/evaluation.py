@@ -424,7 +424,7 @@ def _number(value: Any) -> float:
     # compared, not converted: NaN and the infinities fail, and so does an integer past any
     # float (JSON's integers have no bound; math.isfinite raised OverflowError on 10**400)
     if not -MAX_REPORTED <= value <= MAX_REPORTED:
-        raise ValueError(f"a reported number is not finite or larger than {MAX_REPORTED:.3g}")
+        raise TypeError(f"expected a finite number no larger than {MAX_REPORTED:.3g}")
     return float(value)
 
 

@@ -40,7 +40,7 @@ def test_component_names_and_counts_are_checked(components) -> None:
         _parse_checkpoint(point(components=components))
 
 
-@pytest.mark.parametrize("value", [float("inf"), float("nan"), True, "1.0"])
+@pytest.mark.parametrize("value", [float("inf"), float("nan"), True, "1.0", 1.7e308, 10**400])
 def test_numbers_must_be_finite_numbers(value) -> None:
     with pytest.raises(TypeError):
         _parse_checkpoint(point(fitness=value))
