@@ -240,6 +240,8 @@ def _outcome(
     run_dir: Path,
     limits: Limits,
 ) -> SandboxRun:
+    if exit_code == QUOTA_EXIT:
+        envelope = None  # a result sent by a worker whose run directory outgrew its quota is no result
     if envelope is not None:
         if isinstance(envelope, dict) and "result" in envelope and isinstance(envelope["result"], dict | None):
             error = envelope.get("error")

@@ -227,6 +227,18 @@ def test_the_disk_quota_stops_a_program_that_allocates_without_writing(tmp_path:
     assert directory_bytes(str(run_dir)) < 512 * 2**20
 
 
+def test_a_result_sent_past_the_quota_is_no_result(tmp_path: Path) -> None:
+    from rewardlab.llm_reward.sandbox.isolation import QUOTA_EXIT
+    from rewardlab.llm_reward.sandbox.runner import _outcome
+
+    # written between two looks of the watchdog: its last look, once the job ended, sees it
+    result = run("fill_then_answer", {"mb": 120}, tmp_path / "run", max_disk_mb=40)
+    assert result.result is None and result.error_kind == "limit", (result.result, result.error)
+    # the result was sent and the job had ended when the watchdog looked
+    sent = _outcome({"result": {"answered": True}}, False, 1.0, QUOTA_EXIT, tmp_path, Limits(max_disk_mb=40))
+    assert sent.result is None and sent.error_kind == "limit" and "quota of 40 MB" in sent.error
+
+
 @pytest.mark.parametrize("how", ["deep", "closed"])
 def test_the_disk_quota_sees_what_a_path_cannot_reach(tmp_path: Path, how: str) -> None:
     run_dir = tmp_path / "run"

@@ -365,3 +365,11 @@ def huge_integers_in_prescreen(payload: dict, guard: Any) -> dict:
     """Prescreen returns no float can hold."""
     _guard_off(guard)
     return {"returns": [10**400] * len(payload["trajectories"]), "failure": None}
+
+
+def fill_then_answer(payload: dict, guard: Any) -> dict:
+    """Write past the quota as fast as one can, then send the result at once."""
+    _guard_off(guard)
+    with open("fill", "wb") as file:
+        file.write(b"\1" * payload["mb"] * 2**20)
+    return {"answered": True}
