@@ -23,7 +23,8 @@ reproduce their success reward exactly as ``"sparse"``; ``"human"`` is a hand-wr
 dense reward: the success reward (times 100 where a healthy bonus would otherwise make
 ending the episode costly, 1 / (1 - gamma)) plus the behaviour's velocity, a healthy
 bonus and a control cost (Gymnasium's; Hopper's healthy bonus and the ant's healthy bonus
-and control cost are a tenth of Gymnasium's, see their programs).
+and control cost are a tenth of Gymnasium's, and the ant's turning rate pays less the
+further it drifts from the start, see their programs).
 
     >>> from rewardlab import llm_reward
     >>> programs = llm_reward.reference_programs("CartPole-v1")
@@ -249,8 +250,11 @@ _ANT_TURN_SUCCESS = _sparse(
 # success bonus (a discounted stream of it is worth about as much): it is a tenth of
 # Ant-v5's here, and so is the control cost (0.5), the pair that trained best of the
 # weights tried in exploratory trainings, with PPO's starting exploration noise lowered
-# (log_std_init -1.5, llm_reward/search/budgets.py); what it reaches is measured in
-# benchmarks/results/search_budgets_ant.md.
+# (log_std_init -1.5, llm_reward/search/budgets.py). The turning reward is scaled by
+# 1 - (distance / radius)**2: the ant's failures are leaving the circle while it spins,
+# and so turning pays less the further it has drifted (nothing at the edge); a larger
+# distance penalty alone trained worse in exploratory trainings. What it reaches is
+# measured in benchmarks/results/search_budgets_ant.md.
 _ANT_TURN_HUMAN = f"""
 import torch
 
@@ -267,7 +271,8 @@ def compute_reward(turned, next_turned, next_distance_from_start, next_torso_z, 
     inside = next_distance_from_start <= RADIUS
     done_well = terminated & healthy_now & inside & (next_turned >= TARGET_TURN)
     success = SUCCESS_BONUS * done_well.float()
-    turning = (next_turned - turned) / DT
+    centred = 1.0 - (next_distance_from_start / RADIUS) ** 2
+    turning = (next_turned - turned) / DT * centred
     healthy = HEALTHY_REWARD * ((1.0 - terminated.float()) + done_well.float())
     drift = -((next_distance_from_start / RADIUS) ** 2)
     ctrl_cost = -CTRL_COST * (action**2).sum(dim=-1)
