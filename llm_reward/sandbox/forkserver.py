@@ -42,6 +42,9 @@ __all__ = ["IMPORT_ONLY_VARIABLE", "ForkServer", "add_import_only", "fork_server
 
 MAX_MESSAGE_BYTES = 16 * 2**20
 READY = b"ready\n"
+# The worker's processes that its task limits count besides the job's threads: the
+# namespace holder and init (see rewardlab.llm_reward.sandbox.isolation).
+WORKER_PROCESSES = 2
 STARTUP_TIMEOUT_S = 300.0
 # Kept from the caller's environment for the server: where Python and the libraries are,
 # the locale and the GPUs; everything else (tokens, keys) stays behind.
@@ -423,7 +426,10 @@ def _run_worker(
             worker_main(request["job"], request["payload"], request["run_dir"], request["limits"],
                         tuple(request["preload"]), write)
 
-        run_isolated(job, request["run_dir"], float(request["limits"]["max_disk_mb"]))
+        from rewardlab.llm_reward.sandbox.runner import Limits
+
+        limits = Limits(**request["limits"])
+        run_isolated(job, request["run_dir"], float(limits.max_disk_mb), limits.thread_limit + WORKER_PROCESSES)
     finally:
         os._exit(1)
 

@@ -41,7 +41,8 @@ from typing import Any
 
 from rewardlab.llm_reward.sandbox.forkserver import IMPORT_ONLY_VARIABLE
 
-__all__ = ["IsolationUnavailable", "confine", "gpu_devices", "kernel_support", "readable_roots", "run_isolated"]
+__all__ = ["IsolationUnavailable", "confine", "gpu_devices", "kernel_support", "readable_roots", "run_isolated",
+           "task_limit"]
 
 # An explicit, loudly named opt-out for kernels that lack a feature (never the default).
 UNSAFE_OPT_OUT = "REWARDLAB_UNSAFE_NO_ISOLATION"
@@ -124,7 +125,7 @@ def _require_support() -> None:
 
 
 # ------------------------------------------------------------- the worker's processes
-def run_isolated(job: Callable[[], None], run_dir: str, quota_mb: float) -> None:
+def run_isolated(job: Callable[[], None], run_dir: str, quota_mb: float, max_tasks: int | None = None) -> None:
     """In the fork server's child (the keeper): run ``job`` isolated, exit as it exited.
 
     Never returns. The keeper's exit status is the job's (a signal that killed it is
@@ -134,8 +135,12 @@ def run_isolated(job: Callable[[], None], run_dir: str, quota_mb: float) -> None
         mounted; it calls :func:`confine` itself once it has imported what it needs.
     :param run_dir: the directory the job may write, whose size the keeper watches.
     :param quota_mb: the most the run directory may hold, in MB.
+    :param max_tasks: the most processes and threads the worker's namespaces may hold
+        together, through a ``pids`` cgroup of the worker's own where this process may make
+        one (see :func:`task_limit`); ``None``: no cgroup.
     """
     status = 1 << 8  # a wait status: exit code 1, should the keeper itself fail
+    cgroup = None
     try:
         _die_with_parent()
         _require_support()
@@ -156,11 +161,15 @@ def run_isolated(job: Callable[[], None], run_dir: str, quota_mb: float) -> None
             os.waitpid(holder, 0)
             os._exit(1)
         _write_id_maps(holder, outside_uid, outside_gid)
+        if max_tasks is not None:  # before the holder forks: its every descendant is counted
+            cgroup = _limit_tasks(holder, max_tasks)
         os.write(mapped_w, b"m")
         os.close(mapped_w)
         status = _watch(holder, run_dir, quota_mb)
     except BaseException as error:  # noqa: B036 - the keeper must exit, never return
         _report(error, "sandbox keeper")
+    if cgroup is not None:
+        _remove_cgroup(cgroup)  # the holder is reaped: every task of the namespaces is gone
     _exit_like(status)
 
 
@@ -235,6 +244,121 @@ def _watch(holder: int, run_dir: str, quota_mb: float) -> int:
                         f"than {MAX_ENTRIES:,} entries, or folders too deep to measure)\n".encode())
             return QUOTA_EXIT << 8
         time.sleep(QUOTA_POLL_S)
+
+
+# ------------------------------------------------------------ the number of tasks
+#: name of the worker's own cgroups, followed by the keeper's process id
+CGROUP_PREFIX = "rewardlab-worker-"
+
+
+def _pids_cgroup_parent() -> str | None:
+    """The folder of this process's cgroup in the ``pids`` hierarchy (v1 or v2), or ``None``."""
+    try:
+        with open("/proc/self/cgroup") as file:
+            lines = file.read().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        _, controllers, path = line.split(":", 2)
+        if "pids" in controllers.split(","):  # cgroup v1: a hierarchy of its own
+            return os.path.join("/sys/fs/cgroup/pids", path.lstrip("/"))
+    for line in lines:
+        if line.startswith("0::"):  # cgroup v2, where its controllers list pids
+            folder = os.path.join("/sys/fs/cgroup", line[3:].lstrip("/"))
+            try:
+                with open(os.path.join(folder, "cgroup.controllers")) as file:
+                    return folder if "pids" in file.read().split() else None
+            except OSError:
+                return None
+    return None
+
+
+def _pids_cgroup(name: str) -> str | None:
+    """A new ``pids`` cgroup below this process's own, or ``None`` where none can be made."""
+    parent = _pids_cgroup_parent()
+    if parent is None:
+        return None
+    _remove_stale_cgroups(parent)
+    folder = os.path.join(parent, name)
+    try:
+        os.mkdir(folder, 0o755)
+    except FileExistsError:
+        pass  # left by a keeper of the same process id, gone
+    except OSError:
+        return None
+    if not os.path.exists(os.path.join(folder, "pids.max")):  # v2: the parent does not hand pids down
+        try:
+            with open(os.path.join(parent, "cgroup.subtree_control"), "w") as control:
+                control.write("+pids")
+        except OSError:
+            pass
+    if not os.path.exists(os.path.join(folder, "pids.max")):
+        _remove_cgroup(folder, tries=1)
+        return None
+    return folder
+
+
+def _remove_stale_cgroups(parent: str) -> None:
+    """Remove the cgroups of keepers that are gone (killed before they could remove theirs)."""
+    try:
+        names = [name for name in os.listdir(parent) if name.startswith(CGROUP_PREFIX)]
+    except OSError:
+        return
+    for name in names:
+        pid = name[len(CGROUP_PREFIX):]
+        if not pid.isdigit() or os.path.exists(f"/proc/{pid}"):
+            continue
+        try:
+            os.rmdir(os.path.join(parent, name))  # fails while a task is still in it
+        except OSError:
+            pass
+
+
+def _remove_cgroup(folder: str, tries: int = 50) -> None:
+    for _ in range(tries):
+        try:
+            os.rmdir(folder)
+            return
+        except FileNotFoundError:
+            return
+        except OSError:
+            time.sleep(0.01)  # a killed task leaves its cgroup a moment after its parent reaps it
+
+
+def _limit_tasks(holder: int, max_tasks: int) -> str | None:
+    """Move the namespace holder into a ``pids`` cgroup of its own that holds at most
+    ``max_tasks`` tasks (the holder, init, the job and its threads); ``None`` where this
+    process cannot make one (then only ``RLIMIT_NPROC`` in the job limits them, which does
+    not bind when the caller is root)."""
+    folder = _pids_cgroup(f"{CGROUP_PREFIX}{os.getpid()}")
+    if folder is None:
+        return None
+    try:
+        with open(os.path.join(folder, "pids.max"), "w") as limit:
+            limit.write(str(int(max_tasks)))
+        with open(os.path.join(folder, "cgroup.procs"), "w") as procs:
+            procs.write(str(holder))
+    except OSError as error:
+        _report(error, "sandbox keeper: no pids cgroup")
+        _remove_cgroup(folder, tries=1)
+        return None
+    return folder
+
+
+@functools.cache
+def task_limit() -> str | None:
+    """What caps the number of a worker's threads and processes here: ``"cgroup pids.max"``
+    (a ``pids`` cgroup per worker, where the caller may make one), ``"RLIMIT_NPROC"`` (the
+    caller is not root: the limit counts the tasks of the worker's own user namespace), or
+    ``None`` (the caller is root and may make no ``pids`` cgroup: ``RLIMIT_NPROC`` does not
+    bind a task whose user is root outside, and only the address-space limit bounds the
+    number of threads)."""
+    name = f"{CGROUP_PREFIX}{os.getpid()}"
+    folder = _pids_cgroup(name)
+    if folder is not None:
+        _remove_cgroup(folder, tries=1)
+        return "cgroup pids.max"
+    return "RLIMIT_NPROC" if os.getuid() != 0 else None
 
 
 #: the most files and folders a run directory may hold: each look of the quota's watchdog
@@ -456,4 +580,5 @@ def describe_isolation() -> dict[str, Any]:
         "landlock_abi": landlock_abi(),
         "seccomp": support["seccomp"] is None,
         "opted_out": os.environ.get(UNSAFE_OPT_OUT) == "1",
+        "task_limit": task_limit(),
     }

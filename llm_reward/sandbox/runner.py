@@ -12,7 +12,8 @@ modules imported, and with a minimal environment). The worker
    environment variables with a minimal set (nothing secret to read) and sends its
    standard output and error to ``<run_dir>/worker.log``;
 3. sets OS limits: CPU time (``RLIMIT_CPU``), address space (``RLIMIT_AS``), open files
-   (``RLIMIT_NOFILE``), file size (``RLIMIT_FSIZE``), no core dumps;
+   (``RLIMIT_NOFILE``), file size (``RLIMIT_FSIZE``), threads (``RLIMIT_NPROC``, and a
+   ``pids`` cgroup of the worker's own where the caller may make one), no core dumps;
 4. imports what the job needs, then :func:`~rewardlab.llm_reward.sandbox.isolation.confine`:
    Landlock (reads only of Python, its libraries, rewardlab and system libraries; writes
    only beneath the run directory; no TCP, no signals out), no capabilities,
@@ -51,6 +52,7 @@ from typing import Any
 from rewardlab.llm_reward.sandbox.forkserver import (
     IMPORT_ONLY_VARIABLE,
     KEPT_ENVIRONMENT,
+    WORKER_PROCESSES,
     fork_server,
     kill_group,
     read_message,
@@ -91,8 +93,14 @@ class Limits:
         watchdog outside the sandbox kills the worker past it (checked every 0.05 s, so a
         program can overshoot it by what it writes in that time).
     :param threads: torch's intra-op threads in the worker.
-    :param gpu: let the worker open the NVIDIA device files and read the PCI tree CUDA
-        needs (prepared for CUDA runs; not yet run on a GPU).
+    :param max_threads: the most threads the job may run (its main thread counted; forks are
+        refused anyway); ``None``: ``128 + 4 * threads``. A compiled PPO job on Ant with
+        ``threads=1`` runs 2 threads; torch training with 8 threads runs 16. A worker that
+        had switched the guard off started 3,000 threads when only the address space
+        bounded them (red-team finding). Enforced by a ``pids`` cgroup per worker where
+        the caller may make one, and by ``RLIMIT_NPROC``, which counts the tasks of the
+        worker's own user namespace but does not bind a caller that is root: see
+        :func:`~rewardlab.llm_reward.sandbox.isolation.task_limit`.
     """
 
     timeout_s: float = 600.0
@@ -103,16 +111,23 @@ class Limits:
     max_disk_mb: int = 1024
     threads: int = 1
     gpu: bool = False
+    max_threads: int | None = None
 
     def __post_init__(self) -> None:
-        for name in ("timeout_s", "memory_mb", "max_open_files", "max_file_mb", "max_disk_mb", "threads"):
+        for name in ("timeout_s", "memory_mb", "max_open_files", "max_file_mb", "max_disk_mb", "threads",
+                     "max_threads"):
             value = getattr(self, name)
-            if value is None and name == "memory_mb":
+            if value is None and name in ("memory_mb", "max_threads"):
                 continue
             if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
                 raise ValueError(f"{name} must be a positive number, got {name}={value!r}")
         if self.cpu_s is not None and not self.cpu_s > 0:
             raise ValueError(f"cpu_s must be None or a positive number, got cpu_s={self.cpu_s!r}")
+
+    @property
+    def thread_limit(self) -> int:
+        """The most threads of the job: ``max_threads``, or ``128 + 4 * threads``."""
+        return int(self.max_threads) if self.max_threads is not None else 128 + 4 * int(self.threads)
 
     @property
     def cpu_limit_s(self) -> int:
@@ -467,6 +482,8 @@ def _isolate(run_dir: str, limits: Limits) -> None:
         _set_limit(resource.RLIMIT_AS, int(limits.memory_mb * 2**20))
     _set_limit(resource.RLIMIT_NOFILE, int(limits.max_open_files))
     _set_limit(resource.RLIMIT_FSIZE, int(limits.max_file_mb * 2**20))
+    # counted per user and user namespace: the worker's holder, init and the job's threads
+    _set_limit(resource.RLIMIT_NPROC, limits.thread_limit + WORKER_PROCESSES)
     import torch
 
     torch.set_num_threads(int(limits.threads))
@@ -480,15 +497,3 @@ def _set_limit(which: int, soft: int, hard: int | None = None) -> None:
         soft = min(soft, hard)
     resource.setrlimit(which, (soft, hard))
 
-
-def _user_task_count() -> int:
-    uid, count = os.getuid(), 0
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        try:
-            if entry.stat().st_uid == uid:
-                count += len(os.listdir(f"/proc/{entry.name}/task"))
-        except OSError:
-            continue
-    return count

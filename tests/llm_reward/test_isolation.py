@@ -20,8 +20,8 @@ from typing import Any
 import pytest
 
 from rewardlab.llm_reward.sandbox import Limits, run_sandboxed
-from rewardlab.llm_reward.sandbox.forkserver import fork_server, strict_json
-from rewardlab.llm_reward.sandbox.isolation import directory_bytes, kernel_support
+from rewardlab.llm_reward.sandbox.forkserver import WORKER_PROCESSES, fork_server, strict_json
+from rewardlab.llm_reward.sandbox.isolation import directory_bytes, kernel_support, task_limit
 from rewardlab.llm_reward.sandbox.runner import read_private_tail, write_private
 
 SECRET = "sk-caller-secret-5b7e9d"
@@ -217,6 +217,19 @@ def test_memory_outside_the_address_space_limit_is_refused(tmp_path: Path) -> No
     assert result.result is not None, result.error
     assert result.result["memfd"] == 0 and result.result["sysv_shm"] == 0, result.result
     assert result.result["msgget"] == "refused"
+
+
+def test_a_program_cannot_start_thousands_of_threads(tmp_path: Path) -> None:
+    # red-team finding: 3,000 threads of 64 KB stacks, bounded by the address space only
+    result = run("start_threads", {"threads": 3000}, tmp_path / "run", max_threads=64)
+    assert result.result is not None, result.error
+    report = result.result
+    assert report["nproc"] == [64 + WORKER_PROCESSES] * 2, report  # binds where the caller is not root
+    if task_limit() is None:
+        pytest.skip("the caller is root and may make no pids cgroup here: RLIMIT_NPROC does not bind root, "
+                    f"and nothing caps the threads (started {report['started']})")
+    assert report["peak"] <= 64 and report["started"] < 64, report
+    assert report["error"] and "thread" in report["error"], report
 
 
 def test_the_disk_quota_stops_a_program_that_allocates_without_writing(tmp_path: Path) -> None:

@@ -373,3 +373,30 @@ def fill_then_answer(payload: dict, guard: Any) -> dict:
     with open("fill", "wb") as file:
         file.write(b"\1" * payload["mb"] * 2**20)
     return {"answered": True}
+
+
+def _own_threads() -> int:
+    with open("/proc/self/status") as status:
+        return next(int(line.split()[1]) for line in status if line.startswith("Threads:"))
+
+
+def start_threads(payload: dict, guard: Any) -> dict:
+    """Start many threads with small stacks, so that the address-space limit does not stop
+    them, each waiting until the job ends; report how many started and what stopped them."""
+    import resource
+    import threading
+
+    _guard_off(guard)
+    threading.stack_size(64 * 1024)
+    stop = threading.Event()
+    before, started, error = _own_threads(), 0, None
+    try:
+        for _ in range(payload["threads"]):
+            threading.Thread(target=stop.wait, daemon=True).start()
+            started += 1
+    except (RuntimeError, OSError) as stopped:
+        error = f"{type(stopped).__name__}: {stopped}"
+    peak = _own_threads()
+    stop.set()
+    return {"before": before, "started": started, "peak": peak, "error": error,
+            "nproc": list(resource.getrlimit(resource.RLIMIT_NPROC))}
