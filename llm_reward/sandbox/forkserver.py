@@ -356,6 +356,7 @@ def serve(socket_path: str, preload: Sequence[str], warm: Sequence[Sequence[str]
     os.close(devnull)
     stdin = sys.stdin.fileno()
     workers: dict[int, socket.socket] = {}
+    temporary: dict[int, str] = {}  # the run directories the caller will remove, by worker
     try:
         while True:
             readable, _, _ = select.select([listener, stdin], [], [], 0.1)
@@ -377,10 +378,39 @@ def serve(socket_path: str, preload: Sequence[str], warm: Sequence[Sequence[str]
                         others = [listener, *workers.values()]
                         _run_worker(others, stdin, connection, request, worker_main, run_isolated)
                     workers[pid] = connection
+                    if request.get("temporary") is True and isinstance(request.get("run_dir"), str):
+                        temporary[pid] = request["run_dir"]
             _report_exits(workers)
+            for pid in [pid for pid in temporary if pid not in workers]:
+                del temporary[pid]  # reported: the caller removes the folder
     finally:
         for pid in workers:
             kill_group(pid)
+        # The caller is gone (it closed our standard input, or died: SIGKILL runs no
+        # `finally`): remove what it would have removed, the temporary run directories
+        # of the workers it was waiting for and this server's own folder.
+        _remove_orphaned({pid: temporary[pid] for pid in workers if pid in temporary})
+        for remove, path in ((os.unlink, socket_path), (os.rmdir, os.path.dirname(socket_path))):
+            try:
+                remove(path)
+            except OSError:
+                pass
+
+
+def _remove_orphaned(run_dirs: dict[int, str]) -> None:
+    """Reap the killed workers ``run_dirs`` names, then remove their run directories."""
+    from rewardlab.llm_reward.sandbox.runner import remove_tree
+
+    for pid, run_dir in run_dirs.items():
+        try:
+            os.waitpid(pid, 0)  # the keeper; its namespaces' processes were killed with it
+        except ChildProcessError:
+            pass
+        for _ in range(50):  # a killed job may finish the system call it was in
+            remove_tree(run_dir)
+            if not os.path.lexists(run_dir):
+                break
+            time.sleep(0.02)
 
 
 def _peer_uid(connection: socket.socket) -> int | None:

@@ -167,6 +167,7 @@ def run_sandboxed(
     limits: Limits | None = None,
     preload: Sequence[str] = (),
     warm: Sequence[tuple[str, str]] = (),
+    temporary: bool = False,
 ) -> SandboxRun:
     """Run ``job(payload, guard)`` in a sandboxed worker and return what came back.
 
@@ -185,6 +186,9 @@ def run_sandboxed(
     :param warm: ``("module:function", json_text)`` pairs the fork server calls once before
         forking (:class:`~rewardlab.llm_reward.sandbox.forkserver.ForkServer`): what they
         load, every worker inherits. Each distinct list gets its own fork server too.
+    :param temporary: ``run_dir`` is a temporary folder that the caller removes after the
+        run; should the caller die first (SIGKILL runs no ``finally``), the fork server
+        removes it once it has killed the worker.
     """
     limits = limits or Limits()
     module_name, _, function_name = job.partition(":")
@@ -199,6 +203,7 @@ def run_sandboxed(
         "run_dir": os.fspath(run_dir),
         "limits": asdict(limits),
         "preload": ["rewardlab.llm_reward.sandbox.runner", module_name, *preload],
+        "temporary": bool(temporary),
     }
     server = fork_server(request["preload"], warm)
     start = time.monotonic()
@@ -217,33 +222,36 @@ def _follow_worker(connection: Any, deadline: float) -> tuple[Any, int | None, b
     """
     pid = envelope = exit_code = None
     timed_out = killed = False
-    while exit_code is None:
-        now = time.monotonic()
-        if now >= deadline:
-            if killed:
-                break  # the server never reported the exit
-            timed_out = envelope is None
-            if pid is not None:
-                kill_group(pid)
-            killed, deadline = True, now + EXIT_GRACE_S
-        try:
-            message = read_message(connection, deadline)
-        except ValueError:
-            message = {"malformed": True}
-        if message is None:
-            if time.monotonic() < deadline:
-                break  # the connection closed: the server is gone
-            continue
-        if "pid" in message and pid is None and isinstance(message["pid"], int):
-            pid = message["pid"]
-        elif "exit" in message and isinstance(message["exit"], int):
-            exit_code = message["exit"]
-        elif envelope is None:
-            envelope = message
-            deadline = min(deadline, time.monotonic() + EXIT_GRACE_S)
-    # Always: a worker may have sent a forged exit message, and a finished one is gone anyway.
-    if pid is not None:
-        kill_group(pid)
+    try:
+        while exit_code is None:
+            now = time.monotonic()
+            if now >= deadline:
+                if killed:
+                    break  # the server never reported the exit
+                timed_out = envelope is None
+                if pid is not None:
+                    kill_group(pid)
+                killed, deadline = True, now + EXIT_GRACE_S
+            try:
+                message = read_message(connection, deadline)
+            except ValueError:
+                message = {"malformed": True}
+            if message is None:
+                if time.monotonic() < deadline:
+                    break  # the connection closed: the server is gone
+                continue
+            if "pid" in message and pid is None and isinstance(message["pid"], int):
+                pid = message["pid"]
+            elif "exit" in message and isinstance(message["exit"], int):
+                exit_code = message["exit"]
+            elif envelope is None:
+                envelope = message
+                deadline = min(deadline, time.monotonic() + EXIT_GRACE_S)
+    finally:
+        # Always, also when reading failed: a worker may have sent a forged exit message, and
+        # a finished one is gone anyway; the caller removes the run directory next.
+        if pid is not None:
+            kill_group(pid)
     return envelope, exit_code, timed_out
 
 

@@ -277,7 +277,8 @@ def evaluate(
             else:
                 warm.append(compiled_warm_up(payload, threads))
                 payload["compile_warm"] = warm[0][1]
-        run = run_sandboxed(EVALUATION_JOB, payload, directory, limits, preload_for(env_id), warm)
+        run = run_sandboxed(EVALUATION_JOB, payload, directory, limits, preload_for(env_id), warm,
+                            temporary=not keep)
         description = describe(env_id)
 
         last: dict[int, Any] = {}

@@ -379,6 +379,37 @@ def test_an_evaluation_taken_over_by_its_program_does_not_break_the_caller(
     assert not list(tmp_path.glob("rewardlab-eval-*"))  # the temporary run directory is gone
 
 
+CALLER_KILLED_MID_RUN = """
+import sys, tempfile
+from rewardlab import llm_reward
+from rewardlab.llm_reward.search import evaluation
+
+evaluation.EVALUATION_JOB = "hostile_jobs:outlive_the_caller"
+tempfile.tempdir = sys.argv[1]
+program = llm_reward.RewardProgram.from_source("def compute_reward(next_theta):\\n    return -next_theta.abs()\\n")
+llm_reward.evaluate(program, "CartPole-v1", steps=128, num_envs=4, timeout_s=60)
+"""
+
+
+def test_a_caller_killed_mid_run_leaves_no_temporary_folder(tmp_path: Path) -> None:
+    # /tmp held rewardlab-eval-* folders (an empty tmp/ and worker.log) after test runs that
+    # killed a caller: its `finally` never ran, and the fork server killed the worker only
+    caller = subprocess.Popen([sys.executable, "-c", CALLER_KILLED_MID_RUN, str(tmp_path)],
+                              env={**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)})
+    try:
+        deadline = time.monotonic() + 120
+        while not list(tmp_path.glob("rewardlab-eval-*/worker.log")):
+            assert caller.poll() is None and time.monotonic() < deadline, "the worker never started"
+            time.sleep(0.05)
+    finally:
+        caller.kill()
+        caller.wait()
+    deadline = time.monotonic() + 15
+    while list(tmp_path.glob("rewardlab-*")) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not list(tmp_path.glob("rewardlab-*"))  # the run directory and the fork server's folder
+
+
 def test_a_ray_node_ships_a_run_whose_worker_nested_folders_deeply(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -400,3 +400,9 @@ def start_threads(payload: dict, guard: Any) -> dict:
     stop.set()
     return {"before": before, "started": started, "peak": peak, "error": error,
             "nproc": list(resource.getrlimit(resource.RLIMIT_NPROC))}
+
+
+def outlive_the_caller(payload: dict, guard: Any) -> dict:
+    """Run on while the caller is killed (SIGKILL runs none of its ``finally`` blocks)."""
+    time.sleep(60)
+    return {}
