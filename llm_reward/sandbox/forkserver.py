@@ -399,6 +399,7 @@ def serve(socket_path: str, preload: Sequence[str], warm: Sequence[Sequence[str]
 
 def _remove_orphaned(run_dirs: dict[int, str]) -> None:
     """Reap the killed workers ``run_dirs`` names, then remove their run directories."""
+    from rewardlab.llm_reward.sandbox.isolation import remove_keeper_cgroup
     from rewardlab.llm_reward.sandbox.runner import remove_tree
 
     for pid, run_dir in run_dirs.items():
@@ -406,6 +407,7 @@ def _remove_orphaned(run_dirs: dict[int, str]) -> None:
             os.waitpid(pid, 0)  # the keeper; its namespaces' processes were killed with it
         except ChildProcessError:
             pass
+        remove_keeper_cgroup(pid)
         for _ in range(50):  # a killed job may finish the system call it was in
             remove_tree(run_dir)
             if not os.path.lexists(run_dir):
@@ -475,6 +477,10 @@ def _report_exits(workers: dict[int, socket.socket]) -> None:
         connection = workers.pop(pid, None)
         if connection is None:
             continue
+        if os.WIFSIGNALED(status):  # a keeper killed on a timeout left its pids cgroup behind
+            from rewardlab.llm_reward.sandbox.isolation import remove_keeper_cgroup
+
+            remove_keeper_cgroup(pid)
         try:
             send_message(connection.sendall, {"exit": os.waitstatus_to_exitcode(status)})
         except OSError:

@@ -325,6 +325,13 @@ def _remove_cgroup(folder: str, tries: int = 50) -> None:
             time.sleep(0.01)  # a killed task leaves its cgroup a moment after its parent reaps it
 
 
+def remove_keeper_cgroup(keeper: int) -> None:
+    """Remove the ``pids`` cgroup of a reaped keeper (one killed before it could), if empty."""
+    parent = _pids_cgroup_parent()
+    if parent is not None:
+        _remove_cgroup(os.path.join(parent, f"{CGROUP_PREFIX}{keeper}"), tries=1)
+
+
 def _limit_tasks(holder: int, max_tasks: int) -> str | None:
     """Move the namespace holder into a ``pids`` cgroup of its own that holds at most
     ``max_tasks`` tasks (the holder, init, the job and its threads); ``None`` where this
