@@ -22,7 +22,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import statistics
+import sys
 import time
 from pathlib import Path
 
@@ -133,14 +135,9 @@ def main(argv: list[str] | None = None) -> int:
     report = {
         "env_id": args.env,
         "machine": describe_machine(),
-        "command": "python -m benchmarks.ppo_settings "
-        + " ".join(
-            f"--{k.replace('_', '-')} {v}"
-            for k, v in (("env", args.env), ("seeds", args.seeds), ("cap", args.cap))
-        )
-        + " --variants "
-        + " ".join(f"'{v}'" for v in variants)
-        + (f" --name {args.name}" if args.name else ""),
+        "command": shlex.join(
+            ["python", "-m", "benchmarks.ppo_settings", *(sys.argv[1:] if argv is None else argv)]
+        ),
         "args": recorded_args(args),
         "base": OURS[args.env],
         "seeds": seeds,
