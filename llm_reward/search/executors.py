@@ -22,6 +22,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rewardlab.common.files import walk_files
 from rewardlab.llm_reward.programs.program import RewardProgram
 from rewardlab.llm_reward.sandbox.runner import remove_tree
 from rewardlab.llm_reward.search.evaluation import EvalResult, evaluate
@@ -164,16 +165,7 @@ def evaluate_remotely(task_data: dict[str, Any]) -> dict[str, Any]:
 def _run_files(directory: Path) -> list[Path]:
     """What lies beneath ``directory`` but folders, found without recursion and into no
     linked folder: a worker may nest folders past Python's recursion limit (red-team finding)."""
-    found, pending = [], [directory]
-    while pending:
-        folder = pending.pop()
-        try:
-            with os.scandir(folder) as listing:
-                for entry in listing:
-                    (pending if entry.is_dir(follow_symlinks=False) else found).append(folder / entry.name)
-        except OSError:
-            continue  # a path past the kernel's limit
-    return sorted(found)
+    return sorted(folder / entry.name for folder, entry in walk_files(directory))
 
 
 def _plain_file_inside(path: Path, directory: Path) -> bool:

@@ -21,12 +21,12 @@ from __future__ import annotations
 import argparse
 import csv
 import json
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
+from rewardlab.common.files import walk_files
 from rewardlab.common.statistics import BOOTSTRAP_SAMPLES, bootstrap_ci, iqm
 
 GRID_POINTS = 200
@@ -48,18 +48,7 @@ def event_dirs(root: Path) -> list[Path]:
     Walked without recursion, into no linked folder (as ``rglob``): a sandboxed run's folders
     are its worker's, which may nest them past Python's recursion limit (red-team finding).
     """
-    found, pending = set(), [root]
-    while pending:
-        folder = pending.pop()
-        try:
-            with os.scandir(folder) as listing:
-                for entry in listing:
-                    if entry.is_dir(follow_symlinks=False):
-                        pending.append(folder / entry.name)
-                    elif entry.name.startswith("events.out.tfevents."):
-                        found.add(folder)
-        except OSError:
-            continue
+    found = {folder for folder, entry in walk_files(root) if entry.name.startswith("events.out.tfevents.")}
     return sorted(found)
 
 
