@@ -42,11 +42,14 @@ from rewardlab.llm_reward.programs.program import RewardProgram
 from rewardlab.llm_reward.search.records import Candidate
 from rewardlab.llm_reward.search.reflection import component_notes
 
-__all__ = ["EvolveProposer", "Term", "focus_variables", "Motion", "random_motion", "render_program"]
+__all__ = ["GUARDED", "EvolveProposer", "Guard", "Term", "focus_variables", "Motion", "random_motion", "render_program"]
 
 GAMMA = 0.99
 STATE_KINDS = ("square", "linear", "gauss", "progress", "away", "speed")
 GLOBAL_KINDS = ("alive", "terminal", "action_cost", "task", "potential")
+#: progress times the margins of the task's kept conditions (:class:`Guard`; ``--proposer
+#: evolve`` only, which reads the conditions from the description)
+GUARDED = "guarded"
 MAX_TERMS = 6
 MAX_TRIES = 50
 POOL_SIZE = 8
@@ -125,10 +128,40 @@ def _borrow_potential(program: RewardProgram | None, description: EnvDescription
     return None
 
 
+@dataclass(frozen=True)
+class Guard:
+    """A condition the task keeps and episodes start in: ``variable`` must stay on the start's
+    side of ``bound`` (``distance_from_start <= 1`` for an ant that starts at 0).
+
+    :param variable: the state variable.
+    :param start: its value where episodes start.
+    :param bound: where the condition breaks.
+    """
+
+    variable: str
+    start: float
+    bound: float
+
+    def margin(self) -> tuple[str, str]:
+        """``1 - f**2`` (0 past the bound), ``f`` the share of the way from the start to the
+        bound that the next state has gone (0 on the far side of the start), and the variable read."""
+        after = NEXT_PREFIX + self.variable
+        share = f"torch.clamp(({after} - {self.start!r}) / {self.bound - self.start!r}, min=0.0)"
+        return f"torch.clamp(1.0 - {share} ** 2, min=0.0)", after
+
+
 def _expression(term: Term, description: EnvDescription, task: _Borrowed | None,
-                potential: _Borrowed | None, steps: Mapping[str, float]) -> tuple[str, set[str]]:
+                potential: _Borrowed | None, steps: Mapping[str, float],
+                guards: Sequence[Guard] = ()) -> tuple[str, set[str]]:
     """The term's expression (without its weight) and the variables it reads."""
     kind, name = term.kind, term.variable
+    if kind == GUARDED:  # progress, paid less the nearer the kept conditions are to breaking
+        assert name is not None
+        progress, read = _expression(Term("progress", name, 1.0), description, task, potential, steps)
+        margins = [guard.margin() for guard in guards if guard.variable != name]
+        if not margins:
+            raise ValueError(f"a guarded term of {name!r} needs a kept condition on another variable")
+        return " * ".join([f"({progress})", *(m for m, _ in margins)]), read | {v for _, v in margins}
     if kind in STATE_KINDS:
         assert name is not None
         scale, after = _scale(description, name), NEXT_PREFIX + name
@@ -168,6 +201,7 @@ def render_program(
     task: _Borrowed | None = None,
     potential: _Borrowed | None = None,
     steps: Mapping[str, float] | None = None,
+    guards: Sequence[Guard] = (),
 ) -> str:
     """The source of the program whose components are ``terms``.
 
@@ -177,11 +211,12 @@ def render_program(
     :param potential: the built-in potential, for ``potential`` terms.
     :param steps: per variable, the scale of its ``progress`` and ``away`` terms (see
         :attr:`Motion.step`); a variable not in it uses its range, as the other terms do.
+    :param guards: the task's kept conditions, for ``guarded`` terms.
     """
     used: set[str] = set()
     lines = []
     for term in terms:
-        expression, variables = _expression(term, description, task, potential, steps or {})
+        expression, variables = _expression(term, description, task, potential, steps or {}, guards)
         used |= variables
         # Locals are prefixed so that no component shadows a helper (``potential``) or an argument.
         lines.append(f"    r_{term.name} = {term.weight!r} * ({expression})")

@@ -9,6 +9,11 @@ come from the env's description:
 - per state variable with one value per env: ``progress`` (``(v' - v) / s``) and
   ``linear`` (``v' / s``) in the variable's goal direction, ``away`` (``(|v'| - |v|) / s``,
   building energy, or damping it), ``square`` and ``gauss`` (staying near 0);
+- ``guarded`` progress: progress times the margin of each condition the task keeps
+  (a comparison in the success rule that episodes start in, such as
+  ``distance_from_start <= 1`` for an ant turning on the spot), ``1 - share**2`` of the way
+  from the start to the bound, so that moving on pays less the nearer a kept condition is
+  to breaking, as a human writes it (``turning * (1 - distance**2)``);
 - ``alive`` and ``terminal``; ``action_cost`` for continuous actions.
 
 Signs are not drawn at random: they follow the task. A success rule or task text that
@@ -52,6 +57,8 @@ from typing import Any
 from rewardlab.envs.descriptions import EnvDescription, success_if_terminated, success_if_truncated
 from rewardlab.llm_reward.programs.program import RewardProgram
 from rewardlab.llm_reward.search.evolve import (
+    GUARDED,
+    Guard,
     Term,
     _borrow_potential,
     _borrow_task,
@@ -61,8 +68,8 @@ from rewardlab.llm_reward.search.evolve import (
 )
 from rewardlab.llm_reward.search.records import Candidate, rank_key
 
-__all__ = ["REACH", "REACH_ALIVE", "SURVIVE", "StructuredProposer", "goal_directions", "task_kind",
-           "velocity_of"]
+__all__ = ["REACH", "REACH_ALIVE", "SURVIVE", "StructuredProposer", "goal_directions", "kept_conditions",
+           "task_kind", "velocity_of"]
 
 #: the most state variables that get term slots (the task's own first)
 MAX_VARIABLES = 8
@@ -118,16 +125,13 @@ def goal_directions(
 
     :param start: per variable, its value where episodes start (:class:`Motion`'s ``start``).
     """
-    text = f"{task} {description.summary} {description.success_metric}"
     directions = dict.fromkeys(names, 0)
     decided: set[str] = set()
-    for sentence in _SENTENCE.split(text):
-        failing = _FAILS.search(sentence)  # what follows it in the sentence is how episodes fail
-        for bars, name, symbol, bound in _COMPARISON.findall(sentence[: failing.start() if failing else None]):
-            if name in directions and name not in decided:
-                kept = start is not None and name in start and _holds(start[name], symbol, float(bound))
-                directions[name] = 0 if bars or kept else 1 if symbol.startswith(">") else -1
-                decided.add(name)
+    for bars, name, symbol, bound in _goal_comparisons(description, task):
+        if name in directions and name not in decided:
+            kept = start is not None and name in start and _holds(start[name], symbol, bound)
+            directions[name] = 0 if bars or kept else 1 if symbol.startswith(">") else -1
+            decided.add(name)
     if task_kind(description, task) == SURVIVE:
         return directions  # "swing up and balance": up is where it should stay, not a direction
     named = set(focus_variables(description)) | {n for n in names if re.search(rf"(?<!\w){n}(?!\w)", task)}
@@ -141,6 +145,35 @@ def goal_directions(
         if of is not None and name not in decided:
             directions[name] = directions[of]
     return directions
+
+
+def kept_conditions(
+    description: EnvDescription, task: str, names: Sequence[str], start: Mapping[str, float]
+) -> list[Guard]:
+    """The comparisons of the success rule or the text that episodes start in (as
+    :func:`goal_directions` reads them, the first per variable): conditions the task keeps,
+    such as ``distance_from_start <= 1`` for an ant that must turn on the spot. Magnitudes
+    (``|angle| < 0.2``) are left out."""
+    guards: dict[str, Guard] = {}
+    seen: set[str] = set()
+    for bars, name, symbol, bound in _goal_comparisons(description, task):
+        if name in seen or name not in names or name not in start:
+            continue
+        seen.add(name)
+        if not bars and start[name] != bound and _holds(start[name], symbol, bound):
+            guards[name] = Guard(name, _round(start[name]), bound)
+    return list(guards.values())
+
+
+def _goal_comparisons(description: EnvDescription, task: str) -> list[tuple[str, str, str, float]]:
+    """``(bars, name, symbol, bound)`` of every comparison in the task text, the summary and
+    the success metric, in order, except those in a sentence's part about failing."""
+    found = []
+    for sentence in _SENTENCE.split(f"{task} {description.summary} {description.success_metric}"):
+        failing = _FAILS.search(sentence)  # what follows it in the sentence is how episodes fail
+        for bars, name, symbol, bound in _COMPARISON.findall(sentence[: failing.start() if failing else None]):
+            found.append((bars, name, symbol, float(bound)))
+    return found
 
 
 def _holds(value: float, symbol: str, bound: float) -> bool:
@@ -186,6 +219,8 @@ class StructuredProposer:
         directed = [name for name in names if directions[name]]  # a focus variable's velocity, too
         self.variables = tuple(dict.fromkeys([*focus, *directed, *names]))[:MAX_VARIABLES]
         self.directions = {name: directions[name] for name in self.variables}
+        #: the conditions the task keeps, whose margins scale ``guarded`` progress
+        self.guards = kept_conditions(description, task, names, motion.start)
         #: ``alive`` pays where an episode's end is bad news: survival, and failing on the way
         self._alive_sign = -1.0 if self.kind == REACH else 1.0
         #: the episode-end terms the study may choose, with their signs: ``terminal`` is
@@ -208,8 +243,13 @@ class StructuredProposer:
         direction = self.directions[name]
         signs = ("+", "-") if direction == 0 else ("+" if direction > 0 else "-",)
         away = {REACH: ("+",), SURVIVE: ("-",)}.get(self.kind, ("+", "-"))
-        return [*(f"progress{s}" for s in signs), *(f"linear{s}" for s in signs), *(f"away{s}" for s in away),
-                "square+", "gauss+"]
+        guarded = [f"{GUARDED}{s}" for s in signs] if direction and self._guarded(name) else []
+        return [*(f"progress{s}" for s in signs), *guarded, *(f"linear{s}" for s in signs),
+                *(f"away{s}" for s in away), "square+", "gauss+"]
+
+    def _guarded(self, name: str) -> bool:
+        """Whether ``name``'s progress can be guarded: a kept condition is on another variable."""
+        return any(guard.variable != name for guard in self.guards)
 
     def _slot_choices(self) -> list[str]:
         """What one state-term slot may hold: ``none`` or ``kind<sign>:variable``."""
@@ -316,6 +356,11 @@ class StructuredProposer:
                              1.0 * self.directions[name]) for name in directed[:VARIABLE_SLOTS]]
             alone = [[term] for term in progress] if self.kind == REACH_ALIVE and len(progress) > 1 else []
             structures.extend([*base, *terms] for terms in [*alone, progress])
+            # the same progress, paid less the nearer the kept conditions are to breaking
+            guarded = [Term(GUARDED, t.variable, t.weight) if t.kind == "progress" and self._guarded(t.variable or "")
+                       else t for t in progress]
+            if guarded != progress:
+                structures.append([*base, *guarded])
         elif focus:
             structures.append([*base, *(Term("square", name, 0.5) for name in focus[:2])])
         if self.variables and self.kind != REACH_ALIVE:  # whether to build or damp energy is unknown there
@@ -331,7 +376,7 @@ class StructuredProposer:
     # ---------------------------------------------------------------- proposing
     def render(self, terms: Sequence[Term]) -> str:
         """The source of a program made of ``terms``."""
-        return render_program(terms, self.description, self._task, self._potential, self._steps)
+        return render_program(terms, self.description, self._task, self._potential, self._steps, self.guards)
 
     def propose(
         self, iteration: int, count: int, history: Sequence[Candidate]

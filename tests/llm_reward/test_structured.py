@@ -7,18 +7,20 @@ from __future__ import annotations
 import gymnasium
 import numpy as np
 import pytest
+import torch
 
 from rewardlab import llm_reward
 from rewardlab.envs.descriptions import ActionVariable, EnvDescription, StateVariable, column
 from rewardlab.llm_reward.programs.program import RewardProgram
 from rewardlab.llm_reward.search.evaluation import EvalResult
-from rewardlab.llm_reward.search.evolve import Term, random_motion
+from rewardlab.llm_reward.search.evolve import GUARDED, Guard, Term, random_motion, render_program
 from rewardlab.llm_reward.search.progress import Progress
 from rewardlab.llm_reward.search.records import Candidate, best_of, rank_key
 from rewardlab.llm_reward.search.structured import (
     REACH_ALIVE,
     StructuredProposer,
     goal_directions,
+    kept_conditions,
     task_kind,
 )
 from rewardlab.llm_reward.search.training import Checkpoint
@@ -138,6 +140,44 @@ def test_how_episodes_fail_sets_no_goal_and_bars_keep_a_variable_near_zero() -> 
     assert task_kind(reach, "walk") == "reach"
     assert task_kind(_described("get to pos >= 3 m", "the walker reached the goal or fell over"), "walk") == REACH_ALIVE
     assert task_kind(_described("get to pos >= 3 m", "the walker reached the goal"), "walk") == "reach"
+
+
+def test_conditions_kept_from_the_start_guard_progress() -> None:
+    walker = _described(
+        "the walker succeeds on the first step with pos >= 3 m while height > 1 and |tilt| < 0.2. "
+        "It ends without success when height <= 0.5 or |tilt| >= 0.2.",
+        "the walker succeeded or fell with this step",
+    )
+    start = {"pos": 0.0, "height": 1.2, "tilt": 0.0, "pos_velocity": 0.0}
+    # pos >= 3 is a goal, not kept; |tilt| < 0.2 is a magnitude; "height <= 0.5" is how it fails
+    guards = kept_conditions(walker, "walk forward", walker.state_names, start)
+    assert guards == [Guard("height", 1.2, 1.0)]
+    source = render_program([Term(GUARDED, "pos", 2.0)], walker, guards=guards)
+    namespace: dict = {}
+    exec(compile(source, "guarded", "exec"), namespace)  # our own rendering, not a user's program
+    pos, next_pos = torch.zeros(5), torch.full((5,), 0.3)
+    next_height = torch.tensor([1.2, 1.5, 1.1, 1.0, 0.9])
+    reward, parts = namespace["compute_reward"](pos=pos, next_pos=next_pos, next_height=next_height)
+    scale = float(source.split("(next_pos - pos) / ")[1].split(")")[0])
+    progress = 2.0 * 0.3 / scale
+    # full pay at and above the start, 1 - share**2 of the way to the bound, nothing past it
+    torch.testing.assert_close(reward, progress * torch.tensor([1.0, 1.0, 0.75, 0.0, 0.0]))
+    assert set(parts) == {"guarded_pos"}
+    with pytest.raises(ValueError, match="kept condition"):
+        render_program([Term(GUARDED, "height", 1.0)], walker, guards=guards)
+
+
+def test_turning_in_place_pays_turning_less_the_further_the_ant_drifts() -> None:
+    pytest.importorskip("mujoco.batch")
+    ant = StructuredProposer(llm_reward.describe("Ant-TurnInPlace-v0"), 0,
+                             llm_reward.reference_programs("Ant-TurnInPlace-v0"), "Turn in place by a full turn.")
+    assert ant.guards == [Guard("distance_from_start", 0.0, 1.0)]
+    assert ant.directions["turned"] == 1
+    assert "guarded+" in ant._shapes("turned") and "guarded-" not in ant._shapes("turned")
+    first = [{(t["kind"], t["variable"]) for t in genome} for genome, _ in ant.propose(0, 4, [])]
+    assert {("task", None), ("guarded", "turned"), ("alive", None)} in first
+    for _, source in ant.propose(0, 4, []):
+        RewardProgram.from_source(source).check("Ant-TurnInPlace-v0")
 
 
 def test_where_failing_also_ends_episodes_alive_pays_and_no_terminal_term_is_proposed() -> None:
