@@ -44,7 +44,8 @@ def _cpu_model() -> str | None:
 
 
 def recorded_args(args: object) -> dict:
-    """A script's arguments as written to a result: paths inside the repository made relative.
+    """A script's arguments as written to a result: paths inside the repository made relative,
+    others cut to their last part (no machine's paths in a result).
 
     :param args: the ``argparse.Namespace`` of the benchmark.
     """
@@ -57,8 +58,12 @@ def recorded_args(args: object) -> dict:
         if isinstance(value, os.PathLike):
             value = os.fspath(value)
         if isinstance(value, str) and os.path.isabs(value):
-            path = Path(value).resolve()
+            path = Path(os.path.abspath(value))
             if path.is_relative_to(root):
                 value = str(path.relative_to(root))
+            elif path.resolve().is_relative_to(root):
+                value = str(path.resolve().relative_to(root))
+            else:  # a path of this machine only (an interpreter, a cache): its name
+                value = path.name
         recorded[key] = value
     return recorded
