@@ -154,15 +154,15 @@ def kept_conditions(
     :func:`goal_directions` reads them, the first per variable): conditions the task keeps,
     such as ``distance_from_start <= 1`` for an ant that must turn on the spot. Magnitudes
     (``|angle| < 0.2``) are left out."""
-    guards: dict[str, Guard] = {}
+    guards: list[Guard] = []
     seen: set[str] = set()
     for bars, name, symbol, bound in _goal_comparisons(description, task):
         if name in seen or name not in names or name not in start:
             continue
         seen.add(name)
         if not bars and start[name] != bound and _holds(start[name], symbol, bound):
-            guards[name] = Guard(name, _round(start[name]), bound)
-    return list(guards.values())
+            guards.append(Guard(name, _round(start[name]), bound))
+    return guards
 
 
 def _goal_comparisons(description: EnvDescription, task: str) -> list[tuple[str, str, str, float]]:
