@@ -786,8 +786,23 @@ class PPO:
             # (the observation after the last step too), in one batch, with the observation
             # statistics the policy acted on.
             T, N = self.n_steps, env.num_envs
-            flat_obs = self._normalize_obs(rollout.obs).reshape(T * N, *rollout.obs.shape[2:])
+            raw_obs = rollout.obs.reshape(T * N, *rollout.obs.shape[2:])
             flat_actions = rollout.actions.reshape(T * N, *rollout.actions.shape[2:])
+            behaviour_log_prob = rollout.log_prob.reshape(T * N)
+            seeding_stats = self.config.normalize_obs and self._obs_stats_empty()
+            if seeding_stats:
+                # A fresh model's statistics have seen nothing, so its first rollout was acted
+                # on unwhitened observations: learning from them would spend the rollout
+                # fitting inputs on another scale from every later one (MountainCar's velocity,
+                # a hundred times smaller than its position). Fold the rollout in first and
+                # take the behaviour log-probabilities again on the whitened observations:
+                # the initial policy's output layer is scaled by 0.01, so its action
+                # distribution barely depends on its inputs' scale.
+                self.obs_rms.update(raw_obs)
+            flat_obs = self._normalize_obs(raw_obs)
+            if seeding_stats:
+                with torch.no_grad():
+                    behaviour_log_prob, _ = self.policy.log_prob_and_entropy(flat_obs, flat_actions)
             values = self._values(torch.cat([flat_obs, self._normalize_obs(self._last_obs)]))
             values = values.reshape(T + 1, N, -1)
 
@@ -796,7 +811,6 @@ class PPO:
             episode_ended = rollout.terminated | rollout.truncated
             intrinsic_reward = None
             if self.intrinsic is not None:
-                raw_obs = rollout.obs.reshape(T * N, *rollout.obs.shape[2:])
                 raw_next = rollout.final_obs.reshape(raw_obs.shape)
                 extra = {"dones": episode_ended.reshape(-1)} if self._intrinsic_takes_dones else {}
                 with torch.no_grad():
@@ -836,12 +850,12 @@ class PPO:
             )  # fmt: skip
 
             stats |= self._update(
-                flat_obs, flat_actions, rollout.log_prob.reshape(T * N), advantages.reshape(T * N, -1),
+                flat_obs, flat_actions, behaviour_log_prob, advantages.reshape(T * N, -1),
                 returns.reshape(T * N, -1), values[:-1].reshape(T * N, -1), batch_size,
                 learning_rate,
             )  # fmt: skip
-            if self.config.normalize_obs:
-                self.obs_rms.update(rollout.obs.reshape(T * N, *rollout.obs.shape[2:]))
+            if self.config.normalize_obs and not seeding_stats:
+                self.obs_rms.update(raw_obs)
 
             # One host sync for all statistics of this iteration.
             values_read = torch.stack(list(stats.values())).tolist()
@@ -1094,6 +1108,10 @@ class PPO:
         self._component_names = names
         T, N = self.n_steps, self.env.num_envs
         self._rollout.components = torch.zeros((len(names), T, N), device=self.device)
+
+    def _obs_stats_empty(self) -> bool:
+        """Whether the observation statistics have seen no observation (a fresh model's)."""
+        return float(self.obs_rms.count) < 1  # its initial count is RunningMeanStd's epsilon
 
     def _normalize_obs(self, obs: torch.Tensor) -> torch.Tensor:
         """Whiten observations with the running statistics, if ``normalize_obs``."""

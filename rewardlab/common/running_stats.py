@@ -23,7 +23,11 @@ class RunningMeanStd(nn.Module):
         whitened = rms.normalize(torch.randn(8, 4), clip=10.0)
 
     :param shape: shape of one sample (``()`` for scalars).
-    :param epsilon: initial count, and the variance floor used when normalising.
+    :param epsilon: the initial count (SB3's ``RunningMeanStd``'s).
+    :param var_epsilon: added to the variance when normalising or scaling (SB3's
+        ``VecNormalize``'s ``epsilon``): small, so that a feature that varies little, such
+        as MountainCar's velocity (standard deviation about 0.006 over its first hundred
+        steps), is still whitened to unit scale rather than held at a fraction of it.
     :param device: where the statistics live.
     """
 
@@ -37,10 +41,11 @@ class RunningMeanStd(nn.Module):
         self,
         shape: tuple[int, ...] = (),
         epsilon: float = 1e-4,
+        var_epsilon: float = 1e-8,
         device: torch.device | str | None = None,
     ) -> None:
         super().__init__()
-        self.epsilon = epsilon
+        self.epsilon, self.var_epsilon = epsilon, var_epsilon
         self.register_buffer("mean", torch.zeros(shape, dtype=torch.float64, device=device))
         self.register_buffer("var", torch.ones(shape, dtype=torch.float64, device=device))
         self.register_buffer("count", torch.tensor(epsilon, dtype=torch.float64, device=device))
@@ -71,7 +76,7 @@ class RunningMeanStd(nn.Module):
         self._refresh()
 
     def normalize(self, x: torch.Tensor, clip: float | None = None) -> torch.Tensor:
-        """Return ``(x - mean) / sqrt(var + epsilon)``, clamped to ``[-clip, clip]`` if given.
+        """Return ``(x - mean) / sqrt(var + var_epsilon)``, clamped to ``[-clip, clip]`` if given.
 
         :param x: tensor whose trailing dimensions match ``shape``.
         :param clip: bound on the absolute value of the result, or None.
@@ -79,7 +84,7 @@ class RunningMeanStd(nn.Module):
         return whiten(x, self._mean32, self._inv_std32, clip)
 
     def scale(self, x: torch.Tensor) -> torch.Tensor:
-        """Return ``x / sqrt(var + epsilon)`` (no centring), as SB3 scales rewards.
+        """Return ``x / sqrt(var + var_epsilon)`` (no centring), as SB3 scales rewards.
 
         :param x: tensor whose trailing dimensions match ``shape``.
         """
@@ -91,7 +96,7 @@ class RunningMeanStd(nn.Module):
 
     def _refresh(self) -> None:
         self._mean32.copy_(self.mean)
-        self._inv_std32.copy_(torch.rsqrt(self.var + self.epsilon))
+        self._inv_std32.copy_(torch.rsqrt(self.var + self.var_epsilon))
 
 
 def whiten(x: torch.Tensor, mean: torch.Tensor, inv_std: torch.Tensor, clip: float | None) -> torch.Tensor:
@@ -101,7 +106,7 @@ def whiten(x: torch.Tensor, mean: torch.Tensor, inv_std: torch.Tensor, clip: flo
 
     :param x: the values.
     :param mean: the mean (float32).
-    :param inv_std: ``1 / sqrt(var + epsilon)`` (float32).
+    :param inv_std: ``1 / sqrt(var + var_epsilon)`` (float32).
     :param clip: bound on the absolute value of the result, or None.
     """
     out = (x - mean) * inv_std

@@ -201,6 +201,40 @@ def test_the_rollout_keeps_the_behaviour_log_probabilities() -> None:
     torch.testing.assert_close(rollout.log_prob, log_prob.reshape(8, 4))
 
 
+def test_a_fresh_model_learns_its_first_rollout_from_whitened_observations() -> None:
+    # MountainCar's velocity is a hundred times smaller than its position: the first update
+    # must see both on unit scale, with behaviour log-probabilities taken on what it sees.
+    model = PPO(envs.make("MountainCar-v0", num_envs=8, seed=0), seed=0, n_steps=16, normalize_obs=True)
+    seen: list[tuple[torch.Tensor, torch.Tensor]] = []
+    update = model._update
+
+    def spy(obs: torch.Tensor, actions: torch.Tensor, old_log_prob: torch.Tensor, *rest: Any) -> Any:
+        with torch.no_grad():
+            log_prob, _ = model.policy.log_prob_and_entropy(obs, actions)
+        seen.append((obs.clone(), old_log_prob - log_prob))
+        return update(obs, actions, old_log_prob, *rest)
+
+    model._update = spy  # type: ignore[method-assign]
+    model.learn(2 * 8 * 16)
+    (first_obs, first_gap), (second_obs, _) = seen
+    torch.testing.assert_close(first_obs.mean(0), torch.zeros(2), atol=1e-4, rtol=0)
+    # unit scale (a few clipped at 10 deviations from a 16-step start); 0.33 before
+    torch.testing.assert_close(first_obs.std(0, unbiased=False), torch.ones(2), atol=0.05, rtol=0)
+    torch.testing.assert_close(first_gap, torch.zeros_like(first_gap), atol=1e-6, rtol=0)
+    # every observation is counted once, the first rollout's before its update
+    assert float(model.obs_rms.count) == pytest.approx(2 * 8 * 16, abs=1e-3)
+    assert not torch.equal(first_obs, second_obs)
+
+
+def test_running_statistics_whiten_a_feature_that_varies_little() -> None:
+    rms = RunningMeanStd(shape=(2,))
+    # standard deviation 0.01: a variance floor of 1e-4 would leave it at 0.71
+    batch = torch.stack([torch.randn(256), torch.randn(256) * 1e-2], dim=-1)
+    rms.update(batch)
+    for whitened in (rms.normalize(batch), rms.scale(batch)):
+        torch.testing.assert_close(whitened.std(0, unbiased=False), torch.ones(2), atol=5e-3, rtol=0)
+
+
 def test_trained_value_heads_sum_to_the_single_head_value() -> None:
     gamma, length = 0.9, 4
     single = PPO(ChainEnv(8, length), gamma=gamma, **LINEAR_CRITIC).learn(8 * 8 * 20)
