@@ -784,7 +784,7 @@ class PPO:
 
             # The rollout kept each action's log-probability; the values V(obs[t]), t = 0..T
             # (the observation after the last step too), in one batch, with the observation
-            # statistics the policy acted on.
+            # statistics the policy acted on (but for a fresh model's first rollout, below).
             T, N = self.n_steps, env.num_envs
             raw_obs = rollout.obs.reshape(T * N, *rollout.obs.shape[2:])
             flat_actions = rollout.actions.reshape(T * N, *rollout.actions.shape[2:])
