@@ -58,7 +58,7 @@ from rewardlab.agents.common import (
 from rewardlab.agents.logger import TensorBoardLogger
 from rewardlab.common.networks import mlp
 from rewardlab.common.running_stats import RunningMeanStd, whiten
-from rewardlab.envs.core import BatchedEnv
+from rewardlab.envs.core import Batched
 
 HEAD_OPTIONS = ("gamma", "weight", "episodic")
 SUMMED_REWARD_HEAD = "reward"
@@ -327,29 +327,31 @@ def fused_steps(n_steps: int) -> int:
 class _RolloutSteps(nn.Module):
     """``steps`` steps of the rollout, the env's own included, as one module of tensors:
     what ``compile=True`` compiles for an env whose step is pure tensor math
-    (:meth:`BatchedEnv.advance`), so that a rollout is a few calls of compiled code instead
-    of two a step. Each step is :meth:`PPO._collect_rollout`'s: the policy acts
-    (:class:`_Sampler`), the env takes the actions (clipped to the bounds) and steps, and
-    the step's tensors are kept; the steps' tensors come back stacked."""
+    (:meth:`BatchedEnv.advance_carried`, through any wrappers that carry it), so that a
+    rollout is a few calls of compiled code instead of two a step. Each step is
+    :meth:`PPO._collect_rollout`'s: the policy acts (:class:`_Sampler`), the env takes the
+    actions (clipped to the bounds) and steps, and the step's tensors and reward components
+    are kept; the steps' tensors come back stacked, after the observation and the carry."""
 
     def __init__(self, sampler: _Sampler, env: Any, steps: int, bounds: tuple[torch.Tensor, torch.Tensor] | None) -> None:
         super().__init__()
         self.sampler, self.env, self.steps, self.bounds = sampler, env, steps, bounds
 
     def forward(
-        self, obs: torch.Tensor, state: torch.Tensor, elapsed: torch.Tensor, fresh: torch.Tensor,
-        noise: torch.Tensor, mean: torch.Tensor, inv_std: torch.Tensor,
+        self, obs: torch.Tensor, fresh: torch.Tensor, noise: torch.Tensor, mean: torch.Tensor,
+        inv_std: torch.Tensor, *carry: torch.Tensor,
     ) -> tuple[torch.Tensor, ...]:  # fmt: skip
         num_envs, kept = obs.shape[0], []
         for t in range(self.steps):
             actions, log_prob = self.sampler(obs, noise[t], mean, inv_std)
             taken = actions if self.bounds is None else torch.clamp(actions, *self.bounds)
-            state, elapsed, next_obs, reward, terminated, truncated, done, final_obs = self.env.advance(
-                state, elapsed, taken, fresh[:, t * num_envs : (t + 1) * num_envs]
+            carry, step, components = self.env.advance_carried(
+                carry, taken, fresh[:, t * num_envs : (t + 1) * num_envs]
             )
-            kept.append((obs, actions, log_prob, reward, terminated, truncated, final_obs, done))
+            next_obs, reward, terminated, truncated, done, final_obs = step
+            kept.append((obs, actions, log_prob, reward, terminated, truncated, final_obs, done, *components))
             obs = next_obs
-        return (obs, state, elapsed, *(torch.stack(column) for column in zip(*kept, strict=True)))
+        return (obs, *carry, *(torch.stack(column) for column in zip(*kept, strict=True)))
 
 
 @dataclass
@@ -429,9 +431,11 @@ class PPOConfig(LearnerConfig):
     :param compile: run each minibatch's update (forward, loss, backward, gradient
         clipping, Adam) as one function compiled ahead of time (``rewardlab.agents.fused``),
         and so the rollout's step of the policy and its values (the same numbers up to float
-        rounding). On a batched env stepped by ``BatchedEnv``'s own step (unwrapped), the
-        rollout runs :data:`MAX_FUSED_STEPS` steps of the policy and the env in one compiled
-        call (``docs/batched_envs.md``, "Steps compiled by a caller"). The first run with given networks, minibatch size
+        rounding). On a batched env stepped by ``BatchedEnv``'s own step, bare or under
+        wrappers whose steps are tensor math (``BatchedPotentialShaping`` with this
+        package's potentials), the rollout runs :data:`MAX_FUSED_STEPS` steps of the policy
+        and the env in one compiled call (``docs/batched_envs.md``, "Steps compiled by a
+        caller"). The first run with given networks, minibatch size
         and loss settings compiles for tens of seconds and caches the result on disk
         (``$REWARDLAB_CACHE``); later processes load it in about a second. Pays for long
         runs: ``benchmarks/ppo_speed.py`` measures it.
@@ -714,11 +718,12 @@ class PPO:
         self._component_names: list[str] | None = None
         # compiled for the previous env's shapes (compile=True): made again at first use
         self._fused, self._compiled_calls = None, {}
-        # An unwrapped batched env stepped by BatchedEnv's own step: the rollout takes its
-        # reset states ahead, and with compile runs its step (BatchedEnv.advance) inside PPO's
-        # compiled steps (_RolloutSteps) where the step is known to trace. Wrappers and envs
-        # with a step of their own run eagerly between compiled steps of the policy.
-        self._env_steps_ahead = isinstance(env, BatchedEnv) and env.steps_by_advance
+        # A batched env stepped by BatchedEnv's own step (bare, or under wrappers whose
+        # steps are tensor math on it): the rollout takes its reset states ahead, and with
+        # compile runs its steps (advance_carried) inside PPO's compiled steps
+        # (_RolloutSteps) where they are known to trace. Other wrappers and envs with a
+        # step of their own run eagerly between compiled steps of the policy.
+        self._env_steps_ahead = isinstance(env, Batched) and env.steps_by_advance
         self._env_steps_compile = self._env_steps_ahead and env.advance_traces
 
     def learn(
@@ -958,30 +963,34 @@ class PPO:
     ) -> None:
         """:meth:`_collect_rollout`'s steps, the env's included, as compiled calls of
         :class:`_RolloutSteps`, each running :func:`fused_steps` steps; then the env takes
-        the last state as its own. The env's reward is its one component."""
+        the last carry as its own."""
         env, rollout, obs = self.env, self._rollout, self._last_obs
         steps, rms = fused_steps(self.n_steps), self.obs_rms
-        state, elapsed = env.state_and_elapsed()
+        carry = env.carried()
         chunks, width = [], steps * env.num_envs
         with torch.no_grad():
             for start in range(0, self.n_steps, steps):
-                obs, state, elapsed, *kept = call(
-                    obs, state, elapsed, fresh[:, start * env.num_envs : start * env.num_envs + width],
-                    noise[start : start + steps], rms._mean32, rms._inv_std32,
+                obs, *out = call(
+                    obs, fresh[:, start * env.num_envs : start * env.num_envs + width],
+                    noise[start : start + steps], rms._mean32, rms._inv_std32, *carry,
                 )  # fmt: skip
+                carry, kept = out[: len(carry)], out[len(carry) :]
                 chunks.append(kept)
+            columns = list(zip(*chunks, strict=True))
+            kept_columns, done, components = columns[:7], columns[7], columns[8:]
             buffers = (
                 rollout.obs, rollout.actions, rollout.log_prob, rollout.rewards, rollout.terminated,
                 rollout.truncated, rollout.final_obs,
             )  # fmt: skip
-            *columns, done = zip(*chunks, strict=True)
-            for buffer, column in zip(buffers, columns, strict=True):
+            for buffer, column in zip(buffers, kept_columns, strict=True):
                 torch.cat(column, out=buffer)
             if self._component_names is None:
-                self._first_step_checks(rollout.rewards[0], {"extrinsic": rollout.rewards[0]})
+                first = {name: column[0][0] for name, column in zip(env.component_names, components, strict=True)}
+                self._first_step_checks(rollout.rewards[0], first)
             assert rollout.components is not None
-            rollout.components[0].copy_(rollout.rewards)
-            env.commit_steps(state, elapsed, torch.cat(done), self._taken(rollout.actions[-1]))
+            for buffer, column in zip(rollout.components, components, strict=True):
+                torch.cat(column, out=buffer)
+            env.commit_carried(carry, torch.cat(done), self._taken(rollout.actions[-1]))
         self._last_obs = obs
 
     def _taken(self, actions: torch.Tensor) -> torch.Tensor:
@@ -1059,16 +1068,15 @@ class PPO:
         return self._compiled_calls["rollout"]
 
     def _compile_rollout_steps(self) -> None:
-        env, steps, num_envs = self.env, fused_steps(self.n_steps), self.env.num_envs
+        env, steps = self.env, fused_steps(self.n_steps)
         # examples of the inputs' shapes and dtypes (the env may not be reset yet)
-        state = torch.zeros((env.state_dim, num_envs), dtype=env.state_dtype, device=self.device)
-        elapsed = torch.zeros(num_envs, dtype=torch.int32, device=self.device)
-        fresh = state.repeat(1, steps)
+        carry = env.carried_example()
+        fresh = carry[0].repeat(1, steps)  # reset states: the state's rows, one column an env
         bounds = None if self.policy.discrete else (self._action_low, self._action_high)
         sampler = _Sampler(self.policy, self.config.normalize_obs, self.config.clip_obs)
         rms = self.obs_rms
         noise = torch.ones((steps, *self._noise_shape()), device=self.device)
-        example = (self._rollout.obs[0], state, elapsed, fresh, noise, rms._mean32, rms._inv_std32)
+        example = (self._rollout.obs[0], fresh, noise, rms._mean32, rms._inv_std32, *carry)
         recipe = repr((self._recipe(), steps, env.step_fingerprint()))
         self._compiled("rollout", lambda: _RolloutSteps(sampler, env, steps, bounds), example, recipe)
 

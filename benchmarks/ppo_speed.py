@@ -54,7 +54,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import gymnasium
 import numpy as np
 import torch
 
@@ -207,16 +206,12 @@ def run_ours(
     compiled = bool(settings.get("compile"))
     start = time.perf_counter()
     # compile=True: PPO's rollout and update compiled (or loaded from the cache); the rollout
-    # compiles an unwrapped env's step with the policy's, and a wrapped env (shaped) steps
-    # with its own compiled step
-    wrapped = env_id in SHAPED
-    env = envs.make(env_id, num_envs=num_envs, device="cpu", seed=seed, compile=compiled and wrapped)
-    if wrapped:
+    # compiles the env's step with the policy's, the shaping wrapper's included (its
+    # potential is one of ours, which trace)
+    env = envs.make(env_id, num_envs=num_envs, device="cpu", seed=seed)
+    if env_id in SHAPED:
         env = BatchedPotentialShaping(env, potentials.for_env(env_id), gamma=settings.get("gamma", 0.99))
     model = PPO(env, seed=seed, **settings)
-    if compiled and wrapped:
-        env.reset(seed=seed)
-        env.step(torch.zeros((num_envs, *env.single_action_space.shape), dtype=_action_dtype(env)))
     model.warm_up()
     warm_up = time.perf_counter() - start if compiled else 0.0
     eval_env = envs.make(env_id, num_envs=EVAL_ENVS, device="cpu", seed=10_000 + seed)
@@ -225,10 +220,6 @@ def run_ours(
     clock.finish(model.num_timesteps)
     learner = "ours-compiled" if compiled else "ours"
     return _result(learner, env_id, seed, model.num_timesteps, clock) | {"warm_up_seconds": warm_up}
-
-
-def _action_dtype(env: Any) -> torch.dtype:
-    return torch.int64 if isinstance(env.single_action_space, gymnasium.spaces.Discrete) else torch.float32
 
 
 def run_sb3(

@@ -398,6 +398,34 @@ class BatchedEnv(Batched):
         finally:
             self._tracing = tracing
 
+    # The same steps in the form a stack of wrappers shares (:class:`BatchedWrapper`'s
+    # defaults say a wrapper does not): what the steps carry from one to the next, the
+    # step with its reward components, and the commit.
+
+    #: the names of the reward components :meth:`advance_carried` returns, in its order
+    component_names: tuple[str, ...] = ("extrinsic",)
+
+    def carried(self) -> tuple[torch.Tensor, ...]:
+        """What :meth:`advance_carried` carries from step to step: ``(state, elapsed)``."""
+        return self.state_and_elapsed()
+
+    def carried_example(self) -> tuple[torch.Tensor, ...]:
+        """Tensors of :meth:`carried`'s shapes and dtypes, zeros (before a reset too)."""
+        state = torch.zeros((self.state_dim, self.num_envs), dtype=self.state_dtype, device=self.device)
+        return state, torch.zeros(self.num_envs, dtype=torch.int32, device=self.device)
+
+    def advance_carried(
+        self, carry: Sequence[torch.Tensor], actions: torch.Tensor, fresh: torch.Tensor
+    ) -> tuple[tuple[torch.Tensor, ...], tuple[torch.Tensor, ...], tuple[torch.Tensor, ...]]:
+        """:meth:`advance` on a carry: ``(carry, (obs, reward, terminated, truncated, done,
+        final_obs), components)``, the components in :attr:`component_names`' order."""
+        state, elapsed, obs, reward, terminated, truncated, done, final_obs = self.advance(*carry, actions, fresh)
+        return (state, elapsed), (obs, reward, terminated, truncated, done, final_obs), (reward,)
+
+    def commit_carried(self, carry: Sequence[torch.Tensor], done: torch.Tensor, actions: torch.Tensor) -> None:
+        """:meth:`commit_steps` of the last carry."""
+        self.commit_steps(*carry, done, actions)
+
     def state_and_elapsed(self) -> tuple[torch.Tensor, torch.Tensor]:
         """The state as :meth:`advance` takes it, ``(state_dim, num_envs)``, and the steps
         into each episode, int32 ``(num_envs,)``: the env's own tensors, to read."""
@@ -656,6 +684,15 @@ class BatchedWrapper(Batched):
     def unwrapped(self) -> BatchedEnv:
         """The env at the bottom of the stack of wrappers."""
         return self.env.unwrapped
+
+    @property
+    def steps_by_advance(self) -> bool:
+        """False: a wrapper's step is its own. A wrapper whose step is pure tensor math on
+        the wrapped env's carries :meth:`BatchedEnv.advance_carried`'s protocol
+        (``carried``, ``carried_example``, ``advance_carried``, ``commit_carried``,
+        ``component_names``, ``step_fingerprint``) and says True here, so that a learner
+        can compile its steps into its rollout."""
+        return False
 
     def reset(
         self, seed: int | None = None, options: dict[str, Any] | None = None

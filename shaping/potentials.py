@@ -51,6 +51,8 @@ class MountainCarEnergy:
 
     gravity = 0.0025
 
+    traces = True  # tensor math only: a learner may compile it into its rollout
+
     def __init__(self, weight: float = 100.0, goal_position: float = 0.5):
         self.weight = check_scale(weight)
         self.goal_energy = self.gravity / 3 * math.sin(3 * goal_position)
@@ -76,6 +78,8 @@ class CartPoleUpright:
     x_max = 2.4
     theta_max = 12 * 2 * math.pi / 360
 
+    traces = True  # tensor math only: a learner may compile it into its rollout
+
     def __init__(self, weight: float = 1.0):
         self.weight = check_scale(weight)
         self._inverse_limits = np.array([1 / self.x_max, 1 / self.theta_max], dtype=np.float32)
@@ -99,6 +103,8 @@ class AcrobotTipHeight:
     :param weight: the potential's magnitude, in units of reward.
     """
 
+    traces = True  # tensor math only: a learner may compile it into its rollout
+
     def __init__(self, weight: float = 10.0):
         self.weight = check_scale(weight)
 
@@ -120,6 +126,8 @@ class PendulumEnergy:
     """
 
     upright_energy = 3 * 10.0 / (2 * 1.0)
+
+    traces = True  # tensor math only: a learner may compile it into its rollout
 
     def __init__(self, weight: float = 5.0):
         self.weight = check_scale(weight)

@@ -14,6 +14,9 @@ the shaped reward, or inside it to shape a transformed reward (the
 
 from __future__ import annotations
 
+import hashlib
+import inspect
+import sys
 from typing import Any, SupportsFloat
 
 import gymnasium as gym
@@ -21,6 +24,7 @@ import numpy as np
 import torch
 from gymnasium.vector import AutoresetMode, VectorEnv, VectorWrapper
 
+from rewardlab.common.compiled import source_fingerprint
 from rewardlab.common.components import with_components
 from rewardlab.envs.core import BatchedWrapper
 from rewardlab.shaping.core import Potential, PotentialTracker
@@ -236,6 +240,82 @@ class BatchedPotentialShaping(BatchedWrapper):
         obs, info = self.env.reset(seed=seed, options=options)
         self.tracker.reset(obs)
         return obs, info
+
+    # The step as pure tensor math on the wrapped env's (BatchedEnv.advance_carried's
+    # protocol), carrying the running potential: a learner compiles it into its rollout.
+
+    @property
+    def steps_by_advance(self) -> bool:
+        """Whether :meth:`step` is this class's own over an env stepped by its advance, with
+        a static potential that says it traces (``traces = True``, as this package's
+        formula potentials do): then a learner may run its steps as
+        :meth:`advance_carried`. A potential traces when it is tensor math only, never
+        reading a tensor's value in Python (``if obs.max() > 0``), and holds no weights
+        that change (a network's)."""
+        return (
+            type(self).step is BatchedPotentialShaping.step
+            and type(self).reset is BatchedPotentialShaping.reset
+            and bool(getattr(self.env, "steps_by_advance", False))
+            and getattr(self.tracker.potential, "traces", False) is True
+            and not self.tracker.dynamic
+        )
+
+    @property
+    def component_names(self) -> tuple[str, ...]:
+        """The wrapped env's component names, then this wrapper's."""
+        return (*self.env.component_names, self.name)
+
+    def carried(self) -> tuple[torch.Tensor, ...]:
+        """The wrapped env's carry, then the running potential ``(N,)``."""
+        if self.tracker.phi is None:
+            raise RuntimeError(f"{self} has no state yet: call reset() first")
+        return (*self.env.carried(), self.tracker.phi.to(torch.float32))
+
+    def carried_example(self) -> tuple[torch.Tensor, ...]:
+        """Tensors of :meth:`carried`'s shapes and dtypes (before a reset too)."""
+        inner = self.env.carried_example()
+        return (*inner, torch.zeros(self.num_envs, dtype=torch.float32, device=inner[0].device))
+
+    def advance_carried(self, carry, actions, fresh):  # noqa: ANN001, ANN201 (BatchedEnv's)
+        """:meth:`step` as :meth:`BatchedEnv.advance_carried`: the wrapped env's step, then
+        :meth:`PotentialTracker.step`'s formula without its checks."""
+        inner, (obs, reward, terminated, truncated, done, final_obs), components = (
+            self.env.advance_carried(carry[:-1], actions, fresh)
+        )
+        tracker, phi = self.tracker, carry[-1]
+        phi_obs = tracker.potential(obs).to(torch.float32)
+        phi_next = torch.where(done, tracker.potential(final_obs).to(torch.float32), phi_obs)
+        phi_next = torch.where(terminated, 0.0, phi_next)
+        shaping = tracker.scale * (tracker.gamma * phi_next - phi)
+        shaping = shaping.to(reward.dtype)
+        step = (obs, reward + shaping, terminated, truncated, done, final_obs)
+        return (*inner, phi_obs), step, (*components, shaping)
+
+    def commit_carried(self, carry: Any, done: torch.Tensor, actions: torch.Tensor) -> None:
+        """Take the last carry as the wrapped env's and this wrapper's own; the potential
+        is checked finite here, once for the steps (it was not at each)."""
+        phi = carry[-1]
+        if phi.device.type == "cpu" and not bool(torch.isfinite(phi).all()):
+            raise ValueError(
+                f"potential {type(self.tracker.potential).__name__} returned NaN or inf "
+                f"({phi}); a potential must be finite on every observation the env can produce"
+            )
+        self.env.commit_carried(carry[:-1], done, actions)
+        self.tracker.phi = phi
+        self.tracker.num_transitions += done.numel()
+
+    def step_fingerprint(self) -> str:
+        """The wrapped env's, with this package's source and the shaping's constants."""
+        potential = self.tracker.potential
+        cls = type(potential)
+        source = source_fingerprint("rewardlab.shaping")
+        if not cls.__module__.startswith("rewardlab."):
+            try:
+                source += inspect.getsource(sys.modules[cls.__module__])
+            except (KeyError, OSError, TypeError):  # no source file: the class's identity
+                source += f"{cls.__module__}.{cls.__qualname__} at {id(cls)}"
+        constants = repr((cls.__qualname__, sorted(vars(potential).items()), self.tracker.gamma, self.tracker.scale, self.name))
+        return hashlib.sha256("\n".join((self.env.step_fingerprint(), source, constants)).encode()).hexdigest()
 
     def step(self, actions: Any):
         obs, reward, terminated, truncated, info = self.env.step(actions)

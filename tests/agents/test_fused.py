@@ -156,14 +156,75 @@ def test_a_rollout_runs_in_compiled_calls_of_equal_steps() -> None:
     assert [fused_steps(n) for n in (1, 8, 12, 16, 32, 37, 2048)] == [1, 8, 6, 8, 8, 1, 8]
 
 
-def test_a_wrapped_env_steps_eagerly_between_the_compiled_policy_steps(cache: Path) -> None:
-    from rewardlab.shaping import BatchedPotentialShaping, potentials
+def _shaped(env_id: str, potential: Any, compile: bool, **changes: Any) -> PPO:
+    from rewardlab.shaping import BatchedPotentialShaping
 
-    env = envs.make("CartPole-v1", num_envs=8, seed=3)
-    env = BatchedPotentialShaping(env, potentials.for_env("CartPole-v1"), gamma=0.99)
-    model = PPO(env, seed=3, compile=True, **SMALL)
+    env = envs.make(env_id, num_envs=8, seed=3, max_episode_steps=20)
+    env = BatchedPotentialShaping(env, potential, gamma=0.99)
+    return PPO(env, seed=3, compile=compile, **{**SMALL, **changes})
+
+
+@pytest.mark.parametrize("env_id", ["MountainCar-v0", "Pendulum-v1"])
+def test_a_shaped_env_steps_inside_the_compiled_rollout_as_it_does_eagerly(cache: Path, env_id: str) -> None:
+    """The shaping wrapper's step (the env's, then the potential's formula) runs in PPO's
+    compiled rollout: the same observations, rewards and components as stepping it
+    eagerly, over terminated and truncated episodes, and the wrapper's running potential
+    and transition count continue from where the compiled steps left them."""
+    from rewardlab.shaping import potentials
+
+    eager, compiled = (
+        _shaped(env_id, potentials.for_env(env_id), compile, normalize_obs=True) for compile in (False, True)
+    )
+    for model in (eager, compiled):
+        model.learn(model.n_steps * 8 * 3)
+    assert set(compiled._compiled_calls) == {"rollout", "score"}
+    assert any(e["l"] == 20 for e in eager.ep_info_buffer)  # truncated episodes
+    for name in ("obs", "final_obs", "rewards", "components"):
+        torch.testing.assert_close(getattr(compiled._rollout, name), getattr(eager._rollout, name), atol=1e-4, rtol=1e-4)
+    assert torch.equal(compiled._rollout.truncated, eager._rollout.truncated)
+    assert compiled._component_names == eager._component_names == ["extrinsic", "shaping"]
+    tracker, eager_tracker = compiled.env.tracker, eager.env.tracker
+    torch.testing.assert_close(tracker.phi, eager_tracker.phi, atol=1e-4, rtol=1e-4)
+    assert tracker.num_transitions == eager_tracker.num_transitions == 16 * 8 * 3
+    # the next eager step shapes from the potential the compiled steps left
+    actions = torch.as_tensor(eager.env.action_space.sample())
+    compiled.env.step(actions)
+    eager.env.step(actions)
+    torch.testing.assert_close(tracker.phi, eager_tracker.phi, atol=1e-4, rtol=1e-4)
+
+
+class _UsersPotential:
+    """A user's potential on MountainCar's observations: it does not say it traces."""
+
+    def __call__(self, obs: torch.Tensor) -> torch.Tensor:
+        return 100.0 * obs[:, 1].abs()
+
+
+class _UsersTracingPotential(_UsersPotential):
+    traces = True
+
+
+def test_a_shaped_env_with_a_potential_not_known_to_trace_steps_eagerly(cache: Path) -> None:
+    # it may read a tensor's value in Python, which a trace would freeze
+    model = _shaped("MountainCar-v0", _UsersPotential(), compile=True)
     model.learn(model.n_steps * 8)
     assert set(model._compiled_calls) == {"act", "score"}
+    traced = _shaped("MountainCar-v0", _UsersTracingPotential(), compile=True)
+    traced.learn(traced.n_steps * 8)
+    assert set(traced._compiled_calls) == {"rollout", "score"}
+    torch.testing.assert_close(traced._rollout.components, model._rollout.components, atol=1e-4, rtol=1e-4)
+
+
+def test_a_potential_that_turns_nan_inside_the_compiled_rollout_is_named(cache: Path) -> None:
+    class Exploding(_UsersTracingPotential):
+        def __call__(self, obs: torch.Tensor) -> torch.Tensor:
+            # finite at rest (each reset), NaN once the car moves
+            return torch.where(obs[:, 1] == 0, 0.0, torch.log(obs[:, 1].abs() - 1))
+
+    model = _shaped("MountainCar-v0", Exploding(), compile=True)
+    with pytest.raises(ValueError, match="Exploding returned NaN or inf"):
+        model.learn(model.n_steps * 8)
+    assert model._compiled_calls["rollout"] is not None  # raised by the compiled rollout's commit
 
 
 class _UsersCartPole(CartPoleEnv):
