@@ -94,15 +94,18 @@ EVAL_ENVS = 32
 # unit scale: every setting then solved after one update, and the smaller the rollout the
 # sooner (evaluating every 1,024 steps, 64 x 16 in a median 0.008 s against 0.019 s for 32 x 64,
 # results/ppo_settings_mountaincar_whitened.md; every 256 steps, 16 x 16 after 256 steps,
-# ppo_settings_mountaincar_eval256.md).
+# ppo_settings_mountaincar_eval256.md). Then 32 x 8 in minibatches of 128 (was a quarter of
+# the rollout, 64), once the shaping wrapper's step ran inside the compiled rollout: median
+# time to solve 0.76x 16 x 16's over 20 seeds, every variant after a median 256 steps
+# (ppo_settings_mountaincar_fused.md).
 OURS: dict[str, dict[str, Any]] = {
     "CartPole-v1": dict(
         num_envs=64, n_steps=32, n_epochs=4, learning_rate=5e-3, gamma=0.98, gae_lambda=0.8,
     ),
     "Acrobot-v1": dict(num_envs=64, n_steps=32, n_epochs=10, learning_rate=3e-3, gae_lambda=0.8),
     "MountainCar-v0": dict(
-        num_envs=16, n_steps=16, n_epochs=4, learning_rate=1e-3, normalize_obs=True,
-        normalize_reward=True,
+        num_envs=32, n_steps=8, batch_size=128, n_epochs=4, learning_rate=1e-3,
+        normalize_obs=True, normalize_reward=True,
     ),
     "Pendulum-v1": dict(
         num_envs=64, n_steps=64, n_epochs=10, batch_size=512, learning_rate=1e-3, gamma=0.9,
@@ -458,8 +461,7 @@ def markdown(report: dict) -> str:
         f"{EVAL_ENVS} deterministic episodes; evaluation time excluded and listed apart). "
         "`>=`: a median from a run that stopped at its cap unsolved. Warm-up: the JAX learner's "
         "compile, and ours-compiled's (`PPO(compile=True)`, compiling or loading from the cache its rollout's "
-        "steps, which include an unwrapped env's step, and its update; a wrapped (shaped) env's own step is "
-        "compiled too, with `compile=True` for the env); both use their persistent compile cache, empty at the start "
+        "steps, which include the env's step and the shaping wrapper's of a shaped env, and its update); both use their persistent compile cache, empty at the start "
         "of the run, so the first seed compiles (in brackets) and the median is a load from the cache; eager ours and SB3 "
         f"compile nothing. Ratios: the other learner's median time over {report.get('reference', 'ours')}'s "
         "(above 1: ours is faster), without and with warm-up; our steps/s over theirs.",
