@@ -81,6 +81,16 @@ class Batched:
     beneath it.
     """
 
+    @property
+    def steps_by_advance(self) -> bool:
+        """False here: the step is the env's or wrapper's own (a MuJoCo task's, an adapted
+        Gymnasium env's, a wrapper's). An env or wrapper whose step is pure tensor math
+        carries :meth:`BatchedEnv.advance_carried`'s protocol (``carried``,
+        ``carried_example``, ``advance_carried``, ``commit_carried``, ``component_names``,
+        ``step_fingerprint``) and says True, so that a learner can compile its steps into
+        its rollout."""
+        return False
+
     def to_gymnasium(self) -> gymnasium.vector.VectorEnv:
         """This env (with every wrapper it is) as a Gymnasium ``VectorEnv``: numpy at the
         boundary, same-step autoreset."""
@@ -685,14 +695,6 @@ class BatchedWrapper(Batched):
         """The env at the bottom of the stack of wrappers."""
         return self.env.unwrapped
 
-    @property
-    def steps_by_advance(self) -> bool:
-        """False: a wrapper's step is its own. A wrapper whose step is pure tensor math on
-        the wrapped env's carries :meth:`BatchedEnv.advance_carried`'s protocol
-        (``carried``, ``carried_example``, ``advance_carried``, ``commit_carried``,
-        ``component_names``, ``step_fingerprint``) and says True here, so that a learner
-        can compile its steps into its rollout."""
-        return False
 
     def reset(
         self, seed: int | None = None, options: dict[str, Any] | None = None
