@@ -194,13 +194,16 @@ class FusedUpdate:
         """One value per parameter, ``(P,)``, spread over the flat buffer's elements."""
         return torch.cat([per_parameter[i].expand(n) for i, n in enumerate(self.sizes)])
 
-    def __call__(self, batch: Sequence[torch.Tensor], learning_rate: float) -> tuple[list[torch.Tensor], tuple[torch.Tensor, ...]]:
+    def __call__(
+        self, batch: Sequence[torch.Tensor], learning_rate: float, checked: bool = False
+    ) -> tuple[list[torch.Tensor], tuple[torch.Tensor, ...]]:
         """The step on ``batch`` at ``learning_rate``: ``(new_state, (loss, *parts))``, nothing committed.
 
         :param batch: tensors of the example batch's shapes and dtypes.
         :param learning_rate: Adam's step size for this step.
+        :param checked: the caller checked ``fits(batch)`` (a minibatch loop checks once).
         """
-        if not self.fits(batch):
+        if not checked and not self.fits(batch):
             shapes = [(tuple(t.shape), t.dtype) for t in batch]
             raise ValueError(f"a fused update compiled for {self.batch_shapes} got a batch of {shapes}")
         if not self._bound_still():
@@ -210,6 +213,15 @@ class FusedUpdate:
         with torch.no_grad():
             out = self.compiled(*self._flat, self._lr[1], *(t.contiguous() for t in batch))
         return list(out[:4]), tuple(out[4:])
+
+    def step(
+        self, batch: Sequence[torch.Tensor], learning_rate: float, checked: bool = False
+    ) -> tuple[torch.Tensor, ...]:
+        """The step on ``batch``, committed at once (a call and its commit, with one check that
+        the module and optimiser still hold the buffers): ``(loss, *parts)``."""
+        new_state, parts = self(batch, learning_rate, checked)
+        torch._foreach_copy_(self._flat, new_state)
+        return parts
 
     def fits(self, batch: Sequence[torch.Tensor]) -> bool:
         """Whether ``batch`` has the shapes and dtypes this update was compiled for."""

@@ -1218,15 +1218,23 @@ class PPO:
         pg_losses, value_losses, entropy_losses, losses, approx_kls, clip_fractions = (
             [] for _ in range(6)
         )
+        # with compile, the full minibatches' compiled step (a shorter last one runs eagerly);
+        # without target_kl nothing is looked at between a step and its commit
+        target_kl = self.config.target_kl
+        full = self._fused_update((*rollout, torch.arange(batch_size, device=self.device))) if self.config.compile else None
         for _ in range(self.config.n_epochs):
             stop = False
             permutation = torch.randperm(size, generator=self._generator, device=self.device)
             for start in range(0, size, batch_size):
                 batch = (*rollout, permutation[start : start + batch_size])
-                fused = self._fused_update(batch) if self.config.compile else None
-                if fused is not None:
+                fused = full if full is not None and start + batch_size <= size else None
+                if fused is not None and target_kl is None:
+                    loss, pg_loss, value_loss, entropy_loss, approx_kl, clip_fraction = (
+                        fused.step(batch, learning_rate, checked=True)
+                    )
+                elif fused is not None:
                     new_state, (loss, pg_loss, value_loss, entropy_loss, approx_kl, clip_fraction) = (
-                        fused(batch, learning_rate)
+                        fused(batch, learning_rate, checked=True)
                     )
                 else:
                     loss, (pg_loss, value_loss, entropy_loss, approx_kl, clip_fraction) = (
@@ -1234,12 +1242,13 @@ class PPO:
                     )
                 approx_kls.append(approx_kl)
                 clip_fractions.append(clip_fraction)
-                if self.config.target_kl is not None and approx_kl.item() > 1.5 * self.config.target_kl:
+                if target_kl is not None and approx_kl.item() > 1.5 * target_kl:
                     stop = True
                     break
 
                 if fused is not None:
-                    fused.commit(new_state)
+                    if target_kl is not None:
+                        fused.commit(new_state)
                 else:
                     self.optimizer.zero_grad(set_to_none=True)
                     loss.backward()
