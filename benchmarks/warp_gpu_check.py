@@ -19,7 +19,8 @@ as soon as it is done, so that a run cut short keeps what it measured:
    compiled CartPole-v1 on the GPU against eager, from one seed: the largest parameter
    difference after one iteration, the compile (or cache load) time, and env steps per
    second of each at ``--cartpole-envs`` envs (compiled, PPO's rollout runs 8 steps of the
-   policy and the env's step in one compiled call, on the GPU as on the CPU).
+   policy and the env's step in one compiled call, on the GPU as on the CPU); then the same
+   for MountainCar-v0 under ``BatchedPotentialShaping`` (the shaping step compiled in too).
 
 Results go to ``benchmarks/results/mujoco_warp_gpu.json`` and ``.md`` and, when ``$OUT``
 is set, to ``$OUT/mujoco_warp_gpu.json`` and ``.md`` as well. Without a CUDA device it
@@ -221,16 +222,27 @@ def ppo_speed(num_envs: int, iterations: int) -> dict[str, Any]:
     }
 
 
-def compiled_ppo(num_envs: int, iterations: int) -> dict[str, Any]:
-    """PPO(compile=True) on a compiled CartPole-v1 on the GPU against eager: parity and speed."""
+def compiled_ppo(num_envs: int, iterations: int, shaped: bool = False) -> dict[str, Any]:
+    """PPO(compile=True) on CartPole-v1 on the GPU against eager: parity and speed. ``shaped``:
+    MountainCar-v0 under ``BatchedPotentialShaping`` with our energy potential instead, whose
+    step the compiled rollout runs with the env's."""
     from rewardlab import envs
     from rewardlab.agents import PPO
+    from rewardlab.shaping import BatchedPotentialShaping, potentials
 
-    settings = dict(n_steps=32, n_epochs=4, learning_rate=3e-3, gamma=0.98, gae_lambda=0.8)
-    models, row = {}, {"env_id": "CartPole-v1", "num_envs": num_envs}
+    if shaped:
+        env_id = "MountainCar-v0"
+        settings: dict[str, Any] = dict(n_steps=8, n_epochs=4, learning_rate=1e-3, normalize_obs=True,
+                                        normalize_reward=True)
+    else:
+        env_id = "CartPole-v1"
+        settings = dict(n_steps=32, n_epochs=4, learning_rate=3e-3, gamma=0.98, gae_lambda=0.8)
+    models, row = {}, {"env_id": env_id, "shaped": shaped, "num_envs": num_envs}
     for compiled in (False, True):
         start = time.perf_counter()
-        env = envs.make("CartPole-v1", num_envs, seed=0, device=DEVICE, compile=compiled)
+        env = envs.make(env_id, num_envs, seed=0, device=DEVICE, compile=compiled and not shaped)
+        if shaped:
+            env = BatchedPotentialShaping(env, potentials.for_env(env_id), gamma=0.99)
         model = PPO(env, seed=0, compile=compiled, **settings)
         model.warm_up()
         model.learn(model.n_steps * num_envs)  # one iteration: the env's compile happens here
@@ -239,6 +251,7 @@ def compiled_ppo(num_envs: int, iterations: int) -> dict[str, Any]:
             time.perf_counter() - start, 2
         )
         models[compiled] = model
+    row["rollout_compiled"] = models[True]._compiled_calls.get("rollout") is not None
     row["max_parameter_difference_after_one_iteration"] = max(
         float((a - b).detach().abs().max())
         for a, b in zip(models[False].policy.parameters(), models[True].policy.parameters(), strict=True)
@@ -316,6 +329,8 @@ def markdown(report: dict[str, Any]) -> str:
             f"| {row['gpu_memory_in_use_gib']} |"
         )
     lines += ["", "## PPO compiled on the GPU (CartPole-v1)", "", _part(report.get("compiled_ppo"), _compiled_line)]
+    lines += ["", "## PPO compiled on the GPU, shaped (MountainCar-v0 with our energy potential)", "",
+              _part(report.get("compiled_shaped_ppo"), _compiled_line)]
     lines += ["", "## PPO on Warp envs", "", _part(report.get("ppo"), _ppo_line)]
     if report["skipped"]:
         lines += ["", f"Skipped (out of the time budget): {', '.join(report['skipped'])}."]
@@ -333,7 +348,8 @@ def _part(result: dict[str, Any] | None, describe: Callable[[dict[str, Any]], st
 
 def _compiled_line(compiled: dict[str, Any]) -> str:
     return (
-        f"{compiled['num_envs']} envs, `compile=True` for the env and PPO against eager, one seed: "
+        f"{compiled['num_envs']} envs, `compile=True` for the env and PPO against eager, one seed "
+        f"(rollout compiled with the env's step: {compiled.get('rollout_compiled', '-')}): "
         f"parameters differ by at most {compiled['max_parameter_difference_after_one_iteration']:.1e} "
         f"after one iteration; first iteration (with the compile or cache load) "
         f"{compiled['compiled_first_iteration_seconds']} s against {compiled['eager_first_iteration_seconds']} s; "
@@ -405,6 +421,7 @@ def main(argv: list[str] | None = None) -> int:
                     "warp": "-", "mujoco_warp": "-", "mujoco": "-"},
         "args": recorded_args(args),
         "compiled_ppo": None,
+        "compiled_shaped_ppo": None,
         "cuda_path": [],
         "throughput": [],
         "ppo": None,
@@ -421,6 +438,10 @@ def main(argv: list[str] | None = None) -> int:
     if in_budget(f"compiled ppo {args.cartpole_envs}"):
         report["compiled_ppo"] = attempt({}, compiled_ppo, args.cartpole_envs, 5)
         print(json.dumps(report["compiled_ppo"], default=str), flush=True)
+        write(report, args.out)
+    if in_budget(f"compiled shaped ppo {args.cartpole_envs}"):
+        report["compiled_shaped_ppo"] = attempt({}, compiled_ppo, args.cartpole_envs, 5, shaped=True)
+        print(json.dumps(report["compiled_shaped_ppo"], default=str), flush=True)
         write(report, args.out)
     if not has_warp:
         report["skipped"].append("the MuJoCo Warp parts (mujoco_warp is not installed: "
