@@ -976,13 +976,14 @@ class PPO:
                 )  # fmt: skip
                 carry, kept = out[: len(carry)], out[len(carry) :]
                 chunks.append(kept)
-            columns = list(zip(*chunks, strict=True))
-            kept_columns, done, components = columns[:7], columns[7], columns[8:]
+            # the columns _RolloutSteps keeps: these buffers', each step's done, its components
             buffers = (
                 rollout.obs, rollout.actions, rollout.log_prob, rollout.rewards, rollout.terminated,
                 rollout.truncated, rollout.final_obs,
             )  # fmt: skip
-            for buffer, column in zip(buffers, kept_columns, strict=True):
+            columns = list(zip(*chunks, strict=True))
+            done, components = columns[len(buffers)], columns[len(buffers) + 1 :]
+            for buffer, column in zip(buffers, columns[: len(buffers)], strict=True):
                 torch.cat(column, out=buffer)
             if self._component_names is None:
                 first = {name: column[0][0] for name, column in zip(env.component_names, components, strict=True)}

@@ -74,6 +74,34 @@ def resolve_device(device: str | torch.device) -> torch.device:
     return resolved
 
 
+def object_fingerprint(obj: Any, source: str, skip: frozenset[str] = frozenset()) -> str:
+    """A hash of what ``obj``'s traced code depends on beyond ``source`` (the hash of the
+    package source that covers rewardlab's own classes): the source of the modules its
+    classes outside rewardlab are defined in, and its attributes but for ``skip`` (tensors
+    by their bytes). Names a compiled graph's recipe without tracing it."""
+    parts: list[str] = [source]
+    for cls in type(obj).__mro__:
+        module = sys.modules.get(cls.__module__)
+        if cls is object or module is None or cls.__module__.startswith("rewardlab."):
+            parts.append(cls.__qualname__)
+            continue
+        try:
+            parts.append(f"{cls.__qualname__}: {inspect.getsource(module)}")
+        except (OSError, TypeError):  # no source file: the class's identity
+            parts.append(f"{cls.__module__}.{cls.__qualname__} at {id(cls)}")
+    digest = hashlib.sha256("\n".join(parts).encode())
+    for name, value in sorted(vars(obj).items()):
+        if name in skip:
+            continue
+        digest.update(name.encode())
+        if isinstance(value, torch.Tensor):
+            digest.update(f"{value.dtype} {tuple(value.shape)}".encode())
+            digest.update(value.detach().cpu().contiguous().view(torch.uint8).numpy().tobytes())
+        else:
+            digest.update(repr(value).encode())
+    return digest.hexdigest()
+
+
 class Batched:
     """What batched envs and their wrappers share: the Gymnasium and SB3 views of ``self``.
 
@@ -448,27 +476,7 @@ class BatchedEnv(Batched):
         the env's classes (the package's, or the module a class outside it is defined
         in) and the env's constants (its attributes, but for the state it runs on). A caller
         that compiles the step into its own graph names the graph's recipe with it."""
-        parts: list[str] = [source_fingerprint("rewardlab.envs")]
-        for cls in type(self).__mro__:
-            module = sys.modules.get(cls.__module__)
-            if cls is object or module is None or cls.__module__.startswith("rewardlab."):
-                parts.append(cls.__qualname__)
-                continue
-            try:
-                parts.append(f"{cls.__qualname__}: {inspect.getsource(module)}")
-            except (OSError, TypeError):  # no source file: the class's identity
-                parts.append(f"{cls.__module__}.{cls.__qualname__} at {id(cls)}")
-        digest = hashlib.sha256("\n".join(parts).encode())
-        for name, value in sorted(vars(self).items()):
-            if name in _RUN_STATE:
-                continue
-            digest.update(name.encode())
-            if isinstance(value, torch.Tensor):
-                digest.update(f"{value.dtype} {tuple(value.shape)}".encode())
-                digest.update(value.detach().cpu().contiguous().view(torch.uint8).numpy().tobytes())
-            else:
-                digest.update(repr(value).encode())
-        return digest.hexdigest()
+        return object_fingerprint(self, source_fingerprint("rewardlab.envs"), skip=_RUN_STATE)
 
     def commit_steps(
         self, state: torch.Tensor, elapsed: torch.Tensor, done: torch.Tensor, actions: torch.Tensor
@@ -694,7 +702,6 @@ class BatchedWrapper(Batched):
     def unwrapped(self) -> BatchedEnv:
         """The env at the bottom of the stack of wrappers."""
         return self.env.unwrapped
-
 
     def reset(
         self, seed: int | None = None, options: dict[str, Any] | None = None

@@ -72,7 +72,7 @@ def evaluate_potential(potential: Potential, obs: Batch, t: int | None = None) -
         if values.shape != (len(obs),):
             _raise_shape(potential, values, len(obs))
         if not np.isfinite(np.add.reduce(values)):
-            _raise_not_finite(potential, values)
+            raise_not_finite(potential, values)
         return values
     leaf = first_leaf(obs)
     n = len(leaf)
@@ -93,9 +93,9 @@ def evaluate_potential(potential: Potential, obs: Batch, t: int | None = None) -
     if isinstance(values, torch.Tensor):
         # On a GPU the check would wait for the device at every step; it is left out there.
         if values.device.type == "cpu" and not bool(torch.isfinite(values).all()):
-            _raise_not_finite(potential, values)
+            raise_not_finite(potential, values)
     elif not np.isfinite(values).all():
-        _raise_not_finite(potential, values)
+        raise_not_finite(potential, values)
     return values
 
 
@@ -106,7 +106,7 @@ def _raise_shape(potential: Potential, values: Batch, n: int) -> None:
     )
 
 
-def _raise_not_finite(potential: Potential, values: Batch) -> None:
+def raise_not_finite(potential: Potential, values: Batch) -> None:
     raise ValueError(
         f"potential {_name(potential)} returned NaN or inf ({values}); a potential must be "
         "finite on every observation the env can produce"
@@ -146,6 +146,20 @@ def _as_mask(mask: Any, like: Batch) -> Batch:
     if isinstance(like, torch.Tensor):
         return torch.as_tensor(mask, dtype=torch.bool, device=like.device)
     return np.asarray(mask, dtype=bool)
+
+
+def shaping_term(phi: Batch, phi_next: Batch, terminated: Batch, gamma: float, scale: float) -> Batch:
+    """``scale * (gamma * phi(s') - phi(s))`` with ``phi(s') = 0`` where ``terminated``.
+
+    :param phi: ``phi(s)``, the running potential.
+    :param phi_next: ``phi(s')`` of the true next observations (the last one where an
+        episode ended).
+    :param terminated: bool mask, same kind as ``phi_next``.
+    """
+    shaping = gamma * _where(terminated, 0.0, phi_next) - phi
+    if scale != 1.0:
+        shaping = scale * shaping
+    return shaping
 
 
 class PotentialTracker:
@@ -214,10 +228,7 @@ class PotentialTracker:
                 "episodes ended with a same-step reset but no final observation was given; "
                 "pass the true last observations as final_obs"
             )
-        phi_next = _where(_as_mask(terminated, phi_obs), 0.0, phi_next)
-        shaping = self.gamma * phi_next - self.phi
-        if self.scale != 1.0:
-            shaping = self.scale * shaping
+        shaping = shaping_term(self.phi, phi_next, _as_mask(terminated, phi_obs), self.gamma, self.scale)
         if restarting is not None:
             shaping = _where(_as_mask(restarting, phi_obs), 0.0, shaping)
         # The next transition starts from the observation returned: for an env that was

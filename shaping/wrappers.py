@@ -15,8 +15,6 @@ the shaped reward, or inside it to shape a transformed reward (the
 from __future__ import annotations
 
 import hashlib
-import inspect
-import sys
 from typing import Any, SupportsFloat
 
 import gymnasium as gym
@@ -26,8 +24,8 @@ from gymnasium.vector import AutoresetMode, VectorEnv, VectorWrapper
 
 from rewardlab.common.compiled import source_fingerprint
 from rewardlab.common.components import with_components
-from rewardlab.envs.core import BatchedWrapper
-from rewardlab.shaping.core import Potential, PotentialTracker
+from rewardlab.envs.core import BatchedWrapper, object_fingerprint
+from rewardlab.shaping.core import Potential, PotentialTracker, raise_not_finite, shaping_term
 
 
 def check_name(name: str) -> str:
@@ -282,12 +280,10 @@ class BatchedPotentialShaping(BatchedWrapper):
         inner, (obs, reward, terminated, truncated, done, final_obs), components = (
             self.env.advance_carried(carry[:-1], actions, fresh)
         )
-        tracker, phi = self.tracker, carry[-1]
+        tracker = self.tracker
         phi_obs = tracker.potential(obs).to(torch.float32)
         phi_next = torch.where(done, tracker.potential(final_obs).to(torch.float32), phi_obs)
-        phi_next = torch.where(terminated, 0.0, phi_next)
-        shaping = tracker.scale * (tracker.gamma * phi_next - phi)
-        shaping = shaping.to(reward.dtype)
+        shaping = shaping_term(carry[-1], phi_next, terminated, tracker.gamma, tracker.scale).to(reward.dtype)
         step = (obs, reward + shaping, terminated, truncated, done, final_obs)
         return (*inner, phi_obs), step, (*components, shaping)
 
@@ -296,26 +292,17 @@ class BatchedPotentialShaping(BatchedWrapper):
         is checked finite here, once for the steps (it was not at each)."""
         phi = carry[-1]
         if phi.device.type == "cpu" and not bool(torch.isfinite(phi).all()):
-            raise ValueError(
-                f"potential {type(self.tracker.potential).__name__} returned NaN or inf "
-                f"({phi}); a potential must be finite on every observation the env can produce"
-            )
+            raise_not_finite(self.tracker.potential, phi)
         self.env.commit_carried(carry[:-1], done, actions)
         self.tracker.phi = phi
         self.tracker.num_transitions += done.numel()
 
     def step_fingerprint(self) -> str:
-        """The wrapped env's, with this package's source and the shaping's constants."""
-        potential = self.tracker.potential
-        cls = type(potential)
-        source = source_fingerprint("rewardlab.shaping")
-        if not cls.__module__.startswith("rewardlab."):
-            try:
-                source += inspect.getsource(sys.modules[cls.__module__])
-            except (KeyError, OSError, TypeError):  # no source file: the class's identity
-                source += f"{cls.__module__}.{cls.__qualname__} at {id(cls)}"
-        constants = repr((cls.__qualname__, sorted(vars(potential).items()), self.tracker.gamma, self.tracker.scale, self.name))
-        return hashlib.sha256("\n".join((self.env.step_fingerprint(), source, constants)).encode()).hexdigest()
+        """The wrapped env's, with this package's source, the potential's (its class's, where
+        it is not this package's) and its constants, and the shaping's."""
+        potential = object_fingerprint(self.tracker.potential, source_fingerprint("rewardlab.shaping"))
+        constants = repr((self.tracker.gamma, self.tracker.scale, self.name))
+        return hashlib.sha256("\n".join((self.env.step_fingerprint(), potential, constants)).encode()).hexdigest()
 
     def step(self, actions: Any):
         obs, reward, terminated, truncated, info = self.env.step(actions)
