@@ -1219,21 +1219,35 @@ class PPO:
         pg_losses, value_losses, entropy_losses, losses, approx_kls, clip_fractions = (
             [] for _ in range(6)
         )
-        # with compile, the full minibatches' compiled step (a shorter last one runs eagerly);
-        # without target_kl nothing is looked at between a step and its commit
+
+        def record(loss: torch.Tensor, pg_loss: torch.Tensor, value_loss: torch.Tensor, entropy_loss: torch.Tensor) -> None:
+            pg_losses.append(pg_loss.detach())
+            value_losses.append(value_loss.detach())
+            entropy_losses.append(entropy_loss.detach())
+            losses.append(loss.detach())
+
+        # with compile, the full minibatches' compiled step (a shorter last one runs eagerly)
         target_kl = self.config.target_kl
         full = self._fused_update((*rollout, torch.arange(batch_size, device=self.device))) if self.config.compile else None
         for _ in range(self.config.n_epochs):
             stop = False
             permutation = torch.randperm(size, generator=self._generator, device=self.device)
-            for start in range(0, size, batch_size):
-                batch = (*rollout, permutation[start : start + batch_size])
-                fused = full if full is not None and start + batch_size <= size else None
-                if fused is not None and target_kl is None:
-                    loss, pg_loss, value_loss, entropy_loss, approx_kl, clip_fraction = (
-                        fused.step(batch, learning_rate, checked=True)
-                    )
-                elif fused is not None:
+            minibatches = [permutation[start : start + batch_size] for start in range(0, size, batch_size)]
+            if full is not None and target_kl is None:
+                # nothing is looked at between steps: the full minibatches' compiled steps run
+                # one after another, the parameters written once after the last
+                chained = [idx for idx in minibatches if len(idx) == batch_size]
+                for loss, pg_loss, value_loss, entropy_loss, approx_kl, clip_fraction in full.steps(
+                    rollout, chained, learning_rate
+                ):
+                    approx_kls.append(approx_kl)
+                    clip_fractions.append(clip_fraction)
+                    record(loss, pg_loss, value_loss, entropy_loss)
+                minibatches = minibatches[len(chained) :]
+            for idx in minibatches:
+                batch = (*rollout, idx)
+                fused = full if full is not None and len(idx) == batch_size else None
+                if fused is not None:
                     new_state, (loss, pg_loss, value_loss, entropy_loss, approx_kl, clip_fraction) = (
                         fused(batch, learning_rate, checked=True)
                     )
@@ -1248,17 +1262,13 @@ class PPO:
                     break
 
                 if fused is not None:
-                    if target_kl is not None:
-                        fused.commit(new_state)
+                    fused.commit(new_state)
                 else:
                     self.optimizer.zero_grad(set_to_none=True)
                     loss.backward()
                     nn.utils.clip_grad_norm_(self._parameters, self.config.max_grad_norm, foreach=True)
                     self.optimizer.step()
-                pg_losses.append(pg_loss.detach())
-                value_losses.append(value_loss.detach())
-                entropy_losses.append(entropy_loss.detach())
-                losses.append(loss.detach())
+                record(loss, pg_loss, value_loss, entropy_loss)
             self._n_updates += 1
             if stop:
                 break

@@ -19,7 +19,9 @@ code that runs them (everything runs on the CPU, so no device sync is needed):
 
 With ``--compile`` (``compile=True`` for the env and PPO) the rollout's steps (policy and
 env together) and the minibatch step are compiled calls:
-``update: compiled step`` is that call, ``update: commit`` writing its result back, and
+``update: compiled step`` is those calls (a chain of them, ``FusedUpdate.steps``, with its
+one write of the parameters at its end), ``update: commit`` writing back a single call's
+result (with ``target_kl``), and
 ``update: indexing and statistics`` the rest of the update loop; the compile (or cache
 load) happens in a warm-up rollout before the timed run and is reported apart.
 
@@ -112,7 +114,10 @@ def instrument(model: PPO, clock: PhaseClock) -> None:
     timed(optimizer, "step", "update: optimiser")
     from rewardlab.agents.fused import FusedUpdate
 
-    for name, phase in (("__call__", "update: compiled step"), ("commit", "update: commit")):
+    # a chain of compiled steps (FusedUpdate.steps, PPO without target_kl) commits once at its
+    # end, inside its timing; one step (__call__) commits apart
+    phases = (("__call__", "update: compiled step"), ("steps", "update: compiled step"), ("commit", "update: commit"))
+    for name, phase in phases:
         original_method = getattr(FusedUpdate, name)
 
         def method(self: Any, *args: Any, _original: Any = original_method, _phase: str = phase) -> Any:
@@ -166,7 +171,7 @@ def profile(env_id: str, steps: int, compile: bool = False) -> dict[str, Any]:
         warm_up = time.perf_counter() - start
     clock = PhaseClock()
     original_backward = torch.Tensor.backward
-    originals = {name: getattr(FusedUpdate, name) for name in ("__call__", "commit")}
+    originals = {name: getattr(FusedUpdate, name) for name in ("__call__", "steps", "commit")}
     try:
         instrument(model, clock)
         start = time.perf_counter()

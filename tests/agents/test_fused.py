@@ -253,3 +253,58 @@ def test_an_env_step_that_does_not_compile_runs_eagerly_with_a_warning(
     eager.learn(eager.n_steps * 8)
     assert compiled._compiled_calls["act"] is not None and compiled._compiled_calls["rollout"] is None
     assert list(compiled.ep_info_buffer) == list(eager.ep_info_buffer)
+
+
+def test_the_traced_tanh_is_tanh_to_float32_rounding() -> None:
+    from rewardlab.agents.fused import _tanh
+
+    x = torch.linspace(-12.0, 12.0, 2_000_001)
+    y = _tanh(x)
+    assert (y.double() - torch.tanh(x.double())).abs().max() < 4e-7
+    assert y.abs().max() <= 1.0  # so that its gradient 1 - tanh^2 is never negative
+    assert torch.equal(_tanh(-x), -y)
+    tiny = torch.tensor([0.0, 1e-30])
+    assert torch.equal(_tanh(tiny), tiny)
+
+
+def _tiny_update(cache: Path) -> tuple[FusedUpdate, torch.nn.Module, list[torch.Tensor]]:
+    torch.manual_seed(0)
+    module = torch.nn.Sequential(torch.nn.Linear(3, 8), torch.nn.Tanh(), torch.nn.Linear(8, 1))
+    optimizer = torch.optim.Adam(module.parameters(), lr=1e-2)
+
+    def loss(parameters: dict[str, torch.Tensor], batch: Any) -> tuple[torch.Tensor, tuple[torch.Tensor, ...]]:
+        x, y, idx = batch
+        out = torch.func.functional_call(module, parameters, (x[idx],)).squeeze(-1)
+        error = (out - y[idx]).square().mean()
+        return error, (error.detach(),)
+
+    rows = [torch.randn(32, 3), torch.randn(32)]
+    update = FusedUpdate(module, optimizer, loss, 0.5, (*rows, torch.arange(8)), recipe="tiny-test")
+    return update, module, rows
+
+
+def test_chained_compiled_steps_are_the_steps_one_by_one(cache: Path) -> None:
+    chain, chained_module, rows = _tiny_update(cache)
+    single, module, _ = _tiny_update(cache)  # the same module, optimiser and rows
+    first = copy.deepcopy(module.state_dict())
+    indices = [torch.randperm(32)[:8] for _ in range(3)]
+    chained = chain.steps(rows, indices, 1e-2)
+    one_by_one = []
+    for idx in indices:
+        new_state, parts = single((*rows, idx), 1e-2)
+        single.commit(new_state)
+        one_by_one.append(parts)
+    for a, b in zip(chained, one_by_one, strict=True):
+        torch.testing.assert_close(a, b)
+    for name, value in module.state_dict().items():
+        torch.testing.assert_close(value, chained_module.state_dict()[name])
+    for a, b in zip(chain.parameters, single.parameters, strict=True):
+        torch.testing.assert_close(chain.optimizer.state[a]["exp_avg_sq"], single.optimizer.state[b]["exp_avg_sq"])
+    assert not torch.equal(module.state_dict()["0.weight"], first["0.weight"])
+
+
+def test_chained_steps_name_a_minibatch_of_another_shape(cache: Path) -> None:
+    update, _, rows = _tiny_update(cache)
+    with pytest.raises(ValueError, match=r"compiled for .* got a batch of .*\(5,\)"):
+        update.steps(rows, [torch.arange(8), torch.arange(5)], 1e-2)
+    assert update.steps(rows, [], 1e-2) == []
