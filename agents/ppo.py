@@ -159,10 +159,12 @@ def episode_sums(
     """
     continues = (~episode_ended).unsqueeze(-1).to(per_step.dtype)
     sums = torch.empty_like(per_step)
+    previous, keeps = running, torch.ones_like(continues[0])
     for t in range(per_step.shape[0]):
-        running = torch.add(running, per_step[t], out=sums[t])
-        running = running * continues[t]
-    return sums, running
+        # sums[t] = per_step[t] + sums[t - 1] while the episode goes on, one operator a step
+        previous = torch.addcmul(per_step[t], previous, keeps, out=sums[t])
+        keeps = continues[t]
+    return sums, previous * keeps
 
 
 class ActorCritic(nn.Module):
@@ -256,7 +258,11 @@ class ActorCritic(nn.Module):
         """What :meth:`act` samples with, for outputs of ``shape``: Exponential(1) draws for
         the categorical's Gumbel-max, standard normal ones for the Gaussian."""
         if self.discrete:
-            return torch.empty(shape, device=device).exponential_(generator=generator)
+            # -log(1 - U), U uniform on [0, 1): Exponential(1), finite, several times faster
+            # than exponential_ on a CPU (one-off timing of a CartPole rollout's draw: 75 us
+            # against 16 us)
+            uniform = torch.rand(shape, generator=generator, device=device)
+            return uniform.neg_().log1p_().neg_()
         return torch.randn(shape, generator=generator, device=device)
 
     def forward(
@@ -1236,17 +1242,20 @@ class PPO:
             if full is not None and target_kl is None:
                 # nothing is looked at between steps: the full minibatches' compiled steps run
                 # one after another, the parameters written once after the last
-                chained = [idx for idx in minibatches if len(idx) == batch_size]
+                chained = [idx for idx in minibatches if idx.shape[0] == batch_size]
                 for loss, pg_loss, value_loss, entropy_loss, approx_kl, clip_fraction in full.steps(
                     rollout, chained, learning_rate
-                ):
+                ):  # the compiled step's results, no graph to detach from
+                    losses.append(loss)
+                    pg_losses.append(pg_loss)
+                    value_losses.append(value_loss)
+                    entropy_losses.append(entropy_loss)
                     approx_kls.append(approx_kl)
                     clip_fractions.append(clip_fraction)
-                    record(loss, pg_loss, value_loss, entropy_loss)
                 minibatches = minibatches[len(chained) :]
             for idx in minibatches:
                 batch = (*rollout, idx)
-                fused = full if full is not None and len(idx) == batch_size else None
+                fused = full if full is not None and idx.shape[0] == batch_size else None
                 if fused is not None:
                     new_state, (loss, pg_loss, value_loss, entropy_loss, approx_kl, clip_fraction) = (
                         fused(batch, learning_rate, checked=True)
