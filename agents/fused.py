@@ -93,7 +93,7 @@ def _traced_source() -> str:
 
 
 # A loss of the model's parameters (by name) and a minibatch: (loss, parts), parts a tuple
-# of 0-d or batch tensors to hand back (detached) with the step.
+# of 0-d tensors to hand back (detached) with the step.
 LossFunction = Callable[[dict[str, torch.Tensor], Sequence[torch.Tensor]], tuple[torch.Tensor, tuple[torch.Tensor, ...]]]
 
 
@@ -208,12 +208,15 @@ class FusedUpdate:
         self, params: torch.Tensor, exp_avg: torch.Tensor, exp_avg_sq: torch.Tensor,
         steps: torch.Tensor, lr: torch.Tensor, *batch: torch.Tensor,
     ) -> tuple[torch.Tensor, ...]:  # fmt: skip
-        """The traced function: new parameters, new Adam state (flat), then the loss and its parts."""
+        """The traced function: new parameters, new Adam state (flat), then the loss and its
+        parts as one vector (one tensor handed back, not one each)."""
 
         def loss_of(flat: torch.Tensor) -> tuple[torch.Tensor, tuple[torch.Tensor, ...]]:
             values = [v.view(shape) for v, shape in zip(flat.split(self.sizes), self.shapes, strict=True)]
             loss, parts = self.loss(dict(zip(self.names, values, strict=True)), batch)
-            return loss, (loss, *parts)
+            if any(part.dim() for part in parts):
+                raise ValueError(f"a fused update's loss must return 0-d parts, got shapes {[p.shape for p in parts]}")
+            return loss, torch.stack((loss, *parts))
 
         grad, parts = torch.func.grad(loss_of, has_aux=True)(params)
         # clip_grad_norm_: scale by max_norm / (norm + 1e-6) when that is below 1
@@ -227,7 +230,7 @@ class FusedUpdate:
         bias_correction2 = self._per_element(1 - self.beta2**t)
         denom = v.sqrt() / bias_correction2.sqrt() + self.eps
         new_params = params - (lr / bias_correction1) * m / denom
-        return (new_params, m, v, t, *parts)
+        return (new_params, m, v, t, parts)
 
     def _per_element(self, per_parameter: torch.Tensor) -> torch.Tensor:
         """One value per parameter, ``(P,)``, spread over the flat buffer's elements."""
@@ -235,8 +238,9 @@ class FusedUpdate:
 
     def __call__(
         self, batch: Sequence[torch.Tensor], learning_rate: float, checked: bool = False
-    ) -> tuple[list[torch.Tensor], tuple[torch.Tensor, ...]]:
-        """The step on ``batch`` at ``learning_rate``: ``(new_state, (loss, *parts))``, nothing committed.
+    ) -> tuple[list[torch.Tensor], torch.Tensor]:
+        """The step on ``batch`` at ``learning_rate``: ``(new_state, parts)``, ``parts`` the
+        vector ``(loss, *parts of the loss)``; nothing committed.
 
         :param batch: tensors of the example batch's shapes and dtypes.
         :param learning_rate: Adam's step size for this step.
@@ -248,22 +252,24 @@ class FusedUpdate:
             self._bind()
         with torch.no_grad():
             out = self.compiled(*self._flat, self._lr_tensor(learning_rate), *(t.contiguous() for t in batch))
-        return list(out[:4]), tuple(out[4:])
+        return list(out[:4]), out[4]
 
     def steps(
         self, rows: Sequence[torch.Tensor], indices: Sequence[torch.Tensor], learning_rate: float
-    ) -> list[tuple[torch.Tensor, ...]]:
+    ) -> torch.Tensor:
         """Steps on the minibatches ``(*rows, idx)``, one for each ``idx`` of ``indices`` in
-        turn, each from the state the one before left, committed once after the last:
-        ``(loss, *parts)`` per step. For a loop that looks at nothing between its steps (PPO
-        without ``target_kl``); the module's parameters change only at the end.
+        turn, each from the state the one before left, committed once after the last. For a
+        loop that looks at nothing between its steps (PPO without ``target_kl``); the
+        module's parameters change only at the end.
 
         :param rows: the batch's tensors before its last, the row indices (PPO: the rollout).
         :param indices: row indices, each of the example batch's last tensor's shape and dtype.
         :param learning_rate: Adam's step size for every step.
+        :return: ``(len(indices), 1 + parts)``: each step's ``(loss, *parts of the loss)``
+            (``(0, 0)`` for no indices).
         """
         if not indices:
-            return []
+            return torch.empty((0, 0), device=self.parameters[0].device)
         first = indices[0]
         if not self.fits((*rows, first)):
             raise ValueError(self._misfit((*rows, first)))
@@ -278,9 +284,9 @@ class FusedUpdate:
             for idx in indices:
                 out = self.compiled(*state, lr, *rows, idx.contiguous())
                 state = out[:4]
-                parts.append(tuple(out[4:]))
+                parts.append(out[4])
             torch._foreach_copy_(self._flat, state)
-        return parts
+            return torch.stack(parts)
 
     def _lr_tensor(self, learning_rate: float) -> torch.Tensor:
         """The learning rate as the 0-d tensor the step takes (made again only when it changes)."""

@@ -1222,16 +1222,10 @@ class PPO:
         # The policy follows the weighted sum of the heads' advantages.
         policy_advantages = (advantages * self._head_weights).sum(dim=-1)
         rollout = (obs, actions, old_log_prob, policy_advantages, returns, old_values)
-        pg_losses, value_losses, entropy_losses, losses, approx_kls, clip_fractions = (
-            [] for _ in range(6)
-        )
-
-        def record(loss: torch.Tensor, pg_loss: torch.Tensor, value_loss: torch.Tensor, entropy_loss: torch.Tensor) -> None:
-            pg_losses.append(pg_loss.detach())
-            value_losses.append(value_loss.detach())
-            entropy_losses.append(entropy_loss.detach())
-            losses.append(loss.detach())
-
+        # each minibatch step's (loss, pg_loss, value_loss, entropy_loss, approx_kl,
+        # clip_fraction), a row a step, in tables; a step that target_kl stops adds its last two
+        done: list[torch.Tensor] = []
+        stopped: list[torch.Tensor] = []
         # with compile, the full minibatches' compiled step (a shorter last one runs eagerly)
         target_kl = self.config.target_kl
         full = self._fused_update((*rollout, torch.arange(batch_size, device=self.device))) if self.config.compile else None
@@ -1243,30 +1237,20 @@ class PPO:
                 # nothing is looked at between steps: the full minibatches' compiled steps run
                 # one after another, the parameters written once after the last
                 chained = [idx for idx in minibatches if idx.shape[0] == batch_size]
-                for loss, pg_loss, value_loss, entropy_loss, approx_kl, clip_fraction in full.steps(
-                    rollout, chained, learning_rate
-                ):  # the compiled step's results, no graph to detach from
-                    losses.append(loss)
-                    pg_losses.append(pg_loss)
-                    value_losses.append(value_loss)
-                    entropy_losses.append(entropy_loss)
-                    approx_kls.append(approx_kl)
-                    clip_fractions.append(clip_fraction)
+                if chained:
+                    done.append(full.steps(rollout, chained, learning_rate))
                 minibatches = minibatches[len(chained) :]
             for idx in minibatches:
                 batch = (*rollout, idx)
                 fused = full if full is not None and idx.shape[0] == batch_size else None
                 if fused is not None:
-                    new_state, (loss, pg_loss, value_loss, entropy_loss, approx_kl, clip_fraction) = (
-                        fused(batch, learning_rate, checked=True)
-                    )
+                    new_state, parts = fused(batch, learning_rate, checked=True)
                 else:
-                    loss, (pg_loss, value_loss, entropy_loss, approx_kl, clip_fraction) = (
-                        self._minibatch_loss(None, batch)
-                    )
-                approx_kls.append(approx_kl)
-                clip_fractions.append(clip_fraction)
+                    loss, parts = self._minibatch_loss(None, batch)
+                    parts = torch.stack((loss, *parts)).detach()
+                approx_kl = parts[4]
                 if target_kl is not None and approx_kl.item() > 1.5 * target_kl:
+                    stopped.append(parts[4:].unsqueeze(0))
                     stop = True
                     break
 
@@ -1277,20 +1261,26 @@ class PPO:
                     loss.backward()
                     nn.utils.clip_grad_norm_(self._parameters, self.config.max_grad_norm, foreach=True)
                     self.optimizer.step()
-                record(loss, pg_loss, value_loss, entropy_loss)
+                done.append(parts.unsqueeze(0))
             self._n_updates += 1
             if stop:
                 break
 
+        # means over the steps (NaN where none ran); the KL and clip fraction also of the step
+        # that target_kl stopped
+        nan = torch.full((1, 6), math.nan, device=obs.device)
+        loss, pg_loss, value_loss, entropy_loss, _, _ = torch.cat(done or [nan]).mean(dim=0)
+        kl_rows = [table[:, 4:] for table in done] + stopped
+        approx_kl, clip_fraction = torch.cat(kl_rows or [nan[:, 4:]]).mean(dim=0)
         weighted_values = (old_values * self._head_weights).sum(dim=-1)
         weighted_returns = (returns * self._head_weights).sum(dim=-1)
         stats = {
-            "train/policy_gradient_loss": _mean(pg_losses, obs),
-            "train/value_loss": _mean(value_losses, obs),
-            "train/entropy_loss": _mean(entropy_losses, obs),
-            "train/loss": _mean(losses, obs),
-            "train/approx_kl": _mean(approx_kls, obs),
-            "train/clip_fraction": _mean(clip_fractions, obs),
+            "train/policy_gradient_loss": pg_loss,
+            "train/value_loss": value_loss,
+            "train/entropy_loss": entropy_loss,
+            "train/loss": loss,
+            "train/approx_kl": approx_kl,
+            "train/clip_fraction": clip_fraction,
             "train/explained_variance": explained_variance(weighted_values, weighted_returns),
         }
         if not self.policy.discrete:
@@ -1457,13 +1447,6 @@ def explained_variance(predictions: torch.Tensor, targets: torch.Tensor) -> torc
     """
     var_targets = targets.var()
     return 1 - (targets - predictions).var() / var_targets
-
-
-def _mean(values: list[torch.Tensor], like: torch.Tensor) -> torch.Tensor:
-    """Mean of 0-d tensors, NaN for an empty list (no minibatch ran)."""
-    if not values:
-        return torch.tensor(float("nan"), device=like.device)
-    return torch.stack(values).mean()
 
 
 def _check_spaces(

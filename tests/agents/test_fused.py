@@ -294,8 +294,7 @@ def test_chained_compiled_steps_are_the_steps_one_by_one(cache: Path) -> None:
         new_state, parts = single((*rows, idx), 1e-2)
         single.commit(new_state)
         one_by_one.append(parts)
-    for a, b in zip(chained, one_by_one, strict=True):
-        torch.testing.assert_close(a, b)
+    torch.testing.assert_close(chained, torch.stack(one_by_one))  # each step's (loss, error)
     for name, value in module.state_dict().items():
         torch.testing.assert_close(value, chained_module.state_dict()[name])
     for a, b in zip(chain.parameters, single.parameters, strict=True):
@@ -307,4 +306,4 @@ def test_chained_steps_name_a_minibatch_of_another_shape(cache: Path) -> None:
     update, _, rows = _tiny_update(cache)
     with pytest.raises(ValueError, match=r"compiled for .* got a batch of .*\(5,\)"):
         update.steps(rows, [torch.arange(8), torch.arange(5)], 1e-2)
-    assert update.steps(rows, [], 1e-2) == []
+    assert update.steps(rows, [], 1e-2).numel() == 0
