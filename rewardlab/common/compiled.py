@@ -66,13 +66,20 @@ def _context(inputs: list[torch.Tensor], options: Mapping[str, Any]) -> tuple[st
     """What a library depends on besides its graph: inputs, options, device, torch, CPU and
     the thread count (Inductor writes a CPU kernel's OpenMP thread count into its code)."""
     return (
-        repr([(tuple(t.shape), str(t.dtype), t.stride()) for t in inputs]),
+        repr([(tuple(t.shape), str(t.dtype), _layout(t)) for t in inputs]),
         repr(sorted(options.items())),
         inputs[0].device.type if inputs else "cpu",
         torch.__version__,
         torch.backends.cpu.get_cpu_capability(),
         f"threads={torch.get_num_threads()}",
     )
+
+
+def _layout(tensor: torch.Tensor) -> tuple[int, ...]:
+    """A tensor's strides as its memory is laid out: a dimension of size 1 is never stepped
+    along, so its stride (which a view or a transpose leaves at any value, such as a column
+    of values sliced from a transposed product) is left out as 0."""
+    return tuple(stride if size > 1 else 0 for size, stride in zip(tensor.shape, tensor.stride(), strict=True))
 
 
 def load_or_compile(

@@ -121,3 +121,14 @@ def test_the_source_fingerprint_follows_the_code(monkeypatch, tmp_path) -> None:
     (package / "__init__.py").write_text("X = 2\n")
     source_fingerprint.cache_clear()
     assert source_fingerprint("fingerprinted") != before
+
+
+def test_the_key_ignores_the_stride_of_a_dimension_of_size_one() -> None:
+    # a column sliced from a transposed product, (128, 1) with strides (1, 132), is laid out as
+    # a contiguous (128, 1): a library compiled for one serves the other (a search's fork
+    # server warms PPO's update on a contiguous example; its workers pass such a column)
+    strided = torch.zeros(1, 132).t()[:128]
+    assert strided.stride() != (1, 1) and strided.is_contiguous()
+    plain = torch.zeros(128, 1)
+    assert compiled._context([strided], {}) == compiled._context([plain], {})
+    assert compiled._context([torch.zeros(4, 2).t()], {}) != compiled._context([torch.zeros(2, 4)], {})
