@@ -69,14 +69,14 @@ def _addmm(bias: torch.Tensor, a: torch.Tensor, b: torch.Tensor, *, beta: float 
     # A layer's bias + a @ b as a product and an add: MKL's addmm first copies the bias into
     # every row of its output (a pass over it), where the add can join the activation's
     # pass that follows; and the product of a layer with few outputs (a policy's logits)
-    # takes _mm's transpose (one-off timings: (512 x 64) @ (64 x 2) from 14 to 5 us). In
-    # one-off interleaved timings of the CartPole minibatch step, 6% faster (with _tanh, 8%).
+    # takes _mm's transpose (one-off timings: (512 x 64) @ (64 x 2) from 14 to 5 us; the
+    # product below is traced through _mm). In one-off interleaved timings of the CartPole
+    # minibatch step, 6% faster (with _tanh, 8%).
     if beta != 1 or alpha != 1:
         return NotImplemented
-    product = _mm(a, b) if b.shape[1] <= 8 < a.shape[0] else torch.mm(a, b)
     # subtracting the negated bias (the same sum, exactly): Inductor would fuse an add of a
     # product back into an addmm
-    return product - bias.neg()
+    return torch.mm(a, b) - bias.neg()
 
 
 _DECOMPOSITIONS = {

@@ -71,6 +71,11 @@ class PhaseClock:
             self.seconds[name] += time.perf_counter() - start
 
 
+#: the FusedUpdate methods timed, by phase: a chain of compiled steps (``steps``, PPO without
+#: target_kl) commits once at its end, inside its timing; one step (``__call__``) commits apart
+FUSED_PHASES = {"__call__": "update: compiled step", "steps": "update: compiled step", "commit": "update: commit"}
+
+
 def instrument(model: PPO, clock: PhaseClock) -> None:
     """Wrap the model's and its env's methods so that each phase is timed (from outside)."""
     env, optimizer = model.env, model.optimizer
@@ -114,10 +119,7 @@ def instrument(model: PPO, clock: PhaseClock) -> None:
     timed(optimizer, "step", "update: optimiser")
     from rewardlab.agents.fused import FusedUpdate
 
-    # a chain of compiled steps (FusedUpdate.steps, PPO without target_kl) commits once at its
-    # end, inside its timing; one step (__call__) commits apart
-    phases = (("__call__", "update: compiled step"), ("steps", "update: compiled step"), ("commit", "update: commit"))
-    for name, phase in phases:
+    for name, phase in FUSED_PHASES.items():
         original_method = getattr(FusedUpdate, name)
 
         def method(self: Any, *args: Any, _original: Any = original_method, _phase: str = phase) -> Any:
@@ -171,7 +173,7 @@ def profile(env_id: str, steps: int, compile: bool = False) -> dict[str, Any]:
         warm_up = time.perf_counter() - start
     clock = PhaseClock()
     original_backward = torch.Tensor.backward
-    originals = {name: getattr(FusedUpdate, name) for name in ("__call__", "steps", "commit")}
+    originals = {name: getattr(FusedUpdate, name) for name in FUSED_PHASES}
     try:
         instrument(model, clock)
         start = time.perf_counter()
