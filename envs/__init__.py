@@ -23,7 +23,7 @@ from rewardlab.envs.classic import (
     MountainCarEnv,
     PendulumEnv,
 )
-from rewardlab.envs.core import BatchedEnv, BatchedWrapper
+from rewardlab.envs.core import BatchedEnv, BatchedWrapper, WholeNumberBox
 from rewardlab.envs.descriptions import (
     EnvDescription,
     describe,
@@ -50,6 +50,7 @@ __all__ = [
     "GymnasiumBatchedEnv",
     "MountainCarEnv",
     "PendulumEnv",
+    "WholeNumberBox",
     "check_id",
     "describe",
     "make",

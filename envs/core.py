@@ -44,6 +44,26 @@ _RUN_STATE = frozenset({
 })  # fmt: skip
 
 
+class WholeNumberBox(spaces.Box):
+    """A float ``Box`` whose values are always whole numbers: one-hot cells, presence bits,
+    integer grids handed out as floats.
+
+    To every reader it is the ``Box`` it subclasses; the type only says what the bounds
+    cannot, so that :class:`rewardlab.intrinsic.Count` counts these observations exactly
+    where it hashes other float ``Box`` observations as continuous values.
+
+    Example::
+
+        >>> import numpy as np
+        >>> from rewardlab.envs import WholeNumberBox
+        >>> WholeNumberBox(0.0, 1.0, (9,), np.float32)   # the one-hot cell of a 3 x 3 grid
+        WholeNumberBox(0.0, 1.0, (9,), float32)
+    """
+
+    def __repr__(self) -> str:
+        return "WholeNumberBox" + super().__repr__().removeprefix("Box")
+
+
 def resolve_device(device: str | torch.device) -> torch.device:
     """Turn ``device`` into a :class:`torch.device`, checking that it exists here.
 

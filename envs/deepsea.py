@@ -9,7 +9,7 @@ import numpy as np
 import torch
 from gymnasium import spaces
 
-from rewardlab.envs.core import BatchedEnv
+from rewardlab.envs.core import BatchedEnv, WholeNumberBox
 from rewardlab.envs.registration import register
 
 
@@ -72,7 +72,7 @@ class DeepSeaEnv(BatchedEnv):
         self.move_cost = move_cost / self.size
         super().__init__(
             num_envs,
-            spaces.Box(0.0, 1.0, (self.size * self.size,), dtype=np.float32),
+            WholeNumberBox(0.0, 1.0, (self.size * self.size,), dtype=np.float32),
             spaces.Discrete(2),
             max_episode_steps=self.size + 1,
             **kwargs,

@@ -17,7 +17,7 @@ import numpy as np
 import torch
 from gymnasium import spaces
 
-from rewardlab.envs.core import BatchedEnv, StepReturn
+from rewardlab.envs.core import BatchedEnv, StepReturn, WholeNumberBox
 from rewardlab.envs.registration import register
 
 # (row, column) of each possible fruit position; fixed for the env id.
@@ -105,7 +105,7 @@ class FruitCollectionEnv(BatchedEnv):
         self.state_dim = 2 + self.num_positions
         super().__init__(
             num_envs,
-            spaces.Box(0.0, 1.0, (self.num_cells + self.num_positions,), dtype=np.float32),
+            WholeNumberBox(0.0, 1.0, (self.num_cells + self.num_positions,), dtype=np.float32),
             spaces.Discrete(len(MOVES)),
             max_episode_steps=max_episode_steps,
             **kwargs,

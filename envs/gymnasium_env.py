@@ -8,7 +8,8 @@ working directory too, as ``python -m`` would). :func:`rewardlab.envs.make` uses
 every id that has no batched env of its own.
 
 Observations become float32 tensors: ``Box`` as they are, ``Discrete`` as one-hot vectors
-(as SB3 feeds them to a network), ``Dict``/``Tuple`` flattened; MiniGrid ids keep the
+(as SB3 feeds them to a network; integer ``Box`` and one-hot observations are declared
+:class:`~rewardlab.envs.WholeNumberBox`), ``Dict``/``Tuple`` flattened; MiniGrid ids keep the
 agent's ``7 x 7 x 3`` view, flattened (see :mod:`rewardlab.envs.minigrid`). Actions are
 ``Discrete`` or ``Box``.
 
@@ -36,7 +37,7 @@ from gymnasium import spaces
 from gymnasium.vector import AutoresetMode, SyncVectorEnv
 from gymnasium.wrappers import FlattenObservation
 
-from rewardlab.envs.core import Actions, Batched, StepReturn, resolve_device
+from rewardlab.envs.core import Actions, Batched, StepReturn, WholeNumberBox, resolve_device
 
 #: the modules whose import registers (and wraps) envs of an id prefix, and how to install them
 ID_PACKAGES = {
@@ -195,7 +196,7 @@ class GymnasiumBatchedEnv(Batched):
         if isinstance(observation_space, spaces.Discrete):
             self.discrete_observations = int(observation_space.n)
             self._obs_start = int(observation_space.start)
-            observation_space = spaces.Box(0.0, 1.0, (self.discrete_observations,), np.float32)
+            observation_space = WholeNumberBox(0.0, 1.0, (self.discrete_observations,), np.float32)
         elif not isinstance(observation_space, spaces.Box):
             self._vector.close()
             raise ValueError(
@@ -203,7 +204,9 @@ class GymnasiumBatchedEnv(Batched):
                 "Discrete, Dict or Tuple observations"
             )
         else:
-            observation_space = spaces.Box(
+            # integer and bool observations stay whole numbers as float32 (Count counts them exactly)
+            whole = not np.issubdtype(observation_space.dtype, np.floating)
+            observation_space = (WholeNumberBox if whole else spaces.Box)(
                 observation_space.low.astype(np.float32), observation_space.high.astype(np.float32),
                 observation_space.shape, np.float32,
             )

@@ -9,6 +9,7 @@ import torch
 from gymnasium import spaces
 
 from rewardlab.common.networks import generator
+from rewardlab.envs.core import WholeNumberBox
 from rewardlab.intrinsic.base import Batch, IntrinsicModule, as_tensor, check_batch
 from rewardlab.intrinsic.spaces import check_space, encode, flat_dim, indices
 
@@ -24,13 +25,17 @@ class Count(IntrinsicModule):
     advance in :meth:`compute`, row by row in batch order (the ``k``-th visit within one
     batch gets ``beta / sqrt(k + earlier visits)``); :meth:`update` has nothing to train.
 
-    - ``mode="exact"`` counts observations themselves. ``"auto"`` picks it for ``Discrete``,
-      ``MultiDiscrete``, ``MultiBinary``, integer ``Box`` spaces and ``Box(0, 1)`` spaces of
-      binary vectors (one-hot positions, bit grids); a float observation that is not a whole
-      number is then refused, since counting it exactly would make every visit new.
+    - ``mode="exact"`` counts observations themselves. ``"auto"`` picks it where the space
+      says its values are whole numbers: ``Discrete``, ``MultiDiscrete``, ``MultiBinary``,
+      integer and bool ``Box`` spaces, and :class:`~rewardlab.envs.WholeNumberBox` (the
+      float one-hot and bit observations of rewardlab's envs, and of Gymnasium envs with
+      ``Discrete`` or integer observations brought into the batched-env contract). A float
+      observation that is not a whole number is then refused, since counting it exactly
+      would make every visit new.
     - ``mode="simhash"`` counts the hash ``sgn(A g(s'))``, ``A`` a fixed ``hash_bits x D``
       matrix of N(0, 1) entries and ``g`` the flattened observation; ``"auto"`` picks it for
-      other ``Box`` spaces. ``hash_bits`` sets the granularity (the paper tries 16 to 256).
+      other float ``Box`` spaces, whatever their bounds (a ``Box(0, 1)`` of continuous values
+      included). ``hash_bits`` sets the granularity (the paper tries 16 to 256).
     - ``episodic=True`` counts within the current episode of each env (reset at its end;
       :meth:`compute` then needs ``dones`` and reads a batch time-major with ``num_envs``
       envs); ``False`` counts over the whole of training.
@@ -231,10 +236,8 @@ def _fits_in_a_byte(space: spaces.Space, mode: str) -> bool:
 def _resolve_mode(space: spaces.Space, mode: str) -> str:
     if mode != "auto":
         return mode
-    if not isinstance(space, spaces.Box):
+    if not isinstance(space, spaces.Box) or isinstance(space, WholeNumberBox):
         return "exact"
     if np.issubdtype(space.dtype, np.integer) or np.issubdtype(space.dtype, np.bool_):
         return "exact"
-    if np.all(space.low == 0) and np.all(space.high == 1):
-        return "exact"
-    return "simhash"
+    return "simhash"  # a float Box says nothing of its values: Box(0, 1) may be continuous

@@ -264,3 +264,17 @@ def test_compare_finds_event_files_beside_folders_nested_past_the_recursion_limi
     os.close(folder)
     assert event_dirs(tmp_path) == [run / "tb"]  # rglob raised RecursionError
     remove_tree(run)  # so that pytest can remove its temporary folders
+
+
+@pytest.mark.parametrize("algo", ["ppo", "sb3-ppo"])
+def test_count_trains_on_a_continuous_observation_in_the_unit_box(tmp_path, monkeypatch, algo):
+    """A float Box(0, 1) of continuous values is hashed, not refused as inexact counts."""
+    from user_envs import UNIT_BOX_SOURCE, write_env
+
+    monkeypatch.chdir(tmp_path)
+    env_id = write_env(tmp_path, f"unit_box_{algo.replace('-', '_')}", UNIT_BOX_SOURCE)
+    logdir = tmp_path / "runs"
+    code = train(tmp_path, "--env", env_id, "--algo", algo, "--intrinsic", "count", "--steps", "128",
+                 "--num-envs", "2", "--logdir", str(logdir))  # fmt: skip
+    assert code == 0
+    assert scalars(logdir / "seed_0", "reward/intrinsic/count")

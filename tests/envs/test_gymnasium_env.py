@@ -48,6 +48,23 @@ def test_make_falls_back_to_gymnasium_and_converts_spaces() -> None:
         lake.step(np.array([0, 4, 0]))
 
 
+def test_discrete_and_integer_observations_are_declared_whole_numbers() -> None:
+    # what lets Count count them exactly, where it hashes float observations
+    assert isinstance(envs.make("FrozenLake-v1", num_envs=1).single_observation_space, envs.WholeNumberBox)
+    import gymnasium
+
+    class Grid(gymnasium.Env):
+        observation_space = gymnasium.spaces.Box(0, 9, (2,), np.int64)
+        action_space = gymnasium.spaces.Discrete(2)
+
+    if "TestIntegerGrid-v0" not in gymnasium.registry:
+        gymnasium.register("TestIntegerGrid-v0", entry_point=Grid)
+    grid = envs.make("TestIntegerGrid-v0", num_envs=1).single_observation_space
+    assert isinstance(grid, envs.WholeNumberBox) and grid.dtype == np.float32
+    assert not isinstance(envs.make("MountainCarContinuous-v0", num_envs=1).single_observation_space, envs.WholeNumberBox)
+    assert not isinstance(GymnasiumBatchedEnv("Pendulum-v1", num_envs=1).single_observation_space, envs.WholeNumberBox)
+
+
 def test_the_same_seed_gives_the_same_episodes() -> None:
     def run(seed: int) -> list[float]:
         env = envs.make("FrozenLake-v1", num_envs=4, seed=seed)

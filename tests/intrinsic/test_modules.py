@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rewardlab import intrinsic
+from rewardlab.envs import WholeNumberBox
 from rewardlab.intrinsic import RND, Count, DecaySchedule, Hybrid, IntrinsicModule, Surprise
 from rewardlab.intrinsic.base import Batch
 
@@ -43,7 +44,7 @@ def test_count_exact_on_a_scripted_sequence_across_batches():
 
 
 def test_count_counts_next_obs_of_one_hot_grids_exactly():
-    space = spaces.Box(0.0, 1.0, (9,), dtype=np.float32)
+    space = WholeNumberBox(0.0, 1.0, (9,), dtype=np.float32)
     count = Count(space)
     assert count.mode == "exact"
     obs = one_hot([0, 0, 0], 9)
@@ -86,9 +87,18 @@ def test_simhash_gives_equal_observations_one_code_and_far_ones_different_codes(
 
 
 def test_count_refuses_continuous_values_in_exact_mode():
-    count = Count(spaces.Box(0.0, 1.0, (3,)))
+    count = Count(spaces.Box(0.0, 1.0, (3,)), mode="exact")
     with pytest.raises(ValueError, match="simhash"):
         count.compute(torch.zeros(1, 3), torch.zeros(1), torch.full((1, 3), 0.5))
+
+
+def test_count_hashes_a_continuous_observation_scaled_to_the_unit_box():
+    # a float Box(0, 1) says nothing of its values: only the envs' one-hot spaces say so
+    count = Count(spaces.Box(0.0, 1.0, (2,), dtype=np.float32), seed=0)
+    assert count.mode == "simhash"
+    obs = torch.tensor([[0.31, 0.27], [0.31, 0.27], [0.9, 0.05]])
+    assert count.compute(obs, torch.zeros(3), obs).shape == (3,)
+    assert count.visits(obs[:1]).tolist() == [2]
 
 
 @settings(max_examples=25, deadline=None)

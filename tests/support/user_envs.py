@@ -1,4 +1,4 @@
-"""A user's own Gymnasium env, written to a folder of the test's as ``module.py``, with a secret beside it."""
+"""Users' own Gymnasium envs, written to a folder of the test's as ``module.py`` (the corridor with a secret beside it)."""
 
 from __future__ import annotations
 
@@ -61,10 +61,42 @@ units = "cells"
 SECRET = "user-secret-9f3a1c"
 
 
+UNIT_BOX_SOURCE = '''
+"""A user's env whose continuous observation is scaled to [0, 1] (float32)."""
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+
+
+class UnitBox(gym.Env):
+    def __init__(self):
+        self.observation_space = spaces.Box(0.0, 1.0, (2,), np.float32)
+        self.action_space = spaces.Discrete(2)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.x = self.np_random.uniform(0.2, 0.4, 2).astype(np.float32)
+        return self.x.copy(), {}
+
+    def step(self, action):
+        self.x = np.clip(self.x + (0.03 if int(action) else -0.03), 0, 1).astype(np.float32)
+        terminated = bool(self.x[0] >= 0.9)
+        return self.x.copy(), float(terminated), terminated, False, {}
+
+
+gym.register("{name}-v0", entry_point=UnitBox, max_episode_steps=50)
+'''
+
+
+def write_env(folder: Path, module: str, source: str) -> str:
+    """Write ``source`` as ``module.py`` (registering ``<Module>-v0``); return the env id."""
+    name = module.title().replace("_", "")
+    (folder / f"{module}.py").write_text(source.replace("{name}", name))
+    return f"{module}:{name}-v0"
+
+
 def write_corridor(folder: Path, module: str) -> str:
     """Write ``module.py`` (registering ``<Module>-v0``), ``corridor.toml`` and a secret; return the env id."""
-    name = module.title().replace("_", "")
-    (folder / f"{module}.py").write_text(CORRIDOR_SOURCE.replace("{name}", name))
     (folder / "corridor.toml").write_text(DESCRIPTION)
     (folder / ".env").write_text(f"API_KEY={SECRET}\n")
-    return f"{module}:{name}-v0"
+    return write_env(folder, module, CORRIDOR_SOURCE)
