@@ -42,22 +42,28 @@ class SB3Trainer(Trainer):
         gamma = hyperparameters.setdefault("gamma", 0.99)
         num_envs = config["num_envs"] or (8 if algo_name in ON_POLICY else 1)
         potential = potentials.for_env(config["env"]) if config["shaping"] == "builtin" else None
-        probe = make_sb3_env(config["env"], n_envs=1)
-        module = None
-        if config["intrinsic"]:
-            module = make_intrinsic(config, probe, num_envs)
-        probe.close()
-        off_policy_module = module if algo_name not in ON_POLICY else None
+        on_policy = algo_name in ON_POLICY
+        off_policy_module = None
+        if config["intrinsic"] and not on_policy:
+            # its wrapper sits in the vec env, below the image transposition SB3 adds: it reads
+            # observations as the env makes them
+            probe = make_sb3_env(config["env"], n_envs=1)
+            off_policy_module = make_intrinsic(config, probe, num_envs)
+            probe.close()
         self.venv = make_sb3_env(
             config["env"], n_envs=num_envs, seed=config["seed"], potential=potential, gamma=gamma,
             shaping_scale=config["shaping_scale"], intrinsic_module=off_policy_module,
             intrinsic_coef=config["intrinsic_coef"],
         )  # fmt: skip
-        self.on_policy_module = module if algo_name in ON_POLICY else None
         self.model = self.algorithm(
             "MlpPolicy", self.venv, seed=config["seed"], device=config["device"],
             tensorboard_log=str(run_dir / "tb"), **hyperparameters,
         )  # fmt: skip
+        # the callback reads the rollout buffer, which holds observations as the policy sees
+        # them: channel-last images transposed by SB3 (VecTransposeImage), so the model's spaces
+        self.on_policy_module = (
+            make_intrinsic(config, self.model, num_envs) if config["intrinsic"] and on_policy else None
+        )
 
     def learn(self, steps: int, resumed: bool, bar: ProgressBar | None) -> None:
         callbacks = [RewardComponentCallback(), PeriodicCallback(self, checkpoint_interval(self.config), bar)]

@@ -278,3 +278,21 @@ def test_count_trains_on_a_continuous_observation_in_the_unit_box(tmp_path, monk
                  "--num-envs", "2", "--logdir", str(logdir))  # fmt: skip
     assert code == 0
     assert scalars(logdir / "seed_0", "reward/intrinsic/count")
+
+
+@pytest.mark.parametrize("algo", ["sb3-ppo", "sb3-dqn"])
+def test_sb3_intrinsic_reads_channel_last_images_as_the_learner_sees_them(tmp_path, monkeypatch, algo):
+    """SB3 transposes HWC images for its policy (the rollout buffer holds them CHW); the
+    off-policy bonus sits below that, in the vec env, and reads them as the env makes them."""
+    from user_envs import IMAGE_SOURCE, write_env
+
+    monkeypatch.chdir(tmp_path)
+    env_id = write_env(tmp_path, f"image_{algo.replace('-', '_')}", IMAGE_SOURCE)
+    logdir = tmp_path / "runs"
+    hyperparameters = {"sb3-ppo": PPO_SMALL, "sb3-dqn": '{"learning_starts": 16, "buffer_size": 256}'}[algo]
+    config = tmp_path / "hp.json"
+    config.write_text(json.dumps({"hyperparameters": json.loads(hyperparameters), "eval_episodes": 1}))
+    code = main(["train", "--no-progress", "--config", str(config), "--env", env_id, "--algo", algo,
+                 "--intrinsic", "rnd", "--steps", "256", "--num-envs", "2", "--logdir", str(logdir)])  # fmt: skip
+    assert code == 0
+    assert scalars(logdir / "seed_0", "reward/intrinsic/rnd")

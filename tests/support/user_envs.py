@@ -88,6 +88,40 @@ gym.register("{name}-v0", entry_point=UnitBox, max_episode_steps=50)
 '''
 
 
+IMAGE_SOURCE = '''
+"""A user's env with uint8 height x width x channel images, which SB3 transposes."""
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+
+
+class Image(gym.Env):
+    def __init__(self):
+        self.observation_space = spaces.Box(0, 255, (12, 12, 3), np.uint8)
+        self.action_space = spaces.Discrete(4)
+
+    def _obs(self):
+        image = np.zeros((12, 12, 3), np.uint8)
+        image[self.cell[0], self.cell[1], 0] = 255
+        image[11, 11, 1] = 255
+        return image
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.cell = np.array([0, 0])
+        return self._obs(), {}
+
+    def step(self, action):
+        move = [(0, 1), (1, 0), (0, -1), (-1, 0)][int(action)]
+        self.cell = np.clip(self.cell + move, 0, 11)
+        terminated = bool((self.cell == 11).all())
+        return self._obs(), float(terminated), terminated, False, {}
+
+
+gym.register("{name}-v0", entry_point=Image, max_episode_steps=30)
+'''
+
+
 def write_env(folder: Path, module: str, source: str) -> str:
     """Write ``source`` as ``module.py`` (registering ``<Module>-v0``); return the env id."""
     name = module.title().replace("_", "")
