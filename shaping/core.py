@@ -114,14 +114,15 @@ def raise_not_finite(potential: Potential, values: Batch) -> None:
 
 
 def first_leaf(obs: Any) -> Any:
-    """The first array or tensor of a batch that may be a (nested) dict."""
-    while isinstance(obs, dict):
-        obs = next(iter(obs.values()))
+    """The first array or tensor of a batch that may be a (nested) dict or tuple (the
+    batches of Gymnasium's ``Dict`` and ``Tuple`` spaces)."""
+    while isinstance(obs, dict | tuple):
+        obs = next(iter(obs.values())) if isinstance(obs, dict) else obs[0]
     return obs
 
 
 def batch_size(obs: Any) -> int:
-    """The leading dimension of a batch (an array, a tensor or a dict of them)."""
+    """The leading dimension of a batch (an array, a tensor, or a dict or tuple of them)."""
     return len(first_leaf(obs))
 
 
@@ -129,6 +130,8 @@ def describe_batch(obs: Any) -> str:
     """Shape and dtype of a batch, for error messages."""
     if isinstance(obs, dict):
         return "{" + ", ".join(f"{key!r}: {describe_batch(value)}" for key, value in obs.items()) + "}"
+    if isinstance(obs, tuple):
+        return "(" + ", ".join(describe_batch(value) for value in obs) + ")"
     return f"of shape {tuple(obs.shape)} and dtype {obs.dtype}"
 
 

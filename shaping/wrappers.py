@@ -44,9 +44,12 @@ def shaping_component(components: dict | None, extrinsic: Any, name: str, value:
 
 
 def batch_of_one(obs: Any) -> Any:
-    """A single observation as a batch of one (arrays, tensors and dicts of them)."""
+    """A single observation as a batch of one (arrays, tensors, and dicts and tuples of them,
+    as Gymnasium batches ``Dict`` and ``Tuple`` spaces)."""
     if isinstance(obs, dict):
         return {key: batch_of_one(value) for key, value in obs.items()}
+    if isinstance(obs, tuple):
+        return tuple(batch_of_one(value) for value in obs)
     if isinstance(obs, torch.Tensor):
         return obs.unsqueeze(0)
     return np.asarray(obs)[None]
@@ -55,13 +58,18 @@ def batch_of_one(obs: Any) -> Any:
 def stack_final(obs: Any, ended: np.ndarray, final: Any) -> Any:
     """A full batch of true last observations: ``final[i]`` where ``ended[i]``, else ``obs[i]``.
 
-    ``obs`` is an array or a dict of arrays (then each ``final[i]`` is a dict too).
+    ``obs`` is an array, or a dict or tuple of them (then each ``final[i]`` is one too).
     """
     if isinstance(obs, dict):
         return {
             key: stack_final(value, ended, [f[key] if f is not None else None for f in final])
             for key, value in obs.items()
         }
+    if isinstance(obs, tuple):
+        return tuple(
+            stack_final(value, ended, [f[k] if f is not None else None for f in final])
+            for k, value in enumerate(obs)
+        )
     rows = [final[i] if ended[i] else obs[i] for i in range(len(obs))]
     return np.stack([np.asarray(row) for row in rows])
 
@@ -85,7 +93,8 @@ class PotentialShaping(gym.Wrapper):
 
     :param env: the env to wrap.
     :param potential: ``phi(obs_batch) -> (N,)``, or ``phi(obs_batch, t=...)`` for a
-        dynamic potential (``t`` counts the transitions seen by this wrapper).
+        dynamic potential (``t`` counts the transitions seen by this wrapper); a ``Dict``
+        or ``Tuple`` observation arrives as a dict or tuple of batches of one.
     :param gamma: the learner's discount factor, in (0, 1].
     :param scale: multiplies the shaping term.
     :param name: the component name under ``info["reward_components"]``.
@@ -137,7 +146,8 @@ class PotentialShapingVector(VectorWrapper):
         (4,)
 
     :param env: the vector env to wrap.
-    :param potential: ``phi(obs_batch) -> (N,)`` on numpy batches.
+    :param potential: ``phi(obs_batch) -> (N,)`` on numpy batches (a dict or tuple of them
+        for ``Dict`` and ``Tuple`` observations, as the vector env batches them).
     :param gamma: the learner's discount factor, in (0, 1].
     :param scale: multiplies the shaping term.
     :param name: the component name under ``info["reward_components"]``.

@@ -145,6 +145,16 @@ def test_bad_potentials_are_reported(potential, message):
         env.step(0)
 
 
+def test_a_potential_that_fails_on_a_tuple_batch_is_told_its_parts():
+    env = gym.wrappers.TransformObservation(
+        gym.make("CartPole-v1"), lambda obs: (obs, 1),
+        gym.spaces.Tuple((gym.make("CartPole-v1").observation_space, gym.spaces.Discrete(2))),
+    )  # fmt: skip
+    shaped = PotentialShaping(env, lambda obs: obs[:, 0])
+    with pytest.raises(ValueError, match=r"batch \(of shape \(1, 4\) and dtype float32, of shape \(1,\) and dtype int64\)"):
+        shaped.reset(seed=0)
+
+
 def test_bad_names_and_potentials_are_rejected():
     with pytest.raises(ValueError, match="name"):
         PotentialShaping(gym.make("CartPole-v1"), potentials.for_env("CartPole-v1"), name="extrinsic")

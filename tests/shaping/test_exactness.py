@@ -60,6 +60,24 @@ class ScriptedEpisodes(gym.Env):
         return obs, 1.0, done and self.terminates, done and not self.terminates, {}
 
 
+class TupleObservations(gym.ObservationWrapper):
+    """The scripted observation as the first part of a ``Tuple(Box, Discrete)`` observation."""
+
+    def __init__(self, env: gym.Env):
+        super().__init__(env)
+        self.observation_space = gym.spaces.Tuple((env.observation_space, gym.spaces.Discrete(3)))
+
+    def observation(self, obs):
+        return obs, 2
+
+
+def tuple_phi(obs):
+    """``phi`` of the Box part of a batch of ``Tuple(Box, Discrete)`` observations."""
+    box, index = obs
+    assert index.shape == (len(box),) and (index == 2).all()
+    return phi(box)
+
+
 def expected_sum(observations: list[float], terminated: bool, gamma: float, scale: float) -> float:
     values = phi(np.array(observations)[:, None])
     if terminated:
@@ -91,11 +109,15 @@ def check_episodes(per_env_terms: list[list[list[float]]], logs, gamma, scale) -
     return checked
 
 
+@pytest.mark.parametrize("tuples", [False, True], ids=["box", "tuple"])
 @settings(max_examples=25, deadline=None)
 @given(script=scripts, gamma=gammas, scale=scales, seed=st.integers(0, 1000))
-def test_single_env_telescopes(script, gamma, scale, seed):
+def test_single_env_telescopes(tuples, script, gamma, scale, seed):
     base = ScriptedEpisodes(script)
-    env = PotentialShaping(base, phi, gamma=gamma, scale=scale)
+    if tuples:
+        env = PotentialShaping(TupleObservations(base), tuple_phi, gamma=gamma, scale=scale)
+    else:
+        env = PotentialShaping(base, phi, gamma=gamma, scale=scale)
     finished: list[list[float]] = []
     env.reset(seed=seed)
     terms: list[float] = []
@@ -111,13 +133,15 @@ def test_single_env_telescopes(script, gamma, scale, seed):
     assert check_episodes([finished], [base.episodes], gamma, scale) == len(finished) > 0
 
 
+@pytest.mark.parametrize("tuples", [False, True], ids=["box", "tuple"])
 @pytest.mark.parametrize("mode", [AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP])
 @settings(max_examples=20, deadline=None)
 @given(scripts_per_env=st.lists(scripts, min_size=1, max_size=3), gamma=gammas, scale=scales)
-def test_gymnasium_vector_telescopes(mode, scripts_per_env, gamma, scale):
+def test_gymnasium_vector_telescopes(mode, tuples, scripts_per_env, gamma, scale):
     bases = [ScriptedEpisodes(script) for script in scripts_per_env]
-    vector = SyncVectorEnv([lambda b=b: b for b in bases], autoreset_mode=mode)
-    env = PotentialShapingVector(vector, phi, gamma=gamma, scale=scale)
+    wrap = TupleObservations if tuples else (lambda b: b)
+    vector = SyncVectorEnv([lambda b=b: wrap(b) for b in bases], autoreset_mode=mode)
+    env = PotentialShapingVector(vector, tuple_phi if tuples else phi, gamma=gamma, scale=scale)
     n = len(bases)
     env.reset(seed=0)
     finished: list[list[list[float]]] = [[] for _ in range(n)]
