@@ -61,6 +61,8 @@ __all__ = ["ProgramError", "RewardFunction", "RewardProgram", "extract_code", "p
 BARE_COMPONENT = "reward"
 MAX_COMPONENTS = 32
 MAX_MESSAGE_CHARS = 2000
+#: the most parses that finding the code in an answer without fences may take
+MAX_UNFENCED_PARSES = 64
 
 _FENCE = re.compile(
     r"^[ \t]*(?P<fence>`{3,}|~{3,})[ \t]*(?P<lang>[\w+.-]*)[^\n]*\n(?P<body>.*?)(?:^[ \t]*(?P=fence)[ \t]*$|\Z)",
@@ -102,15 +104,24 @@ def extract_code(answer: str) -> str:
 
 
 def _unfenced_code(answer: str) -> list[str]:
+    """The longest run of lines from the first code-like line that parses and defines a
+    function. Each failed parse cuts the text before the line its syntax error names (the
+    prose after the code, usually), and at most :data:`MAX_UNFENCED_PARSES` are tried: an
+    answer does not get to spend the search's time on one parse per line."""
     lines = answer.splitlines()
     start = next((i for i, line in enumerate(lines) if _CODE_START.match(line)), None)
     if start is None:
         return []
-    for end in range(len(lines), start, -1):
+    end = len(lines)
+    for _ in range(MAX_UNFENCED_PARSES):
+        if end <= start:
+            break
         candidate = textwrap.dedent("\n".join(lines[start:end])) + "\n"
         tree, findings = parse_source(candidate)
-        if tree is not None and any(isinstance(node, ast.FunctionDef) for node in tree.body):
-            return [candidate]
+        if tree is not None:
+            return [candidate] if any(isinstance(node, ast.FunctionDef) for node in tree.body) else []
+        error_line = findings[0].line if findings else 0
+        end = start + error_line - 1 if 1 < error_line <= end - start else end - 1
     return []
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -12,6 +13,7 @@ from rewardlab.envs.core import Actions, StepReturn
 from rewardlab.llm_reward.programs.program import RewardFunction
 
 COMPONENT_PREFIX = "program/"
+RewardAndComponents = tuple[torch.Tensor, dict[str, torch.Tensor]]
 
 
 class ProgramReward(BatchedWrapper):
@@ -44,10 +46,13 @@ class ProgramReward(BatchedWrapper):
     the sandbox (:func:`rewardlab.llm_reward.evaluate`).
 
     :param env: a batched env (``rewardlab.envs.make``) or wrapper.
-    :param reward_function: the loaded program.
+    :param reward_function: the loaded program, or in the sandbox's job the
+        :class:`~rewardlab.llm_reward.sandbox.reward_process.RemoteReward` that asks the
+        program's own process; either is called as ``(obs, action, next_obs, terminated,
+        env_reward) -> (reward, components)``.
     """
 
-    def __init__(self, env: Any, reward_function: RewardFunction):
+    def __init__(self, env: Any, reward_function: RewardFunction | Callable[..., RewardAndComponents]):
         super().__init__(env)
         self.reward_function = reward_function
         self._obs: torch.Tensor | None = None

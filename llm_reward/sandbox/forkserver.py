@@ -43,7 +43,8 @@ __all__ = ["IMPORT_ONLY_VARIABLE", "ForkServer", "add_import_only", "fork_server
 MAX_MESSAGE_BYTES = 16 * 2**20
 READY = b"ready\n"
 # The worker's processes that its task limits count besides the job's threads: the
-# namespace holder and init (see rewardlab.llm_reward.sandbox.isolation).
+# namespace holder and init (see rewardlab.llm_reward.sandbox.isolation), and the job's
+# companion where it has one (rewardlab.llm_reward.sandbox.reward_process).
 WORKER_PROCESSES = 2
 STARTUP_TIMEOUT_S = 300.0
 # Kept from the caller's environment for the server: where Python and the libraries are,
@@ -456,12 +457,13 @@ def _run_worker(
 
         def job() -> None:
             worker_main(request["job"], request["payload"], request["run_dir"], request["limits"],
-                        tuple(request["preload"]), write)
+                        tuple(request["preload"]), write, request.get("companion"))
 
         from rewardlab.llm_reward.sandbox.runner import Limits
 
         limits = Limits(**request["limits"])
-        run_isolated(job, request["run_dir"], float(limits.max_disk_mb), limits.thread_limit + WORKER_PROCESSES)
+        tasks = limits.thread_limit + WORKER_PROCESSES + (1 if request.get("companion") else 0)
+        run_isolated(job, request["run_dir"], float(limits.max_disk_mb), tasks)
     finally:
         os._exit(1)
 

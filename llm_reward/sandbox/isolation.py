@@ -495,10 +495,10 @@ def gpu_devices() -> list[str]:
     return sorted(path for path in glob.glob("/dev/nvidia*") if not os.path.isdir(path))
 
 
-def confine(run_dir: str, readable: Iterable[str], devices: Iterable[str] = ()) -> None:
+def confine(run_dir: str | None, readable: Iterable[str], devices: Iterable[str] = ()) -> None:
     """The last step before untrusted code runs: Landlock, no capabilities, seccomp.
 
-    :param run_dir: the only directory the job may write.
+    :param run_dir: the only directory the job may write; None: none at all.
     :param readable: what it may read (see :func:`readable_roots`).
     :param devices: device files it may open read-write with ``ioctl`` (see :func:`gpu_devices`).
     """
@@ -506,7 +506,7 @@ def confine(run_dir: str, readable: Iterable[str], devices: Iterable[str] = ()) 
 
     if _opted_out():
         return
-    restrict(writable=[run_dir], readable=list(readable), devices=list(devices))
+    restrict(writable=[run_dir] if run_dir else [], readable=list(readable), devices=list(devices))
     _drop_capabilities()
     _check(_libc().prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(PR_SET_NO_NEW_PRIVS)")
     _load_seccomp()

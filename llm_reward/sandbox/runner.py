@@ -22,6 +22,11 @@ modules imported, and with a minimal environment). The worker
 5. installs the :class:`~rewardlab.llm_reward.sandbox.guard.Guard`, whose audit hooks give
    the LLM clear messages (they are not what keeps the program in), then calls the job.
 
+A job that must not run the untrusted code itself (training on a reward program: the job
+ships the policy the caller scores) names a companion: the worker forks it before step 4,
+and the companion alone runs the code, confined further, talking to the job over one
+socket pair (:func:`_start_companion`, :mod:`~rewardlab.llm_reward.sandbox.reward_process`).
+
 The caller waits for the result with a wall-clock timeout and kills the worker's tree
 (SIGKILL) when time is up or once the result is in. The result travels as JSON over the
 worker's own socket, read with limits on size and nesting; the caller never unpickles
@@ -39,6 +44,7 @@ import json
 import os
 import resource
 import signal
+import socket
 import stat
 import sys
 import tempfile
@@ -168,6 +174,7 @@ def run_sandboxed(
     preload: Sequence[str] = (),
     warm: Sequence[tuple[str, str]] = (),
     temporary: bool = False,
+    companion: str | None = None,
 ) -> SandboxRun:
     """Run ``job(payload, guard)`` in a sandboxed worker and return what came back.
 
@@ -189,11 +196,18 @@ def run_sandboxed(
     :param temporary: ``run_dir`` is a temporary folder that the caller removes after the
         run; should the caller die first (SIGKILL runs no ``finally``), the fork server
         removes it once it has killed the worker.
+    :param companion: ``"module:function"`` of the process that runs the untrusted code
+        for the job (a reward program), called as ``function(payload, channel, guard)``
+        in a process the worker forks before it confines itself, and confined further
+        (:func:`_start_companion`); the job is then called as ``job(payload, guard,
+        companion=(channel, pid))``, its end of the socket pair and the companion's pid.
     """
     limits = limits or Limits()
     module_name, _, function_name = job.partition(":")
     if not module_name or not function_name:
         raise ValueError(f"job={job!r} must be 'module:function'")
+    if companion is not None and ":" not in companion:
+        raise ValueError(f"companion={companion!r} must be 'module:function'")
     run_dir = Path(run_dir).resolve()
     if not run_dir.is_dir():
         raise ValueError(f"run_dir={os.fspath(run_dir)!r} is not an existing directory")
@@ -202,8 +216,10 @@ def run_sandboxed(
         "payload": json.dumps(payload),
         "run_dir": os.fspath(run_dir),
         "limits": asdict(limits),
-        "preload": ["rewardlab.llm_reward.sandbox.runner", module_name, *preload],
+        "preload": ["rewardlab.llm_reward.sandbox.runner", module_name, *preload,
+                    *([companion.partition(":")[0]] if companion else [])],
         "temporary": bool(temporary),
+        "companion": companion,
     }
     server = fork_server(request["preload"], warm)
     start = time.monotonic()
@@ -417,6 +433,7 @@ def worker_main(
     limits: dict[str, Any],
     preload: tuple[str, ...],
     write: Callable[[bytes], None],
+    companion: str | None = None,
 ) -> None:
     """Entry point of a worker process, forked by the fork server (steps in the module docstring).
 
@@ -426,11 +443,12 @@ def worker_main(
     :param limits: :class:`Limits` as a dict.
     :param preload: modules to import before the guard (already imported by the server).
     :param write: sends bytes to the caller (the worker's connection).
+    :param companion: ``"module:function"`` of the job's companion (see :func:`run_sandboxed`).
     """
     envelope: dict[str, Any] = {"result": None}
     guard = None
     try:
-        _isolate(run_dir, Limits(**limits))
+        _isolate(run_dir, Limits(**limits), companion is not None)
         for module in preload:
             importlib.import_module(module)
         module_name, _, function_name = job.partition(":")
@@ -438,13 +456,16 @@ def worker_main(
         payload = json.loads(payload_json)
         from rewardlab.llm_reward.sandbox.guard import Guard
 
+        extras: dict[str, Any] = {}
+        if companion is not None:
+            extras["companion"] = _start_companion(companion, payload, Limits(**limits))
         guard = Guard(writable=[run_dir])
         gpu = bool(limits.get("gpu"))
         devices = gpu_devices() if gpu else []
         extra = ["/sys/bus/pci", "/sys/devices", "/dev/shm"] if gpu else []
         confine(run_dir, readable_roots(extra), devices)  # the kernel's rules; the guard only explains
         guard.install()
-        envelope["result"] = function(payload, guard)
+        envelope["result"] = function(payload, guard, **extras)
     except BaseException as error:  # noqa: B036 - report anything, the worker exits next
         envelope["error"] = _describe_error(error)
     if guard is not None and guard.violation:
@@ -459,6 +480,68 @@ def worker_main(
         os._exit(0)
 
 
+#: the companion's address-space limit where the job has none (a CUDA job: the companion
+#: never touches the GPU, so it is bounded all the same)
+COMPANION_MEMORY_MB = 4096
+
+
+def _start_companion(companion: str, payload: Any, limits: Limits) -> tuple[socket.socket, int]:
+    """Fork the job's companion; return the job's end of their socket pair and its pid.
+
+    The companion keeps no file descriptor but its end of the pair and the log (standard
+    output and error), so it holds no way to the caller; it confines itself with no
+    directory to write, no GPU and an address-space limit, and the job's process is made
+    non-dumpable, so that the companion cannot open its memory through ``/proc``.
+    """
+    module_name, _, function_name = companion.partition(":")
+    function = getattr(importlib.import_module(module_name), function_name)
+    ours, theirs = socket.socketpair()
+    pid = os.fork()
+    if pid == 0:
+        status = 1
+        try:
+            keep = theirs.fileno()
+            ours.detach()
+            # every descriptor but the log (1, 2) and the pair's end; closerange skips closed ones
+            bounds = [-1, *sorted({1, 2, keep}), resource.getrlimit(resource.RLIMIT_NOFILE)[0]]
+            for low, high in zip(bounds, bounds[1:]):
+                os.closerange(low + 1, high)
+            _set_limit(resource.RLIMIT_AS, int((limits.memory_mb or COMPANION_MEMORY_MB) * 2**20))
+            import torch
+
+            torch.set_num_threads(1)
+            from rewardlab.llm_reward.sandbox.guard import Guard
+
+            guard = Guard(writable=[])
+            confine(None, readable_roots(), ())
+            guard.install()
+            guard.snapshot_modules()
+            function(payload, theirs, guard)
+            status = 0
+        except BaseException as error:  # noqa: B036 - report anything, the companion exits next
+            try:
+                sys.stderr.write(f"the companion failed: {_describe_error(error)}\n")
+                sys.stderr.flush()
+            except BaseException:  # noqa: B036
+                pass
+        finally:
+            os._exit(status)
+    theirs.close()
+    _check_prctl(_PR_SET_DUMPABLE, 0)
+    return ours, pid
+
+
+def _check_prctl(option: int, value: int) -> None:
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(option, value, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), f"prctl({option}, {value})")
+
+
+_PR_SET_DUMPABLE = 4
+
+
 def _describe_error(error: BaseException) -> str:
     try:
         text = "".join(traceback.format_exception(type(error), error, error.__traceback__))
@@ -467,7 +550,7 @@ def _describe_error(error: BaseException) -> str:
     return text[-4000:]
 
 
-def _isolate(run_dir: str, limits: Limits) -> None:
+def _isolate(run_dir: str, limits: Limits, companion: bool) -> None:
     os.chdir(run_dir)
     # The working directory is no import location: nothing written in the run dir is imported.
     sys.path[:] = [path for path in sys.path if path not in ("", ".")]
@@ -490,8 +573,9 @@ def _isolate(run_dir: str, limits: Limits) -> None:
         _set_limit(resource.RLIMIT_AS, int(limits.memory_mb * 2**20))
     _set_limit(resource.RLIMIT_NOFILE, int(limits.max_open_files))
     _set_limit(resource.RLIMIT_FSIZE, int(limits.max_file_mb * 2**20))
-    # counted per user and user namespace: the worker's holder, init and the job's threads
-    _set_limit(resource.RLIMIT_NPROC, limits.thread_limit + WORKER_PROCESSES)
+    # counted per user and user namespace: the worker's holder, init, the job's threads and
+    # its companion
+    _set_limit(resource.RLIMIT_NPROC, limits.thread_limit + WORKER_PROCESSES + int(companion))
     import torch
 
     torch.set_num_threads(int(limits.threads))

@@ -49,6 +49,8 @@ from rewardlab.llm_reward.search.training import (
 __all__ = ["EvalResult", "Failure", "SeedRun", "evaluate"]
 
 EVALUATION_JOB = "rewardlab.llm_reward.search.training:evaluation_job"
+#: the process that loads the program, beside the job (see run_sandboxed's ``companion``)
+REWARD_COMPANION = "rewardlab.llm_reward.search.training:reward_companion"
 RESULT_FILE = "result.json"
 PER_STATE_NOTE = (
     "the program is written for one state at a time ({where}), so it ran once per env ({how}); "
@@ -278,7 +280,7 @@ def evaluate(
                 warm.append(compiled_warm_up(payload, threads))
                 payload["compile_warm"] = warm[0][1]
         run = run_sandboxed(EVALUATION_JOB, payload, directory, limits, preload_for(env_id), warm,
-                            temporary=not keep)
+                            temporary=not keep, companion=REWARD_COMPANION)
         description = describe(env_id)
 
         last: dict[int, Any] = {}

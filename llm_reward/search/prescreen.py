@@ -16,6 +16,7 @@ the program passes.
 from __future__ import annotations
 
 import math
+import socket
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict
@@ -29,11 +30,11 @@ from rewardlab.llm_reward.programs.program import (
     ProgramError,
     RewardFunction,
     RewardProgram,
-    program_traceback,
 )
 from rewardlab.llm_reward.sandbox.guard import Guard
+from rewardlab.llm_reward.sandbox.reward_process import RemoteReward
 from rewardlab.llm_reward.sandbox.runner import Limits, run_sandboxed
-from rewardlab.llm_reward.search.evaluation import Failure
+from rewardlab.llm_reward.search.evaluation import REWARD_COMPANION, Failure
 from rewardlab.llm_reward.search.records import PrescreenScore
 from rewardlab.llm_reward.search.text import sanitize
 from rewardlab.llm_reward.search.training import preload_for
@@ -199,12 +200,17 @@ def _trained_rollouts(model: Any, env_id: str, train_steps: int, seed: int, epis
 
 
 # ------------------------------------------------------------- scoring (in the sandbox)
-def score_job(payload: Mapping[str, Any], guard: Guard) -> dict[str, Any]:
+def score_job(payload: Mapping[str, Any], guard: Guard, companion: tuple[socket.socket, int]) -> dict[str, Any]:
     """The sandboxed job: the program's undiscounted return on each stored trajectory.
+
+    The program runs in the job's companion
+    (:func:`~rewardlab.llm_reward.search.training.reward_companion`), which answers the
+    rewards; this process sums them and writes the result.
 
     :param payload: ``program`` (``source``, ``function_name``, ``parameters``), ``env_id``
         and ``trajectories`` (``states``, ``actions``, ``rewards``, ``terminated``).
     :param guard: the worker's installed guard.
+    :param companion: the channel to the companion and its pid.
     :return: ``{"returns": [...], "failure": None | {"kind", "reason", "traceback"}}``.
     """
     from rewardlab.llm_reward.search.training import describe_for
@@ -212,11 +218,11 @@ def score_job(payload: Mapping[str, Any], guard: Guard) -> dict[str, Any]:
     description = describe_for(payload)
     program = RewardProgram(**payload["program"])
     action_dtype = torch.float32 if description.action.dtype.startswith("float") else torch.int64
-    guard.snapshot_modules()
     returns: list[float] = []
     failure = None
+    function = None
     try:
-        function = RewardFunction(program, description, check=lambda: guard.violation)
+        function = RemoteReward(*companion, program, description)
         for trajectory in payload["trajectories"]:
             states = torch.tensor(trajectory["states"], dtype=torch.float32)
             actions = torch.tensor(trajectory["actions"], dtype=action_dtype)
@@ -226,14 +232,14 @@ def score_job(payload: Mapping[str, Any], guard: Guard) -> dict[str, Any]:
             env_reward = torch.tensor(trajectory["rewards"]) if "rewards" in trajectory else None
             reward, _ = function(states[:-1], actions, states[1:], terminated, env_reward)
             returns.append(float(reward.double().sum()))
-            changed = guard.changed_modules()
-            if changed:
-                raise ProgramError(changed, kind="sandbox")
     except ProgramError as error:
         failure = {"kind": error.kind, "reason": error.reason, "traceback": error.traceback}
     except Exception as error:
         failure = {"kind": "error", "reason": f"scoring failed: {type(error).__name__}: {error}"[:2000],
-                   "traceback": program_traceback(error)}
+                   "traceback": ""}
+    finally:
+        if function is not None:
+            function.close()
     if guard.violation is not None:
         failure = {"kind": "sandbox", "reason": guard.violation, "traceback": ""}
     return {"returns": returns, "failure": failure}
@@ -288,7 +294,8 @@ def prescreen(
         "trajectories": [{key: t[key] for key in ("states", "actions", "rewards", "terminated") if key in t}
                          for t in trajectories],
     }
-    run = run_sandboxed(SCORE_JOB, payload, run_dir, Limits(timeout_s=timeout_s), preload_for(env_id))
+    run = run_sandboxed(SCORE_JOB, payload, run_dir, Limits(timeout_s=timeout_s), preload_for(env_id),
+                        companion=REWARD_COMPANION)
     truth = [float(t["return"]) for t in trajectories]
     failure = None
     returns: list[float] = []

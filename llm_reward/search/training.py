@@ -1,8 +1,9 @@
 """Train PPO on a reward program and measure the task's true fitness along the way.
 
 :func:`train_program` is the training loop (one seed, in this process);
-:func:`evaluation_job` is the sandboxed job :func:`rewardlab.llm_reward.evaluate` runs: it loads the
-program in the worker, trains every seed and reports plain JSON data.
+:func:`evaluation_job` is the sandboxed job :func:`rewardlab.llm_reward.evaluate` runs: it trains
+every seed on the rewards its companion (:func:`reward_companion`, the only process that
+loads the program) answers, and reports plain JSON data.
 
 Fitness is never the program's own reward: at each checkpoint the current policy plays
 ``eval_episodes`` episodes (deterministic actions) on a separate, unwrapped env and the
@@ -24,6 +25,7 @@ import importlib.util
 import json
 import os
 import resource
+import socket
 import sys
 import time
 import warnings
@@ -47,8 +49,10 @@ from rewardlab.llm_reward.programs.program import (
 )
 from rewardlab.llm_reward.programs.wrapper import ProgramReward
 from rewardlab.llm_reward.sandbox.guard import Guard
+from rewardlab.llm_reward.sandbox.reward_process import RemoteReward, serve_rewards
 
 __all__ = ["Checkpoint", "compiled_warm_up", "evaluate_policy", "evaluation_job", "load_snapshot", "measure_snapshot",
+           "reward_companion",
            "policy_snapshot", "train_program", "warm_compiled"]
 
 # Imported by the worker before its guard is installed: PPO's optimiser imports
@@ -285,7 +289,7 @@ def evaluate_policy(
 
 
 def train_program(
-    reward_function: RewardFunction,
+    reward_function: RewardFunction | RemoteReward,
     *,
     seed: int,
     steps: int,
@@ -296,14 +300,14 @@ def train_program(
     eval_episodes: int = 10,
     tensorboard_log: str | None = None,
     checkpoints: list[Checkpoint] | None = None,
-    after_iteration: Callable[[], None] | None = None,
     measure: Callable[[PPO], tuple[float, float | None]] | None = None,
 ) -> list[Checkpoint]:
     """Train ``rewardlab.agents.PPO`` on the program's reward for one seed, measuring fitness along the way.
 
-    Runs the program in this process: inside the sandbox, or for trusted programs only.
+    A :class:`RewardFunction` runs the program in this process (trusted programs only); the
+    sandbox's job passes a :class:`RemoteReward`, which asks the program's own process.
 
-    :param reward_function: the loaded program.
+    :param reward_function: the loaded program, or the companion that runs it (in the sandbox).
     :param seed: seeds the env and PPO; the evaluation env gets ``seed + 10_000``.
     :param steps: env steps to train for (whole PPO rollouts, so a little more).
     :param num_envs: batched envs to train in.
@@ -315,7 +319,6 @@ def train_program(
     :param tensorboard_log: PPO's TensorBoard folder, or ``None``.
     :param checkpoints: a list to append checkpoints to as they are taken (so a caller keeps
         them when training fails half-way); a new list when ``None``.
-    :param after_iteration: called after every PPO iteration (the sandbox checks its guard).
     :param measure: ``measure(model) -> (fitness, success_rate)`` at each checkpoint;
         default: play ``eval_episodes`` episodes here (:func:`evaluate_policy`).
     :return: the checkpoints.
@@ -333,8 +336,6 @@ def train_program(
 
     def callback(local: Mapping[str, Any]) -> None:
         nonlocal next_index
-        if after_iteration is not None:
-            after_iteration()
         logged: Mapping[str, float] = local["logged"]
         for key, value in logged.items():
             if key.startswith(_REWARD_PREFIX):
@@ -371,8 +372,30 @@ def train_program(
     return checkpoints
 
 
-def evaluation_job(payload: Mapping[str, Any], guard: Guard) -> dict[str, Any]:
-    """The sandboxed job behind :func:`rewardlab.llm_reward.evaluate`: load, train every seed, report.
+def reward_companion(payload: Mapping[str, Any], channel: socket.socket, guard: Guard) -> None:
+    """The companion of :func:`evaluation_job` and the prescreen's scoring: the one process
+    that loads ``payload["program"]``, answering the job's reward requests
+    (:func:`~rewardlab.llm_reward.sandbox.reward_process.serve_rewards`).
+
+    :param payload: the job's payload (``program``, ``env_id``, ``description``).
+    :param channel: its end of the socket pair with the job.
+    :param guard: its installed guard, its modules snapshot taken.
+    """
+    description = describe_for(payload)
+    program = RewardProgram(**payload["program"])
+    serve_rewards(lambda: RewardFunction(program, description, check=lambda: guard.violation), channel, guard)
+
+
+def evaluation_job(
+    payload: Mapping[str, Any], guard: Guard, companion: tuple[socket.socket, int]
+) -> dict[str, Any]:
+    """The sandboxed job behind :func:`rewardlab.llm_reward.evaluate`: train every seed on the
+    program's reward, report.
+
+    The program runs in the job's companion (:func:`reward_companion`), never here: this
+    process trains, ships the policies the caller measures and writes the result, and
+    takes nothing from the program but its reward values
+    (:class:`~rewardlab.llm_reward.sandbox.reward_process.RemoteReward`).
 
     :param payload: ``program`` (``source``, ``function_name``, ``parameters``), ``env_id``,
         ``seeds``, ``steps``, ``num_envs``, ``device``, ``ppo_kwargs``, ``num_checkpoints``,
@@ -380,6 +403,7 @@ def evaluation_job(payload: Mapping[str, Any], guard: Guard) -> dict[str, Any]:
         ``compile_warm``: the fork server's :func:`compiled_warm_up` argument, whose graphs
         the worker uses (it trains eagerly when the server could not load them).
     :param guard: the installed guard of this worker.
+    :param companion: the channel to the companion and its pid.
     :return: ``{"seeds": [{"seed", "checkpoints", "policies", "wall_s"}], "failure": None |
         {...}, "compile_note", "peak_rss_mb", "peak_vm_mb", "cpu_s"}``; ``policies`` holds one
         :func:`policy_snapshot` per checkpoint, whose fitness the caller measures;
@@ -388,13 +412,11 @@ def evaluation_job(payload: Mapping[str, Any], guard: Guard) -> dict[str, Any]:
     description = describe_for(payload)
     program = RewardProgram(**payload["program"])
     ppo_kwargs, compile_note = _compile_in_worker(payload)
-    guard.snapshot_modules()
     runs: list[dict[str, Any]] = []
     failure = None
-    reward_function: RewardFunction | None = None
+    reward_function: RemoteReward | None = None
     try:
-        reward_function = RewardFunction(program, description, check=lambda: guard.violation)
-        _raise_if_changed(guard)
+        reward_function = RemoteReward(*companion, program, description)
         for seed in payload["seeds"]:
             start = time.perf_counter()
             checkpoints: list[Checkpoint] = []
@@ -415,7 +437,6 @@ def evaluation_job(payload: Mapping[str, Any], guard: Guard) -> dict[str, Any]:
                 eval_episodes=payload["eval_episodes"],
                 tensorboard_log=payload["tensorboard_log"],
                 checkpoints=checkpoints,
-                after_iteration=lambda: _raise_if_changed(guard),
                 measure=ship,
             )
             runs[-1]["wall_s"] = time.perf_counter() - start
@@ -423,6 +444,9 @@ def evaluation_job(payload: Mapping[str, Any], guard: Guard) -> dict[str, Any]:
         failure = {"kind": error.kind, "reason": error.reason, "traceback": error.traceback}
     except Exception as error:
         failure = _failure_from_exception(error)
+    finally:
+        if reward_function is not None:
+            reward_function.close()
     if guard.violation is not None:
         failure = {"kind": "sandbox", "reason": guard.violation,
                    "traceback": failure["traceback"] if failure else ""}
@@ -453,12 +477,6 @@ def _peak_address_space_mb() -> float | None:
     except OSError:
         return None
     return None
-
-
-def _raise_if_changed(guard: Guard) -> None:
-    changed = guard.changed_modules()
-    if changed:
-        raise ProgramError(changed, kind="sandbox")
 
 
 def _failure_from_exception(error: Exception) -> dict[str, Any]:

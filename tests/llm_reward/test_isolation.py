@@ -346,6 +346,62 @@ def test_fitness_is_measured_by_the_caller_from_the_shipped_policy() -> None:
         measure_snapshot(nan, description, kwargs, 4, "cpu", 0)
 
 
+# A program that got out of Python's checks (red-team finding: it wrote a result envelope
+# carrying a hand-set CartPole controller to the worker's result socket, and the caller
+# measured that controller, fitness 500). It runs in the job's companion, which holds no
+# socket but the one to the job: the job reads it as a malformed answer.
+_FORGER = """
+def compute_reward(x):
+    os, json, base64 = torch.os, torch.sys.modules["json"], torch.sys.modules["base64"]
+
+    def array(values, dtype="float32"):
+        data = base64.b64encode(np.asarray(values, dtype=dtype).tobytes()).decode()
+        return {"dtype": dtype, "shape": list(np.shape(values)), "data": data}
+
+    h, zeros = 64, np.zeros
+    actor_in, actor_hidden, actor_out = zeros((h, 4)), zeros((h, h)), zeros((2, h))
+    actor_in[0] = [2.0, 10.0, 20.0, 10.0]
+    actor_hidden[0, 0] = 5.0
+    actor_out[0, 0], actor_out[1, 0] = -5.0, 5.0
+    weights = {"policy.actor.0.0.weight": actor_in, "policy.actor.0.0.bias": zeros(h),
+               "policy.actor.0.2.weight": actor_hidden, "policy.actor.0.2.bias": zeros(h),
+               "policy.actor.0.4.weight": actor_out, "policy.actor.0.4.bias": zeros(2),
+               "policy.critic.0.0.weight": zeros((h, 4)), "policy.critic.0.0.bias": zeros(h),
+               "policy.critic.0.2.weight": zeros((h, h)), "policy.critic.0.2.bias": zeros(h),
+               "policy.critic.0.4.weight": zeros((1, h)), "policy.critic.0.4.bias": zeros(1)}
+    policy = {name: array(value) for name, value in weights.items()}
+    policy |= {"obs_rms.mean": array(zeros(4), "float64"), "obs_rms.var": array(np.ones(4), "float64"),
+               "obs_rms.count": array(1e-4, "float64")}
+    point = {"step": 2048, "fitness": 0.0, "success_rate": None, "train_return": 500.0,
+             "components": {"reward": 1.0}, "reward": 1.0}
+    result = {"compile_note": "", "per_state": False, "per_state_reason": "", "per_state_mode": "",
+              "seeds": [{"seed": 0, "checkpoints": [point], "policies": [policy], "wall_s": 1.0}],
+              "failure": None, "peak_rss_mb": 1.0, "peak_vm_mb": 1.0, "cpu_s": 1.0}
+    data = json.dumps({"result": result}).encode()
+    sockets = []
+    for fd in range(256):
+        try:
+            if os.fstat(fd).st_mode & 0o170000 == 0o140000:
+                sockets.append(fd)
+                os.write(fd, len(data).to_bytes(4, "big") + data)
+        except Exception:
+            pass
+    if len(sockets) != 1:
+        raise ValueError(f"the program saw {len(sockets)} sockets")
+    os._exit(0)
+"""
+
+
+def test_a_program_that_escaped_python_holds_no_channel_to_the_caller(tmp_path: Path) -> None:
+    from rewardlab import llm_reward
+
+    program = llm_reward.RewardProgram(source=_FORGER, function_name="compute_reward", parameters=("x",))
+    result = llm_reward.evaluate(program, "CartPole-v1", steps=512, seeds=(0,), num_envs=4, timeout_s=120,
+                                 static_checks=False, ppo_kwargs={"n_steps": 128}, num_checkpoints=1)
+    assert not result.ok and result.fitness is None, result
+    assert result.failure is not None and "malformed" in result.failure.reason, result.failure
+
+
 @pytest.mark.parametrize("job", ["misreport_per_state", "report_extra_checkpoints", "nest_folders_deeply",
                                  "report_a_huge_step", "report_a_huge_reward", "report_a_huge_integer"])
 def test_an_evaluation_taken_over_by_its_program_does_not_break_the_caller(

@@ -14,7 +14,7 @@ import torch
 
 from rewardlab import envs, llm_reward
 from rewardlab.envs.descriptions import ActionVariable, EnvDescription, StateVariable, column
-from rewardlab.llm_reward.programs.checks import check_source
+from rewardlab.llm_reward.programs.checks import CheckError, check_source
 from rewardlab.llm_reward.programs.loading import GymnasiumProgramReward
 from rewardlab.llm_reward.programs.program import ProgramError, RewardFunction, extract_code
 from rewardlab.llm_reward.programs.references import registered_reference_programs
@@ -391,3 +391,21 @@ def test_fork_server_starts_with_a_minimal_environment(monkeypatch: pytest.Monke
     finally:
         server.close()
     assert not server.alive() and not os.path.exists(server.socket_path)
+
+
+def test_an_answer_without_fences_costs_a_bounded_number_of_parses(monkeypatch: pytest.MonkeyPatch) -> None:
+    # red-team finding: one parse per line of an unfenced answer whose prefixes never parse
+    # took 82 s of the search's own process for a 110 KB answer
+    from rewardlab.llm_reward.programs import program as program_module
+
+    calls = []
+    real = program_module.parse_source
+    monkeypatch.setattr(program_module, "parse_source", lambda source: calls.append(1) or real(source))
+    answer = "def compute_reward(x):\n    y = (\n" + "    x + 1,\n" * 5000
+    with pytest.raises(CheckError):
+        llm_reward.RewardProgram.from_llm_answer(answer)
+    assert 0 < len(calls) <= program_module.MAX_UNFENCED_PARSES
+    # the usual unfenced answer, code then prose, is still found
+    found = llm_reward.RewardProgram.from_llm_answer(
+        "Sure:\ndef compute_reward(theta):\n    return -theta.abs(), {}\nThis keeps the pole up.\n")
+    assert found.parameters == ("theta",)

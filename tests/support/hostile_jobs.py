@@ -295,73 +295,75 @@ def hide_from_the_quota(payload: dict, guard: Any) -> dict:
     return {"written_mb": payload["files"] * payload["mb"]}
 
 
-# ----------------------------------------- an evaluation taken over by its program
-def _evaluated(payload: dict, guard: Any) -> dict:
-    """The real evaluation job's result, then the guard off, as a program that reached it can."""
+# ----------------------------------------- an evaluation job that lies
+# The program runs in the job's companion, which holds no channel to the caller; the
+# caller checks what the job sends all the same, as if the job itself had been taken over.
+def _evaluated(payload: dict, guard: Any, **extras: Any) -> dict:
+    """The real evaluation job's result, then the guard off."""
     from rewardlab.llm_reward.search.training import evaluation_job
 
-    result = evaluation_job(payload, guard)
+    result = evaluation_job(payload, guard, **extras)
     _guard_off(guard)
     guard._state.busy = True  # the audit hook returns at once in this thread
     return result
 
 
-def misreport_per_state(payload: dict, guard: Any) -> dict:
+def misreport_per_state(payload: dict, guard: Any, **extras: Any) -> dict:
     """A per-state mode the caller cannot look up (a list is not hashable)."""
-    return {**_evaluated(payload, guard), "per_state": True, "per_state_mode": ["loop"]}
+    return {**_evaluated(payload, guard, **extras), "per_state": True, "per_state_mode": ["loop"]}
 
 
-def report_extra_checkpoints(payload: dict, guard: Any) -> dict:
+def report_extra_checkpoints(payload: dict, guard: Any, **extras: Any) -> dict:
     """Many more checkpoints than asked for: the caller plays evaluation episodes for each."""
-    result = _evaluated(payload, guard)
+    result = _evaluated(payload, guard, **extras)
     for run in result["seeds"]:
         run["checkpoints"] = run["checkpoints"][-1:] * 50
         run["policies"] = run["policies"][-1:] * 50
     return result
 
 
-def nest_folders_deeply(payload: dict, guard: Any) -> dict:
+def nest_folders_deeply(payload: dict, guard: Any, **extras: Any) -> dict:
     """A chain of folders deeper than Python's recursion limit, left in the run directory."""
-    result = _evaluated(payload, guard)
+    result = _evaluated(payload, guard, **extras)
     for _ in range(1500):
         os.mkdir("d")
         os.chdir("d")
     return result
 
 
-def escape_in_prescreen(payload: dict, guard: Any) -> dict:
+def escape_in_prescreen(payload: dict, guard: Any, **extras: Any) -> dict:
     """A prescreen failure whose text drives the user's terminal (clear it, set its title)."""
     _guard_off(guard)
     return {"failure": {"kind": "program\x1b[2J", "reason": "bad\x1b]0;pwned\x07\x1b[2Jline\rover",
                         "traceback": "\x1b[31mred\u202etxt"}}
 
 
-def report_a_huge_step(payload: dict, guard: Any) -> dict:
+def report_a_huge_step(payload: dict, guard: Any, **extras: Any) -> dict:
     """A checkpoint at step 1e300: a finite number, past any 64-bit integer."""
-    result = _evaluated(payload, guard)
+    result = _evaluated(payload, guard, **extras)
     for run in result["seeds"]:
         run["checkpoints"][-1]["step"] = 1e300
     return result
 
 
-def report_a_huge_reward(payload: dict, guard: Any) -> dict:
+def report_a_huge_reward(payload: dict, guard: Any, **extras: Any) -> dict:
     """Finite per-step rewards and components near float64's largest, alternating in sign."""
-    result = _evaluated(payload, guard)
+    result = _evaluated(payload, guard, **extras)
     for run in result["seeds"]:
         for index, point in enumerate(run["checkpoints"]):
             point["reward"] = point["components"]["extrinsic"] = 1.7e308 * (-1) ** index
     return result
 
 
-def report_a_huge_integer(payload: dict, guard: Any) -> dict:
+def report_a_huge_integer(payload: dict, guard: Any, **extras: Any) -> dict:
     """A reward of 10**400: JSON's integers have no bound, and no float holds it."""
-    result = _evaluated(payload, guard)
+    result = _evaluated(payload, guard, **extras)
     for run in result["seeds"]:
         run["checkpoints"][-1]["reward"] = 10**400
     return result
 
 
-def huge_integers_in_prescreen(payload: dict, guard: Any) -> dict:
+def huge_integers_in_prescreen(payload: dict, guard: Any, **extras: Any) -> dict:
     """Prescreen returns no float can hold."""
     _guard_off(guard)
     return {"returns": [10**400] * len(payload["trajectories"]), "failure": None}
@@ -402,7 +404,7 @@ def start_threads(payload: dict, guard: Any) -> dict:
             "nproc": list(resource.getrlimit(resource.RLIMIT_NPROC))}
 
 
-def outlive_the_caller(payload: dict, guard: Any) -> dict:
+def outlive_the_caller(payload: dict, guard: Any, **extras: Any) -> dict:
     """Run on while the caller is killed (SIGKILL runs none of its ``finally`` blocks)."""
     time.sleep(60)
     return {}

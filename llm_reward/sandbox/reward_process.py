@@ -1,0 +1,292 @@
+"""The reward program's own process: the only process that ever loads a program.
+
+A sandboxed job that trains on a program's reward (the search's evaluations, the
+prescreen's scoring) asks :func:`~rewardlab.llm_reward.sandbox.runner.run_sandboxed` for a
+companion. The worker forks it before it confines itself; the companion confines itself
+further (no file it may write, no GPU, no connection but its end of one socket pair, an
+address-space limit even where the job has none) and then loads the program and answers
+reward requests (:func:`serve_rewards`). The job talks to it through :class:`RemoteReward`,
+which has :class:`~rewardlab.llm_reward.programs.program.RewardFunction`'s call.
+
+So a program that escapes Python's checks in its process holds no channel to the caller
+and no part of the training: it cannot ship a policy, write the result or a log the
+caller reads, or touch the networks it is scored on. What it controls is what it
+answers, and :class:`RemoteReward` reads that strictly: a fixed number of finite float32
+values per component, a few names, bounded text.
+
+Protocol (one stream socket pair): each frame is two 4-byte lengths, a JSON header and a
+block of raw bytes. The job sends ``{"arrays": [[name, dtype, shape], ...]}`` and the
+inputs' bytes; the companion answers ``{"ok": true, "names": [...], "per_state": ...}``
+and the reward and each component as float32, one row each, or ``{"ok": false, "kind",
+"reason", "traceback"}``. Its first frame, before any request, says whether the program
+loaded.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import resource
+import signal
+import socket
+import struct
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+import torch
+
+from rewardlab.llm_reward.programs.program import (
+    MAX_COMPONENTS,
+    MAX_MESSAGE_CHARS,
+    ProgramError,
+    RewardFunction,
+    RewardProgram,
+    program_traceback,
+)
+from rewardlab.llm_reward.sandbox.forkserver import strict_json
+
+__all__ = ["RemoteReward", "serve_rewards"]
+
+_LENGTHS = struct.Struct(">II")
+MAX_HEADER_BYTES = 64 * 1024
+MAX_BLOCK_BYTES = 256 * 2**20
+#: how often (in calls) the companion compares torch, numpy and math with their snapshot
+MODULE_CHECK_EVERY = 64
+_KINDS = ("program", "limit", "sandbox")
+_NAME = re.compile(r"[^\x00-\x1f\x7f]{1,64}")
+_DTYPES = {"float32": torch.float32, "float64": torch.float64, "int64": torch.int64, "int32": torch.int32,
+           "bool": torch.bool, "uint8": torch.uint8}
+
+
+def _send(channel: socket.socket, header: Mapping[str, Any], block: bytes = b"") -> None:
+    data = json.dumps(header).encode()
+    channel.sendall(_LENGTHS.pack(len(data), len(block)) + data + block)
+
+
+def _receive_exactly(channel: socket.socket, size: int) -> bytes | None:
+    buffer = bytearray(size)
+    view, got = memoryview(buffer), 0
+    while got < size:
+        count = channel.recv_into(view[got:], size - got)
+        if count == 0:
+            return None
+        got += count
+    return bytes(buffer)
+
+
+def _receive(channel: socket.socket) -> tuple[Any, bytes] | None:
+    """The next frame's parsed header and block; None when the peer closed.
+
+    :raises ValueError: a malformed or oversized frame.
+    """
+    lengths = _receive_exactly(channel, _LENGTHS.size)
+    if lengths is None:
+        return None
+    header_size, block_size = _LENGTHS.unpack(lengths)
+    if header_size > MAX_HEADER_BYTES or block_size > MAX_BLOCK_BYTES:
+        raise ValueError(f"a frame of {header_size} + {block_size} bytes is larger than allowed")
+    header = _receive_exactly(channel, header_size)
+    block = _receive_exactly(channel, block_size) if header is not None else None
+    if header is None or block is None:
+        return None
+    return strict_json(header), block
+
+
+# ------------------------------------------------------------------ the job's side
+class RemoteReward:
+    """:class:`~rewardlab.llm_reward.programs.program.RewardFunction`'s call, answered by the
+    companion process that loaded the program.
+
+    :param channel: the job's end of the socket pair.
+    :param pid: the companion's process id (to tell how it ended).
+    :param program: the program the companion loads.
+    :param description: the env's description.
+    :raises ProgramError: the program failed to load.
+    """
+
+    def __init__(self, channel: socket.socket, pid: int, program: RewardProgram, description: Any):
+        self.program = program
+        self.description = description
+        self.calls = 0
+        self.per_state = False
+        self.per_state_mode = ""
+        self.per_state_reason = ""
+        self._channel = channel
+        self._pid = pid
+        self._answer(0)  # the first frame: whether the program loaded
+
+    def __call__(
+        self,
+        obs: torch.Tensor,
+        action: torch.Tensor,
+        next_obs: torch.Tensor,
+        terminated: torch.Tensor,
+        env_reward: torch.Tensor | None = None,
+    ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """The program's reward and components for one batched step (see
+        :meth:`RewardFunction.__call__ <rewardlab.llm_reward.programs.program.RewardFunction.__call__>`).
+
+        :raises ProgramError: the program failed, answered something malformed or its process ended.
+        """
+        self.calls += 1
+        arrays = {"obs": obs, "action": action, "next_obs": next_obs, "terminated": terminated}
+        if env_reward is not None:
+            arrays["env_reward"] = env_reward
+        plain = {name: _sendable(value) for name, value in arrays.items()}
+        header = {"arrays": [[name, str(value.dtype).removeprefix("torch."), list(value.shape)]
+                             for name, value in plain.items()]}
+        try:
+            _send(self._channel, header, b"".join(value.numpy().tobytes() for value in plain.values()))
+        except OSError:
+            raise self._ended() from None
+        reward, components = self._answer(len(obs))
+        return reward.to(obs.device), {name: value.to(obs.device) for name, value in components.items()}
+
+    def close(self) -> None:
+        """Close the channel: the companion exits."""
+        self._channel.close()
+
+    def _answer(self, num_envs: int) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        try:
+            frame = _receive(self._channel)
+        except ValueError as error:
+            raise ProgramError(f"the reward program's process answered a malformed message ({error})") from None
+        except OSError:
+            frame = None
+        if frame is None:
+            raise self._ended()
+        header, block = frame
+        if not isinstance(header, dict):
+            raise ProgramError("the reward program's process answered a malformed message")
+        if header.get("ok") is not True:
+            kind = header.get("kind")
+            raise ProgramError(_text(header.get("reason")) or "the reward program failed",
+                               _text(header.get("traceback"), 4 * MAX_MESSAGE_CHARS),
+                               kind=kind if kind in _KINDS else "program")
+        if num_envs == 0:
+            return torch.empty(0), {}
+        names = header.get("names")
+        if (not isinstance(names, list) or len(names) > MAX_COMPONENTS or len(set(names)) != len(names)
+                or not all(isinstance(name, str) and _NAME.fullmatch(name) for name in names)):
+            raise ProgramError("the reward program's process answered malformed component names")
+        if len(block) != 4 * num_envs * (1 + len(names)):
+            raise ProgramError(f"the reward program's process answered {len(block)} bytes for "
+                               f"{num_envs} envs and {len(names)} components")
+        values = torch.from_numpy(np.frombuffer(block, dtype=np.float32).copy()).reshape(1 + len(names), num_envs)
+        if not bool(torch.isfinite(values).all()):
+            raise ProgramError("the reward program's process answered non-finite values")
+        if header.get("per_state") is True and not self.per_state:
+            self.per_state = True
+            mode = header.get("per_state_mode")
+            self.per_state_mode = mode if mode in ("vmap", "loop") else "loop"
+            self.per_state_reason = _text(header.get("per_state_reason"))
+        return values[0], dict(zip(names, values[1:], strict=True))
+
+    def _ended(self) -> ProgramError:
+        """The error for a companion that stopped answering, saying how it ended."""
+        self._channel.close()
+        try:
+            _, status = os.waitpid(self._pid, 0)
+        except ChildProcessError:
+            status = None
+        if status is not None and os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGXCPU:
+            # the companion has the job's CPU-time limit
+            limit = resource.getrlimit(resource.RLIMIT_CPU)[0]
+            return ProgramError(f"the reward program used up its CPU-time limit of {limit} s and was killed "
+                                "(SIGXCPU)", kind="limit")
+        if status is not None and os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL:
+            return ProgramError("the reward program's process was killed (SIGKILL): it hit its CPU-time "
+                                "limit or ran out of memory", kind="limit")
+        if status is not None and os.WIFSIGNALED(status):
+            how = f"it was killed by signal {os.WTERMSIG(status)}"
+        elif status is not None:
+            how = f"it exited with code {os.WEXITSTATUS(status)}"
+        else:
+            how = "it is gone"
+        return ProgramError(f"the reward program's process ended without answering: {how} (a reward "
+                            "program must return its reward, not exit or end its process)")
+
+
+def _sendable(value: torch.Tensor) -> torch.Tensor:
+    """``value`` on the CPU, contiguous, in a dtype the companion reads (float32 otherwise)."""
+    value = value.detach().cpu()
+    if str(value.dtype).removeprefix("torch.") not in _DTYPES:
+        value = value.to(torch.float32)
+    return value.contiguous()
+
+
+def _text(value: Any, limit: int = MAX_MESSAGE_CHARS) -> str:
+    """Untrusted text from the companion, bounded (the caller sanitises what it shows)."""
+    return value[:limit] if isinstance(value, str) else ""
+
+
+# ------------------------------------------------------------------ the companion's side
+def serve_rewards(load: Callable[[], RewardFunction], channel: socket.socket, guard: Any) -> None:
+    """Load the program with ``load()`` and answer reward requests until the job closes the channel.
+
+    Runs in the companion, confined; returns when the channel closes or after the first
+    failure, which it reports.
+
+    :param load: builds the :class:`RewardFunction` (this executes the program).
+    :param channel: the companion's end of the socket pair.
+    :param guard: the companion's installed guard, its modules snapshot taken.
+    """
+    try:
+        function = load()
+        _raise_if_changed(guard)
+    except ProgramError as error:
+        _send(channel, _failure(error))
+        return
+    except Exception as error:
+        _send(channel, {"ok": False, "kind": "program", "reason": f"loading the program raised "
+                        f"{type(error).__name__}: {error}"[:MAX_MESSAGE_CHARS], "traceback": program_traceback(error)})
+        return
+    _send(channel, {"ok": True})
+    while True:
+        frame = _receive(channel)
+        if frame is None:
+            return
+        header, block = frame
+        inputs = _inputs(header, block)
+        try:
+            reward, components = function(*inputs)
+            if function.calls == 1 or function.calls % MODULE_CHECK_EVERY == 0:
+                _raise_if_changed(guard)
+        except ProgramError as error:
+            _send(channel, _failure(error))
+            return
+        except Exception as error:
+            _send(channel, {"ok": False, "kind": "program", "reason": f"the reward program raised "
+                            f"{type(error).__name__}: {error}"[:MAX_MESSAGE_CHARS],
+                            "traceback": program_traceback(error)})
+            return
+        rows = torch.stack([reward, *components.values()]).to(torch.float32).contiguous()
+        _send(channel, {"ok": True, "names": list(components), "per_state": function.per_state,
+                        "per_state_mode": function.per_state_mode, "per_state_reason": function.per_state_reason},
+              rows.numpy().tobytes())
+
+
+def _inputs(header: Any, block: bytes) -> list[torch.Tensor | None]:
+    """The request's tensors, in :meth:`RewardFunction.__call__`'s order (``env_reward`` may be None)."""
+    tensors: dict[str, torch.Tensor] = {}
+    offset = 0
+    for name, dtype, shape in header["arrays"]:
+        kind = _DTYPES[dtype]
+        size = math.prod(shape) * torch.empty((), dtype=kind).element_size()
+        tensors[name] = torch.frombuffer(bytearray(block[offset:offset + size]), dtype=kind).reshape(shape) \
+            if size else torch.empty(shape, dtype=kind)
+        offset += size
+    return [tensors["obs"], tensors["action"], tensors["next_obs"], tensors["terminated"], tensors.get("env_reward")]
+
+
+def _failure(error: ProgramError) -> dict[str, Any]:
+    return {"ok": False, "kind": error.kind, "reason": error.reason, "traceback": error.traceback}
+
+
+def _raise_if_changed(guard: Any) -> None:
+    changed = guard.changed_modules()
+    if changed:
+        raise ProgramError(changed, kind="sandbox")
