@@ -80,7 +80,7 @@ def play_episodes(
 
 def evaluate_batched(
     model: Any, env_id: str, episodes: int = 10, seed: int = 0, device: str = "cpu",
-    deterministic: bool = True, max_steps: int | None = None,
+    deterministic: bool = True, max_steps: int | None = None, env_kwargs: dict[str, Any] | None = None,
 ) -> list[float]:
     """True returns of ``episodes`` episodes of ``model`` on a fresh, unshaped batched env.
 
@@ -91,13 +91,14 @@ def evaluate_batched(
     :param device: where the env lives.
     :param deterministic: act greedily.
     :param max_steps: a bound on the steps (see :func:`play_episodes`).
+    :param env_kwargs: passed to the env (``rewardlab.envs.make(env_id, ..., **env_kwargs)``).
     :return: one true return per episode.
     """
     from rewardlab import envs
 
     if episodes < 1:
         raise ValueError(f"episodes={episodes!r} must be at least 1")
-    env = envs.make(env_id, num_envs=episodes, device=device, seed=seed)
+    env = envs.make(env_id, num_envs=episodes, device=device, seed=seed, **(env_kwargs or {}))
     try:
         return play_episodes(model, env, seed=seed, deterministic=deterministic, max_steps=max_steps).returns
     finally:

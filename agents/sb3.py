@@ -34,6 +34,7 @@ def make_sb3_env(
     intrinsic_module: Any = None,
     intrinsic_coef: float = 1.0,
     normalize: bool = False,
+    env_kwargs: dict[str, Any] | None = None,
 ) -> VecEnv:
     """An SB3 vec env for ``env_id`` with shaping and an off-policy intrinsic bonus in order.
 
@@ -52,17 +53,20 @@ def make_sb3_env(
         collected (for off-policy algorithms), or None.
     :param intrinsic_coef: the bonus's weight.
     :param normalize: wrap the result in ``VecNormalize`` (observations and rewards).
+    :param env_kwargs: passed to every env's constructor (``gymnasium.make(env_id, **env_kwargs)``).
+    :raises ValueError: the env cannot be made, naming the id, the arguments and the error.
     """
     import gymnasium as gym
 
     from rewardlab import envs
     from rewardlab.envs.gymnasium_env import make_one
 
+    env_kwargs = dict(env_kwargs or {})
     if env_id in envs.registered() and env_id not in gym.registry:
-        venv: VecEnv = envs.make(env_id, num_envs=n_envs, seed=seed).to_sb3()
+        venv: VecEnv = envs.make(env_id, num_envs=n_envs, seed=seed, **env_kwargs).to_sb3()
     else:
         envs.check_id(env_id)  # imports a "module:Env-v0" id's module, minigrid for MiniGrid ids
-        venv = make_vec_env(lambda: make_one(env_id), n_envs=n_envs, seed=seed)
+        venv = make_vec_env(lambda: make_one(env_id, env_kwargs), n_envs=n_envs, seed=seed)
     if potential is not None:
         venv = VecPotentialShaping(venv, potential, gamma=gamma, scale=shaping_scale)
     if intrinsic_module is not None:

@@ -119,16 +119,35 @@ def check_gymnasium_id(env_id: str) -> None:
 
 def make_one(env_id: str, kwargs: dict[str, Any] | None = None) -> gymnasium.Env:
     """One Gymnasium env of ``env_id`` with the observation rewardlab's learners take
-    (MiniGrid's view flattened, ``Dict``/``Tuple`` observations flattened)."""
-    kwargs = dict(kwargs or {})
-    if env_id.startswith(("MiniGrid-", "BabyAI-")):
-        from rewardlab.envs.minigrid import make_minigrid
+    (MiniGrid's view flattened, ``Dict``/``Tuple`` observations flattened).
 
-        return make_minigrid(env_id, **kwargs)
-    env = gymnasium.make(env_id, **kwargs)
+    :param env_id: a Gymnasium id or ``"module:Env-v0"`` (its module imported already).
+    :param kwargs: passed to ``gymnasium.make`` (and so to the env's constructor).
+    :raises ValueError: the env's constructor (or Gymnasium) failed, naming the id, the
+        arguments and the error.
+    """
+    kwargs = dict(kwargs or {})
+    try:
+        if env_id.startswith(("MiniGrid-", "BabyAI-")):
+            from rewardlab.envs.minigrid import make_minigrid
+
+            return make_minigrid(env_id, **kwargs)
+        env = gymnasium.make(env_id, **kwargs)
+    except Exception as error:  # the user's constructor can raise anything: say which and why
+        raise construction_error(env_id, kwargs, error) from error
     if isinstance(env.observation_space, spaces.Dict | spaces.Tuple):
         env = FlattenObservation(env)
     return env
+
+
+def construction_error(env_id: str, kwargs: dict[str, Any], error: Exception) -> ValueError:
+    """The error to raise when making ``env_id`` with ``kwargs`` raised ``error``."""
+    return ValueError(
+        f"env {env_id!r} could not be made with the arguments {kwargs}: "
+        f"{type(error).__name__}: {error}. Give the arguments its constructor takes: "
+        "envs.make(env_id, num_envs, **kwargs), rewardlab train --env-kwargs '{\"name\": value}', "
+        "or an id registered with them (gymnasium.register(id, entry_point, kwargs={...}))"
+    )
 
 
 class GymnasiumBatchedEnv(Batched):
@@ -176,13 +195,10 @@ class GymnasiumBatchedEnv(Batched):
         self.device = resolve_device(device)
         self.validate_actions = validate_actions
         self._seed = seed
-        try:
-            self._vector = SyncVectorEnv(
-                [lambda: make_one(env_id, kwargs) for _ in range(self.num_envs)],
-                autoreset_mode=AutoresetMode.SAME_STEP,
-            )
-        except gymnasium.error.Error as error:  # e.g. a missing dependency of the env
-            raise ValueError(f"env {env_id!r}: Gymnasium cannot make it: {error}") from error
+        self._vector = SyncVectorEnv(  # make_one says why an env cannot be made
+            [lambda: make_one(env_id, kwargs) for _ in range(self.num_envs)],
+            autoreset_mode=AutoresetMode.SAME_STEP,
+        )
         observation_space = self._vector.single_observation_space
         action_space = self._vector.single_action_space
         if not isinstance(action_space, spaces.Discrete | spaces.Box):

@@ -73,12 +73,20 @@ def make(
         short runs
     :param kwargs: passed to the env, e.g. ``max_episode_steps=100`` or
         ``validate_actions=False``
-    :raises ValueError: an id Gymnasium cannot make either, ``num_envs < 1`` or an unavailable device
+    :raises ValueError: an id Gymnasium cannot make either, arguments the env's constructor
+        does not take (or that make it fail), ``num_envs < 1`` or an unavailable device
     """
     if env_id not in _REGISTRY:
         from rewardlab.envs.gymnasium_env import GymnasiumBatchedEnv
 
         return GymnasiumBatchedEnv(env_id, num_envs, device=device, seed=seed, compile=compile, **kwargs)
-    env = _REGISTRY[env_id](num_envs, device=device, seed=seed, compile=compile, **kwargs)
+    try:
+        env = _REGISTRY[env_id](num_envs, device=device, seed=seed, compile=compile, **kwargs)
+    except TypeError as error:
+        if not kwargs:
+            raise  # our own checks of the arguments above (num_envs=2.0)
+        from rewardlab.envs.gymnasium_env import construction_error
+
+        raise construction_error(env_id, kwargs, error) from error  # one the env does not take
     env.spec_id = env_id
     return env

@@ -23,6 +23,8 @@ def prepare_run_dir(run_dir: Path, run_config: dict[str, Any], resume: bool) -> 
     config_path = run_dir / "config.json"
     if config_path.exists():
         saved = json.loads(config_path.read_text())
+        # a setting added since that run was made (such as env_kwargs), left at its default
+        saved |= {key: value for key, value in run_config.items() if key not in saved and _is_unset(value)}
         if saved != json.loads(json.dumps(run_config)):
             changed = sorted(k for k in set(saved) | set(run_config) if saved.get(k) != run_config.get(k))
             raise ValueError(
@@ -35,6 +37,10 @@ def prepare_run_dir(run_dir: Path, run_config: dict[str, Any], resume: bool) -> 
             )
     run_dir.mkdir(parents=True, exist_ok=True)
     write_json(config_path, run_config)
+
+
+def _is_unset(value: Any) -> bool:
+    return value is None or value is False or value == {} or value == []
 
 
 def write_json(path: Path, data: dict) -> None:

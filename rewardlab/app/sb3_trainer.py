@@ -47,13 +47,13 @@ class SB3Trainer(Trainer):
         if config["intrinsic"] and not on_policy:
             # its wrapper sits in the vec env, below the image transposition SB3 adds: it reads
             # observations as the env makes them
-            probe = make_sb3_env(config["env"], n_envs=1)
+            probe = make_sb3_env(config["env"], n_envs=1, env_kwargs=config["env_kwargs"])
             off_policy_module = make_intrinsic(config, probe, num_envs)
             probe.close()
         self.venv = make_sb3_env(
             config["env"], n_envs=num_envs, seed=config["seed"], potential=potential, gamma=gamma,
             shaping_scale=config["shaping_scale"], intrinsic_module=off_policy_module,
-            intrinsic_coef=config["intrinsic_coef"],
+            intrinsic_coef=config["intrinsic_coef"], env_kwargs=config["env_kwargs"],
         )  # fmt: skip
         self.model = self.algorithm(
             "MlpPolicy", self.venv, seed=config["seed"], device=config["device"],
@@ -87,7 +87,7 @@ class SB3Trainer(Trainer):
 
     def evaluate(self, episodes: int, seed: int) -> list[float]:
         returns, _ = evaluate_policy(
-            self.model, make_sb3_env(self.config["env"], n_envs=1, seed=seed),
+            self.model, make_sb3_env(self.config["env"], n_envs=1, seed=seed, env_kwargs=self.config["env_kwargs"]),
             n_eval_episodes=episodes, deterministic=True, return_episode_rewards=True,
         )  # fmt: skip
         return [float(r) for r in returns]

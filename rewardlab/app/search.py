@@ -38,28 +38,13 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from rewardlab.app.arguments import int_list, json_object
+
 if TYPE_CHECKING:
     from rewardlab.llm_reward.clients import OpenAICompatibleClient
     from rewardlab.llm_reward.search.loop import SearchConfig, SearchResult
 
 __all__ = ["register_search", "run_search"]
-
-
-def _int_list(text: str) -> list[int]:
-    try:
-        return [int(part) for part in text.split(",") if part.strip()]
-    except ValueError as error:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of integers") from error
-
-
-def _ppo_kwargs(text: str) -> dict:
-    try:
-        value = json.loads(text)
-    except ValueError as error:
-        raise argparse.ArgumentTypeError(f"--ppo must be a JSON object, e.g. '{{\"n_steps\": 64}}': {error}") from error
-    if not isinstance(value, dict):
-        raise argparse.ArgumentTypeError(f"--ppo must be a JSON object, got {text!r}")
-    return value
 
 
 def _config(args: argparse.Namespace) -> SearchConfig:
@@ -214,14 +199,14 @@ def register_search(subparsers: argparse._SubParsersAction) -> None:
     budget.add_argument("--samples", type=int, default=4, help="programs per iteration")
     budget.add_argument("--steps", type=int,
                         help="env steps per candidate and seed (default: the env's budget, where the human reward solves)")
-    budget.add_argument("--seeds", type=_int_list, default=[0], help="training seeds of candidates, e.g. 0,1")
+    budget.add_argument("--seeds", type=int_list, default=[0], help="training seeds of candidates, e.g. 0,1")
     budget.add_argument("--final-seeds", type=int, default=5, help="seeds of the final re-training (0: skip)")
     budget.add_argument("--finalists", type=int, default=3,
                         help="the best K candidates are trained again with --finalist-seeds more seeds, and the "
                              "best over all its seeds is the best program (0: the best by its training seed)")
     budget.add_argument("--finalist-seeds", type=int, default=2, help="extra seeds per finalist")
     budget.add_argument("--num-envs", type=int, help="batched envs per training (default: the env's budget)")
-    budget.add_argument("--ppo", type=_ppo_kwargs, help="PPO hyperparameters as JSON (default: the env's budget)")
+    budget.add_argument("--ppo", type=json_object("--ppo", '{"n_steps": 64}'), help="PPO hyperparameters as JSON (default: the env's budget)")
     budget.add_argument("--checkpoints", type=int, default=10, help="fitness measurements per training")
     budget.add_argument("--eval-episodes", type=int, default=10)
     budget.add_argument("--timeout", type=float, default=1800.0, help="seconds per evaluation")

@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from rewardlab.app.arguments import int_list, json_object
 from rewardlab.app.rundirs import prepare_run_dir, run_dir_for, write_json
 from rewardlab.app.trainers import HRATrainer, OwnPPOTrainer, ProgressBar, SandboxedProgramTrainer
 
@@ -34,6 +35,7 @@ FUSIONS = ("sum", "product", "cycle", "max")
 
 DEFAULTS: dict[str, Any] = {
     "env": None,
+    "env_kwargs": {},
     "algo": "ppo",
     "steps": 100_000,
     "seeds": [0],
@@ -107,6 +109,11 @@ def check_config(config: dict[str, Any]) -> None:
     if config["algo"] not in ALGOS:
         raise ValueError(f"unknown algorithm {config['algo']!r}; choose from {', '.join(ALGOS)}")
     envs.check_id(config["env"])  # a batched env, or any id Gymnasium can make
+    if not isinstance(config["env_kwargs"], dict):
+        raise ValueError(
+            f"env_kwargs={config['env_kwargs']!r} must be a JSON object of the env's constructor "
+            "arguments, e.g. --env-kwargs '{\"size\": 7}'"
+        )
     if config["shaping"] not in SHAPINGS:
         raise ValueError(
             f"unknown shaping {config['shaping']!r}; choose from {', '.join(SHAPINGS)} "
@@ -136,6 +143,30 @@ def check_config(config: dict[str, Any]) -> None:
     if config["compile"]:
         if config["algo"] != "ppo":
             raise ValueError(f"--compile compiles rewardlab's PPO (--algo ppo), not --algo {config['algo']}; drop it")
+    if config["env_kwargs"] and config["reward_program"] and not config["trust_program"]:
+        raise ValueError(
+            "--env-kwargs does not reach the sandbox that trains a --reward-program yet; drop it, "
+            "register an id that makes the env with these arguments (gymnasium.register(..., "
+            "kwargs=...)), or pass --trust-program for a program you have read"
+        )
+    check_env_is_made(config)
+
+
+def check_env_is_made(config: dict[str, Any]) -> None:
+    """Make one env as the run's learner will, so that an env whose constructor fails (a
+    missing argument, a wrong one) is told before any run directory is made.
+
+    :raises ValueError: naming the env id, its arguments and the constructor's error.
+    """
+    if config["algo"].startswith("sb3-"):
+        from rewardlab.agents.sb3 import make_sb3_env  # imports SB3, which the run needs anyway
+
+        env = make_sb3_env(config["env"], n_envs=1, env_kwargs=config["env_kwargs"])
+    else:
+        from rewardlab import envs
+
+        env = envs.make(config["env"], num_envs=1, **config["env_kwargs"])
+    env.close()
 
 
 
@@ -237,10 +268,12 @@ def register_train(subparsers: argparse._SubParsersAction) -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
     )  # fmt: skip
     parser.add_argument("--env", help="env id, e.g. CartPole-v1")
+    parser.add_argument("--env-kwargs", dest="env_kwargs", type=json_object("--env-kwargs", '{"size": 7}'),
+                        help="the env's constructor arguments as a JSON object (gymnasium.make(env, **kwargs))")
     parser.add_argument("--algo", help=f"one of {', '.join(ALGOS)} (default ppo)")
     parser.add_argument("--steps", type=int, help="env steps per seed (default 100000)")
     parser.add_argument("--seed", type=int, help="one seed")
-    parser.add_argument("--seeds", type=_int_list, help="several seeds, e.g. 0,1,2")
+    parser.add_argument("--seeds", type=int_list, help="several seeds, e.g. 0,1,2")
     parser.add_argument("--shaping", help="none or builtin (the env's built-in potential)")
     parser.add_argument("--shaping-scale", dest="shaping_scale", type=float)
     parser.add_argument("--intrinsic", type=_name_list, help="e.g. rnd or rnd,count")
@@ -262,13 +295,6 @@ def register_train(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--resume", action="store_true", help="continue runs from their checkpoints")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.set_defaults(func=run_train)
-
-
-def _int_list(text: str) -> list[int]:
-    try:
-        return [int(part) for part in text.split(",") if part.strip()]
-    except ValueError as error:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of integers") from error
 
 
 def _name_list(text: str) -> list[str]:

@@ -83,7 +83,7 @@ class OwnPPOTrainer(Trainer):
         compile_env = compile and not is_mujoco(config["env"])  # MuJoCo's physics is not torch's
         env = envs.make(
             config["env"], num_envs=num_envs, device=config["device"], seed=config["seed"],
-            compile=compile_env,
+            compile=compile_env, **config["env_kwargs"],
         )  # fmt: skip
         if config["reward_program"]:  # --trust-program: in this process (else SandboxedProgramTrainer)
             from rewardlab.llm_reward import load_reward
@@ -131,7 +131,10 @@ class OwnPPOTrainer(Trainer):
     def evaluate(self, episodes: int, seed: int) -> list[float]:
         from rewardlab.agents.evaluation import evaluate_batched
 
-        return evaluate_batched(self.model, self.config["env"], episodes, seed, self.config["device"])
+        return evaluate_batched(
+            self.model, self.config["env"], episodes, seed, self.config["device"],
+            env_kwargs=self.config["env_kwargs"],
+        )  # fmt: skip
 
 
 class HRATrainer(OwnPPOTrainer):
@@ -150,7 +153,9 @@ class HRATrainer(OwnPPOTrainer):
         self.config, self.run_dir = config, run_dir
         torch.manual_seed(config["seed"])
         num_envs = config["num_envs"] or 16
-        env = envs.make(config["env"], num_envs=num_envs, device=config["device"], seed=config["seed"])
+        env = envs.make(
+            config["env"], num_envs=num_envs, device=config["device"], seed=config["seed"], **config["env_kwargs"]
+        )
         hyperparameters = dict(config["hyperparameters"])
         if config["shaping"] == "builtin":
             env = BatchedPotentialShaping(

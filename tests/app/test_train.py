@@ -296,3 +296,49 @@ def test_sb3_intrinsic_reads_channel_last_images_as_the_learner_sees_them(tmp_pa
                  "--intrinsic", "rnd", "--steps", "256", "--num-envs", "2", "--logdir", str(logdir)])  # fmt: skip
     assert code == 0
     assert scalars(logdir / "seed_0", "reward/intrinsic/rnd")
+
+
+@pytest.mark.parametrize("algo", ["ppo", "sb3-ppo"])
+def test_env_kwargs_reach_the_env_and_a_failing_constructor_is_one_clean_line(tmp_path, monkeypatch, capsys, algo):
+    from user_envs import SIZED_CORRIDOR_SOURCE, write_env
+
+    monkeypatch.chdir(tmp_path)
+    env_id = write_env(tmp_path, f"sized_corridor_{algo.replace('-', '_')}", SIZED_CORRIDOR_SOURCE)
+    logdir = tmp_path / "runs"
+    flags = ["--env", env_id, "--algo", algo, "--steps", "64", "--num-envs", "2", "--logdir", str(logdir)]
+    assert train(tmp_path, *flags) == 2
+    error = capsys.readouterr().err
+    assert error.count("\n") == 1 and "Traceback" not in error
+    assert f"env {env_id!r} could not be made" in error and "missing 1 required positional argument: 'length'" in error
+    assert "--env-kwargs" in error and not logdir.exists()
+
+    assert train(tmp_path, *flags, "--env-kwargs", '{"length": 2}') == 0
+    config = json.loads((logdir / "seed_0" / "config.json").read_text())
+    assert config["env_kwargs"] == {"length": 2}
+    # a corridor of 2 cells: the greedy policy reaches the goal in 2 steps or never (30)
+    assert json.loads((logdir / "seed_0" / "metrics.json").read_text())["eval_return_mean"] in (0.0, 1.0)
+    # the config file's key, as a run's own config.json repeats it
+    again = tmp_path / "again"
+    assert main(["train", "--no-progress", "--config", str(logdir / "seed_0" / "config.json"), "--logdir", str(again)]) == 0
+    assert json.loads((again / "seed_0" / "config.json").read_text())["env_kwargs"] == {"length": 2}
+
+
+def test_env_kwargs_must_be_a_json_object(tmp_path, capsys):
+    with pytest.raises(SystemExit):
+        main(["train", "--env", "CartPole-v1", "--env-kwargs", "[1]", "--logdir", str(tmp_path)])
+    assert "--env-kwargs must be a JSON object" in capsys.readouterr().err
+    config = tmp_path / "c.json"
+    config.write_text(json.dumps({"env": "CartPole-v1", "env_kwargs": 7}))
+    assert main(["train", "--config", str(config), "--logdir", str(tmp_path / "runs")]) == 2
+    assert "env_kwargs=7 must be a JSON object" in capsys.readouterr().err
+
+
+def test_a_run_made_before_a_setting_existed_resumes_at_its_default(tmp_path):
+    from rewardlab.app.rundirs import prepare_run_dir
+
+    run_dir = tmp_path / "seed_0"
+    run_dir.mkdir()
+    (run_dir / "config.json").write_text(json.dumps({"env": "CartPole-v1", "seed": 0}))
+    prepare_run_dir(run_dir, {"env": "CartPole-v1", "seed": 0, "env_kwargs": {}}, resume=True)
+    with pytest.raises(ValueError, match=r"differs in \['env_kwargs'\]"):
+        prepare_run_dir(run_dir, {"env": "CartPole-v1", "seed": 0, "env_kwargs": {"size": 3}}, resume=True)

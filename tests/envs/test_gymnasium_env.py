@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from user_envs import write_corridor
+from user_envs import SIZED_CORRIDOR_SOURCE, write_corridor, write_env
 
 from rewardlab import envs
 from rewardlab.envs.description_files import env_source, load_description
@@ -93,6 +93,16 @@ def test_unknown_ids_name_what_they_need() -> None:
         gymnasium.register("TestTwoKnobs-v0", entry_point=TwoKnobs)
     with pytest.raises(ValueError, match=r"action space MultiDiscrete.*Discrete or Box"):
         envs.make("TestTwoKnobs-v0", num_envs=1)
+
+
+def test_constructor_errors_name_the_env_its_arguments_and_the_error(tmp_path, monkeypatch) -> None:
+    monkeypatch.syspath_prepend(str(tmp_path))
+    env_id = write_env(tmp_path, "needs_length", SIZED_CORRIDOR_SOURCE)
+    with pytest.raises(ValueError, match=rf"env '{env_id}' could not be made with the arguments \{{\}}: TypeError: .*'length'"):
+        envs.make(env_id, num_envs=2)
+    assert envs.make(env_id, num_envs=2, length=3).reset()[0].tolist() == [[0.0, 3.0]] * 2
+    with pytest.raises(ValueError, match=r"env 'CartPole-v1' could not be made with the arguments \{'size': 3\}: TypeError"):
+        envs.make("CartPole-v1", num_envs=1, size=3)
 
 
 def test_a_users_module_env_and_its_description_file(tmp_path, monkeypatch) -> None:

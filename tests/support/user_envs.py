@@ -35,6 +35,9 @@ class Corridor(gym.Env):
 gym.register("{name}-v0", entry_point=Corridor, max_episode_steps=30)
 '''
 
+# the corridor whose length its constructor must be given (gymnasium.make(id, length=...))
+SIZED_CORRIDOR_SOURCE = CORRIDOR_SOURCE.replace("length: int = 6", "length: int")
+
 DESCRIPTION = '''
 summary = "walk right along a corridor of 6 cells; the episode ends at the goal cell."
 success = "position >= 6"
