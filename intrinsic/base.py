@@ -1,4 +1,5 @@
-"""What every intrinsic reward module shares: the interface, input checks and running statistics.
+"""What every intrinsic reward module shares: the interface, input checks, running statistics
+and the whitening of observations.
 
 A module rewards transitions ``(s, a, s')`` in batches. The caller gives it the flattened
 batch of a rollout (``N`` rows) and gets one bonus per row:
@@ -20,7 +21,11 @@ from abc import ABC, abstractmethod
 
 import numpy as np
 import torch
+from gymnasium import spaces
 from torch import nn
+
+from rewardlab.common.running_stats import RunningMeanStd
+from rewardlab.intrinsic.spaces import encode
 
 Batch = torch.Tensor | np.ndarray
 
@@ -114,6 +119,52 @@ class IntrinsicModule(nn.Module, ABC):
         return (
             f"{type(self).__name__}(name={self.name!r}, observation_space={self.observation_space})"
         )
+
+
+class WhitensObservations:
+    """RND's whitening of observations (Burda et al. 2018), shared by the modules whose
+    networks read observations (:class:`~rewardlab.intrinsic.RND`,
+    :class:`~rewardlab.intrinsic.Surprise`).
+
+    Flattened observations are whitened with a running mean and standard deviation
+    (``obs_rms``) and clipped to ``[-obs_clip, obs_clip]``, so that the networks see inputs
+    at unit scale whatever the env's units (raw ``uint8`` pixels and the same pixels
+    ``/ 255`` give the same bonus). :meth:`init_obs_stats` initialises the statistics from a
+    short random rollout (see :func:`~rewardlab.intrinsic.random_observations`); otherwise
+    the first batch whitened does. The module folds observations in as it trains.
+    """
+
+    space: spaces.Space
+    obs_rms: RunningMeanStd
+    obs_clip: float
+    device: torch.device
+
+    def init_obs_stats(self, observations: Batch) -> None:
+        """Fold a batch of observations (e.g. from a short random rollout) into the whitening.
+
+        :param observations: ``(N, *obs_shape)``
+        """
+        self.obs_rms.update(encode(self.space, as_tensor(observations, "observations", self.device)))
+
+    def whiten(self, raw: torch.Tensor) -> torch.Tensor:
+        """``raw`` (flattened observations) whitened and clipped; statistics that have seen
+        nothing yet are initialised from ``raw`` first.
+
+        :param raw: ``(N, flat_dim)``, as :func:`~rewardlab.intrinsic.spaces.encode` makes them
+        """
+        if float(self.obs_rms.count) < 1.0:
+            self.obs_rms.update(raw)
+        # RND's variance floor (the statistics are float64)
+        std = torch.sqrt(self.obs_rms.var + 1e-8)
+        whitened = ((raw - self.obs_rms.mean) / std).to(raw.dtype)
+        return whitened.clamp(-self.obs_clip, self.obs_clip)
+
+
+def check_obs_clip(obs_clip: float) -> float:
+    """Return ``obs_clip`` if it is a positive number, else raise ``ValueError``."""
+    if isinstance(obs_clip, bool) or not isinstance(obs_clip, int | float) or not obs_clip > 0:
+        raise ValueError(f"obs_clip must be a positive number, got {obs_clip!r}")
+    return float(obs_clip)
 
 
 def check_num_envs(num_envs: int | None) -> int | None:

@@ -15,13 +15,15 @@ from rewardlab.intrinsic.base import (
     Batch,
     IntrinsicModule,
     RewardForwardFilter,
+    WhitensObservations,
     as_tensor,
     check_batch,
+    check_obs_clip,
 )
 from rewardlab.intrinsic.spaces import check_space, encode, flat_dim
 
 
-class RND(IntrinsicModule):
+class RND(WhitensObservations, IntrinsicModule):
     """Random network distillation: Burda, Edwards, Storkey & Klimov (2018), "Exploration by
     Random Network Distillation".
 
@@ -100,13 +102,11 @@ class RND(IntrinsicModule):
         ):
             if not isinstance(value, int) or value < 1:
                 raise ValueError(f"{what} must be a positive int, got {value!r}")
-        if obs_clip <= 0:
-            raise ValueError(f"obs_clip must be positive, got {obs_clip!r}")
         self.update_proportion = update_proportion
         self.epochs = epochs
         self.minibatch_size = minibatch_size
         self.normalize_reward = normalize_reward
-        self.obs_clip = obs_clip
+        self.obs_clip = check_obs_clip(obs_clip)
         in_features = flat_dim(self.space)
         with seeded(seed):
             self.target = mlp(in_features, hidden_sizes, feature_dim, activation="relu", init="default")
@@ -119,15 +119,6 @@ class RND(IntrinsicModule):
         self.generator = generator(seed)
         self.last_loss = float("nan")
 
-    def init_obs_stats(self, observations: Batch) -> None:
-        """Fold a batch of observations (e.g. from a short random rollout) into the whitening.
-
-        :param observations: ``(N, *obs_shape)``
-        """
-        self.obs_rms.update(
-            encode(self.space, as_tensor(observations, "observations", self.device))
-        )
-
     def compute(
         self, obs: Batch, actions: Batch, next_obs: Batch, dones: Batch | None = None
     ) -> torch.Tensor:
@@ -139,10 +130,8 @@ class RND(IntrinsicModule):
         :param dones: not used: the intrinsic return runs across episodes
         """
         raw = self._encode(obs, actions, next_obs)
-        if float(self.obs_rms.count) < 1.0:
-            self.obs_rms.update(raw)
         with torch.no_grad():
-            x = self._whiten(raw)
+            x = self.whiten(raw)
             bonus = (self.predictor(x) - self.target(x)).square().mean(dim=1)
             if self.normalize_reward:
                 steps = bonus.view(-1, self.streams(len(bonus)))
@@ -161,7 +150,7 @@ class RND(IntrinsicModule):
         self.obs_rms.update(raw)
         subset_size = max(1, round(self.update_proportion * len(raw)))
         subset = torch.randperm(len(raw), generator=self.generator)[:subset_size].to(raw.device)
-        x = self._whiten(raw[subset])
+        x = self.whiten(raw[subset])
         with torch.no_grad():
             target = self.target(x)
         for _ in range(self.epochs):
@@ -180,12 +169,6 @@ class RND(IntrinsicModule):
         ]
         check_batch(*tensors)
         return encode(self.space, tensors[2][1])
-
-    def _whiten(self, raw: torch.Tensor) -> torch.Tensor:
-        # RND's whitening, with its own variance floor (the statistics are float64)
-        std = torch.sqrt(self.obs_rms.var + 1e-8)
-        whitened = ((raw - self.obs_rms.mean) / std).to(raw.dtype)
-        return whitened.clamp(-self.obs_clip, self.obs_clip)
 
 
 def random_observations(env: Any, num_steps: int, seed: int | None = None) -> torch.Tensor:

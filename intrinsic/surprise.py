@@ -8,11 +8,19 @@ from gymnasium import spaces
 from torch import nn
 
 from rewardlab.common.networks import generator, minibatches, mlp, seeded
-from rewardlab.intrinsic.base import Batch, IntrinsicModule, as_tensor, check_batch
+from rewardlab.common.running_stats import RunningMeanStd
+from rewardlab.intrinsic.base import (
+    Batch,
+    IntrinsicModule,
+    WhitensObservations,
+    as_tensor,
+    check_batch,
+    check_obs_clip,
+)
 from rewardlab.intrinsic.spaces import categories, check_space, encode, flat_dim, indices
 
 
-class Surprise(IntrinsicModule):
+class Surprise(WhitensObservations, IntrinsicModule):
     """Curiosity as surprise: the Intrinsic Curiosity Module of Pathak, Agrawal, Efros &
     Darrell (2017), "Curiosity-driven Exploration by Self-supervised Prediction".
 
@@ -29,6 +37,11 @@ class Surprise(IntrinsicModule):
     features ``phi(s')``, which would otherwise collapse to a constant. With
     ``inverse_model=False`` the encoder is a fixed random network, the random-features
     variant of Burda et al. (2018), "Large-Scale Study of Curiosity-Driven Learning".
+
+    Observations are whitened as RND whitens them (a running mean and standard deviation,
+    clipped to ``[-obs_clip, obs_clip]``; see :class:`~rewardlab.intrinsic.base.WhitensObservations`),
+    so the bonus is on one scale whatever the env's units: raw ``uint8`` pixels and the
+    same pixels ``/ 255`` give the same bonus.
 
     Example::
 
@@ -52,6 +65,7 @@ class Surprise(IntrinsicModule):
     :param learning_rate: Adam step size
     :param epochs: passes over the batch per :meth:`update`
     :param minibatch_size: rows per gradient step
+    :param obs_clip: the bound of whitened observations
     :param seed: seed of the networks and of the minibatch shuffling
     :param name: the component name (``intrinsic/<name>``)
     """
@@ -69,6 +83,7 @@ class Surprise(IntrinsicModule):
         learning_rate: float = 1e-3,
         epochs: int = 1,
         minibatch_size: int = 256,
+        obs_clip: float = 5.0,
         seed: int | None = None,
         name: str = "surprise",
     ) -> None:
@@ -89,6 +104,8 @@ class Surprise(IntrinsicModule):
         self.eta = eta
         self.epochs = epochs
         self.minibatch_size = minibatch_size
+        self.obs_clip = check_obs_clip(obs_clip)
+        self.obs_rms = RunningMeanStd((flat_dim(self.space),))
         action_dim = flat_dim(self.action_space)
         with seeded(seed):
             relu = {"activation": "relu", "init": "default"}
@@ -120,17 +137,21 @@ class Surprise(IntrinsicModule):
         """
         x, a, x_next = self._encode(obs, actions, next_obs)
         with torch.no_grad():
+            x, x_next = self.whiten(x), self.whiten(x_next)
             predicted = self.forward_model(torch.cat([self.encoder(x), a], dim=1))
             return 0.5 * self.eta * (predicted - self.encoder(x_next)).square().sum(dim=1)
 
     def update(self, obs: Batch, actions: Batch, next_obs: Batch) -> None:
-        """Train the forward model (and, with ``inverse_model``, the encoder and inverse model).
+        """Update the whitening with ``next_obs``, then train the forward model (and, with
+        ``inverse_model``, the encoder and inverse model).
 
         :param obs: observations ``(N, *obs_shape)``
         :param actions: actions ``(N, *action_shape)``
         :param next_obs: next observations ``(N, *obs_shape)``
         """
         x, a, x_next = self._encode(obs, actions, next_obs)
+        self.obs_rms.update(x_next)
+        x, x_next = self.whiten(x), self.whiten(x_next)
         raw_actions = as_tensor(actions, "actions", self.device)
         for _ in range(self.epochs):
             for rows in minibatches(len(x), self.minibatch_size, self.generator):

@@ -241,6 +241,25 @@ def test_surprise_without_inverse_model_keeps_a_fixed_random_encoder():
     )
 
 
+@pytest.mark.parametrize("inverse_model", [True, False])
+def test_surprise_whitens_its_inputs_so_the_units_do_not_set_the_bonus(inverse_model):
+    # raw uint8 pixels gave a bonus about 50,000 times that of the same pixels / 255
+    pixels = spaces.Box(0, 255, (6, 6, 3), np.uint8)
+    unit = spaces.Box(0.0, 1.0, (6, 6, 3), np.float32)
+    gen = torch.Generator().manual_seed(0)
+    obs, next_obs = (torch.randint(0, 256, (64, 6, 6, 3), generator=gen, dtype=torch.uint8) for _ in range(2))
+    actions = torch.randint(0, 4, (64,), generator=gen)
+    raw = Surprise(pixels, spaces.Discrete(4), inverse_model=inverse_model, seed=0)
+    scaled = Surprise(unit, spaces.Discrete(4), inverse_model=inverse_model, seed=0)
+    for _ in range(2):
+        bonus = raw.compute(obs, actions, next_obs)
+        torch.testing.assert_close(bonus, scaled.compute(obs / 255, actions, next_obs / 255), rtol=1e-3, atol=1e-4)
+        assert 0 < bonus.mean() < 50
+        raw.update(obs, actions, next_obs)
+        scaled.update(obs / 255, actions, next_obs / 255)
+    assert raw.obs_rms.mean.shape == (6 * 6 * 3,) and "obs_rms.mean" in raw.state_dict()
+
+
 # --------------------------------------------------------------------------- Hybrid
 class Scripted(IntrinsicModule):
     """Returns the bonuses it is given, one batch per call; counts its updates."""
