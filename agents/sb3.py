@@ -82,7 +82,9 @@ class RewardComponentCallback(BaseCallback):
     """Logs every ``infos[i]["reward_components"]`` entry, for on- and off-policy algorithms.
 
     ``reward/<name>``: the mean per step since the last dump; ``episode/<name>``: the
-    mean over episodes finished since the last dump of each episode's sum.
+    mean over episodes finished since the last dump of each episode's sum. ``extrinsic``
+    is always logged: a step whose env reports no components (no rewardlab wrapper changed
+    its reward) has the env's own reward as its one component (before ``VecNormalize``).
 
     Example::
 
@@ -93,12 +95,23 @@ class RewardComponentCallback(BaseCallback):
         super().__init__(verbose)
         self._episode_sums: dict[str, np.ndarray] = {}
 
+    def _env_rewards(self) -> np.ndarray:
+        """The env's own rewards of this step: ``VecNormalize``'s original ones where it scales them."""
+        normalize = self.model.get_vec_normalize_env()
+        if normalize is not None:
+            return np.asarray(normalize.get_original_reward(), dtype=np.float64)
+        return np.asarray(self.locals["rewards"], dtype=np.float64)
+
     def _on_step(self) -> bool:
         infos = self.locals["infos"]
         dones = np.asarray(self.locals["dones"], dtype=bool)
-        names = {name for info in infos for name in info.get("reward_components", {})}
+        components = [
+            info.get("reward_components") or {"extrinsic": reward}
+            for info, reward in zip(infos, self._env_rewards().reshape(len(infos)).tolist(), strict=True)
+        ]
+        names = {name for step in components for name in step}
         for name in names:
-            values = np.array([info.get("reward_components", {}).get(name, 0.0) for info in infos])
+            values = np.array([step.get(name, 0.0) for step in components])
             self.logger.record_mean(f"reward/{name}", float(values.mean()))
             sums = self._episode_sums.setdefault(name, np.zeros(len(infos)))
             sums += values

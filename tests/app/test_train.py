@@ -342,3 +342,15 @@ def test_a_run_made_before_a_setting_existed_resumes_at_its_default(tmp_path):
     prepare_run_dir(run_dir, {"env": "CartPole-v1", "seed": 0, "env_kwargs": {}}, resume=True)
     with pytest.raises(ValueError, match=r"differs in \['env_kwargs'\]"):
         prepare_run_dir(run_dir, {"env": "CartPole-v1", "seed": 0, "env_kwargs": {"size": 3}}, resume=True)
+
+
+def test_compare_finds_episode_extrinsic_in_sb3_and_own_ppo_runs(tmp_path):
+    """episode/extrinsic is always logged, by SB3 runs without shaping too (DESIGN.md)."""
+    config = tmp_path / "small.json"
+    config.write_text(json.dumps({"hyperparameters": {"n_steps": 32, "batch_size": 64}, "eval_episodes": 1}))
+    for algo in ("ppo", "sb3-ppo"):
+        assert main(["train", "--env", "CartPole-v1", "--algo", algo, "--steps", "256", "--num-envs", "2",
+                     "--config", str(config), "--logdir", str(tmp_path / algo), "--no-progress"]) == 0  # fmt: skip
+    assert main(["compare", str(tmp_path / "ppo"), str(tmp_path / "sb3-ppo"), "--tag", "episode/extrinsic",
+                 "--out", str(tmp_path / "compare")]) == 0  # fmt: skip
+    assert (tmp_path / "compare" / "summary.md").exists()
