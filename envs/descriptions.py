@@ -38,7 +38,7 @@ import numpy as np
 import torch
 from gymnasium import spaces
 
-from rewardlab.envs.registration import make
+from rewardlab.envs.registration import check_id, make
 
 __all__ = [
     "ActionVariable",
@@ -218,7 +218,9 @@ class EnvDescription:
         lines += textwrap.wrap(intro, 92, initial_indent='    """', subsequent_indent="    ")
         lines += ['    """', ""]
         action = self.action
-        action_shape = "(N,)" if not action.shape else f"(N, {', '.join(map(str, action.shape))})"
+        # a one-dimensional action has no action axis: models sum over dim=-1 as for vectors
+        action_shape = ("(N,), one number per env (no action axis to sum over)" if not action.shape
+                        else f"(N, {', '.join(map(str, action.shape))})")
         rows = [(variable.name, _variable_comment(variable)) for variable in self.state]
         rows.append((ACTION, f"{action.dtype} {action_shape}: {action.meaning}"))
         rows.append((TERMINATED, f"bool (N,): {self.terminated_meaning}"))
@@ -375,12 +377,15 @@ def _env_spaces(env_id: str) -> tuple[spaces.Space, spaces.Space, int | None]:
     """The single spaces of ``env_id`` as its batched env shows them, and the one-hot size of
     a Discrete observation (``None`` otherwise)."""
     try:
-        env = make(env_id, num_envs=1)
+        check_id(env_id)
     except ValueError as error:
         raise ValueError(
             f"env_id={env_id!r} has no description, and no env can be made for it ({error}); "
             "register one with rewardlab.envs.register_description"
         ) from error
+    # An id that exists but whose env is not made says why as it is: a description can neither
+    # change its spaces (actions the batched envs do not take) nor give its constructor arguments.
+    env = make(env_id, num_envs=1)
     try:
         return env.single_observation_space, env.single_action_space, getattr(env, "discrete_observations", None)
     finally:

@@ -204,8 +204,10 @@ class GymnasiumBatchedEnv(Batched):
         if not isinstance(action_space, spaces.Discrete | spaces.Box):
             self._vector.close()
             raise ValueError(
-                f"env {env_id!r} has the action space {action_space}; rewardlab's learners take "
-                "Discrete or Box actions (wrap the env to one of those)"
+                f"env {env_id!r} has the action space {action_space}; rewardlab's batched envs, and "
+                "so its PPO, HRA, reward search and LLM policy, take Discrete or Box actions: wrap the "
+                "env to one of those (a gymnasium.ActionWrapper), or train it with rewardlab train "
+                "--algo sb3-ppo or sb3-a2c, whose SB3 learners take MultiDiscrete and MultiBinary actions"
             )
         #: the one-hot size of a Discrete observation, None for Box observations
         self.discrete_observations: int | None = None

@@ -91,8 +91,12 @@ def test_unknown_ids_name_what_they_need() -> None:
 
     if "TestTwoKnobs-v0" not in gymnasium.registry:
         gymnasium.register("TestTwoKnobs-v0", entry_point=TwoKnobs)
-    with pytest.raises(ValueError, match=r"action space MultiDiscrete.*Discrete or Box"):
+    with pytest.raises(ValueError, match=r"action space MultiDiscrete.*Discrete or Box.*--algo sb3-ppo"):
         envs.make("TestTwoKnobs-v0", num_envs=1)
+    # a description cannot change the actions: the reason is told, not register_description
+    with pytest.raises(ValueError, match=r"action space MultiDiscrete.*--algo sb3-ppo") as caught:
+        envs.describe("TestTwoKnobs-v0")
+    assert "register_description" not in str(caught.value)
 
 
 def test_constructor_errors_name_the_env_its_arguments_and_the_error(tmp_path, monkeypatch) -> None:

@@ -281,6 +281,29 @@ def rewardlab_error(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
     return capsys.readouterr().err
 
 
+def test_an_env_the_search_cannot_train_says_why_not_that_a_description_would_do(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch
+) -> None:
+    import gymnasium
+    from user_envs import SIZED_CORRIDOR_SOURCE, write_env
+
+    class Switches(gymnasium.Env):
+        observation_space = gymnasium.spaces.Box(-1.0, 1.0, (2,))
+        action_space = gymnasium.spaces.MultiBinary(4)
+
+    if "TestSwitches-v0" not in gymnasium.registry:
+        gymnasium.register("TestSwitches-v0", entry_point=Switches)
+    flags = ["--task", "x", "--proposer", "evolve", "--iterations", "1", "--samples", "1", "--no-progress"]
+    error = rewardlab_error(["search", "--env", "TestSwitches-v0", *flags, "--out", str(tmp_path / "a")], capsys)
+    assert "action space MultiBinary(4)" in error and "--algo sb3-ppo" in error
+    assert "register_description" not in error and not (tmp_path / "a").exists()
+    monkeypatch.chdir(tmp_path)
+    env_id = write_env(tmp_path, "search_sized_corridor", SIZED_CORRIDOR_SOURCE)
+    error = rewardlab_error(["search", "--env", env_id, *flags, "--out", str(tmp_path / "b")], capsys)
+    assert "missing 1 required positional argument: 'length'" in error and "kwargs=" in error
+    assert "register_description" not in error and not (tmp_path / "b").exists()
+
+
 ESCAPING = fenced('''
 import torch
 
