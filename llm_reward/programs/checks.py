@@ -395,7 +395,24 @@ class _Checker:
                 if name not in self.variables and name not in with_default:
                     declared = ", ".join(self.variables)
                     self.add(function, f"argument `{name}` of `{function.name}` is not a variable "
-                                       f"of this environment; it declares: {declared}")
+                                       f"of this environment; it declares: {declared}{_argument_hint(name)}")
+
+
+# arguments of the signatures models copy from other frameworks (Text2Reward's methods,
+# Gymnasium's observation arrays), and what to take instead
+_ARGUMENT_HINTS = {
+    "self": "the reward function is a plain function, not a method: drop `self`",
+    "obs": "there is no observation array: take the state variables by name (and next_<name> for the state after the action)",
+    "observation": "there is no observation array: take the state variables by name (and next_<name> for the state after the action)",
+    "next_obs": "there is no observation array: take next_<name> for each state variable it needs",
+    "state": "there is no state array: take the state variables by name",
+    "info": "there is no info dict: take the variables it needs by name",
+}
+
+
+def _argument_hint(name: str) -> str:
+    hint = _ARGUMENT_HINTS.get(name)
+    return f" ({hint})" if hint else ""
 
 
 def _bound_names(tree: ast.Module) -> set[str]:

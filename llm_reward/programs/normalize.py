@@ -9,7 +9,9 @@ computes, so before the static checks :func:`normalize_source` removes, in place
   ``r = a``);
 - imports of ``__future__``, ``typing`` and ``typing_extensions``;
 - TorchScript and gradient-mode decorators (``@torch.jit.script``, ``@torch.jit.ignore``,
-  ``@torch.no_grad()``, ...): rewardlab runs plain Python under ``torch.no_grad()``.
+  ``@torch.no_grad()``, ...): rewardlab runs plain Python under ``torch.no_grad()``;
+- a top-level ``if __name__ == "__main__":`` block (example code; rewardlab never runs it);
+- and it makes a one-line ``compute_reward = lambda ...: ...`` a ``def``.
 
 Each edit keeps the line structure (removed text becomes spaces or an empty line), so
 every line number a finding or a traceback names is the line the model wrote; each
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 import ast
 from dataclasses import dataclass
+from typing import Any
 
 __all__ = ["Normalized", "normalize_source"]
 
@@ -71,7 +74,23 @@ def normalize_source(source: str) -> Normalized:
         start, end = offset(node.lineno, node.col_offset), offset(node.end_lineno, node.end_col_offset)
         edits.append((start, end, "pass" if id(node) in function_bodies else ""))
 
+    # example code under `if __name__ == "__main__":` (models add it to show a call): never
+    # run by rewardlab, so removed whole, and nothing inside it is edited on its own
+    examples = [node for node in tree.body if isinstance(node, ast.If) and _is_main_check(node.test)]
+    inside = {id(child) for node in examples for child in ast.walk(node)}
+    for node in examples:
+        remove_statement(node)
+        notes['removed the `if __name__ == "__main__":` block (example code: rewardlab calls the function '
+              "itself)"] = None
+    for node in tree.body:
+        lambda_head = _lambda_head(node, text, offset)
+        if lambda_head is not None:
+            start, end, replacement = lambda_head
+            edits.append((start, end, replacement))
+            notes[f"made the lambda `{replacement.split('(')[0][4:]}` a def (tracebacks name its line)"] = None
     for node in ast.walk(tree):
+        if id(node) in inside:
+            continue
         if isinstance(node, ast.arg) and node.annotation is not None:
             name_end = offset(node.lineno, node.col_offset) + len(node.arg.encode())
             edits.append((name_end, offset(node.end_lineno, node.end_col_offset), ""))
@@ -118,3 +137,27 @@ def normalize_source(source: str) -> Normalized:
     except SyntaxError:
         return Normalized(source, ())  # an edit we did not foresee: check the original instead
     return Normalized(normalized, tuple(notes))
+
+
+def _is_main_check(test: ast.expr) -> bool:
+    """Whether ``test`` is ``__name__ == "__main__"`` (either way round)."""
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.Eq)):
+        return False
+    sides = {ast.unparse(test.left), ast.unparse(test.comparators[0])}
+    return sides == {"__name__", "'__main__'"}
+
+
+def _lambda_head(node: ast.stmt, text: bytes, offset: Any) -> tuple[int, int, str] | None:
+    """For ``name = lambda args: body`` on one line, the edit that makes its head
+    ``def name(args): return``; None for any other statement."""
+    if not (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
+            and isinstance(node.value, ast.Lambda) and node.lineno == node.value.body.lineno):
+        return None
+    start = offset(node.lineno, node.col_offset)
+    body = offset(node.value.body.lineno, node.value.body.col_offset)
+    lambda_start = offset(node.value.lineno, node.value.col_offset) + len(b"lambda")
+    colon = text.rfind(b":", lambda_start, body)
+    if colon < 0:
+        return None
+    arguments = text[lambda_start:colon].decode().strip()
+    return start, body, f"def {node.targets[0].id}({arguments}): return "

@@ -69,7 +69,7 @@ _FENCE = re.compile(
     re.MULTILINE | re.DOTALL,
 )
 _CODE_START = re.compile(r"^[ \t]*(import\s|from\s+\S+\s+import\s|def\s|@)")
-_DEFINES_REWARD = re.compile(rf"^[ \t]*def[ \t]+{REWARD_FUNCTION}\b", re.MULTILINE)
+_DEFINES_REWARD = re.compile(rf"^[ \t]*(def[ \t]+{REWARD_FUNCTION}\b|{REWARD_FUNCTION}[ \t]*=[ \t]*lambda\b)", re.MULTILINE)
 _NON_PYTHON_LANGUAGES = {"json", "text", "bash", "sh", "shell", "console", "yaml", "output"}
 
 
@@ -79,6 +79,9 @@ def extract_code(answer: str) -> str:
     Takes fenced blocks (``` or ~~~, with or without a language) and picks the last one
     defining ``compute_reward``, else the last one defining a function; without fences,
     the text from the first ``import``/``def`` line to the last line that still parses.
+    Helpers and constants the picked block uses but another block of the answer defines
+    ("first some helper functions: ...") are appended to it, after its own lines, so that
+    every line number still names the line in the picked block.
 
     :param answer: the LLM's whole reply.
     :raises CheckError: no Python code defining a function was found.
@@ -92,15 +95,76 @@ def extract_code(answer: str) -> str:
         blocks = _unfenced_code(answer)
     defining_reward = [block for block in blocks if _DEFINES_REWARD.search(block)]
     if defining_reward:
-        return defining_reward[-1]
+        return _with_definitions_from(defining_reward[-1], blocks)
     defining_any = [block for block in blocks if re.search(r"^[ \t]*def\s", block, re.MULTILINE)]
     if defining_any:
-        return defining_any[-1]
+        return _with_definitions_from(defining_any[-1], blocks)
     raise CheckError(
         [Finding(0, f"the answer contains no Python code defining `{REWARD_FUNCTION}`; reply with "
                     "one ```python block that defines it")],
         answer,
     )
+
+
+#: names every program has without defining them
+_GIVEN_NAMES = frozenset({"np", "numpy", "torch", "math", *dir(builtins)})
+
+
+def _free_names(tree: ast.Module) -> set[str]:
+    """Names ``tree`` reads but binds nowhere (a scope-free over-approximation of binding)."""
+    bound: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef | ast.ClassDef):
+            bound.add(node.name)
+        elif isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
+            bound.add(node.id)
+        elif isinstance(node, ast.arg):
+            bound.add(node.arg)
+        elif isinstance(node, ast.alias):
+            bound.add((node.asname or node.name).split(".")[0])
+    read = {node.id for node in ast.walk(tree) if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load)}
+    return read - bound - _GIVEN_NAMES
+
+
+def _top_level_definitions(block: str) -> list[tuple[set[str], str]]:
+    """``(names it binds, its source lines)`` for each top-level def, assignment and import of ``block``."""
+    try:
+        tree = ast.parse(block)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return []
+    lines = block.splitlines()
+    found = []
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef):
+            names = {node.name}
+        elif isinstance(node, ast.Assign):
+            names = {target.id for target in node.targets if isinstance(target, ast.Name)}
+        elif isinstance(node, ast.Import | ast.ImportFrom):
+            names = {(alias.asname or alias.name).split(".")[0] for alias in node.names}
+        else:
+            continue
+        first = min([node.lineno, *(d.lineno for d in getattr(node, "decorator_list", []))])
+        found.append((names, "\n".join(lines[first - 1 : node.end_lineno])))
+    return found
+
+
+def _with_definitions_from(code: str, blocks: list[str]) -> str:
+    """``code`` with the definitions of the names it uses but does not define appended,
+    taken from the other ``blocks`` (the later block's where two define a name)."""
+    definitions = [item for block in reversed(blocks) if block is not code for item in _top_level_definitions(block)]
+    added: list[str] = []
+    for _ in definitions:
+        try:
+            missing = _free_names(ast.parse("\n\n".join([code, *added])))
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            return code
+        found = next((text for names, text in definitions if names & missing and text not in added), None)
+        if found is None:
+            break
+        added.append(found)
+    if not added:
+        return code
+    return code.rstrip("\n") + "\n\n\n# from another code block of the answer\n" + "\n\n".join(added) + "\n"
 
 
 def _unfenced_code(answer: str) -> list[str]:
@@ -295,7 +359,13 @@ def restricted_builtins() -> dict[str, Any]:
 
 def _check_output(value: Any, what: str, num_envs: int, device: torch.device, line: str = "") -> torch.Tensor:
     """``value`` as a float32 ``(num_envs,)`` tensor on ``device``, or a :class:`ProgramError`
-    whose message names the return line, what is wrong in the program's terms and the fix."""
+    whose message names the return line, what is wrong in the program's terms and the fix.
+
+    For a batch of one env, a number (Python or numpy, a bool, a 0-d tensor or array) is
+    that env's value, as code written for one state returns it (per-state mode takes the
+    same); a batch of several needs one value per env."""
+    if num_envs == 1 and (_is_number(value) or (isinstance(value, torch.Tensor | np.ndarray) and value.ndim == 0)):
+        value = torch.tensor([float(value)])
     if isinstance(value, np.ndarray) and value.shape == (num_envs,) and np.issubdtype(value.dtype, np.number):
         value = torch.as_tensor(value, dtype=torch.float32)  # numpy on the whole batch is fine
     if isinstance(value, np.generic | float | int) and not isinstance(value, bool):
@@ -349,6 +419,21 @@ def _per_state_line(error: Exception, num_envs: int) -> str:
     return f"line {frame.lineno}: `{code}` needs one value, and each argument holds {num_envs} (one per env)"
 
 
+# numpy's reductions call the tensor's method with numpy's keywords (axis=, out=, ddof=)
+_NUMPY_ON_TENSOR = re.compile(
+    r"unexpected keyword argument 'axis'|'dim' must be int, not NoneType|invalid combination of arguments.*axis"
+)
+
+
+def _hint(error: Exception) -> str:
+    """How to fix an error whose message alone does not say it (empty for others)."""
+    if isinstance(error, TypeError) and _NUMPY_ON_TENSOR.search(str(error)):
+        return (" (a numpy reduction such as np.sum, np.mean, np.max or np.std was given a torch tensor: every "
+                "input is a torch tensor, so use torch's own with dim, e.g. x.sum(dim=-1), x.amax(dim=-1), "
+                "torch.linalg.norm(x, dim=-1))")
+    return ""
+
+
 def _per_state_error(error: Exception) -> bool:
     return isinstance(error, RuntimeError | TypeError | ValueError) and any(
         text in str(error) for text in _PER_STATE_ERRORS
@@ -375,6 +460,11 @@ def _is_scalar(reward: Any) -> bool:
     # a Python or numpy number for a batch: code written for one state (a 0-d tensor is a
     # reduced batch instead, a bug that _check_output reports)
     return isinstance(reward, float | int | np.generic) and not isinstance(reward, bool)
+
+
+def _is_number(value: Any) -> bool:
+    """A Python or numpy number or bool (what code written for one state returns)."""
+    return isinstance(value, bool | int | float | np.generic)
 
 
 def _as_float(value: Any, what: str) -> float:
@@ -447,6 +537,11 @@ class RewardFunction:
         self.per_state_mode = ""
         #: the line and the reason it showed it, for the note the model reads
         self.per_state_reason = ""
+        # whether the first batched result was compared with the halves' (_check_independence)
+        self._independence_checked = False
+        # for a batch of one env: "state" (called with its values, as for one state) or
+        # "batch" (with the batch of one, where that failed); "" before the first such call
+        self._one_env_mode = ""
 
     def __call__(
         self,
@@ -469,24 +564,38 @@ class RewardFunction:
         """
         self.calls += 1
         num_envs = len(obs)
+        raw = self.description.reward_inputs(
+            obs, action, next_obs, terminated, self.program.inputs(self.description), env_reward
+        )
         # Every input is a tensor of the program's own: changing it in place (``r -= c``,
         # ``x[mask] = 0``) touches nothing else, so it is allowed.
-        inputs = {
-            name: value.clone()
-            for name, value in self.description.reward_inputs(
-                obs, action, next_obs, terminated, self.program.inputs(self.description), env_reward
-            ).items()
-        }
+        inputs = {name: value.clone() for name, value in raw.items()}
         where = f"`{self.program.function_name}` (call {self.calls}, after {(self.calls - 1) * num_envs} env steps)"
+        if num_envs == 1 and self._one_env_mode != "batch":
+            # One env (a Gymnasium env wrapped): the program gets that env's values, as code
+            # written for one state expects them (numpy on a list of the inputs, float(),
+            # `if`); code written for a batch mostly runs on them too, and where it does not
+            # (x[:, 0], len(x)) it gets the batch of one instead, from then on.
+            try:
+                result = self._per_state_call(inputs, 1, obs.device, where)
+            except ProgramError as error:
+                if error.kind == "sandbox" or self._one_env_mode == "state":
+                    raise
+                self._one_env_mode = "batch"
+                inputs = {name: value.clone() for name, value in raw.items()}  # as the failed call left them
+            else:
+                self._one_env_mode = "state"
+                return result
         if not self.per_state:
             try:
                 with torch.no_grad():
                     result = self._function(**inputs)
             except Exception as error:
                 # code for one state fails on a batch: with Python control flow on values
-                # (`if x > 0`, float(x)) or with shapes of one state (torch.dot, stacking)
+                # (`if x > 0`, float(x)) or with shapes of one state (torch.dot, stacking,
+                # np.array of the inputs), and runs for one env's values
                 mapped = self._vmapped_call(inputs, num_envs, obs.device)
-                if mapped is None and not _per_state_error(error):
+                if mapped is None and not _per_state_error(error) and not self._runs_for_one_env(raw):
                     raise self._failure(error, where) from None
                 self.per_state = True  # written for one state: run it per env from now on
                 self.per_state_reason = _per_state_line(error, num_envs)
@@ -496,7 +605,11 @@ class RewardFunction:
             else:
                 if not (num_envs > 1 and _is_scalar(_split_result(result)[0])):
                     self._raise_if_check_fails()
-                    return self._check_result(result, num_envs, obs.device)
+                    checked = self._check_result(result, num_envs, obs.device)
+                    if not self._independence_checked and num_envs > 1:
+                        self._independence_checked = True
+                        self._check_independence(raw, checked, where)
+                    return checked
                 self.per_state = True
                 self.per_state_reason = (f"{self._line}it returns one number for a batch of {num_envs} "
                                          "envs (Python arithmetic on scalars)")
@@ -506,6 +619,75 @@ class RewardFunction:
                 return mapped
         self.per_state_mode = "loop"  # Python control flow on values: vmap cannot trace it
         return self._per_state_call(inputs, num_envs, obs.device, where)
+
+    def _runs_for_one_env(self, raw: Mapping[str, torch.Tensor]) -> bool:
+        """Whether the program, called with env 0's values alone, returns a reward (and
+        components) of one number each: code written for one state."""
+        try:
+            with torch.no_grad():
+                result = self._function(**{name: value[0].clone() for name, value in raw.items()})
+            reward, parts = _split_result(result)
+            _as_float(reward, "the reward")
+            if parts is not None:
+                if not isinstance(parts, dict):
+                    return False
+                for value in parts.values():
+                    _as_float(value, "a component")
+        except Exception:
+            return False
+        finally:
+            self._raise_if_check_fails()
+        return True
+
+    def _check_independence(
+        self, raw: Mapping[str, torch.Tensor], whole: tuple[torch.Tensor, dict[str, torch.Tensor]], where: str
+    ) -> None:
+        """Call the program on each half of the batch and compare with the whole batch's
+        result: an env's reward must not depend on the other envs (code written for one
+        state that numpy or a reduction turned into one over the batch).
+
+        :raises ProgramError: a half's values differ, or the program fails on a half.
+        """
+        num_envs, device = len(whole[0]), whole[0].device
+        half = num_envs // 2
+        for start, stop in ((0, half), (half, num_envs)):
+            part = {name: value[start:stop].clone() for name, value in raw.items()}
+            called = f"{where}, called on envs {start} to {stop - 1} alone"
+            try:
+                with torch.no_grad():
+                    result = self._function(**part)
+            except Exception as error:
+                raise self._failure(error, called) from None
+            self._raise_if_check_fails()
+            try:
+                reward, components = self._check_result(result, stop - start, device)
+            except ProgramError as error:
+                raise ProgramError(f"{called}: {error.reason}; a reward program must work for any "
+                                   "number of envs") from None
+            if set(components) != set(whole[1]):
+                raise ProgramError(f"{called}, returned the components {sorted(components)}, and on all "
+                                   f"{num_envs} envs {sorted(whole[1])}: the components must not depend on "
+                                   "the batch")
+            pairs = [("the reward", reward, whole[0]),
+                     *((f"component {name!r}", value, whole[1][name]) for name, value in components.items())]
+            for what, alone, together in pairs:
+                together = together[start:stop]
+                close = (alone - together).abs() <= 1e-4 * together.abs() + 1e-5 * (1 + float(together.abs().max()))
+                if not bool(close.all()):
+                    env = start + int((~close).nonzero()[0, 0])
+                    raise ProgramError(
+                        f"{self._line}the reward of one env depends on the other envs in the batch: {what} "
+                        f"of env {env} is {float(together[env - start]):.6g} in the batch of {num_envs} envs "
+                        f"and {float(alone[env - start]):.6g} when `{self.program.function_name}` is called on "
+                        f"envs {start} to {stop - 1} alone. Every input holds one value per env (shape (N,), "
+                        "or (N, k) for vector variables), so a reduction over all of it mixes the envs: "
+                        "np.linalg.norm([a, b]), np.array([...]), np.sum/np.max/np.mean without axis, .sum(), "
+                        ".mean() or .max() without dim, torch.sum(x, dim=-1) on an (N,) input such as a "
+                        "one-dimensional action, or a batch statistic (x / x.max(), x - x.mean()). Compute "
+                        "each env's value from its own inputs: torch.sqrt(a ** 2 + b ** 2) for a norm, "
+                        "reductions over dim=-1 of vector variables only (a reward that draws random "
+                        "numbers differs between calls too: make it deterministic)"
+                    )
 
     def _vmapped_call(
         self, inputs: Mapping[str, torch.Tensor], num_envs: int, device: torch.device
@@ -569,14 +751,14 @@ class RewardFunction:
                 program_traceback(error),
                 kind="limit",
             )
-        return ProgramError(f"{where} raised {described}", program_traceback(error))
+        return ProgramError(f"{where} raised {described}{_hint(error)}", program_traceback(error))
 
     def _check_result(
         self, result: Any, num_envs: int, device: torch.device
     ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         name = self.program.function_name
         line = self._line
-        if isinstance(result, torch.Tensor | np.ndarray):
+        if isinstance(result, torch.Tensor | np.ndarray) or (num_envs == 1 and _is_number(result)):
             reward = _check_output(result, f"the reward returned by `{name}`", num_envs, device, line)
             components = {BARE_COMPONENT: reward}
         elif isinstance(result, tuple) and len(result) == 2 and isinstance(result[1], dict):

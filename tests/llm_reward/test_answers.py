@@ -114,3 +114,29 @@ def test_answers_train_in_the_sandbox(name: str, tmp_path) -> None:
     if "per_state" in name or "if" in name:
         note = next(note for note in result.notes if "once per env" in note)
         assert "line 4: `if terminated:` needs one value" in note, note
+
+
+@pytest.mark.parametrize("answer", [a for a in TRAINS if not a.env_id.endswith("-v5")], ids=lambda a: a.name)
+def test_one_env_gets_the_reward_its_row_gets_in_a_batch(answer: Answer) -> None:
+    """A batch of one (a Gymnasium env wrapped) takes code written for one state and code
+    written for a batch alike, and rewards an env as a batch of eight rewards its row."""
+    program = RewardProgram.from_llm_answer(answer.text)
+    description = envs.describe(answer.env_id)
+    batch, alone = RewardFunction(program, description), RewardFunction(program, description)
+    env = envs.make(answer.env_id, num_envs=8, seed=1)
+    obs, _ = env.reset(seed=1)
+    generator = torch.Generator().manual_seed(1)
+    for _ in range(6):
+        space = env.single_action_space
+        if hasattr(space, "n"):
+            actions = torch.randint(0, space.n, (8,), generator=generator)
+        else:
+            actions = torch.rand((8, *space.shape), generator=generator) * 2 - 1
+        next_obs, env_reward, terminated, _, info = env.step(actions)
+        together, _ = batch(obs, actions, info["final_obs"], terminated, env_reward)
+        for row in range(8):
+            rows = slice(row, row + 1)
+            reward, _ = alone(obs[rows], actions[rows], info["final_obs"][rows], terminated[rows], env_reward[rows])
+            assert reward.shape == (1,)
+            torch.testing.assert_close(reward[0], together[row], rtol=1e-5, atol=1e-5)
+        obs = next_obs

@@ -206,7 +206,9 @@ RUNTIME = {
     "exception_after_1000_steps": Case(
         "CALLS = [0]\n\n\n" + program("CALLS[0] += 1\nif CALLS[0] * len(x) > 1000:\n"
                                       "    raise RuntimeError('late failure')\nreturn x, {}"),
-        "program", "after 1000 env steps", False,
+        # 4 envs: the program's 251st call, its 249th step, since the first step also ran it on
+        # each half of the batch (the check that no env's reward depends on the others)
+        "program", "(call 249, after 992 env steps) raised RuntimeError: late failure", False,
         options=(("steps", 2048), ("num_checkpoints", 4))),
 }
 

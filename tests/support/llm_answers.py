@@ -438,4 +438,94 @@ def compute_reward(next_theta):
     reward = torch.cos(next_theta)
     return rewrad, {}
 '''), "refused", "`rewrad` is not defined"),
+
+    # ------------------------------------------- found in a second pass over real styles
+    Answer("per_state_numpy_array_of_inputs", fenced('''
+import numpy as np
+
+def compute_dense_reward(next_x, next_x_dot, next_theta, next_theta_dot, action):
+    state = np.array([next_x, next_x_dot, next_theta, next_theta_dot])
+    weights = np.array([0.1, 0.01, 1.0, 0.05])
+    cost = np.sum(weights * np.square(state))
+    return 1.0 - cost
+''', "Text2Reward-style dense reward (numpy):"), "trains"),
+    Answer("example_under_main", fenced('''
+import torch
+
+def compute_reward(next_theta, next_x, terminated):
+    upright = torch.cos(next_theta)
+    fail = -10.0 * terminated.float()
+    return upright + fail, {"upright": upright, "fail": fail}
+
+if __name__ == "__main__":
+    theta = torch.tensor([0.0, 0.1])
+    print(compute_reward(theta, torch.zeros(2), torch.tensor([False, True])))
+'''), "trains"),
+    Answer("helpers_in_an_earlier_block", '''First a helper:
+
+```python
+SCALE = 0.2095
+
+def upright(theta):
+    return 1.0 - (theta / SCALE) ** 2
+```
+
+And the reward, which uses it:
+
+```python
+import torch
+
+def compute_reward(next_theta, next_x):
+    keep = upright(next_theta)
+    return keep - 0.01 * next_x ** 2, {"upright": keep}
+```
+''', "trains"),
+    Answer("lambda_one_liner", fenced('''
+import torch
+
+compute_reward = lambda next_theta, next_x: (torch.cos(next_theta) - 0.05 * next_x ** 2, {"cos": torch.cos(next_theta)})
+''', "A compact one-liner works here:"), "trains"),
+    Answer("norm_of_a_list_of_inputs", fenced('''
+import numpy as np
+
+def compute_reward(next_x, next_theta, next_theta_dot):
+    deviation = np.linalg.norm([next_x / 2.4, next_theta / 0.2095])
+    velocity_penalty = 0.01 * np.square(next_theta_dot)
+    reward = 1.0 - deviation - velocity_penalty
+    return reward, {"velocity_penalty": -velocity_penalty}
+'''), "fails", "the reward of one env depends on the other envs"),
+    Answer("eureka_sum_over_a_one_dimensional_action", fenced('''
+import torch
+from typing import Dict, Tuple
+
+@torch.jit.script
+def compute_reward(next_cos_theta: torch.Tensor, action: torch.Tensor) -> Tuple[torch.Tensor, Dict[str, torch.Tensor]]:
+    upright = next_cos_theta
+    effort = torch.sum(action ** 2, dim=-1)
+    reward = upright - 0.001 * effort
+    return reward, {"upright": upright}
+'''), "fails", "the reward of one env depends on the other envs", env_id="Pendulum-v1"),
+    Answer("normalised_by_the_batch_maximum", fenced('''
+import torch
+
+def compute_reward(next_x_dot, next_theta_dot):
+    energy = next_x_dot ** 2 + next_theta_dot ** 2
+    reward = -energy / (energy.max() + 1e-6)
+    return reward, {"energy": reward}
+'''), "fails", "the reward of one env depends on the other envs"),
+    Answer("numpy_reduction_of_a_tensor", fenced('''
+import numpy as np
+import torch
+
+def compute_reward(next_x, next_theta):
+    penalty = np.sum(torch.stack([next_x, next_theta], dim=-1) ** 2, axis=-1)
+    return 1.0 - penalty, {}
+'''), "fails", "a numpy reduction such as np.sum"),
+    Answer("text2reward_method_signature", fenced('''
+import numpy as np
+
+def compute_dense_reward(self, action, obs) -> float:
+    x, x_dot, theta, theta_dot = obs
+    return 1.0 - abs(theta)
+'''), "refused", "drop `self`"),
 ]
