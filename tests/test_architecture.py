@@ -48,11 +48,22 @@ def _run_outside(code: str, cwd: Path) -> subprocess.CompletedProcess:
 
 @pytest.mark.parametrize("name", BARE_NAMES)
 def test_no_bare_name_is_installed(name: str, tmp_path: Path) -> None:
-    result = _run_outside(
-        f"import importlib.util; print(importlib.util.find_spec({name!r}) is None)", tmp_path
+    # another project may own the name (the OpenAI Agents SDK installs `agents`): what
+    # `import name` finds must never be ours, a folder of this repository (an editable
+    # install) or a file rewardlab's distribution installed
+    code = (
+        f"import importlib.metadata, importlib.util, pathlib; spec = importlib.util.find_spec({name!r}); "
+        "found = None if spec is None else pathlib.Path(spec.origin or next(iter(spec.submodule_search_locations))); "
+        "ours = {pathlib.Path(f.locate()).resolve() for f in importlib.metadata.files('rewardlab') or []}; "
+        "print('' if found is None else found.resolve()); print(found is not None and found.resolve() in ours)"
     )
+    result = _run_outside(code, tmp_path)
     assert result.returncode == 0, result.stderr
-    assert result.stdout.strip() == "True", f"`import {name}` finds something: the install leaks a bare name"
+    found, installed_by_us = result.stdout.split("\n")[:2]
+    assert installed_by_us == "False", f"`import {name}` finds {found}, which rewardlab installed: a bare name leaks"
+    assert not found or not Path(found).is_relative_to(REPOSITORY), (
+        f"`import {name}` finds {found}: the install leaks a bare name"
+    )
 
 
 def test_rewardlab_imports_from_anywhere_and_has_a_version(tmp_path: Path) -> None:

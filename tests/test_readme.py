@@ -68,9 +68,16 @@ def test_the_readme_has_examples() -> None:
     assert len(blocks("python")) >= 4 and len(commands()) >= 10
 
 
+def promised_output(source: str) -> list[str]:
+    """What the block's ``print(...)  # {...}`` or ``# [...]`` comments show, up to any ``...``."""
+    shown = re.findall(r"^print\(.*\)\s+#\s*([\[{].*)$", source, re.M)
+    return [text.split("...")[0] for text in shown]
+
+
 @pytest.mark.parametrize("index", range(len(blocks("python"))))
 def test_python_example_runs_as_written(
-    index: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capped_training: None
+    index: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capped_training: None,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     source = blocks("python")[index]
     if "mujoco" in source.lower() or "-v5" in source:
@@ -89,6 +96,9 @@ def test_python_example_runs_as_written(
     code = compile(source, f"README.md python block {index}", "exec")
     if "make_client(" not in source:
         exec(code, {"__name__": "__readme__"})
+        printed = capsys.readouterr().out
+        for shown in promised_output(source):  # a comment that shows what a print prints
+            assert any(line.startswith(shown) for line in printed.splitlines()), (shown, printed)
         return
     with ScriptedChatServer(lambda messages: "push_right") as server:
         monkeypatch.setenv("REWARDLAB_BASE_URL", server.url)
