@@ -34,6 +34,7 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
+from rewardlab.common.seeds import check_seeds
 from rewardlab.envs.description_files import description_data, env_source, use_description
 from rewardlab.envs.descriptions import EnvDescription, describe, registered_descriptions
 from rewardlab.llm_reward.clients import ChatClient, Completion, LLMCallFailed, Usage
@@ -197,6 +198,8 @@ class SearchConfig:
                 raise ValueError(f"{name} must be >= 0, got {name}={getattr(self, name)!r}")
         if not self.seeds or not all(isinstance(seed, int) for seed in self.seeds):
             raise ValueError(f"seeds must be a non-empty list of integers, got {self.seeds!r}")
+        check_seeds(self.seeds, "--seeds")
+        check_seeds([self.seed], "--seed")
         if self.shots and self.mode != "text2reward":
             raise ValueError("--shots are Text2Reward's few-shot examples; pass --mode text2reward")
         if self.proposer == "llm" and not self.llm:

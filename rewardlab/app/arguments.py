@@ -4,8 +4,13 @@ from __future__ import annotations
 
 import argparse
 import json
-from collections.abc import Callable
+import re
+from collections.abc import Callable, Sequence
 from typing import Any
+
+# A value such as "-1,-2": argparse reads a token that starts with "-" as an option unless it
+# is one plain number, and no rewardlab option starts with a digit.
+_LEADING_MINUS_VALUE = re.compile(r"-\d.*")
 
 
 def int_list(text: str) -> list[int]:
@@ -14,6 +19,22 @@ def int_list(text: str) -> list[int]:
         return [int(part) for part in text.split(",") if part.strip()]
     except ValueError as error:
         raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of integers") from error
+
+
+def join_leading_minus_values(argv: Sequence[str]) -> list[str]:
+    """``--seeds -1,-2`` as ``--seeds=-1,-2``, so that such a value reaches the flag's checks
+    (which say what is wrong with it) rather than argparse's "expected one argument".
+
+    :param argv: the command line, without the program name.
+    """
+    joined: list[str] = []
+    for token in argv:
+        previous = joined[-1] if joined else ""
+        if _LEADING_MINUS_VALUE.fullmatch(token) and previous.startswith("--") and previous != "--" and "=" not in previous:
+            joined[-1] = f"{previous}={token}"
+        else:
+            joined.append(token)
+    return joined
 
 
 def json_object(flag: str, example: str) -> Callable[[str], dict[str, Any]]:

@@ -13,6 +13,7 @@ import sys
 from importlib import import_module
 
 from rewardlab import __version__
+from rewardlab.app.arguments import join_leading_minus_values
 
 COMMANDS: list[str] = [
     "rewardlab.app.quickstart:register_quickstart",
@@ -38,7 +39,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parser.parse_args(join_leading_minus_values(sys.argv[1:] if argv is None else argv))
     if getattr(args, "func", None) is None:
         parser.print_help()
         return 0

@@ -27,6 +27,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from rewardlab.common.seeds import check_seeds
+
 SHAPINGS = ("none", "builtin")
 EPISODE_WINDOW = 100  # rollout/ep_rew_mean averages the last 100 episodes, as SB3 does
 
@@ -157,6 +159,7 @@ def run_llm_play(args: argparse.Namespace) -> int:
 
     if args.episodes < 1:
         raise ValueError(f"--episodes {args.episodes} must be at least 1")
+    check_seeds([args.seed], "--seed")
     num_envs = min(args.num_envs or args.episodes, args.episodes)
     config = {
         "env": args.env, "algo": "llm", "llm": args.llm, "base_url": args.base_url,

@@ -12,8 +12,10 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from rewardlab.app.arguments import int_list
 from rewardlab.app.rundirs import run_dir_for
 from rewardlab.app.train import DEFAULTS, check_config, train_seed
+from rewardlab.common.seeds import check_seeds
 
 ENV_ID = "MountainCar-v0"
 GOAL_RETURN = -199.0  # any return above -200 means the car reached the flag
@@ -23,7 +25,8 @@ def run_quickstart(args: argparse.Namespace) -> int:
     from rewardlab.app.compare import compare, markdown_table
 
     logdir = Path(args.logdir)
-    seeds = [int(s) for s in args.seeds.split(",")]
+    seeds = args.seeds
+    check_seeds(seeds, "--seeds")
     for shaping, name in (("none", "plain"), ("builtin", "shaped")):
         config = {
             **DEFAULTS, "env": ENV_ID, "algo": args.algo, "steps": args.steps,
@@ -59,7 +62,7 @@ def register_quickstart(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("--algo", default="sb3-ppo", help="the learner (default sb3-ppo)")
     parser.add_argument("--steps", type=int, default=100_000, help="env steps per run")
-    parser.add_argument("--seeds", default="0,1,2", help="comma-separated seeds")
+    parser.add_argument("--seeds", type=int_list, default=[0, 1, 2], help="comma-separated seeds (default 0,1,2)")
     parser.add_argument("--logdir", default="runs/quickstart", help="where the runs go")
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
     parser.set_defaults(func=run_quickstart)

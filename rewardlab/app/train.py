@@ -28,6 +28,7 @@ import numpy as np
 from rewardlab.app.arguments import int_list, json_object
 from rewardlab.app.rundirs import prepare_run_dir, run_dir_for, write_json
 from rewardlab.app.trainers import HRATrainer, OwnPPOTrainer, ProgressBar, SandboxedProgramTrainer
+from rewardlab.common.seeds import check_seeds
 
 ALGOS = ("ppo", "hra", "sb3-ppo", "sb3-a2c", "sb3-dqn", "sb3-sac")
 SHAPINGS = ("none", "builtin")
@@ -130,6 +131,7 @@ def check_config(config: dict[str, Any]) -> None:
         raise ValueError(f"steps={config['steps']!r} must be a positive integer")
     if not config["seeds"]:
         raise ValueError("no seeds given: pass --seed S or --seeds 0,1,2")
+    check_seeds(config["seeds"], "--seed/--seeds")
     if config["reward_program"]:
         if config["algo"] != "ppo":
             raise ValueError("--reward-program trains rewardlab's PPO on the batched env: use --algo ppo")

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 import rewardlab
+from rewardlab.app.arguments import join_leading_minus_values
 from rewardlab.app.cli import main
 
 
@@ -38,3 +39,12 @@ def test_unknown_command_is_an_error(capsys):
         main(["no-such-command"])
     assert exit_info.value.code == 2
     assert "invalid choice" in capsys.readouterr().err
+
+
+def test_a_value_with_a_leading_minus_reaches_its_flag():
+    # argparse takes "-1,-2" for an option ("expected one argument"); joined, it reaches the
+    # flag's own checks, which say what is wrong with it
+    assert join_leading_minus_values(["train", "--seeds", "-1,-2", "--seed", "-3", "--steps", "10"]) == [
+        "train", "--seeds=-1,-2", "--seed=-3", "--steps", "10"]
+    assert join_leading_minus_values(["--seeds=-1,-2", "--", "-1,2", "pos", "-1,2"]) == [
+        "--seeds=-1,-2", "--", "-1,2", "pos", "-1,2"]

@@ -109,3 +109,11 @@ def test_llm_play_on_a_users_module_env(tmp_path, monkeypatch):
     metrics = json.loads((tmp_path / "runs" / "seed_0" / "metrics.json").read_text())
     assert [episode["return"] for episode in metrics["episodes"]] == [1.0, 1.0]  # six steps right: the goal
     assert metrics["invalid_answers"] == 0
+
+
+def test_llm_play_refuses_a_negative_seed_before_anything_is_made(tmp_path, capsys):
+    code = main(["llm-play", "--env", "CartPole-v1", "--llm", "ollama:m", "--seed", "-1",
+                 "--logdir", str(tmp_path / "x")])
+    assert code == 2
+    assert "seed -1 is out of range for --seed:" in capsys.readouterr().err
+    assert not (tmp_path / "x").exists()

@@ -124,6 +124,25 @@ def test_unknown_names_list_the_valid_ones(tmp_path, capsys, flags, message):
     assert message in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("algo", ["ppo", "hra", "sb3-ppo", "sb3-dqn"])
+@pytest.mark.parametrize("seeds, bad", [(["--seed", "-3"], -3), (["--seeds", "-1,-2"], -1),
+                                        (["--seeds", "0,-2"], -2), (["--seed", str(2**32)], 2**32)])
+def test_a_seed_out_of_range_is_one_line_before_any_run_directory(tmp_path, capsys, algo, seeds, bad):
+    # Gymnasium refuses negative seeds and NumPy's global seeding ones past 2**32 - 1, each
+    # with a traceback after config.json was written; our PPO took a negative one silently.
+    assert main(["train", "--env", "CartPole-v1", "--algo", algo, *seeds, "--logdir", str(tmp_path / "x")]) == 2
+    error = capsys.readouterr().err
+    assert f"seed {bad} is out of range for --seed/--seeds" in error and "Traceback" not in error
+    assert len(error.strip().splitlines()) == 1
+    assert not (tmp_path / "x").exists()
+
+
+def test_quickstart_names_its_seeds_flag(tmp_path, capsys):
+    assert main(["quickstart", "--seeds", "-1,0", "--logdir", str(tmp_path / "q")]) == 2
+    assert "seed -1 is out of range for --seeds:" in capsys.readouterr().err
+    assert not (tmp_path / "q").exists()
+
+
 def test_compile_trains_the_compiled_update_and_env(tmp_path):
     from rewardlab.agents.fused import FusedUpdate
     from rewardlab.app.train import DEFAULTS

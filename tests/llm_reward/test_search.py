@@ -271,6 +271,9 @@ def test_cli_errors_are_clear(tmp_path: Path, capsys: pytest.CaptureFixture[str]
                                                          "--out", str(tmp_path / "f"))
     finally:
         server.close()
+    for flag, value in (("--seed", "-1"), ("--seeds", "0,-2"), ("--seed", str(2**32))):
+        message = error("--proposer", "evolve", flag, value, "--out", str(tmp_path / "s"))
+        assert f"out of range for {flag}:" in message and not (tmp_path / "s").exists()
     (tmp_path / "g").mkdir()
     (tmp_path / "g" / "notes.txt").write_text("mine")
     assert "is not empty and holds no search run" in error("--proposer", "evolve", "--out", str(tmp_path / "g"))
