@@ -86,14 +86,29 @@ def is_mujoco(env_id: str) -> bool:
 
 
 def read_config_file(path: str) -> dict[str, Any]:
-    """Read a JSON (or, on Python 3.11+, TOML) config whose keys are ``DEFAULTS``' keys."""
-    text = Path(path).read_text()
-    if path.endswith(".toml"):
-        import tomllib
+    """Read a JSON (or, on Python 3.11+, TOML) config whose keys are ``DEFAULTS``' keys.
 
-        data = tomllib.loads(text)
-    else:
-        data = json.loads(text)
+    :raises ValueError: naming the file, when it cannot be read or parsed or is not a table.
+    """
+    try:
+        text = Path(path).read_text()
+    except (OSError, UnicodeDecodeError) as error:
+        reason = getattr(error, "strerror", None) or error
+        raise ValueError(f"cannot read the config file {path}: {reason}") from None
+    try:
+        if path.endswith(".toml"):
+            import tomllib
+
+            data = tomllib.loads(text)
+        else:
+            data = json.loads(text)
+    except ValueError as error:  # tomllib.TOMLDecodeError is one too
+        raise ValueError(f"cannot read the config file {path}: {error}") from None
+    if not isinstance(data, dict):
+        raise ValueError(
+            f"the config file {path} holds a {type(data).__name__}, not an object of settings "
+            '(e.g. {"env": "CartPole-v1", "steps": 100000})'
+        )
     data.pop("seed", None)  # a run's own config.json names its seed; --seeds decides here
     unknown = sorted(set(data) - set(DEFAULTS))
     if unknown:

@@ -143,6 +143,29 @@ def test_quickstart_names_its_seeds_flag(tmp_path, capsys):
     assert not (tmp_path / "q").exists()
 
 
+@pytest.mark.parametrize(
+    "name, content, message",
+    [
+        ("missing.json", None, "cannot read the config file {path}: No such file or directory"),
+        ("missing.toml", None, "cannot read the config file {path}: No such file or directory"),
+        ("broken.json", "{", "cannot read the config file {path}: Expecting property name"),
+        ("broken.toml", "steps = ", "cannot read the config file {path}: Invalid value"),
+        ("latin1.json", b'{"env": "caf\xe9"}', "cannot read the config file {path}: 'utf-8' codec"),
+        ("list.json", "[1]", "the config file {path} holds a list, not an object of settings"),
+    ],
+)
+def test_a_config_file_that_cannot_be_read_is_one_line(tmp_path, capsys, name, content, message):
+    path = tmp_path / name
+    if isinstance(content, bytes):
+        path.write_bytes(content)
+    elif content is not None:
+        path.write_text(content)
+    assert main(["train", "--env", "CartPole-v1", "--config", str(path), "--logdir", str(tmp_path / "x")]) == 2
+    error = capsys.readouterr().err
+    assert message.format(path=path) in error and len(error.strip().splitlines()) == 1
+    assert not (tmp_path / "x").exists()
+
+
 def test_compile_trains_the_compiled_update_and_env(tmp_path):
     from rewardlab.agents.fused import FusedUpdate
     from rewardlab.app.train import DEFAULTS
