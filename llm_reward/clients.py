@@ -77,20 +77,23 @@ class Provider:
     :param local: runs on the user's machine, so its calls cost nothing.
     :param serves_any_model: answers whatever model name is asked (llama.cpp serves its one
         loaded model), so the model is not checked against ``/models``.
+    :param start: the command that starts a local server, for the message when none listens
+        (``None``: a hosted endpoint, nothing for the user to start).
     """
 
     base_url: str | None
     key_required: bool = False
     local: bool = True
     serves_any_model: bool = False
+    start: str | None = None
 
 
 PROVIDERS: dict[str, Provider] = {
     "openai": Provider("https://api.openai.com/v1", key_required=True, local=False),
-    "vllm": Provider("http://localhost:8000/v1"),
-    "ollama": Provider("http://localhost:11434/v1"),
-    "llamacpp": Provider("http://localhost:8080/v1", serves_any_model=True),
-    "lmstudio": Provider("http://localhost:1234/v1"),
+    "vllm": Provider("http://localhost:8000/v1", start="vllm serve MODEL"),
+    "ollama": Provider("http://localhost:11434/v1", start="ollama serve"),
+    "llamacpp": Provider("http://localhost:8080/v1", serves_any_model=True, start="llama-server -m FILE"),
+    "lmstudio": Provider("http://localhost:1234/v1", start="lms server start"),
     # Any other OpenAI-compatible endpoint, e.g. a hosted one: --base-url is required.
     "compatible": Provider(None, local=False),
 }
@@ -497,10 +500,13 @@ class OpenAICompatibleClient(ChatClient):
     def check(self) -> None:
         """Ask the endpoint which models it serves; raise :class:`EndpointError` if it cannot serve ours.
 
-        Endpoints without a ``/models`` route pass (the first request will tell).
+        A refused connection fails at once (nothing listens: waiting will not start it);
+        endpoints without a ``/models`` route pass (the first request will tell).
         """
         try:
-            served = self._with_retries(lambda: [model.id for model in self._client.models.list()])
+            served = self._with_retries(
+                lambda: [model.id for model in self._client.models.list()], retry_refused=False
+            )
         except LLMCallFailed:
             return  # no /models route, or it keeps failing: the first request will tell
         if not PROVIDERS[self.provider].serves_any_model and served and self.model not in served:
@@ -546,8 +552,13 @@ class OpenAICompatibleClient(ChatClient):
         prompt_chars = sum(len(message.get("content", "")) for message in messages)
         return Usage(-(-prompt_chars // CHARS_PER_TOKEN), -(-len(text) // CHARS_PER_TOKEN), estimated=True)
 
-    def _with_retries(self, call: Callable[[], Any]) -> Any:
-        """Run ``call``, retrying transient failures; map the rest to :class:`LLMError`."""
+    def _with_retries(self, call: Callable[[], Any], retry_refused: bool = True) -> Any:
+        """Run ``call``, retrying transient failures; map the rest to :class:`LLMError`.
+
+        :param call: the request.
+        :param retry_refused: retry a refused connection too (a server restarting during a
+            search); ``False`` raises :class:`EndpointError` at the first one.
+        """
         openai = self._openai
         for attempt in range(self.retries + 1):
             try:
@@ -569,15 +580,15 @@ class OpenAICompatibleClient(ChatClient):
                 status = getattr(error, "status_code", None)
                 if status is None and isinstance(error, openai.APIStatusError):
                     status = error.status_code
+                unreachable = isinstance(error, openai.APIConnectionError) and not isinstance(
+                    error, openai.APITimeoutError
+                )
+                if unreachable and not retry_refused and _refused(error):
+                    raise self._unreachable("connection refused", attempt + 1) from None
                 if attempt == self.retries:
-                    if isinstance(error, openai.APIConnectionError) and not isinstance(
-                        error, openai.APITimeoutError
-                    ):
-                        raise EndpointError(self._secret_free(
-                            f"no LLM endpoint reachable at {self.base_url} ({_message(error)}) after "
-                            f"{attempt + 1} tries; start the server (e.g. `ollama serve`, `vllm serve "
-                            "MODEL`, `llama-server -m FILE`) or pass --base-url / set REWARDLAB_BASE_URL"
-                        )) from None
+                    if unreachable:
+                        reason = "connection refused" if _refused(error) else _message(error)
+                        raise self._unreachable(reason, attempt + 1) from None
                     what = "timed out" if isinstance(error, openai.APITimeoutError) else (
                         f"HTTP {status}" if status else "connection failed"
                     )
@@ -592,6 +603,17 @@ class OpenAICompatibleClient(ChatClient):
                     f"{_message(error)})"
                 ), tries=attempt + 1) from None
         raise AssertionError("unreachable: the loop returns or raises")
+
+    def _unreachable(self, reason: str, tries: int) -> EndpointError:
+        start = PROVIDERS[self.provider].start
+        what_to_do = (
+            f"start the server (`{start}`) or pass --base-url / set REWARDLAB_BASE_URL" if start else
+            "check the network and the endpoint (--base-url, REWARDLAB_BASE_URL or OPENAI_BASE_URL)"
+        )
+        return EndpointError(self._secret_free(
+            f"no LLM endpoint reachable at {self.base_url} ({reason}) after {tries} "
+            f"{'try' if tries == 1 else 'tries'}; {what_to_do}"
+        ))
 
     def _wait_s(self, attempt: int, error: Exception) -> float:
         wait = min(self.backoff_s * 2**attempt, self.max_backoff_s)
@@ -622,6 +644,18 @@ class OpenAICompatibleClient(ChatClient):
 
     def _secret_free(self, text: str) -> str:
         return redact(text, self.secrets)
+
+
+def _refused(error: BaseException) -> bool:
+    """Whether a connection error was refused outright: nothing listens at that port."""
+    seen: set[int] = set()
+    cause: BaseException | None = error
+    while cause is not None and id(cause) not in seen:
+        if isinstance(cause, ConnectionRefusedError):
+            return True
+        seen.add(id(cause))
+        cause = cause.__cause__ or cause.__context__
+    return False
 
 
 def _message(error: Exception) -> str:

@@ -358,6 +358,8 @@ class _Search:
                 "none (rewardlab.llm_reward.register_reference_programs)"
             )
         self.client = client
+        if client is not None:
+            client.check()  # before anything is written: a corrected command starts afresh
         secrets = client.secrets if client is not None else ()
         saved_config = {**config.to_dict(), "llm_endpoint": client.describe() if client else None}
         self.store = RunStore.open(out, saved_config, IDENTITY, resume, secrets)
@@ -382,8 +384,6 @@ class _Search:
     def run(self) -> SearchResult:
         start = time.monotonic()
         try:
-            if self.client is not None:
-                self.client.check()
             if self.config.prescreen != "off":
                 self._trajectories = self._load_trajectories()
             if self.config.training_kwargs().get("compile"):

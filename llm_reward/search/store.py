@@ -67,6 +67,9 @@ class RunStore:
     ) -> RunStore:
         """Create the run directory, or reopen the run in it.
 
+        A directory that holds a run's config and nothing more (the run stopped before its
+        first record: a failed start) holds nothing to resume, and is opened afresh.
+
         :param root: the output directory.
         :param config: the run's config (JSON data; written to ``config.json``).
         :param identity: the config keys a resumed run must share with the saved one (the
@@ -78,7 +81,7 @@ class RunStore:
         """
         root = Path(root)
         config_path = root / CONFIG_FILE
-        if config_path.exists():
+        if config_path.exists() and _started(root):
             saved = json.loads(config_path.read_text())
             current = json.loads(json.dumps(dict(config)))
             changed = sorted(key for key in identity if saved.get(key) != current.get(key))
@@ -93,7 +96,7 @@ class RunStore:
                     f"{root} already holds this search run; pass --resume to continue it (nothing "
                     "done is repeated) or use another --out"
                 )
-        elif root.exists() and any(root.iterdir()):
+        elif not config_path.exists() and root.exists() and any(root.iterdir()):
             raise ValueError(
                 f"{root} is not empty and holds no search run ({CONFIG_FILE} is missing); use an "
                 "empty or new --out"
@@ -180,3 +183,8 @@ class RunStore:
         temporary.write_text(redact(text, self.secrets), encoding="utf-8")
         os.replace(temporary, path)
         return path
+
+
+def _started(root: Path) -> bool:
+    """Whether the run in ``root`` wrote anything besides its config (its journal, its files)."""
+    return any(entry.name not in (CONFIG_FILE, CONFIG_FILE + ".tmp") for entry in root.iterdir())

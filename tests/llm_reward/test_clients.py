@@ -98,6 +98,25 @@ def test_unreachable_endpoint_is_a_clear_error() -> None:
         client.check()
 
 
+def test_a_refused_connection_fails_the_check_at_once_with_the_providers_hint() -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{probe.getsockname()[1]}/v1"
+    waits: list[float] = []
+    ollama = make_client("ollama:m", url, environ={}, sleep=waits.append)  # 4 retries, 2 s doubling
+    with pytest.raises(EndpointError, match=r"\(connection refused\) after 1 try; start the server \(`ollama serve`\)"):
+        ollama.check()
+    assert waits == []
+    hosted = make_client("openai:gpt-4o", url, environ={}, api_key=KEY, sleep=waits.append)
+    with pytest.raises(EndpointError) as raised:
+        hosted.check()
+    assert "serve" not in str(raised.value) and "check the network" in str(raised.value)
+    # a request during a search retries a refused connection (a server restarting) first
+    with pytest.raises(EndpointError, match="after 3 tries; start the server"):
+        make_client("vllm:m", url, environ={}, retries=2, sleep=waits.append).complete(MESSAGES)
+    assert len(waits) == 2
+
+
 def test_refused_key_error_does_not_show_the_key(scripted) -> None:
     server = scripted([{"status": 401}])
     with pytest.raises(EndpointError, match="refused the API key") as raised:

@@ -25,6 +25,7 @@ from rewardlab import llm_reward
 from rewardlab.app.cli import main as rewardlab
 from rewardlab.llm_reward.search import SearchConfig, search
 from rewardlab.llm_reward.search.feedback import FeedbackSource, FileFeedback, TerminalFeedback
+from rewardlab.llm_reward.search.loop import _Search
 from rewardlab.llm_reward.search.progress import Progress
 
 pytest.importorskip("openai")
@@ -261,10 +262,14 @@ def test_cli_errors_are_clear(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     assert "no LLM endpoint reachable" in error("--llm", "compatible:m", "--base-url",
                                                 f"http://127.0.0.1:{closed}/v1", "--llm-retries", "0",
                                                 "--out", str(tmp_path / "e"))
-    server = ScriptedLLM([], models=["llama3"])
+    server = ScriptedLLM([], models=["llama3", "qwen"])
     try:
-        assert "model 'qwen' is not served" in error("--llm", "compatible:qwen", "--base-url", server.url,
-                                                     "--out", str(tmp_path / "f"))
+        assert "model 'mistral' is not served" in error("--llm", "compatible:mistral", "--base-url", server.url,
+                                                        "--out", str(tmp_path / "f"))
+        assert not (tmp_path / "f").exists()
+        monkeypatch.setattr(_Search, "run", stop_after_the_first_record)
+        assert "stopped after its first record" in error("--llm", "compatible:qwen", "--base-url", server.url,
+                                                         "--out", str(tmp_path / "f"))
         assert "holds a different search run" in error("--llm", "compatible:qwen", "--base-url", server.url,
                                                        "--out", str(tmp_path / "f"), "--steps", "512")
         assert "already holds this search run" in error("--llm", "compatible:qwen", "--base-url", server.url,
@@ -277,6 +282,53 @@ def test_cli_errors_are_clear(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     (tmp_path / "g").mkdir()
     (tmp_path / "g" / "notes.txt").write_text("mine")
     assert "is not empty and holds no search run" in error("--proposer", "evolve", "--out", str(tmp_path / "g"))
+
+
+def stop_at_the_start(search: _Search) -> None:
+    """A search that fails once its run directory is open, before it records anything."""
+    raise ValueError("stopped at the start")
+
+
+def stop_after_the_first_record(search: _Search) -> None:
+    """A search that stops after its first record: a started run, which --resume continues."""
+    search.store.append({"type": "prompt", "key": "it00_test", "iteration": 0, "messages": []})
+    raise ValueError("stopped after its first record")
+
+
+def test_a_failed_start_leaves_nothing_that_blocks_the_corrected_command(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch
+) -> None:
+    base = ["search", "--env", "Pendulum-v1", "--task", "swing up", "--no-progress", *TINY_FLAGS,
+            "--out", str(tmp_path / "run")]
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        closed = f"http://127.0.0.1:{probe.getsockname()[1]}/v1"
+    # nothing listens: refused at once, with the default retries and backoff (~32 s of waits)
+    started = time.monotonic()
+    error = rewardlab_error([*base, "--llm", "ollama:m", "--base-url", closed], capsys)
+    assert time.monotonic() - started < 10
+    assert "connection refused" in error and "after 1 try" in error and "`ollama serve`" in error
+    assert not (tmp_path / "run").exists()
+    error = rewardlab_error([*base, "--llm", "openai:m", "--api-key", KEY, "--base-url", closed], capsys)
+    assert "ollama" not in error and "check the network" in error and KEY not in error
+    assert not (tmp_path / "run").exists()
+    assert "out of range for --seed" in rewardlab_error([*base, "--proposer", "evolve", "--seed", "-1"], capsys)
+    assert not (tmp_path / "run").exists()
+
+    # a search that fails after its directory was made but before its first record (or one an
+    # earlier version left): the corrected command starts afresh, with or without --resume
+    monkeypatch.setattr(_Search, "run", stop_at_the_start)
+    assert "stopped at the start" in rewardlab_error([*base, "--proposer", "evolve", "--seed", "3"], capsys)
+    assert sorted(path.name for path in (tmp_path / "run").iterdir()) == ["config.json"]
+    server = ScriptedLLM([], models=["m"])
+    try:
+        for resume in ([], ["--resume"]):
+            assert "stopped at the start" in rewardlab_error(
+                [*base, "--llm", "compatible:m", "--base-url", server.url, *resume], capsys)
+    finally:
+        server.close()
+    saved = json.loads((tmp_path / "run" / "config.json").read_text())
+    assert saved["llm"] == "compatible:m" and saved["seed"] == 0
 
 
 def rewardlab_error(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:

@@ -179,6 +179,17 @@ def test_store_drops_a_torn_line_redacts_and_refuses_other_runs(tmp_path: Path) 
         RunStore.open(tmp_path / "run", {**config, "steps": 200}, ("env_id", "steps"), resume=True)
 
 
+def test_store_opens_a_run_that_stopped_before_its_first_record_afresh(tmp_path: Path) -> None:
+    config = {"env_id": "CartPole-v1", "steps": 100}
+    RunStore.open(tmp_path / "run", config, ("env_id", "steps"), resume=False)  # then the start failed
+    for resume in (False, True):
+        RunStore.open(tmp_path / "run", {**config, "steps": 200}, ("env_id", "steps"), resume=resume)
+        assert json.loads((tmp_path / "run" / "config.json").read_text())["steps"] == 200
+    (tmp_path / "run" / "prescreen").mkdir()  # a started run's files: resumed, not overwritten
+    with pytest.raises(ValueError, match="already holds this search run"):
+        RunStore.open(tmp_path / "run", {**config, "steps": 200}, ("env_id", "steps"), resume=False)
+
+
 # ------------------------------------------------- best_reward.py, load_reward, train
 def write_reward_file(path: Path) -> Path:
     source = llm_reward.reference_programs("CartPole-v1")["human"].source
