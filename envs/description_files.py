@@ -33,9 +33,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import tomllib
 import torch
 
+from rewardlab.common.toml import tomllib
 from rewardlab.envs.descriptions import (
     ActionVariable,
     EnvDescription,

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+from rewardlab.common.toml import tomllib
 
 REPOSITORY = Path(__file__).resolve().parents[1]
 BARE_NAMES = ("agents", "envs", "intrinsic", "llm_reward", "shaping")

@@ -29,6 +29,7 @@ from rewardlab.app.arguments import int_list, json_object
 from rewardlab.app.rundirs import prepare_run_dir, run_dir_for, write_json
 from rewardlab.app.trainers import HRATrainer, OwnPPOTrainer, ProgressBar, SandboxedProgramTrainer
 from rewardlab.common.seeds import check_seeds
+from rewardlab.common.toml import tomllib
 
 ALGOS = ("ppo", "hra", "sb3-ppo", "sb3-a2c", "sb3-dqn", "sb3-sac")
 SHAPINGS = ("none", "builtin")
@@ -86,7 +87,7 @@ def is_mujoco(env_id: str) -> bool:
 
 
 def read_config_file(path: str) -> dict[str, Any]:
-    """Read a JSON (or, on Python 3.11+, TOML) config whose keys are ``DEFAULTS``' keys.
+    """Read a JSON or TOML config whose keys are ``DEFAULTS``' keys.
 
     :raises ValueError: naming the file, when it cannot be read or parsed or is not a table.
     """
@@ -97,8 +98,6 @@ def read_config_file(path: str) -> dict[str, Any]:
         raise ValueError(f"cannot read the config file {path}: {reason}") from None
     try:
         if path.endswith(".toml"):
-            import tomllib
-
             data = tomllib.loads(text)
         else:
             data = json.loads(text)
