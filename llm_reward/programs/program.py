@@ -56,10 +56,16 @@ from rewardlab.llm_reward.programs.checks import (
 )
 from rewardlab.llm_reward.programs.normalize import normalize_source
 
-__all__ = ["ProgramError", "RewardFunction", "RewardProgram", "extract_code", "program_traceback"]
+__all__ = ["ProgramError", "RewardFunction", "RewardProgram", "extract_code", "plain_component_name",
+           "program_traceback"]
 
 BARE_COMPONENT = "reward"
 MAX_COMPONENTS = 32
+#: a component's name as reports, TensorBoard tags and the caller take it (after the
+#: ``program/`` prefix that ProgramReward adds, 64 characters in all)
+COMPONENT_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_./-]{0,55}")
+#: the largest reward or component magnitude a program may return
+MAX_MAGNITUDE = 1e15
 MAX_MESSAGE_CHARS = 2000
 #: the most parses that finding the code in an answer without fences may take
 MAX_UNFENCED_PARSES = 64
@@ -462,6 +468,15 @@ def _is_scalar(reward: Any) -> bool:
     return isinstance(reward, float | int | np.generic) and not isinstance(reward, bool)
 
 
+def plain_component_name(name: str) -> str:
+    """``name`` as :data:`COMPONENT_NAME` takes it: each run of other characters becomes
+    ``_`` ("speed bonus" is "speed_bonus"), cut to 56 characters."""
+    plain = re.sub(r"[^A-Za-z0-9_./-]+", "_", name)
+    if not re.match(r"[A-Za-z0-9_]", plain):
+        plain = "_" + plain
+    return plain[:56]
+
+
 def _is_number(value: Any) -> bool:
     """A Python or numpy number or bool (what code written for one state returns)."""
     return isinstance(value, bool | int | float | np.generic)
@@ -774,7 +789,11 @@ class RewardFunction:
                     raise ProgramError(
                         f"component names must be strings of 1 to 64 characters; got {key!r:.80}"
                     )
-                components[key] = _check_output(value, f"component {key!r}", num_envs, device, line)
+                plain = plain_component_name(key)
+                if plain in components:
+                    raise ProgramError(f"the component names {key!r} and another both become {plain!r} (letters, "
+                                       "digits, _ . / - only); give them names that differ in those")
+                components[plain] = _check_output(value, f"component {key!r}", num_envs, device, line)
         else:
             raise ProgramError(
                 f"`{name}` returned a {type(result).__name__}; it must return (reward, components): "
@@ -783,6 +802,13 @@ class RewardFunction:
         stacked = torch.stack([reward, *components.values()])
         if not bool(torch.isfinite(stacked).all()):
             raise ProgramError(line + self._non_finite_reason(reward, components))
+        largest = float(stacked.abs().max()) if stacked.numel() else 0.0
+        if largest > MAX_MAGNITUDE:
+            raise ProgramError(
+                f"{line}`{name}` returned a value of magnitude {largest:.3g} at call {self.calls}; rewards and "
+                f"components must stay within +-{MAX_MAGNITUDE:.0e} (sums over episodes and batches overflow "
+                "float32 past that): scale them down"
+            )
         return reward, components
 
     def _non_finite_reason(self, reward: torch.Tensor, components: Mapping[str, torch.Tensor]) -> str:

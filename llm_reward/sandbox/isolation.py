@@ -577,6 +577,49 @@ def _load_seccomp() -> None:
     rules.load()
 
 
+# The calls by which one process acts on another one of its user (limits, scheduling,
+# signals, memory policy, descriptors): a job's companion may aim them at itself only
+# (red-team finding: from the companion, prlimit on the job set its file-size limit to 0
+# and its training failed, blamed on the trainer).
+_SELF_ONLY_FIRST_ARGUMENT_ZERO = ("prlimit64", "sched_setaffinity", "sched_setscheduler", "sched_setparam",
+                                  "sched_setattr", "migrate_pages", "move_pages")
+_SELF_ONLY_FIRST_ARGUMENT_OWN_PID = ("kill", "tkill", "tgkill", "rt_sigqueueinfo", "rt_tgsigqueueinfo",
+                                     "pidfd_open", "kcmp")
+_NEVER = ("pidfd_send_signal", "pidfd_getfd", "process_madvise", "process_mrelease")
+_PRIO_PROCESS, _IOPRIO_WHO_PROCESS = 0, 1
+
+
+def confine_to_itself() -> None:
+    """A second seccomp filter, for a process that must not act on the other processes of
+    its worker (a job's companion): the calls above refused unless they name this process
+    (0 or its own pid), and ``setpriority``/``ioprio_set`` for this process only. Landlock
+    scopes signals from ABI 6 on; this covers older kernels and the calls it does not scope."""
+    import pyseccomp as seccomp
+
+    if _opted_out():
+        return
+    own, deny = os.getpid(), seccomp.ERRNO(errno.EPERM)
+    rules = seccomp.SyscallFilter(defaction=seccomp.ALLOW)
+
+    def add(name: str, *arguments: Any) -> None:
+        try:
+            rules.add_rule(deny, name, *arguments)
+        except (RuntimeError, ValueError, OSError):
+            pass  # a syscall this architecture or libseccomp does not have
+
+    for name in _SELF_ONLY_FIRST_ARGUMENT_ZERO:
+        add(name, seccomp.Arg(0, seccomp.NE, 0))
+    for name in _SELF_ONLY_FIRST_ARGUMENT_OWN_PID:
+        add(name, seccomp.Arg(0, seccomp.NE, own))
+    for name in _NEVER:
+        add(name)
+    add("setpriority", seccomp.Arg(0, seccomp.NE, _PRIO_PROCESS))
+    add("setpriority", seccomp.Arg(1, seccomp.NE, 0))
+    add("ioprio_set", seccomp.Arg(0, seccomp.NE, _IOPRIO_WHO_PROCESS))
+    add("ioprio_set", seccomp.Arg(1, seccomp.NE, 0))
+    rules.load()
+
+
 def describe_isolation() -> dict[str, Any]:
     """What a worker gets on this machine, for reports and benchmarks."""
     from rewardlab.llm_reward.sandbox.landlock import landlock_abi

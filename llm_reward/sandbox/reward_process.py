@@ -27,11 +27,11 @@ from __future__ import annotations
 import json
 import math
 import os
-import re
 import resource
 import signal
 import socket
 import struct
+import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -39,7 +39,9 @@ import numpy as np
 import torch
 
 from rewardlab.llm_reward.programs.program import (
+    COMPONENT_NAME,
     MAX_COMPONENTS,
+    MAX_MAGNITUDE,
     MAX_MESSAGE_CHARS,
     ProgramError,
     RewardFunction,
@@ -53,10 +55,11 @@ __all__ = ["RemoteReward", "serve_rewards"]
 _LENGTHS = struct.Struct(">II")
 MAX_HEADER_BYTES = 64 * 1024
 MAX_BLOCK_BYTES = 256 * 2**20
+#: how long closing waits for the companion to exit before it kills it
+CLOSE_WAIT_S = 2.0
 #: how often (in calls) the companion compares torch, numpy and math with their snapshot
 MODULE_CHECK_EVERY = 64
 _KINDS = ("program", "limit", "sandbox")
-_NAME = re.compile(r"[^\x00-\x1f\x7f]{1,64}")
 _DTYPES = {"float32": torch.float32, "float64": torch.float64, "int64": torch.int64, "int32": torch.int32,
            "bool": torch.bool, "uint8": torch.uint8}
 
@@ -146,8 +149,27 @@ class RemoteReward:
         return reward.to(obs.device), {name: value.to(obs.device) for name, value in components.items()}
 
     def close(self) -> None:
-        """Close the channel: the companion exits."""
+        """Close the channel and reap the companion, so that this process's children's usage
+        (``RUSAGE_CHILDREN``) holds its CPU time and memory."""
         self._channel.close()
+        self._reap()
+
+    def _reap(self) -> tuple[int | None, bool]:
+        """Wait for the companion, which exits at the closed channel; kill it after
+        :data:`CLOSE_WAIT_S` if it does not. :return: its wait status (None if it was
+        reaped already) and whether it had to be killed."""
+        deadline = time.monotonic() + CLOSE_WAIT_S
+        try:
+            while True:
+                pid, status = os.waitpid(self._pid, os.WNOHANG)
+                if pid:
+                    return status, False
+                if time.monotonic() > deadline:
+                    os.kill(self._pid, signal.SIGKILL)
+                    return os.waitpid(self._pid, 0)[1], True
+                time.sleep(0.005)
+        except ChildProcessError:
+            return None, False
 
     def _answer(self, num_envs: int) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         try:
@@ -169,15 +191,17 @@ class RemoteReward:
         if num_envs == 0:
             return torch.empty(0), {}
         names = header.get("names")
-        if (not isinstance(names, list) or len(names) > MAX_COMPONENTS or len(set(names)) != len(names)
-                or not all(isinstance(name, str) and _NAME.fullmatch(name) for name in names)):
+        if (not isinstance(names, list) or len(names) > MAX_COMPONENTS
+                or not all(isinstance(name, str) and COMPONENT_NAME.fullmatch(name) for name in names)
+                or len(set(names)) != len(names)):
             raise ProgramError("the reward program's process answered malformed component names")
         if len(block) != 4 * num_envs * (1 + len(names)):
             raise ProgramError(f"the reward program's process answered {len(block)} bytes for "
                                f"{num_envs} envs and {len(names)} components")
         values = torch.from_numpy(np.frombuffer(block, dtype=np.float32).copy()).reshape(1 + len(names), num_envs)
-        if not bool(torch.isfinite(values).all()):
-            raise ProgramError("the reward program's process answered non-finite values")
+        if not bool(torch.isfinite(values).all()) or bool((values.abs() > MAX_MAGNITUDE).any()):
+            raise ProgramError(f"the reward program's process answered non-finite values or values past "
+                               f"+-{MAX_MAGNITUDE:.0e}")
         if header.get("per_state") is True and not self.per_state:
             self.per_state = True
             mode = header.get("per_state_mode")
@@ -188,10 +212,10 @@ class RemoteReward:
     def _ended(self) -> ProgramError:
         """The error for a companion that stopped answering, saying how it ended."""
         self._channel.close()
-        try:
-            _, status = os.waitpid(self._pid, 0)
-        except ChildProcessError:
-            status = None
+        status, killed = self._reap()
+        if killed:
+            return ProgramError("the reward program's process stopped answering and did not exit (a reward "
+                                "program must return its reward, not close its channel)")
         if status is not None and os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGXCPU:
             # the companion has the job's CPU-time limit
             limit = resource.getrlimit(resource.RLIMIT_CPU)[0]

@@ -68,6 +68,7 @@ from rewardlab.llm_reward.sandbox.isolation import (
     MAX_ENTRIES,
     QUOTA_EXIT,
     confine,
+    confine_to_itself,
     gpu_devices,
     readable_roots,
 )
@@ -514,6 +515,7 @@ def _start_companion(companion: str, payload: Any, limits: Limits) -> tuple[sock
 
             guard = Guard(writable=[])
             confine(None, readable_roots(), ())
+            confine_to_itself()
             guard.install()
             guard.snapshot_modules()
             function(payload, theirs, guard)

@@ -340,7 +340,7 @@ def train_program(
         for key, value in logged.items():
             if key.startswith(_REWARD_PREFIX):
                 component_values.setdefault(key[len(_REWARD_PREFIX):], []).append(value)
-        rewards.append(float(local["rollout"].rewards.mean()))
+        rewards.append(float(local["rollout"].rewards.double().mean()))
         if "episode/extrinsic" in logged:
             train_returns.append(logged["episode/extrinsic"])
         if model.num_timesteps < steps * next_index / num_checkpoints:
@@ -452,7 +452,8 @@ def evaluation_job(
                    "traceback": failure["traceback"] if failure else ""}
     for run in runs:
         run["checkpoints"] = [asdict(checkpoint) for checkpoint in run["checkpoints"]]
-    usage = resource.getrusage(resource.RUSAGE_SELF)
+    # this process's usage and its reaped companion's (the program's CPU time and memory)
+    usage, program = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
     per_state = reward_function is not None and reward_function.per_state
     return {
         "compile_note": compile_note,
@@ -461,9 +462,9 @@ def evaluation_job(
         "per_state_mode": reward_function.per_state_mode if per_state else "",
         "seeds": runs,
         "failure": failure,
-        "peak_rss_mb": usage.ru_maxrss / 1024,
+        "peak_rss_mb": max(usage.ru_maxrss, program.ru_maxrss) / 1024,
         "peak_vm_mb": _peak_address_space_mb(),
-        "cpu_s": usage.ru_utime + usage.ru_stime,
+        "cpu_s": usage.ru_utime + usage.ru_stime + program.ru_utime + program.ru_stime,
     }
 
 

@@ -402,6 +402,57 @@ def test_a_program_that_escaped_python_holds_no_channel_to_the_caller(tmp_path: 
     assert result.failure is not None and "malformed" in result.failure.reason, result.failure
 
 
+# The companion with its guard switched off (through the frame that holds it, as the red
+# team did), trying what the kernel must refuse: acting on the job (PID 2 of the worker's
+# namespace), its limits, scheduling and signals; opening its memory; writing anywhere.
+_PROBE = """
+def compute_reward(x):
+    builtins = torch.sys.modules["builtins"]
+    frame = builtins.getattr(builtins, "__imp" + "ort__")("inspect").currentframe()
+    while frame is not None:
+        names = builtins.getattr(frame, "f_lo" + "cals")
+        if names.get("guard") is not None:
+            builtins.setattr(builtins.getattr(names["guard"], "_st" + "ate"), "busy", True)
+        frame = builtins.getattr(frame, "f_ba" + "ck")
+    os, resource, signal = torch.os, torch.sys.modules["resource"], torch.sys.modules["signal"]
+    tries = {
+        "prlimit": lambda: resource.prlimit(2, resource.RLIMIT_FSIZE, (0, 0)),
+        "affinity": lambda: os.sched_setaffinity(2, {0}),
+        "priority": lambda: os.setpriority(os.PRIO_PROCESS, 2, 19),
+        "group_priority": lambda: os.setpriority(os.PRIO_PGRP, 0, 19),
+        "stop": lambda: os.kill(2, signal.SIGSTOP),
+        "group_signal": lambda: os.kill(0, signal.SIGCONT),
+        "pidfd": lambda: os.pidfd_open(2),
+        "memory": lambda: builtins.open("/proc/2/mem", "rb"),
+        "write": lambda: builtins.open("planted.txt", "w"),
+    }
+    outcome = []
+    for name, attempt in tries.items():
+        try:
+            attempt()
+            outcome.append(name + "=done")
+        except Exception as error:
+            outcome.append(name + "=" + str(builtins.getattr(error, "errno", None)))
+    raise ValueError(" ".join(outcome))
+"""
+
+
+def test_the_companion_cannot_act_on_the_job(tmp_path: Path) -> None:
+    import errno
+
+    from rewardlab import llm_reward
+
+    program = llm_reward.RewardProgram(source=_PROBE, function_name="compute_reward", parameters=("x",))
+    result = llm_reward.evaluate(program, "CartPole-v1", steps=512, seeds=(0,), num_envs=4, timeout_s=120,
+                                 static_checks=False, ppo_kwargs={"n_steps": 128}, num_checkpoints=1,
+                                 run_dir=tmp_path / "run")
+    assert result.failure is not None and "ValueError" in result.failure.reason, result.failure
+    outcome = dict(item.split("=") for item in result.failure.reason.split("ValueError: ")[1].split())
+    assert outcome["write"] in (str(errno.EACCES), str(errno.EPERM)), outcome
+    assert all(value in (str(errno.EPERM), str(errno.EACCES)) for value in outcome.values()), outcome
+    assert not (tmp_path / "run" / "planted.txt").exists()
+
+
 @pytest.mark.parametrize("job", ["misreport_per_state", "report_extra_checkpoints", "nest_folders_deeply",
                                  "report_a_huge_step", "report_a_huge_reward", "report_a_huge_integer"])
 def test_an_evaluation_taken_over_by_its_program_does_not_break_the_caller(

@@ -409,3 +409,25 @@ def test_an_answer_without_fences_costs_a_bounded_number_of_parses(monkeypatch: 
     found = llm_reward.RewardProgram.from_llm_answer(
         "Sure:\ndef compute_reward(theta):\n    return -theta.abs(), {}\nThis keeps the pole up.\n")
     assert found.parameters == ("theta",)
+
+
+def test_component_names_become_what_reports_take_and_huge_values_fail() -> None:
+    # red-team finding: a name with a space (or past 56 characters) passed the program's
+    # checks, trained to the end, and the caller then refused the whole result
+    description = llm_reward.describe("CartPole-v1")
+    long_name = "upright_bonus_for_keeping_the_pole_close_to_vertical_position"
+    program = llm_reward.RewardProgram.from_source(
+        "def compute_reward(next_theta):\n"
+        f"    return -next_theta.abs(), {{'speed bonus': next_theta, {long_name!r}: next_theta}}\n")
+    function = RewardFunction(program, description)
+    states = torch.zeros((4, 4))
+    _, components = function(states, torch.zeros(4, dtype=torch.int64), states, torch.zeros(4, dtype=torch.bool))
+    assert list(components) == ["speed_bonus", long_name[:56]]
+    clash = llm_reward.RewardProgram.from_source(
+        "def compute_reward(next_theta):\n    return next_theta, {'a b': next_theta, 'a-b c': next_theta, 'a_b': next_theta}\n")
+    with pytest.raises(ProgramError, match="both become 'a_b'"):
+        RewardFunction(clash, description)(states, torch.zeros(4, dtype=torch.int64), states, torch.zeros(4, dtype=torch.bool))
+    # finite float32 values near the largest overflowed the job's float32 means to inf
+    huge = llm_reward.RewardProgram.from_source("def compute_reward(next_theta):\n    return next_theta + 3.0e38, {}\n")
+    with pytest.raises(ProgramError, match="magnitude 3e"):
+        RewardFunction(huge, description)(states, torch.zeros(4, dtype=torch.int64), states, torch.zeros(4, dtype=torch.bool))
