@@ -208,6 +208,9 @@ class SearchConfig:
             raise ValueError(f"--proposer {self.proposer} needs no LLM; drop --llm, or drop --proposer")
         if self.proposer in OFFLINE and self.mode != "eureka":
             raise ValueError("--mode text2reward writes prompts for an LLM; the evolve proposer has none")
+        if self.prescreen_steps is not None and (not isinstance(self.prescreen_steps, int) or self.prescreen_steps < 1):
+            raise ValueError(f"prescreen_steps must be a positive integer or None (--steps), got "
+                             f"prescreen_steps={self.prescreen_steps!r}")
         if not -1.0 <= self.prescreen_tau <= 1.0:
             raise ValueError(f"prescreen_tau is a Kendall tau in [-1, 1], got {self.prescreen_tau!r}")
         if self.env_source not in ENV_SOURCE_MODES:
@@ -341,6 +344,9 @@ class _Search:
         llm_concurrency: int,
     ):
         config.check()
+        for name, value in (("workers", workers), ("llm_concurrency", llm_concurrency)):
+            if value is not None and value < 1:
+                raise ValueError(f"{name} must be at least 1, got {name}={value!r}")
         if (config.proposer == "llm") != (client is not None):
             raise ValueError("pass a client exactly when the proposer is the LLM")
         self.config = config
@@ -367,7 +373,7 @@ class _Search:
         self.progress = progress or Progress(config.iterations, config.samples, enabled=False)
         self.progress.secrets = secrets
         self._own_executor = executor is None
-        self.executor = executor or LocalExecutor(workers or max(1, os.cpu_count() or 1))
+        self.executor = executor or LocalExecutor(max(1, os.cpu_count() or 1) if workers is None else workers)
         self._llm_pool = ThreadPoolExecutor(llm_concurrency, thread_name_prefix="rewardlab-llm") if client else None
         self._evolve: EvolveProposer | StructuredProposer | None = None
         if config.proposer == "evolve":
@@ -583,7 +589,7 @@ class _Search:
         path = self.store.path("prescreen", "trajectories.json")
         if path.exists():
             return json.loads(path.read_text())["trajectories"]
-        steps = self.config.prescreen_steps or self.config.steps
+        steps = self.config.steps if self.config.prescreen_steps is None else self.config.prescreen_steps
         self.progress.note(f"prescreen: collecting trajectories (random, and PPO trained {steps:,} steps "
                            "on the human reference reward) ...")
         trajectories = collect_trajectories(self.config.env_id, steps, seed=self.config.seed,

@@ -160,7 +160,9 @@ def run_llm_play(args: argparse.Namespace) -> int:
     if args.episodes < 1:
         raise ValueError(f"--episodes {args.episodes} must be at least 1")
     check_seeds([args.seed], "--seed")
-    num_envs = min(args.num_envs or args.episodes, args.episodes)
+    if args.num_envs is not None and args.num_envs < 1:
+        raise ValueError(f"--num-envs {args.num_envs} must be at least 1; leave it out for one env per episode")
+    num_envs = args.episodes if args.num_envs is None else min(args.num_envs, args.episodes)
     config = {
         "env": args.env, "algo": "llm", "llm": args.llm, "base_url": args.base_url,
         "episodes": args.episodes, "shaping": args.shaping, "history": args.history,

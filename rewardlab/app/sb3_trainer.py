@@ -20,6 +20,7 @@ from rewardlab.app.trainers import (
     Trainer,
     checkpoint_interval,
     make_intrinsic,
+    num_envs_for,
 )
 
 
@@ -40,7 +41,7 @@ class SB3Trainer(Trainer):
         self.algorithm = sb3_algorithm(algo_name)
         hyperparameters = dict(config["hyperparameters"])
         gamma = hyperparameters.setdefault("gamma", 0.99)
-        num_envs = config["num_envs"] or (8 if algo_name in ON_POLICY else 1)
+        num_envs = num_envs_for(config, 8 if algo_name in ON_POLICY else 1)
         potential = potentials.for_env(config["env"]) if config["shaping"] == "builtin" else None
         on_policy = algo_name in ON_POLICY
         off_policy_module = None

@@ -132,10 +132,14 @@ def run_search(args: argparse.Namespace) -> int:
     from rewardlab.llm_reward.search.loop import search
     from rewardlab.llm_reward.search.progress import Progress
 
+    for flag, value in (("--workers", args.workers), ("--llm-concurrency", args.llm_concurrency)):
+        if value is not None and value < 1:
+            raise ValueError(f"{flag} {value} must be at least 1" + (
+                "; leave it out for one evaluation per CPU" if flag == "--workers" else ""))
     config = _config(args)
     client = _client(args)
     feedback = FileFeedback(args.feedback_file) if args.feedback_file else TerminalFeedback() if args.interactive else None
-    workers = args.workers or max(1, os.cpu_count() or 1)
+    workers = max(1, os.cpu_count() or 1) if args.workers is None else args.workers
     executor = make_executor(args.executor, workers, args.address)
     progress = Progress(config.iterations, config.samples, enabled=not args.no_progress,
                         secrets=client.secrets if client else ())

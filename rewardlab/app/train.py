@@ -143,6 +143,11 @@ def check_config(config: dict[str, Any]) -> None:
         raise ValueError(f"unknown fusion {config['fusion']!r}; choose from {', '.join(FUSIONS)}")
     if not isinstance(config["steps"], int) or config["steps"] < 1:
         raise ValueError(f"steps={config['steps']!r} must be a positive integer")
+    for name, flag in (("num_envs", "--num-envs"), ("eval_episodes", None), ("checkpoint_every", None)):
+        value = config[name]
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+            given = f"{flag} {value!r}" if flag else f"{name}={value!r}"
+            raise ValueError(f"{given} must be a positive integer; leave it out for the default")
     if not config["seeds"]:
         raise ValueError("no seeds given: pass --seed S or --seeds 0,1,2")
     check_seeds(config["seeds"], "--seed/--seeds")

@@ -34,8 +34,17 @@ class ProgressBar:
         self._bar.close()
 
 
+BATCHED_NUM_ENVS = 16  # envs of our batched learners when --num-envs is left out
+
+
 def checkpoint_interval(config: dict[str, Any]) -> int:
-    return config["checkpoint_every"] or max(config["steps"] // 10, 1)
+    every = config["checkpoint_every"]
+    return max(config["steps"] // 10, 1) if every is None else every
+
+
+def num_envs_for(config: dict[str, Any], default: int = BATCHED_NUM_ENVS) -> int:
+    """``--num-envs``, or ``default`` when it was left out (``None``: the only default marker)."""
+    return default if config["num_envs"] is None else config["num_envs"]
 
 
 class Trainer:
@@ -75,7 +84,7 @@ class OwnPPOTrainer(Trainer):
 
         self.config, self.run_dir = config, run_dir
         torch.manual_seed(config["seed"])
-        num_envs = config["num_envs"] or 16
+        num_envs = num_envs_for(config)
         hyperparameters = dict(config["hyperparameters"])
         compile = bool(config.get("compile")) or bool(hyperparameters.pop("compile", False))
         from rewardlab.app.train import is_mujoco  # train imports this module at its top
@@ -152,7 +161,7 @@ class HRATrainer(OwnPPOTrainer):
             raise ValueError("--algo hra takes no --intrinsic rewards; use --algo ppo for those")
         self.config, self.run_dir = config, run_dir
         torch.manual_seed(config["seed"])
-        num_envs = config["num_envs"] or 16
+        num_envs = num_envs_for(config)
         env = envs.make(
             config["env"], num_envs=num_envs, device=config["device"], seed=config["seed"], **config["env_kwargs"]
         )
@@ -232,7 +241,7 @@ class SandboxedProgramTrainer(Trainer):
         hyperparameters = dict(config["hyperparameters"])
         # --compile: PPO's compiled graphs, which the sandbox's fork server loads for the worker
         compile = bool(config.get("compile")) or bool(hyperparameters.pop("compile", False))
-        num_envs = config["num_envs"] or 16
+        num_envs = num_envs_for(config)
 
         def keep(seed: int, snapshot: Any) -> None:
             env = envs.make(config["env"], num_envs=num_envs, device=config["device"], seed=seed)

@@ -117,3 +117,11 @@ def test_llm_play_refuses_a_negative_seed_before_anything_is_made(tmp_path, caps
     assert code == 2
     assert "seed -1 is out of range for --seed:" in capsys.readouterr().err
     assert not (tmp_path / "x").exists()
+
+
+def test_llm_play_refuses_zero_envs_rather_than_taking_the_default(tmp_path, capsys):
+    code = main(["llm-play", "--env", "CartPole-v1", "--llm", "ollama:m", "--num-envs", "0",
+                 "--logdir", str(tmp_path / "x")])
+    assert code == 2
+    assert "--num-envs 0 must be at least 1" in capsys.readouterr().err
+    assert not (tmp_path / "x").exists()

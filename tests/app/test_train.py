@@ -166,6 +166,22 @@ def test_a_config_file_that_cannot_be_read_is_one_line(tmp_path, capsys, name, c
     assert not (tmp_path / "x").exists()
 
 
+@pytest.mark.parametrize("algo", ["ppo", "sb3-ppo"])
+@pytest.mark.parametrize("key, value, given", [
+    ("num_envs", 0, "--num-envs 0"), ("num_envs", -4, "--num-envs -4"),
+    ("eval_episodes", 0, "eval_episodes=0"), ("checkpoint_every", 0, "checkpoint_every=0"),
+])
+def test_zero_is_refused_not_taken_for_the_default(tmp_path, capsys, algo, key, value, given):
+    # 0 trained with the default (16 envs for ppo) while config.json recorded 0
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({"env": "CartPole-v1", "algo": algo, key: value}))
+    assert main(["train", "--config", str(config), "--logdir", str(tmp_path / "x")]) == 2
+    assert f"{given} must be a positive integer; leave it out for the default" in capsys.readouterr().err
+    assert not (tmp_path / "x").exists()
+    assert main(["train", "--env", "CartPole-v1", "--num-envs", "0", "--logdir", str(tmp_path / "x")]) == 2
+    assert "--num-envs 0 must be a positive integer" in capsys.readouterr().err
+
+
 def test_compile_trains_the_compiled_update_and_env(tmp_path):
     from rewardlab.agents.fused import FusedUpdate
     from rewardlab.app.train import DEFAULTS

@@ -276,6 +276,12 @@ def test_cli_errors_are_clear(tmp_path: Path, capsys: pytest.CaptureFixture[str]
                                                          "--out", str(tmp_path / "f"))
     finally:
         server.close()
+    # 0 started a whole search with one worker per CPU
+    for flag in ("--workers", "--llm-concurrency"):
+        assert f"{flag} 0 must be at least 1" in error("--proposer", "evolve", flag, "0", "--out", str(tmp_path / "w"))
+    assert "prescreen_steps must be a positive integer" in error(
+        "--proposer", "evolve", "--prescreen", "--prescreen-steps", "0", "--out", str(tmp_path / "w"))
+    assert not (tmp_path / "w").exists()
     for flag, value in (("--seed", "-1"), ("--seeds", "0,-2"), ("--seed", str(2**32))):
         message = error("--proposer", "evolve", flag, value, "--out", str(tmp_path / "s"))
         assert f"out of range for {flag}:" in message and not (tmp_path / "s").exists()
