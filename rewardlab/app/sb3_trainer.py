@@ -6,6 +6,7 @@ train --algo ppo`` never pays for it.
 
 from __future__ import annotations
 
+import inspect
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,16 @@ from rewardlab.app.trainers import (
     make_intrinsic,
     num_envs_for,
 )
+
+# the constructor arguments SB3Trainer gives itself; a config's hyperparameters are the others
+SET_BY_TRAINER = ("self", "policy", "env", "seed", "device", "tensorboard_log", "_init_setup_model")
+
+
+def hyperparameter_names(algo_name: str) -> tuple[str, type]:
+    """The hyperparameters ``--algo algo_name`` takes (its SB3 constructor's), and the class."""
+    algorithm = sb3_algorithm(algo_name)
+    names = [name for name in inspect.signature(algorithm.__init__).parameters if name not in SET_BY_TRAINER]
+    return tuple(names), algorithm
 
 
 class SB3Trainer(Trainer):

@@ -170,7 +170,41 @@ def check_config(config: dict[str, Any]) -> None:
             "register an id that makes the env with these arguments (gymnasium.register(..., "
             "kwargs=...)), or pass --trust-program for a program you have read"
         )
+    check_hyperparameters(config)
     check_env_is_made(config)
+
+
+def check_hyperparameters(config: dict[str, Any]) -> None:
+    """Name the hyperparameters the chosen learner does not take, before any run directory is
+    made (an SB3 algorithm raised a TypeError traceback, e.g. sb3-a2c given PPO's batch_size).
+
+    :raises ValueError: naming them, the learner and the ones it takes.
+    """
+    hyperparameters = config["hyperparameters"]
+    if not isinstance(hyperparameters, dict):
+        raise ValueError(
+            f"hyperparameters={hyperparameters!r} must be an object of the learner's settings, "
+            'e.g. {"learning_rate": 0.0003}'
+        )
+    algo = config["algo"]
+    if algo.startswith("sb3-"):
+        # imports SB3, which the run needs anyway
+        from rewardlab.app.sb3_trainer import hyperparameter_names
+
+        known, algorithm = hyperparameter_names(algo)
+        learner = f"SB3 {algorithm.__name__}"
+    else:
+        from rewardlab.agents.hra import HRAConfig
+        from rewardlab.agents.ppo import PPOConfig
+
+        learner_config = PPOConfig if algo == "ppo" else HRAConfig
+        known, learner = learner_config.names(), learner_config.learner
+    unknown = sorted(set(hyperparameters) - set(known))
+    if unknown:
+        raise ValueError(
+            f"--algo {algo} ({learner}) does not take the hyperparameter(s) {unknown}; drop them from "
+            f"the config's hyperparameters. It takes: {', '.join(sorted(known))}"
+        )
 
 
 def check_env_is_made(config: dict[str, Any]) -> None:

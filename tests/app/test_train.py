@@ -182,6 +182,22 @@ def test_zero_is_refused_not_taken_for_the_default(tmp_path, capsys, algo, key, 
     assert "--num-envs 0 must be a positive integer" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("algo, hyperparameters, unknown, learner", [
+    ("sb3-a2c", {"batch_size": 64, "n_steps": 8}, "['batch_size']", "SB3 A2C"),  # PPO's, not A2C's
+    ("sb3-dqn", {"seed": 3, "gae_lambda": 0.9}, "['gae_lambda', 'seed']", "SB3 DQN"),  # the seed is --seed
+    ("ppo", {"buffer_size": 10}, "['buffer_size']", "PPO"),
+    ("hra", {"n_epochs": 2}, "['n_epochs']", "HRA"),
+])
+def test_hyperparameters_the_learner_does_not_take_are_named(tmp_path, capsys, algo, hyperparameters, unknown, learner):
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({"env": "CartPole-v1", "algo": algo, "hyperparameters": hyperparameters}))
+    assert main(["train", "--config", str(config), "--logdir", str(tmp_path / "x")]) == 2
+    error = capsys.readouterr().err
+    assert f"--algo {algo} ({learner}) does not take the hyperparameter(s) {unknown}" in error
+    assert "It takes: " in error and len(error.strip().splitlines()) == 1
+    assert not (tmp_path / "x").exists()
+
+
 def test_compile_trains_the_compiled_update_and_env(tmp_path):
     from rewardlab.agents.fused import FusedUpdate
     from rewardlab.app.train import DEFAULTS
