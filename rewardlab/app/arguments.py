@@ -13,6 +13,17 @@ from typing import Any
 _LEADING_MINUS_VALUE = re.compile(r"-\d.*")
 
 
+def plain_text(docstring: str | None) -> str:
+    """A module docstring as a command's ``--help`` shows it: without reStructuredText's markup
+    (double and single backticks, roles such as ``:func:`name```, a literal block's ``::``).
+
+    :param docstring: the command module's ``__doc__``.
+    """
+    text = re.sub(r":[\w:]+:`~?([^`]+)`", r"\1", docstring or "")
+    text = re.sub(r"``([^`]+)``|`([^`]+)`", lambda match: match.group(1) or match.group(2), text)
+    return re.sub(r"\s*::$", ":", text, flags=re.MULTILINE)  # "Example::" introduces a block
+
+
 def int_list(text: str) -> list[int]:
     """``"0,1,2"`` as ``[0, 1, 2]``."""
     try:

@@ -26,6 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
+from rewardlab.app.arguments import plain_text
 from rewardlab.common.files import walk_files
 from rewardlab.common.statistics import BOOTSTRAP_SAMPLES, bootstrap_ci, iqm
 
@@ -266,7 +267,7 @@ def run_compare(args: argparse.Namespace) -> int:
 def register_compare(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "compare", help="compare runs: mean curves with confidence bands and tables",
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
+        description=plain_text(__doc__), formatter_class=argparse.RawDescriptionHelpFormatter,
     )  # fmt: skip
     parser.add_argument("run_dirs", nargs="+", metavar="RUN_DIR", help="run folders or their parents")
     parser.add_argument("--tag", default="rollout/ep_rew_mean", help="the scalar to compare")

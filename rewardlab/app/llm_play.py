@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from rewardlab.app.arguments import plain_text
 from rewardlab.common.seeds import check_seeds
 
 SHAPINGS = ("none", "builtin")
@@ -226,7 +227,7 @@ def register_llm_play(subparsers: argparse._SubParsersAction) -> None:
     """
     parser = subparsers.add_parser(
         "llm-play", help="an LLM plays episodes as the policy, logged like an RL run",
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
+        description=plain_text(__doc__), formatter_class=argparse.RawDescriptionHelpFormatter,
     )  # fmt: skip
     parser.add_argument("--env", required=True, help="env id, e.g. CartPole-v1 or MiniGrid-DoorKey-5x5-v0")
     parser.add_argument("--llm", required=True, help="PROVIDER:MODEL, e.g. openai:gpt-4o-mini or ollama:qwen2.5:7b")

@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from rewardlab.app.arguments import int_list
+from rewardlab.app.arguments import int_list, plain_text
 from rewardlab.app.rundirs import run_dir_for
 from rewardlab.app.train import DEFAULTS, check_config, train_seed
 from rewardlab.common.seeds import check_seeds
@@ -58,7 +58,7 @@ def register_quickstart(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "quickstart",
         help="train PPO on MountainCar-v0 with and without shaping and compare",
-        description=__doc__,
+        description=plain_text(__doc__), formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--algo", default="sb3-ppo", help="the learner (default sb3-ppo)")
     parser.add_argument("--steps", type=int, default=100_000, help="env steps per run")

@@ -38,7 +38,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from rewardlab.app.arguments import int_list, json_object
+from rewardlab.app.arguments import int_list, json_object, plain_text
 
 if TYPE_CHECKING:
     from rewardlab.llm_reward.clients import OpenAICompatibleClient
@@ -170,7 +170,7 @@ def register_search(subparsers: argparse._SubParsersAction) -> None:
     """
     parser = subparsers.add_parser(
         "search", help="search for a reward program (Eureka / Text2Reward with an LLM, or evolve)",
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
+        description=plain_text(__doc__), formatter_class=argparse.RawDescriptionHelpFormatter,
     )  # fmt: skip
     what = parser.add_argument_group("what to search")
     what.add_argument("--env", required=True,

@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from rewardlab.app.arguments import int_list, json_object
+from rewardlab.app.arguments import int_list, json_object, plain_text
 from rewardlab.app.rundirs import prepare_run_dir, run_dir_for, write_json
 from rewardlab.app.trainers import HRATrainer, OwnPPOTrainer, ProgressBar, SandboxedProgramTrainer
 from rewardlab.common.seeds import check_seeds
@@ -320,7 +320,7 @@ def run_train(args: argparse.Namespace) -> int:
 def register_train(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "train", help="train an agent, with or without shaping and intrinsic rewards",
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
+        description=plain_text(__doc__), formatter_class=argparse.RawDescriptionHelpFormatter,
     )  # fmt: skip
     parser.add_argument("--env", help="env id, e.g. CartPole-v1")
     parser.add_argument("--env-kwargs", dest="env_kwargs", type=json_object("--env-kwargs", '{"size": 7}'),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -9,7 +10,7 @@ from pathlib import Path
 import pytest
 
 import rewardlab
-from rewardlab.app.arguments import join_leading_minus_values
+from rewardlab.app.arguments import join_leading_minus_values, plain_text
 from rewardlab.app.cli import main
 
 
@@ -48,3 +49,17 @@ def test_a_value_with_a_leading_minus_reaches_its_flag():
         "train", "--seeds=-1,-2", "--seed=-3", "--steps", "10"]
     assert join_leading_minus_values(["--seeds=-1,-2", "--", "-1,2", "pos", "-1,2"]) == [
         "--seeds=-1,-2", "--", "-1,2", "pos", "-1,2"]
+
+
+@pytest.mark.parametrize("command", ["quickstart", "train", "compare", "llm-play", "search"])
+def test_help_is_plain_text_without_restructuredtext_markup(capsys, command):
+    with pytest.raises(SystemExit):
+        main([command, "--help"])
+    shown = capsys.readouterr().out
+    assert f"rewardlab {command}:" in shown  # the docstring's first line, its ``name`` unquoted
+    assert "`" not in shown and not re.search(r"::$", shown, re.MULTILINE)
+
+
+def test_plain_text_takes_out_the_markup():
+    doc = "``rewardlab x``: see :func:`~a.b` and `c`.\n\nExample::\n\n    rewardlab x\n"
+    assert plain_text(doc) == "rewardlab x: see a.b and c.\n\nExample:\n\n    rewardlab x\n"
