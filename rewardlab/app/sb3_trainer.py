@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from gymnasium import spaces
 from stable_baselines3.common.callbacks import BaseCallback, CallbackList
 from stable_baselines3.common.evaluation import evaluate_policy
 
@@ -33,6 +34,28 @@ def hyperparameter_names(algo_name: str) -> tuple[str, type]:
     algorithm = sb3_algorithm(algo_name)
     names = [name for name in inspect.signature(algorithm.__init__).parameters if name not in SET_BY_TRAINER]
     return tuple(names), algorithm
+
+
+# the action spaces each SB3 algorithm takes (its supported_action_spaces)
+ACTION_SPACES: dict[str, tuple[type[spaces.Space], ...]] = {
+    "sb3-ppo": (spaces.Box, spaces.Discrete, spaces.MultiDiscrete, spaces.MultiBinary),
+    "sb3-a2c": (spaces.Box, spaces.Discrete, spaces.MultiDiscrete, spaces.MultiBinary),
+    "sb3-dqn": (spaces.Discrete,),
+    "sb3-sac": (spaces.Box,),
+}
+
+
+def check_action_space(algo_name: str, env_id: str, action_space: spaces.Space) -> None:
+    """Raise ``ValueError`` when ``--algo algo_name`` cannot act in ``action_space``, naming
+    the algorithms that can (SB3 asserts it with a traceback, after the run directory is made).
+    """
+    if not isinstance(action_space, ACTION_SPACES[algo_name]):
+        able = [name for name, kinds in ACTION_SPACES.items() if isinstance(action_space, kinds)]
+        names = ", ".join(kind.__name__ for kind in ACTION_SPACES[algo_name])
+        raise ValueError(
+            f"--algo {algo_name} takes {names} actions, and {env_id}'s action space is {action_space}; "
+            f"use --algo {' or '.join(able) if able else 'ppo'}"
+        )
 
 
 class SB3Trainer(Trainer):

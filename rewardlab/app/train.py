@@ -209,19 +209,22 @@ def check_hyperparameters(config: dict[str, Any]) -> None:
 
 def check_env_is_made(config: dict[str, Any]) -> None:
     """Make one env as the run's learner will, so that an env whose constructor fails (a
-    missing argument, a wrong one) is told before any run directory is made.
+    missing argument, a wrong one), or whose actions an SB3 algorithm cannot take, is told
+    before any run directory is made.
 
     :raises ValueError: naming the env id, its arguments and the constructor's error.
     """
     if config["algo"].startswith("sb3-"):
         from rewardlab.agents.sb3 import make_sb3_env  # imports SB3, which the run needs anyway
+        from rewardlab.app.sb3_trainer import check_action_space
 
         env = make_sb3_env(config["env"], n_envs=1, env_kwargs=config["env_kwargs"])
+        env.close()
+        check_action_space(config["algo"], config["env"], env.action_space)
     else:
         from rewardlab import envs
 
-        env = envs.make(config["env"], num_envs=1, **config["env_kwargs"])
-    env.close()
+        envs.make(config["env"], num_envs=1, **config["env_kwargs"]).close()
 
 
 

@@ -198,6 +198,19 @@ def test_hyperparameters_the_learner_does_not_take_are_named(tmp_path, capsys, a
     assert not (tmp_path / "x").exists()
 
 
+@pytest.mark.parametrize("env, algo, message", [
+    ("Pendulum-v1", "sb3-dqn", "--algo sb3-dqn takes Discrete actions, and Pendulum-v1's action space is Box("),
+    ("CartPole-v1", "sb3-sac", "--algo sb3-sac takes Box actions, and CartPole-v1's action space is Discrete(2); "
+                               "use --algo sb3-ppo or sb3-a2c or sb3-dqn"),
+])
+def test_an_sb3_algorithm_that_cannot_take_the_envs_actions_is_one_line(tmp_path, capsys, env, algo, message):
+    # SB3 asserted it with a traceback, after config.json was written
+    assert main(["train", "--env", env, "--algo", algo, "--logdir", str(tmp_path / "x")]) == 2
+    error = capsys.readouterr().err
+    assert message in error and len(error.strip().splitlines()) == 1
+    assert not (tmp_path / "x").exists()
+
+
 def test_compile_trains_the_compiled_update_and_env(tmp_path):
     from rewardlab.agents.fused import FusedUpdate
     from rewardlab.app.train import DEFAULTS
