@@ -66,6 +66,14 @@ INTRINSIC_COMPONENT = "intrinsic"
 
 
 
+#: ``reward_fn(obs, actions, next_obs, terminated, env_reward) -> (reward, components)``
+#: on a rollout's transitions (see :class:`PPO`)
+RolloutReward = Callable[
+    [torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor],
+    tuple[torch.Tensor, Mapping[str, torch.Tensor]],
+]
+
+
 class IntrinsicModule(Protocol):
     """What ``PPO(intrinsic=...)`` needs: a batched bonus and a way to learn from a rollout.
 
@@ -587,6 +595,17 @@ class PPO:
         Its bonus is component ``"intrinsic"``: the ``intrinsic`` head's reward if there
         is one, else added to the summed reward.
     :param tensorboard_log: folder for TensorBoard runs; None: no logging.
+    :param reward_fn: the reward to learn from in place of the env's, computed once per
+        rollout, after it is collected (the reward does not change how a rollout is
+        collected): ``reward_fn(obs, actions, next_obs, terminated, env_reward) -> (reward,
+        components)`` on the rollout's ``n_steps * num_envs`` transitions, time-major rows
+        (``next_obs`` the true last observation where an episode ended, ``actions`` as the
+        env took them, ``env_reward`` the env's summed reward), returning a float ``(B,)``
+        tensor and a dict of named ``(B,)`` tensors. The env's own reward stays component
+        ``"extrinsic"`` (so ``ep_info_buffer`` and ``rollout/ep_rew_mean`` keep the true
+        return) and each returned component is logged as ``reward/<name>`` and
+        ``episode/<name>``. A learned reward model or a reward program takes the whole
+        rollout in one call this way. None: the env's reward.
     :param hyperparameters: changes to ``config`` by name (``PPO(env, n_steps=64)``), as
         :meth:`PPOConfig.replace` takes them.
 
@@ -605,9 +624,15 @@ class PPO:
         config: PPOConfig | None = None,
         intrinsic: IntrinsicModule | None = None,
         tensorboard_log: str | os.PathLike[str] | None = None,
+        reward_fn: RolloutReward | None = None,
         **hyperparameters: Any,
     ) -> None:
         check_batched(env, "PPO", "PPO")
+        if reward_fn is not None and not callable(reward_fn):
+            raise TypeError(f"reward_fn must be a function (obs, actions, next_obs, terminated, env_reward) -> "
+                            f"(reward, components), got {type(reward_fn).__name__}")
+        #: the reward learnt from in place of the env's, per rollout (see the class's reward_fn)
+        self.reward_fn = reward_fn
         if device is not None and torch.device(device) != torch.device(env.device):
             raise ValueError(
                 f"device={device!r} but the env lives on {env.device}; the env and the "
@@ -722,6 +747,8 @@ class PPO:
             truncated=torch.zeros((T, N), dtype=torch.bool, device=self.device),
         )
         self._component_names: list[str] | None = None
+        #: the components reward_fn returns, after the env's in the rollout's storage
+        self._relabelled_names: list[str] | None = None
         # compiled for the previous env's shapes (compile=True): made again at first use
         self._fused, self._compiled_calls = None, {}
         # A batched env stepped by BatchedEnv's own step (bare, or under wrappers whose
@@ -791,6 +818,8 @@ class PPO:
                 group["lr"] = learning_rate
 
             self._collect_rollout()
+            if self.reward_fn is not None:
+                self._relabel_rollout()
             self.num_timesteps += rollout_size
 
             # The rollout kept each action's log-probability; the values V(obs[t]), t = 0..T
@@ -958,7 +987,7 @@ class PPO:
                 obs = next_obs
             buffers = (
                 rollout.obs, rollout.actions, rollout.log_prob, rollout.rewards, rollout.terminated,
-                rollout.truncated, rollout.final_obs, *rollout.components,
+                rollout.truncated, rollout.final_obs, *rollout.components[: len(self._component_names)],
             )  # fmt: skip
             for buffer, column in zip(buffers, zip(*steps, strict=True), strict=True):
                 torch.stack(column, out=buffer)
@@ -994,8 +1023,8 @@ class PPO:
             if self._component_names is None:
                 first = {name: column[0][0] for name, column in zip(env.component_names, components, strict=True)}
                 self._first_step_checks(rollout.rewards[0], first)
-            assert rollout.components is not None
-            for buffer, column in zip(rollout.components, components, strict=True):
+            assert rollout.components is not None and self._component_names is not None
+            for buffer, column in zip(rollout.components[: len(self._component_names)], components, strict=True):
                 torch.cat(column, out=buffer)
             env.commit_carried(carry, torch.cat(done), self._taken(rollout.actions[-1]))
         self._last_obs = obs
@@ -1124,6 +1153,48 @@ class PPO:
         T, N = self.n_steps, self.env.num_envs
         self._rollout.components = torch.zeros((len(names), T, N), device=self.device)
 
+    def _all_component_names(self) -> list[str]:
+        """The names of the rollout's components: the env's, then reward_fn's."""
+        return [*(self._component_names or []), *(self._relabelled_names or [])]
+
+    def _relabel_rollout(self) -> None:
+        """Replace the rollout's rewards with ``reward_fn``'s on its transitions, and store
+        its components after the env's (their storage made at the first call)."""
+        rollout, T, N = self._rollout, self.n_steps, self.env.num_envs
+        assert rollout.components is not None and self._component_names is not None
+        rows = T * N
+
+        def flat(values: torch.Tensor) -> torch.Tensor:
+            return values.reshape(rows, *values.shape[2:])
+
+        with torch.no_grad():
+            result = self.reward_fn(  # type: ignore[misc]
+                flat(rollout.obs), flat(self._taken(rollout.actions)), flat(rollout.final_obs),
+                flat(rollout.terminated), flat(rollout.rewards),
+            )  # fmt: skip
+        if not (isinstance(result, tuple) and len(result) == 2 and isinstance(result[1], Mapping)):
+            raise TypeError(f"reward_fn must return (reward, components), got {type(result).__name__}")
+        reward, components = result
+        for what, value in (("the reward", reward), *((f"component {k!r}", v) for k, v in components.items())):
+            if not isinstance(value, torch.Tensor) or tuple(value.shape) != (rows,) or not value.is_floating_point():
+                shape = tuple(value.shape) if isinstance(value, torch.Tensor) else type(value).__name__
+                raise ValueError(f"reward_fn returned {what} as {shape}; it must be a float tensor of shape "
+                                 f"({rows},), one value per transition of the rollout (n_steps * num_envs)")
+        if self._relabelled_names is None:
+            clash = [name for name in components if name in self._component_names]
+            if clash:
+                raise ValueError(f"reward_fn returned components {clash} that the env reports too; rename them")
+            self._relabelled_names = list(components)
+            extra = torch.zeros((len(components), T, N), device=self.device)
+            rollout.components = torch.cat([rollout.components, extra])
+        elif list(components) != self._relabelled_names:
+            raise ValueError(f"reward_fn returned the components {list(components)} after {self._relabelled_names}; "
+                             "it must return the same ones every time")
+        rollout.rewards.copy_(reward.reshape(T, N))
+        first = len(self._component_names)
+        for index, value in enumerate(components.values()):
+            rollout.components[first + index].copy_(value.reshape(T, N))
+
     def _obs_stats_empty(self) -> bool:
         """Whether the observation statistics have seen no observation (a fresh model's)."""
         return float(self.obs_rms.count) < 1  # its initial count is RunningMeanStd's epsilon
@@ -1142,7 +1213,7 @@ class PPO:
         Episode sums carry over from one rollout to the next; reading the finished
         episodes is this method's one host sync.
         """
-        rollout, names = self._rollout, list(self._component_names or [])
+        rollout, names = self._rollout, self._all_component_names()
         assert rollout.components is not None
         columns = [rollout.components[i] for i in range(len(names))]
         if intrinsic_reward is not None:
@@ -1168,7 +1239,7 @@ class PPO:
 
     def _head_rewards(self, intrinsic_reward: torch.Tensor | None) -> torch.Tensor:
         """The reward each value head learns from, ``(T, N, H)``."""
-        rollout, names = self._rollout, self._component_names or []
+        rollout, names = self._rollout, self._all_component_names()
         assert rollout.components is not None
         per_head = []
         for head in self.heads:
@@ -1385,7 +1456,7 @@ class PPO:
     def save(self, path: str | os.PathLike[str]) -> None:
         """Write the model (hyperparameters, networks, optimiser, statistics) to ``path``.
 
-        The intrinsic module is not saved: pass it again to ``PPO.load``.
+        The intrinsic module and ``reward_fn`` are not saved: pass them again to ``PPO.load``.
 
         :param path: file to write (a ``torch.save`` archive of plain data and tensors).
         """
@@ -1413,6 +1484,7 @@ class PPO:
         env: Any = None,
         device: torch.device | str | None = None,
         intrinsic: IntrinsicModule | None = None,
+        reward_fn: RolloutReward | None = None,
     ) -> PPO:
         """Load a model written by ``save``.
 
@@ -1420,6 +1492,7 @@ class PPO:
         :param env: a batched env to continue training in (optional for ``predict``).
         :param device: where to put the model (default: the env's device, else the CPU).
         :param intrinsic: the intrinsic module, if the model was trained with one.
+        :param reward_fn: the per-rollout reward, if the model was trained with one.
         """
         data, device = read_saved(path, "rewardlab.agents.PPO/1", "PPO", env, device)
         model = cls.__new__(cls)
@@ -1428,6 +1501,7 @@ class PPO:
             device, data["seed"], PPOConfig.from_dict(data["hyperparameters"]), intrinsic,
         )  # fmt: skip
         model.tensorboard_log = None
+        model.reward_fn = reward_fn
         model.policy.load_state_dict(data["policy"])
         model.optimizer.load_state_dict(data["optimizer"])
         model.obs_rms.load_state_dict(data["obs_rms"])

@@ -18,8 +18,9 @@ Protocol (one stream socket pair): each frame is two 4-byte lengths, a JSON head
 block of raw bytes. The job sends ``{"arrays": [[name, dtype, shape], ...]}`` and the
 inputs' bytes; the companion answers ``{"ok": true, "names": [...], "per_state": ...}``
 and the reward and each component as float32, one row each, or ``{"ok": false, "kind",
-"reason", "traceback"}``. Its first frame, before any request, says whether the program
-loaded.
+"reason", "traceback"}``. An empty header means "as in the last one", so that a step's
+frames are lengths and values only. The companion's first frame, before any request, says
+whether the program loaded.
 """
 
 from __future__ import annotations
@@ -35,7 +36,6 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-import numpy as np
 import torch
 
 from rewardlab.llm_reward.programs.program import (
@@ -64,38 +64,48 @@ _DTYPES = {"float32": torch.float32, "float64": torch.float64, "int64": torch.in
            "bool": torch.bool, "uint8": torch.uint8}
 
 
-def _send(channel: socket.socket, header: Mapping[str, Any], block: bytes = b"") -> None:
-    data = json.dumps(header).encode()
-    channel.sendall(_LENGTHS.pack(len(data), len(block)) + data + block)
+class _Frames:
+    """Frames over one stream socket: sent in one system call, read with as few as the
+    data allows (a frame that fits the socket's buffer arrives whole). A frame with an
+    empty header means "as in the last header": a step's request and answer are then only
+    lengths and raw values.
 
-
-def _receive_exactly(channel: socket.socket, size: int) -> bytes | None:
-    buffer = bytearray(size)
-    view, got = memoryview(buffer), 0
-    while got < size:
-        count = channel.recv_into(view[got:], size - got)
-        if count == 0:
-            return None
-        got += count
-    return bytes(buffer)
-
-
-def _receive(channel: socket.socket) -> tuple[Any, bytes] | None:
-    """The next frame's parsed header and block; None when the peer closed.
-
-    :raises ValueError: a malformed or oversized frame.
+    :param channel: a connected stream socket.
     """
-    lengths = _receive_exactly(channel, _LENGTHS.size)
-    if lengths is None:
-        return None
-    header_size, block_size = _LENGTHS.unpack(lengths)
-    if header_size > MAX_HEADER_BYTES or block_size > MAX_BLOCK_BYTES:
-        raise ValueError(f"a frame of {header_size} + {block_size} bytes is larger than allowed")
-    header = _receive_exactly(channel, header_size)
-    block = _receive_exactly(channel, block_size) if header is not None else None
-    if header is None or block is None:
-        return None
-    return strict_json(header), block
+
+    def __init__(self, channel: socket.socket):
+        self.channel = channel
+        self._pending = bytearray()
+
+    def send(self, header: Mapping[str, Any] | None, block: bytes = b"") -> None:
+        data = json.dumps(header).encode() if header is not None else b""
+        self.channel.sendall(_LENGTHS.pack(len(data), len(block)) + data + block)
+
+    def receive(self) -> tuple[Any, bytes] | None:
+        """The next frame's parsed header (None when empty) and block; None when the peer closed.
+
+        :raises ValueError: a malformed or oversized frame.
+        """
+        if not self._fill(_LENGTHS.size):
+            return None
+        header_size, block_size = _LENGTHS.unpack_from(self._pending)
+        if header_size > MAX_HEADER_BYTES or block_size > MAX_BLOCK_BYTES:
+            raise ValueError(f"a frame of {header_size} + {block_size} bytes is larger than allowed")
+        end = _LENGTHS.size + header_size + block_size
+        if not self._fill(end):
+            return None
+        header = strict_json(bytes(self._pending[_LENGTHS.size:_LENGTHS.size + header_size])) if header_size else None
+        block = bytes(self._pending[_LENGTHS.size + header_size:end])
+        del self._pending[:end]
+        return header, block
+
+    def _fill(self, size: int) -> bool:
+        while len(self._pending) < size:
+            chunk = self.channel.recv(max(1 << 12, size - len(self._pending)))
+            if not chunk:
+                return False
+            self._pending += chunk
+        return True
 
 
 # ------------------------------------------------------------------ the job's side
@@ -118,7 +128,10 @@ class RemoteReward:
         self.per_state_mode = ""
         self.per_state_reason = ""
         self._channel = channel
+        self._frames = _Frames(channel)
         self._pid = pid
+        self._layout: list[list[Any]] | None = None  # of the last request sent
+        self._names: list[str] | None = None  # of the last answer with a header
         self._answer(0)  # the first frame: whether the program loaded
 
     def __call__(
@@ -139,10 +152,11 @@ class RemoteReward:
         if env_reward is not None:
             arrays["env_reward"] = env_reward
         plain = {name: _sendable(value) for name, value in arrays.items()}
-        header = {"arrays": [[name, str(value.dtype).removeprefix("torch."), list(value.shape)]
-                             for name, value in plain.items()]}
+        layout = [[name, str(value.dtype).removeprefix("torch."), list(value.shape)] for name, value in plain.items()]
+        header = None if layout == self._layout else {"arrays": layout}
+        self._layout = layout
         try:
-            _send(self._channel, header, b"".join(value.numpy().tobytes() for value in plain.values()))
+            self._frames.send(header, b"".join(value.numpy().tobytes() for value in plain.values()))
         except OSError:
             raise self._ended() from None
         reward, components = self._answer(len(obs))
@@ -173,7 +187,7 @@ class RemoteReward:
 
     def _answer(self, num_envs: int) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         try:
-            frame = _receive(self._channel)
+            frame = self._frames.receive()
         except ValueError as error:
             raise ProgramError(f"the reward program's process answered a malformed message ({error})") from None
         except OSError:
@@ -181,6 +195,8 @@ class RemoteReward:
         if frame is None:
             raise self._ended()
         header, block = frame
+        if header is None and self._names is not None and num_envs:
+            return self._values(block, num_envs, self._names)  # as the last answer with a header
         if not isinstance(header, dict):
             raise ProgramError("the reward program's process answered a malformed message")
         if header.get("ok") is not True:
@@ -195,18 +211,23 @@ class RemoteReward:
                 or not all(isinstance(name, str) and COMPONENT_NAME.fullmatch(name) for name in names)
                 or len(set(names)) != len(names)):
             raise ProgramError("the reward program's process answered malformed component names")
-        if len(block) != 4 * num_envs * (1 + len(names)):
-            raise ProgramError(f"the reward program's process answered {len(block)} bytes for "
-                               f"{num_envs} envs and {len(names)} components")
-        values = torch.from_numpy(np.frombuffer(block, dtype=np.float32).copy()).reshape(1 + len(names), num_envs)
-        if not bool(torch.isfinite(values).all()) or bool((values.abs() > MAX_MAGNITUDE).any()):
-            raise ProgramError(f"the reward program's process answered non-finite values or values past "
-                               f"+-{MAX_MAGNITUDE:.0e}")
         if header.get("per_state") is True and not self.per_state:
             self.per_state = True
             mode = header.get("per_state_mode")
             self.per_state_mode = mode if mode in ("vmap", "loop") else "loop"
             self.per_state_reason = _text(header.get("per_state_reason"))
+        self._names = names
+        return self._values(block, num_envs, names)
+
+    def _values(self, block: bytes, num_envs: int, names: list[str]) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """The reward and components in an answer's block, checked."""
+        if len(block) != 4 * num_envs * (1 + len(names)):
+            raise ProgramError(f"the reward program's process answered {len(block)} bytes for "
+                               f"{num_envs} envs and {len(names)} components")
+        values = torch.frombuffer(bytearray(block), dtype=torch.float32).reshape(1 + len(names), num_envs)
+        if not float(values.abs().max()) <= MAX_MAGNITUDE:  # NaN compares False too
+            raise ProgramError(f"the reward program's process answered non-finite values or values past "
+                               f"+-{MAX_MAGNITUDE:.0e}")
         return values[0], dict(zip(names, values[1:], strict=True))
 
     def _ended(self) -> ProgramError:
@@ -258,50 +279,55 @@ def serve_rewards(load: Callable[[], RewardFunction], channel: socket.socket, gu
     :param channel: the companion's end of the socket pair.
     :param guard: the companion's installed guard, its modules snapshot taken.
     """
+    frames = _Frames(channel)
     try:
         function = load()
         _raise_if_changed(guard)
     except ProgramError as error:
-        _send(channel, _failure(error))
+        frames.send(_failure(error))
         return
     except Exception as error:
-        _send(channel, {"ok": False, "kind": "program", "reason": f"loading the program raised "
-                        f"{type(error).__name__}: {error}"[:MAX_MESSAGE_CHARS], "traceback": program_traceback(error)})
+        frames.send({"ok": False, "kind": "program", "reason": f"loading the program raised "
+                     f"{type(error).__name__}: {error}"[:MAX_MESSAGE_CHARS], "traceback": program_traceback(error)})
         return
-    _send(channel, {"ok": True})
+    frames.send({"ok": True})
+    layout, answered = None, None
     while True:
-        frame = _receive(channel)
+        frame = frames.receive()
         if frame is None:
             return
         header, block = frame
-        inputs = _inputs(header, block)
+        layout = header["arrays"] if header is not None else layout
         try:
-            reward, components = function(*inputs)
+            reward, components = function(*_inputs(layout, block))
             if function.calls == 1 or function.calls % MODULE_CHECK_EVERY == 0:
                 _raise_if_changed(guard)
         except ProgramError as error:
-            _send(channel, _failure(error))
+            frames.send(_failure(error))
             return
         except Exception as error:
-            _send(channel, {"ok": False, "kind": "program", "reason": f"the reward program raised "
-                            f"{type(error).__name__}: {error}"[:MAX_MESSAGE_CHARS],
-                            "traceback": program_traceback(error)})
+            frames.send({"ok": False, "kind": "program", "reason": f"the reward program raised "
+                         f"{type(error).__name__}: {error}"[:MAX_MESSAGE_CHARS], "traceback": program_traceback(error)})
             return
         rows = torch.stack([reward, *components.values()]).to(torch.float32).contiguous()
-        _send(channel, {"ok": True, "names": list(components), "per_state": function.per_state,
-                        "per_state_mode": function.per_state_mode, "per_state_reason": function.per_state_reason},
-              rows.numpy().tobytes())
+        described = {"ok": True, "names": list(components), "per_state": function.per_state,
+                     "per_state_mode": function.per_state_mode, "per_state_reason": function.per_state_reason}
+        frames.send(described if described != answered else None, rows.numpy().tobytes())
+        answered = described
 
 
-def _inputs(header: Any, block: bytes) -> list[torch.Tensor | None]:
-    """The request's tensors, in :meth:`RewardFunction.__call__`'s order (``env_reward`` may be None)."""
+def _inputs(layout: Any, block: bytes) -> list[torch.Tensor | None]:
+    """The request's tensors, in :meth:`RewardFunction.__call__`'s order (``env_reward`` may
+    be None): views of one copy of the block."""
+    data = bytearray(block)
     tensors: dict[str, torch.Tensor] = {}
     offset = 0
-    for name, dtype, shape in header["arrays"]:
+    for name, dtype, shape in layout:
         kind = _DTYPES[dtype]
-        size = math.prod(shape) * torch.empty((), dtype=kind).element_size()
-        tensors[name] = torch.frombuffer(bytearray(block[offset:offset + size]), dtype=kind).reshape(shape) \
-            if size else torch.empty(shape, dtype=kind)
+        count = math.prod(shape)
+        size = count * kind.itemsize
+        tensors[name] = (torch.frombuffer(data, dtype=kind, count=count, offset=offset).reshape(shape)
+                         if count else torch.empty(shape, dtype=kind))
         offset += size
     return [tensors["obs"], tensors["action"], tensors["next_obs"], tensors["terminated"], tensors.get("env_reward")]
 

@@ -47,7 +47,7 @@ from rewardlab.llm_reward.programs.program import (
     RewardProgram,
     program_traceback,
 )
-from rewardlab.llm_reward.programs.wrapper import ProgramReward
+from rewardlab.llm_reward.programs.wrapper import COMPONENT_PREFIX
 from rewardlab.llm_reward.sandbox.guard import Guard
 from rewardlab.llm_reward.sandbox.reward_process import RemoteReward, serve_rewards
 
@@ -141,9 +141,9 @@ def warm_compiled(argument: str) -> None:
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", FutureWarning)  # torch.export's, not the user's
-                # the env as the workers train in it, under a wrapper (their ProgramReward): PPO
-                # then compiles its step of the policy, not its rollout with the env's step
-                model = PPO(envs.BatchedWrapper(env), device=spec["device"], **spec["ppo_kwargs"])
+                # the env as the workers train in it (the program's reward comes per rollout,
+                # reward_fn, so PPO compiles its rollout with the env's step)
+                model = PPO(env, device=spec["device"], **spec["ppo_kwargs"])
                 model.warm_up()
                 if getattr(env, "compile", False):  # the env's step compiles (or loads) at its first step
                     obs, _ = env.reset(seed=0)
@@ -327,8 +327,9 @@ def train_program(
     checkpoints = [] if checkpoints is None else checkpoints
     description = reward_function.description
     compile = bool(dict(ppo_kwargs or {}).get("compile"))
-    env = ProgramReward(training_env(description.env_id, num_envs, device, seed, compile), reward_function)
-    model = PPO(env, seed=seed, device=device, tensorboard_log=tensorboard_log, **dict(ppo_kwargs or {}))
+    env = training_env(description.env_id, num_envs, device, seed, compile)
+    model = PPO(env, seed=seed, device=device, tensorboard_log=tensorboard_log,
+                reward_fn=rollout_reward(reward_function), **dict(ppo_kwargs or {}))
     component_values: dict[str, list[float]] = {}
     rewards: list[float] = []
     train_returns: list[float] = []
@@ -384,6 +385,22 @@ def reward_companion(payload: Mapping[str, Any], channel: socket.socket, guard: 
     description = describe_for(payload)
     program = RewardProgram(**payload["program"])
     serve_rewards(lambda: RewardFunction(program, description, check=lambda: guard.violation), channel, guard)
+
+
+def rollout_reward(reward_function: RewardFunction | RemoteReward) -> Callable[..., Any]:
+    """The program's reward as PPO's ``reward_fn``: the program called once per rollout, on
+    all its transitions (the companion answers one request a rollout, and batched code runs
+    once on every row), its components named ``program/<name>`` as
+    :class:`~rewardlab.llm_reward.programs.wrapper.ProgramReward` names them."""
+
+    def reward_fn(
+        obs: torch.Tensor, actions: torch.Tensor, next_obs: torch.Tensor, terminated: torch.Tensor,
+        env_reward: torch.Tensor,
+    ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        reward, components = reward_function(obs, actions, next_obs, terminated, env_reward)
+        return reward, {COMPONENT_PREFIX + name: value for name, value in components.items()}
+
+    return reward_fn
 
 
 def evaluation_job(

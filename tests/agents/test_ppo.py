@@ -412,6 +412,62 @@ def test_callback_returning_false_stops_training() -> None:
     assert calls == [1] and model.num_timesteps == 32
 
 
+# ------------------------------------------------- a reward computed per rollout (reward_fn)
+def upright_reward(obs: Any, actions: Any, next_obs: Any, terminated: Any, env_reward: Any) -> Any:
+    bonus = 1.0 - 5.0 * next_obs[:, 2].abs() - 0.1 * actions.float()
+    return bonus + 0.5 * env_reward, {"bonus": bonus}
+
+
+class PerStepReward(envs.BatchedWrapper):
+    """The same reward, computed at every step by a wrapper."""
+
+    def reset(self, seed: Any = None, options: Any = None) -> Any:
+        self._obs, info = self.env.reset(seed=seed, options=options)
+        return self._obs, info
+
+    def step(self, actions: Any) -> Any:
+        obs, env_reward, terminated, truncated, info = self.env.step(actions)
+        reward, parts = upright_reward(self._obs, actions, info["final_obs"], terminated, env_reward)
+        self._obs = obs
+        info = {**info, "reward_components": {**info["reward_components"], **parts}}
+        return obs, reward, terminated, truncated, info
+
+
+class SameReward(envs.BatchedWrapper):
+    """A wrapper with a step of its own that changes nothing: the rollout then steps the env
+    as it steps PerStepReward (no reset states drawn ahead), so both run the same episodes."""
+
+    def step(self, actions: Any) -> Any:
+        return self.env.step(actions)
+
+
+def test_a_reward_per_rollout_trains_as_the_same_reward_per_step() -> None:
+    logged: dict[str, list[Any]] = {"step": [], "rollout": []}
+    models = {}
+    runs = (("step", PerStepReward(cartpole(8)), None), ("rollout", SameReward(cartpole(8)), upright_reward))
+    for kind, env, reward_fn in runs:
+        models[kind] = PPO(env, seed=3, n_steps=32, n_epochs=2, reward_fn=reward_fn)
+        models[kind].learn(1024, callback=lambda local, kind=kind: logged[kind].append(dict(local["logged"])))
+    for mine, theirs in zip(models["step"].policy.parameters(), models["rollout"].policy.parameters(), strict=True):
+        torch.testing.assert_close(mine, theirs, rtol=0, atol=0)
+    for per_step, per_rollout in zip(logged["step"], logged["rollout"], strict=True):
+        for key in ("reward/bonus", "reward/extrinsic", "episode/extrinsic", "train/loss"):
+            assert per_step.get(key) == per_rollout.get(key), key
+    # the env's own return stays the true one
+    assert models["rollout"].ep_info_buffer[-1]["r"] == models["rollout"].ep_info_buffer[-1]["l"]
+
+
+@pytest.mark.parametrize(("reward_fn", "message"), [
+    (lambda *batch: (torch.zeros(3), {}), r"as \(3,\); it must be a float tensor of shape \(64,\)"),
+    (lambda obs, *rest: (obs[:, 0], {"extrinsic": obs[:, 0]}), "the env reports too"),
+    (lambda obs, *rest: obs[:, 0], "must return \\(reward, components\\)"),
+])
+def test_a_malformed_reward_fn_is_named(reward_fn: Any, message: str) -> None:
+    model = PPO(cartpole(8), n_steps=8, reward_fn=reward_fn)
+    with pytest.raises((ValueError, TypeError), match=message):
+        model.learn(64)
+
+
 # ------------------------------------------------------------- CartPole: the real thing
 
 

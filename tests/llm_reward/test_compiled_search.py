@@ -25,7 +25,8 @@ def test_a_compiled_search_trains_its_candidates_on_the_graphs_the_fork_server_l
     assert len(trained) == 2
     assert all(c.result.compiled and not c.result.compile_note for c in trained), [c.result.compile_note for c in trained]
     # the server compiled them into the user's cache; the workers could not have
-    assert sorted(path.name.split("-")[1] for path in cache_folder().glob("ppo-*.pt2")) == ["act", "score", "update"]
+    # PPO's rollout with the env's step (the program's reward comes per rollout), scoring, update
+    assert sorted(path.name.split("-")[1] for path in cache_folder().glob("ppo-*.pt2")) == ["rollout", "score", "update"]
     assert len(list(cache_folder().glob("CartPole-v1-step-*.pt2"))) == 1  # and the env's step
     report = (tmp_path / "run" / "report.md").read_text()
     assert "PPO compiled" in report and "PPO compiled (" not in report

@@ -138,7 +138,7 @@ RUNTIME = {
     "memory_bomb_tensor": Case(program("return torch.ones(2**40), {}"), "limit", "ran out of memory", False),
     "memory_bomb_list": Case(program("hoard = [0.0] * 2**34\nreturn x, {}"), "limit", "MemoryError", False),
     "memory_bomb_gradual": Case(
-        "HOARD = []\n\n\n" + program("HOARD.append(torch.ones(2**24))\nreturn x, {}"),
+        "HOARD = []\n\n\n" + program("HOARD.append(torch.ones(2**27))\nreturn x, {}"),
         "limit", "ran out of memory", False, memory_mb=1536),
     "dunder_import_os": Case(program("__import__('os').system('touch {outside}/pwned')\nreturn x, {}"),
                              "program", "imports `os`", True),
@@ -196,19 +196,20 @@ RUNTIME = {
                                   "sandbox", "replaced, added or deleted torch.sum", True),
     "monkeypatch_tensor_method": Case(program("torch.Tensor.mean = torch.Tensor.sum\nreturn x, {}"),
                                       "sandbox", "torch.Tensor.mean", True),
-    "wrong_shape": Case(program("return x.reshape(-1, 1), {}"), "program", "shape (4, 1)", False),
+    "wrong_shape": Case(program("return x.reshape(-1, 1), {}"), "program", "shape (128, 1)", False),
     "wrong_dtype": Case(program("return (x > 0).long(), {}"), "program", "dtype torch.int64", False),
-    "nan": Case(program("return x * float('nan'), {}"), "program", "4 NaN and 0 inf", False),
+    "nan": Case(program("return x * float('nan'), {}"), "program", "128 NaN and 0 inf of 128", False),
     "inf_component": Case(program("return x, {'boom': torch.full_like(x, float('inf'))}"),
-                          "program", "component 'boom': 0 NaN and 4 inf", False),
+                          "program", "component 'boom': 0 NaN and 128 inf", False),
     "exception_first_call": Case(program("raise RuntimeError('first call')"), "program",
                                  "(call 1, after 0 env steps) raised RuntimeError: first call", False),
     "exception_after_1000_steps": Case(
         "CALLS = [0]\n\n\n" + program("CALLS[0] += 1\nif CALLS[0] * len(x) > 1000:\n"
                                       "    raise RuntimeError('late failure')\nreturn x, {}"),
-        # 4 envs: the program's 251st call, its 249th step, since the first step also ran it on
-        # each half of the batch (the check that no env's reward depends on the others)
-        "program", "(call 249, after 992 env steps) raised RuntimeError: late failure", False,
+        # PPO asks for the reward once per rollout (32 steps of 4 envs: 128 transitions), and
+        # the first call also ran the program on each half of the batch (the check that no
+        # env's reward depends on the others): CALLS is 8 at the 6th call, after 640 steps
+        "program", "(call 6, after 640 env steps) raised RuntimeError: late failure", False,
         options=(("steps", 2048), ("num_checkpoints", 4))),
 }
 
