@@ -25,6 +25,7 @@ whether the program loaded.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import os
@@ -280,17 +281,23 @@ def serve_rewards(load: Callable[[], RewardFunction], channel: socket.socket, gu
     :param guard: the companion's installed guard, its modules snapshot taken.
     """
     frames = _Frames(channel)
-    try:
+
+    def loaded() -> RewardFunction:
         function = load()
         _raise_if_changed(guard)
-    except ProgramError as error:
-        frames.send(_failure(error))
-        return
-    except Exception as error:
-        frames.send({"ok": False, "kind": "program", "reason": f"loading the program raised "
-                     f"{type(error).__name__}: {error}"[:MAX_MESSAGE_CHARS], "traceback": program_traceback(error)})
+        return function
+
+    function = _reported(frames, "loading the program", loaded)
+    if function is None:
         return
     frames.send({"ok": True})
+
+    def answer(layout: Any, block: bytes) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        result = function(*_inputs(layout, block))
+        if function.calls == 1 or function.calls % MODULE_CHECK_EVERY == 0:
+            _raise_if_changed(guard)
+        return result
+
     layout, answered = None, None
     while True:
         frame = frames.receive()
@@ -298,22 +305,27 @@ def serve_rewards(load: Callable[[], RewardFunction], channel: socket.socket, gu
             return
         header, block = frame
         layout = header["arrays"] if header is not None else layout
-        try:
-            reward, components = function(*_inputs(layout, block))
-            if function.calls == 1 or function.calls % MODULE_CHECK_EVERY == 0:
-                _raise_if_changed(guard)
-        except ProgramError as error:
-            frames.send(_failure(error))
+        result = _reported(frames, "the reward program", functools.partial(answer, layout, block))
+        if result is None:
             return
-        except Exception as error:
-            frames.send({"ok": False, "kind": "program", "reason": f"the reward program raised "
-                         f"{type(error).__name__}: {error}"[:MAX_MESSAGE_CHARS], "traceback": program_traceback(error)})
-            return
+        reward, components = result
         rows = torch.stack([reward, *components.values()]).to(torch.float32).contiguous()
         described = {"ok": True, "names": list(components), "per_state": function.per_state,
                      "per_state_mode": function.per_state_mode, "per_state_reason": function.per_state_reason}
         frames.send(described if described != answered else None, rows.numpy().tobytes())
         answered = described
+
+
+def _reported(frames: _Frames, doing: str, call: Callable[[], Any]) -> Any:
+    """``call()``'s result, or None once its failure is sent to the job as the answer."""
+    try:
+        return call()
+    except ProgramError as error:
+        frames.send(_failure(error))
+    except Exception as error:
+        frames.send({"ok": False, "kind": "program", "reason": f"{doing} raised {type(error).__name__}: "
+                     f"{error}"[:MAX_MESSAGE_CHARS], "traceback": program_traceback(error)})
+    return None
 
 
 def _inputs(layout: Any, block: bytes) -> list[torch.Tensor | None]:
