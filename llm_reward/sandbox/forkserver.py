@@ -345,7 +345,7 @@ def serve(socket_path: str, preload: Sequence[str], warm: Sequence[Sequence[str]
             os.dup2(stdout, sys.stdout.fileno())
             os.close(stdout)
     # Imported here, in the server only: sandbox imports this module for the client side.
-    from rewardlab.llm_reward.sandbox.isolation import run_isolated
+    from rewardlab.llm_reward.sandbox.isolation import process_handle, run_isolated
     from rewardlab.llm_reward.sandbox.runner import worker_main
 
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -358,9 +358,12 @@ def serve(socket_path: str, preload: Sequence[str], warm: Sequence[Sequence[str]
     stdin = sys.stdin.fileno()
     workers: dict[int, socket.socket] = {}
     temporary: dict[int, str] = {}  # the run directories the caller will remove, by worker
+    # a descriptor per worker that turns readable when its keeper exits, so that the exit
+    # is reported at once rather than at the next look (where the kernel has pidfds)
+    exits: dict[int, int] = {}
     try:
         while True:
-            readable, _, _ = select.select([listener, stdin], [], [], 0.1)
+            readable, _, _ = select.select([listener, stdin, *exits.values()], [], [], 0.1)
             if stdin in readable and not os.read(stdin, 1):
                 return
             if listener in readable:
@@ -376,12 +379,19 @@ def serve(socket_path: str, preload: Sequence[str], warm: Sequence[Sequence[str]
                 else:
                     pid = os.fork()
                     if pid == 0:
+                        for handle in exits.values():
+                            os.close(handle)
                         others = [listener, *workers.values()]
                         _run_worker(others, stdin, connection, request, worker_main, run_isolated)
                     workers[pid] = connection
+                    handle = process_handle(pid)
+                    if handle is not None:
+                        exits[pid] = handle
                     if request.get("temporary") is True and isinstance(request.get("run_dir"), str):
                         temporary[pid] = request["run_dir"]
             _report_exits(workers)
+            for pid in [pid for pid in exits if pid not in workers]:
+                os.close(exits.pop(pid))
             for pid in [pid for pid in temporary if pid not in workers]:
                 del temporary[pid]  # reported: the caller removes the folder
     finally:

@@ -32,6 +32,7 @@ import errno
 import functools
 import math
 import os
+import select
 import signal
 import stat
 import sys
@@ -231,19 +232,36 @@ def _watch(holder: int, run_dir: str, quota_mb: float) -> int:
     """Wait for the holder; kill it if the run directory grows past the quota (or cannot be
     measured: see :func:`directory_bytes`)."""
     quota = int(quota_mb * 2**20)
-    while True:
-        pid, status = os.waitpid(holder, os.WNOHANG)
-        over = directory_bytes(run_dir) > quota  # also once the job has ended: no result past it
-        if pid == holder and not over:
-            return status
-        if over:
-            if pid != holder:
-                os.kill(holder, signal.SIGKILL)
-                os.waitpid(holder, 0)
-            os.write(2, f"sandbox: the run directory outgrew its quota of {quota_mb:g} MB (or holds more "
-                        f"than {MAX_ENTRIES:,} entries, or folders too deep to measure)\n".encode())
-            return QUOTA_EXIT << 8
-        time.sleep(QUOTA_POLL_S)
+    ended = process_handle(holder)  # readable once the holder has exited: no wait for the next look
+    try:
+        while True:
+            pid, status = os.waitpid(holder, os.WNOHANG)
+            over = directory_bytes(run_dir) > quota  # also once the job has ended: no result past it
+            if pid == holder and not over:
+                return status
+            if over:
+                if pid != holder:
+                    os.kill(holder, signal.SIGKILL)
+                    os.waitpid(holder, 0)
+                os.write(2, f"sandbox: the run directory outgrew its quota of {quota_mb:g} MB (or holds more "
+                            f"than {MAX_ENTRIES:,} entries, or folders too deep to measure)\n".encode())
+                return QUOTA_EXIT << 8
+            if ended is None:
+                time.sleep(QUOTA_POLL_S)
+            else:
+                select.select([ended], [], [], QUOTA_POLL_S)
+    finally:
+        if ended is not None:
+            os.close(ended)
+
+
+def process_handle(pid: int) -> int | None:
+    """A descriptor that turns readable when the child ``pid`` exits (``pidfd_open``, Linux
+    5.3+), for waiting on it with ``select`` beside other things; None where there is none."""
+    try:
+        return os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        return None
 
 
 # ------------------------------------------------------------ the number of tasks
