@@ -374,7 +374,7 @@ def _check_output(value: Any, what: str, num_envs: int, device: torch.device, li
         value = torch.tensor([float(value)])
     if isinstance(value, np.ndarray) and value.shape == (num_envs,) and np.issubdtype(value.dtype, np.number):
         value = torch.as_tensor(value, dtype=torch.float32)  # numpy on the whole batch is fine
-    if isinstance(value, np.generic | float | int) and not isinstance(value, bool):
+    if _is_scalar(value):
         raise ProgramError(
             f"{line}{what} is one number ({type(value).__name__}) for the whole batch of {num_envs} envs: "
             "something reduced the batch to a scalar (a numpy or Python call such as np.mean, float(), "
@@ -465,7 +465,7 @@ def _split_result(result: Any) -> tuple[Any, Any]:
 def _is_scalar(reward: Any) -> bool:
     # a Python or numpy number for a batch: code written for one state (a 0-d tensor is a
     # reduced batch instead, a bug that _check_output reports)
-    return isinstance(reward, float | int | np.generic) and not isinstance(reward, bool)
+    return _is_number(reward) and not isinstance(reward, bool)
 
 
 def plain_component_name(name: str) -> str:
@@ -640,14 +640,7 @@ class RewardFunction:
         components) of one number each: code written for one state."""
         try:
             with torch.no_grad():
-                result = self._function(**{name: value[0].clone() for name, value in raw.items()})
-            reward, parts = _split_result(result)
-            _as_float(reward, "the reward")
-            if parts is not None:
-                if not isinstance(parts, dict):
-                    return False
-                for value in parts.values():
-                    _as_float(value, "a component")
+                self._one_state(self._function(**{name: value[0].clone() for name, value in raw.items()}))
         except Exception:
             return False
         finally:
@@ -735,18 +728,28 @@ class RewardFunction:
                     result = self._function(**single)
             except Exception as error:
                 raise self._failure(error, f"{where}, called for env {index} on its own") from None
-            reward, parts = _split_result(result)
-            parts = {} if parts is None else parts
-            if not isinstance(parts, dict):
-                raise ProgramError(f"{self._line}`{self.program.function_name}` must return (reward, components)")
-            rewards.append(_as_float(reward, f"{self._line}the reward returned for one env"))
-            per_env.append({str(key): _as_float(value, f"{self._line}component {key!r}") for key, value in parts.items()})
+            reward, parts = self._one_state(result)
+            rewards.append(reward)
+            per_env.append(parts)
         self._raise_if_check_fails()
         # a component one branch leaves out (``if terminated: return -1.0, {"done": -1.0}``) is 0 there
         names = list(dict.fromkeys(name for parts in per_env for name in parts))
         named = {name: torch.tensor([parts.get(name, 0.0) for parts in per_env]) for name in names}
         stacked = torch.tensor(rewards, dtype=torch.float32)
         return self._check_result((stacked, named) if named else stacked, num_envs, device)
+
+    def _one_state(self, result: Any) -> tuple[float, dict[str, float]]:
+        """What a call with one env's values returned, as the reward and named components of
+        one number each.
+
+        :raises ProgramError: it is not ``(number, {name: number})`` or a bare number.
+        """
+        reward, parts = _split_result(result)
+        parts = {} if parts is None else parts
+        if not isinstance(parts, dict):
+            raise ProgramError(f"{self._line}`{self.program.function_name}` must return (reward, components)")
+        return (_as_float(reward, f"{self._line}the reward returned for one env"),
+                {str(key): _as_float(value, f"{self._line}component {key!r}") for key, value in parts.items()})
 
     def _raise_if_check_fails(self) -> None:
         reason = self._check() if self._check is not None else None
