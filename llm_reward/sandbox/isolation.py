@@ -56,7 +56,7 @@ _CLONE_NEWUSER, _CLONE_NEWPID, _CLONE_NEWNET = 0x10000000, 0x20000000, 0x4000000
 _CLONE_THREAD = 0x00010000
 _NAMESPACES = _CLONE_NEWUSER | _CLONE_NEWNS | _CLONE_NEWNET | _CLONE_NEWIPC | _CLONE_NEWUTS | _CLONE_NEWPID
 _MS_NOSUID, _MS_NODEV, _MS_NOEXEC, _MS_REC, _MS_PRIVATE = 2, 4, 8, 1 << 14, 1 << 18
-_PR_SET_PDEATHSIG, _PR_SET_NO_NEW_PRIVS, _PR_CAPBSET_DROP = 1, 38, 24
+_PR_SET_PDEATHSIG, _PR_SET_DUMPABLE, _PR_SET_NO_NEW_PRIVS, _PR_CAPBSET_DROP = 1, 4, 38, 24
 _LINUX_CAPABILITY_VERSION_3 = 0x20080522
 
 
@@ -576,16 +576,28 @@ _DENIED_SYSCALLS = (
 _UNSUPPORTED_SYSCALLS = ("fallocate",)
 
 
+def _add_rule(rules: Any, action: Any, name: str, *arguments: Any) -> None:
+    """``rules.add_rule(action, name, *arguments)``, skipped for a syscall this architecture
+    (or libseccomp) does not have."""
+    try:
+        rules.add_rule(action, name, *arguments)
+    except (RuntimeError, ValueError, OSError):
+        pass
+
+
+def make_undumpable() -> None:
+    """``PR_SET_DUMPABLE`` 0: a process of the same user (a job's companion) cannot open
+    this one's memory through ``/proc``."""
+    _check(_libc().prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0), "prctl(PR_SET_DUMPABLE, 0)")
+
+
 def _load_seccomp() -> None:
     import pyseccomp as seccomp
 
     rules = seccomp.SyscallFilter(defaction=seccomp.ALLOW)
     deny = seccomp.ERRNO(errno.EPERM)
     for name in _DENIED_SYSCALLS:
-        try:
-            rules.add_rule(deny, name)
-        except (RuntimeError, ValueError, OSError):
-            continue  # a syscall this architecture does not have
+        _add_rule(rules, deny, name)
     # clone: threads only (CLONE_THREAD set); clone3 answers ENOSYS, so that glibc falls
     # back to clone, whose flags the filter can read.
     rules.add_rule(deny, "clone", seccomp.Arg(0, seccomp.MASKED_EQ, _CLONE_THREAD, 0))
@@ -620,10 +632,7 @@ def confine_to_itself() -> None:
     rules = seccomp.SyscallFilter(defaction=seccomp.ALLOW)
 
     def add(name: str, *arguments: Any) -> None:
-        try:
-            rules.add_rule(deny, name, *arguments)
-        except (RuntimeError, ValueError, OSError):
-            pass  # a syscall this architecture or libseccomp does not have
+        _add_rule(rules, deny, name, *arguments)
 
     for name in _SELF_ONLY_FIRST_ARGUMENT_ZERO:
         add(name, seccomp.Arg(0, seccomp.NE, 0))

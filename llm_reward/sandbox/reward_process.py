@@ -128,7 +128,6 @@ class RemoteReward:
         self.per_state = False
         self.per_state_mode = ""
         self.per_state_reason = ""
-        self._channel = channel
         self._frames = _Frames(channel)
         self._pid = pid
         self._layout: list[list[Any]] | None = None  # of the last request sent
@@ -166,7 +165,7 @@ class RemoteReward:
     def close(self) -> None:
         """Close the channel and reap the companion, so that this process's children's usage
         (``RUSAGE_CHILDREN``) holds its CPU time and memory."""
-        self._channel.close()
+        self._frames.channel.close()
         self._reap()
 
     def _reap(self) -> tuple[int | None, bool]:
@@ -233,7 +232,7 @@ class RemoteReward:
 
     def _ended(self) -> ProgramError:
         """The error for a companion that stopped answering, saying how it ended."""
-        self._channel.close()
+        self._frames.channel.close()
         status, killed = self._reap()
         if killed:
             return ProgramError("the reward program's process stopped answering and did not exit (a reward "

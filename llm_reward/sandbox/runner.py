@@ -70,6 +70,7 @@ from rewardlab.llm_reward.sandbox.isolation import (
     confine,
     confine_to_itself,
     gpu_devices,
+    make_undumpable,
     readable_roots,
 )
 from rewardlab.llm_reward.sandbox.landlock import landlock_abi
@@ -529,19 +530,8 @@ def _start_companion(companion: str, payload: Any, limits: Limits) -> tuple[sock
         finally:
             os._exit(status)
     theirs.close()
-    _check_prctl(_PR_SET_DUMPABLE, 0)
+    make_undumpable()
     return ours, pid
-
-
-def _check_prctl(option: int, value: int) -> None:
-    import ctypes
-
-    libc = ctypes.CDLL(None, use_errno=True)
-    if libc.prctl(option, value, 0, 0, 0) != 0:
-        raise OSError(ctypes.get_errno(), f"prctl({option}, {value})")
-
-
-_PR_SET_DUMPABLE = 4
 
 
 def _describe_error(error: BaseException) -> str:
