@@ -29,9 +29,11 @@ import __future__
 
 import ast
 import builtins
+import dis
 import linecache
 import math
 import re
+import sys
 import textwrap
 import traceback
 from collections.abc import Callable, Mapping
@@ -43,6 +45,7 @@ import torch
 
 from rewardlab.envs.descriptions import EnvDescription, describe
 from rewardlab.llm_reward.programs.checks import (
+    ALLOWED_MODULES,
     PROGRAM_FILENAME,
     REWARD_FUNCTION,
     SAFE_BUILTINS,
@@ -337,6 +340,9 @@ def _safe_hasattr(obj: Any, name: str) -> bool:
     return hasattr(obj, name)
 
 
+_IMPORT_NAME = dis.opmap["IMPORT_NAME"]
+
+
 def _safe_import(
     name: str,
     globals: Mapping[str, Any] | None = None,
@@ -344,9 +350,28 @@ def _safe_import(
     fromlist: tuple[str, ...] | None = (),
     level: int = 0,
 ) -> Any:
-    reason = "relative imports are not allowed" if level else forbidden_module(name)
-    for item in fromlist or ():
-        reason = reason or forbidden_attribute(item)
+    """The program's ``__import__``: its own ``import`` statements may import math, numpy,
+    torch and their public submodules only.
+
+    numpy's and torch's C code imports its own modules lazily through the calling frame's
+    ``__import__``, which for a call from the program is this one (``a.max()`` imports
+    ``numpy._core._methods``): an import that is not the program's own ``import`` statement
+    gets the real import for the modules of numpy, torch and math and for modules already
+    loaded, whatever their names.
+    """
+    caller = sys._getframe(1)
+    code = caller.f_code
+    statement = code.co_filename == PROGRAM_FILENAME and code.co_code[caller.f_lasti] == _IMPORT_NAME
+    if level:
+        reason = "relative imports are not allowed"
+    elif statement:
+        reason = forbidden_module(name)
+        for item in fromlist or ():
+            reason = reason or forbidden_attribute(item)
+    elif name.split(".")[0] in ALLOWED_MODULES or name in sys.modules:
+        reason = None
+    else:
+        reason = f"imports `{name}`; reward programs may only import math, numpy and torch"
     if reason:
         raise ImportError(reason)
     return builtins.__import__(name, globals, locals, fromlist, level)
@@ -491,6 +516,16 @@ def _as_float(value: Any, what: str) -> float:
     raise ProgramError(f"{what} is a {type(value).__name__}; for one env it must be one number")
 
 
+def _both(first: ProgramError, then: ProgramError, how: str) -> ProgramError:
+    """One failure out of two ways of calling the program that both failed: the first one's
+    reason and traceback, then the second's, so that neither cause is lost."""
+    if first.kind == "sandbox" or then.kind == "sandbox":
+        return first if first.kind == "sandbox" else then
+    reason = f"{first.reason}\n{how}, it failed too: {then.reason}"
+    traceback_text = "\n".join(text for text in (first.traceback, then.traceback) if text.strip())
+    return ProgramError(reason, traceback_text, first.kind if first.kind != "program" else then.kind)
+
+
 class RewardFunction:
     """A reward program loaded into a restricted namespace and applied to batched transitions.
 
@@ -598,9 +633,21 @@ class RewardFunction:
                     raise
                 self._one_env_mode = "batch"
                 inputs = {name: value.clone() for name, value in raw.items()}  # as the failed call left them
+                try:
+                    return self._batched_call(inputs, raw, num_envs, obs.device, where)
+                except ProgramError as batch_error:
+                    # both ways failed: the first is the cause for code written for one state
+                    raise _both(error, batch_error, "called with the env's values as a batch of one") from None
             else:
                 self._one_env_mode = "state"
                 return result
+        return self._batched_call(inputs, raw, num_envs, obs.device, where)
+
+    def _batched_call(
+        self, inputs: dict[str, torch.Tensor], raw: Mapping[str, torch.Tensor], num_envs: int,
+        device: torch.device, where: str,
+    ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """The program called on the batch, or per env once it showed it is written for one state."""
         if not self.per_state:
             try:
                 with torch.no_grad():
@@ -609,9 +656,15 @@ class RewardFunction:
                 # code for one state fails on a batch: with Python control flow on values
                 # (`if x > 0`, float(x)) or with shapes of one state (torch.dot, stacking,
                 # np.array of the inputs), and runs for one env's values
-                mapped = self._vmapped_call(inputs, num_envs, obs.device)
-                if mapped is None and not _per_state_error(error) and not self._runs_for_one_env(raw):
-                    raise self._failure(error, where) from None
+                mapped = self._vmapped_call(inputs, num_envs, device)
+                if mapped is None and not _per_state_error(error):
+                    if num_envs == 1:  # __call__ tried its values as one state first
+                        raise self._failure(error, where) from None
+                    one_env_error = self._one_env_error(raw)
+                    if one_env_error is not None:
+                        raise _both(
+                            self._failure(error, where), one_env_error, "called with env 0's values alone"
+                        ) from None
                 self.per_state = True  # written for one state: run it per env from now on
                 self.per_state_reason = _per_state_line(error, num_envs)
                 if mapped is not None:
@@ -620,7 +673,7 @@ class RewardFunction:
             else:
                 if not (num_envs > 1 and _is_scalar(_split_result(result)[0])):
                     self._raise_if_check_fails()
-                    checked = self._check_result(result, num_envs, obs.device)
+                    checked = self._check_result(result, num_envs, device)
                     if not self._independence_checked and num_envs > 1:
                         self._independence_checked = True
                         self._check_independence(raw, checked, where)
@@ -629,23 +682,25 @@ class RewardFunction:
                 self.per_state_reason = (f"{self._line}it returns one number for a batch of {num_envs} "
                                          "envs (Python arithmetic on scalars)")
         if self.per_state_mode == "vmap":
-            mapped = self._vmapped_call(inputs, num_envs, obs.device)
+            mapped = self._vmapped_call(inputs, num_envs, device)
             if mapped is not None:
                 return mapped
         self.per_state_mode = "loop"  # Python control flow on values: vmap cannot trace it
-        return self._per_state_call(inputs, num_envs, obs.device, where)
+        return self._per_state_call(inputs, num_envs, device, where)
 
-    def _runs_for_one_env(self, raw: Mapping[str, torch.Tensor]) -> bool:
-        """Whether the program, called with env 0's values alone, returns a reward (and
-        components) of one number each: code written for one state."""
+    def _one_env_error(self, raw: Mapping[str, torch.Tensor]) -> ProgramError | None:
+        """None when the program, called with env 0's values alone, returns a reward (and
+        components) of one number each (code written for one state), else why it does not."""
         try:
             with torch.no_grad():
                 self._one_state(self._function(**{name: value[0].clone() for name, value in raw.items()}))
-        except Exception:
-            return False
-        finally:
+        except ProgramError as error:
             self._raise_if_check_fails()
-        return True
+            return error
+        except Exception as error:
+            return self._failure(error, f"`{self.program.function_name}`")
+        self._raise_if_check_fails()
+        return None
 
     def _check_independence(
         self, raw: Mapping[str, torch.Tensor], whole: tuple[torch.Tensor, dict[str, torch.Tensor]], where: str
