@@ -1,7 +1,10 @@
 """``best_reward.py``: a search's best program as a file, and :func:`load_reward` to use it.
 
 The file is the program's source exactly as it was evaluated, under a comment header that
-names the env (``# rewardlab-env: CartPole-v1``), the task and the scores. Loading runs the
+names the env (``# rewardlab-env: CartPole-v1``), the task and the scores. A program found
+under a description file (``--describe``) carries that description as one JSON line
+(``# rewardlab-description: {...}``): its variables are the file's names, and every loader
+uses it. Loading runs the
 static checks again and then the program in this process: load files you trust (your
 search's output), as with any Python code you run.
 
@@ -20,8 +23,10 @@ program's components as ``program/<name>``.
 
 from __future__ import annotations
 
+import json
 import os
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, SupportsFloat
@@ -32,6 +37,7 @@ import torch
 
 from rewardlab.common.components import with_components
 from rewardlab.envs.core import Batched
+from rewardlab.envs.description_files import description_data, description_from_data
 from rewardlab.envs.descriptions import EnvDescription, describe
 from rewardlab.llm_reward.programs.program import RewardFunction, RewardProgram
 from rewardlab.llm_reward.programs.wrapper import COMPONENT_PREFIX, ProgramReward
@@ -40,6 +46,8 @@ __all__ = ["GymnasiumProgramReward", "LoadedReward", "load_reward", "reward_file
 
 ENV_MARKER = "# rewardlab-env:"
 _ENV_LINE = re.compile(rf"^{re.escape(ENV_MARKER)}\s*(\S+)\s*$", re.MULTILINE)
+DESCRIPTION_MARKER = "# rewardlab-description:"
+_DESCRIPTION_LINE = re.compile(rf"^{re.escape(DESCRIPTION_MARKER)}(.*)$", re.MULTILINE)
 
 
 def reward_file_text(source: str, env_id: str, header: list[str]) -> str:
@@ -48,8 +56,15 @@ def reward_file_text(source: str, env_id: str, header: list[str]) -> str:
     :param source: the program's source (kept as it is).
     :param env_id: the env it was written for.
     :param header: more comment lines (without ``#``): task, scores, how to use it.
+
+    The description file in use for ``env_id`` (if any) is written as one JSON line, so that
+    the program's variables mean the same wherever it is loaded.
     """
-    lines = [f"{ENV_MARKER} {env_id}", *(f"# {line}".rstrip() for line in header), ""]
+    lines = [f"{ENV_MARKER} {env_id}"]
+    data = description_data(env_id)
+    if data is not None:  # json.dumps escapes newlines: the data stays one comment line
+        lines.append(f"{DESCRIPTION_MARKER} {json.dumps(data, sort_keys=True)}")
+    lines += [*(f"# {line}".rstrip() for line in header), ""]
     return "\n".join(lines) + "\n" + source.lstrip("\n")
 
 
@@ -135,15 +150,21 @@ class LoadedReward:
     :param program: the checked program.
     :param env_id: the env it is for.
     :param path: the file it came from.
+    :param description_data: the description file's data the program was written under
+        (:func:`rewardlab.envs.description_files.load_description`), ``None`` for the env's
+        built-in or generic description.
     """
 
     program: RewardProgram
     env_id: str
     path: Path
+    description_data: Mapping[str, Any] | None = None
 
     @property
     def description(self) -> EnvDescription:
         """The env's description (the program's variables)."""
+        if self.description_data is not None:
+            return description_from_data(self.description_data)
         return describe(self.env_id)
 
     def reward_function(self, trusted: bool = False) -> RewardFunction:
@@ -190,20 +211,27 @@ def _require_trust(trusted: bool, path: Path) -> None:
         )
 
 
-def load_reward(path: str | os.PathLike[str], env_id: str | None = None) -> LoadedReward:
+def load_reward(
+    path: str | os.PathLike[str], env_id: str | None = None, description: Mapping[str, Any] | None = None
+) -> LoadedReward:
     """Read a reward program file (e.g. a search's ``best_reward.py``) and check it.
 
     :param path: the file.
     :param env_id: the env; default: the file's ``# rewardlab-env:`` line.
-    :raises ValueError: the file is missing, names no env and ``env_id`` is not given, or
-        names another env than ``env_id``.
+    :param description: a description file's data (``load_description(file, env_id)[1]``) for
+        a program written under it; default: the file's ``# rewardlab-description:`` line,
+        else the env's own description.
+    :raises ValueError: the file is missing, not text, names no env and ``env_id`` is not
+        given, names another env than ``env_id``, or carries a malformed description.
     :raises llm_reward.CheckError: the program fails the static checks for the env.
     """
     path = Path(path)
     try:
         source = path.read_text()
     except OSError as error:
-        raise ValueError(f"cannot read the reward program {path}: {error}") from error
+        raise ValueError(f"cannot read the reward program {path}: {error.strerror or error}") from None
+    except UnicodeDecodeError:
+        raise ValueError(f"cannot read the reward program {path}: it is not a UTF-8 text file") from None
     match = _ENV_LINE.search(source)
     if match is not None and env_id is not None and match.group(1) != env_id:
         raise ValueError(f"{path} was written for {match.group(1)}, not {env_id}")
@@ -213,6 +241,27 @@ def load_reward(path: str | os.PathLike[str], env_id: str | None = None) -> Load
                 f"{path} does not say which env it is for (no '{ENV_MARKER} ENV_ID' line); pass env_id"
             )
         env_id = match.group(1)
+    if description is None:
+        description = _carried_description(source, path, env_id)
     program = RewardProgram.from_source(source)
-    program.check(env_id)
-    return LoadedReward(program, env_id, path)
+    loaded = LoadedReward(program, env_id, path, description)
+    program.check(loaded.description)
+    return loaded
+
+
+def _carried_description(source: str, path: Path, env_id: str) -> dict[str, Any] | None:
+    """The description a reward file carries on its ``# rewardlab-description:`` line, checked."""
+    match = _DESCRIPTION_LINE.search(source)
+    if match is None:
+        return None
+    try:
+        data = json.loads(match.group(1))
+        if not isinstance(data, dict) or data.get("env_id") != env_id:
+            raise ValueError(f"it describes {data.get('env_id') if isinstance(data, dict) else data!r}, not {env_id}")
+        description_from_data(data)  # builds every reader and the success rule: a bad one fails here
+    except (ValueError, KeyError, TypeError) as error:
+        raise ValueError(
+            f"{path}: its '{DESCRIPTION_MARKER}' line is not a description of {env_id} ({error}); "
+            "delete the line and pass the description file with --describe"
+        ) from None
+    return data

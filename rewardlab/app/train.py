@@ -27,7 +27,13 @@ import numpy as np
 
 from rewardlab.app.arguments import int_list, json_object, plain_text
 from rewardlab.app.rundirs import prepare_run_dir, run_dir_for, write_json
-from rewardlab.app.trainers import HRATrainer, OwnPPOTrainer, ProgressBar, SandboxedProgramTrainer
+from rewardlab.app.trainers import (
+    HRATrainer,
+    OwnPPOTrainer,
+    ProgressBar,
+    SandboxedProgramTrainer,
+    load_program,
+)
 from rewardlab.common.seeds import check_seeds
 from rewardlab.common.toml import tomllib
 
@@ -52,6 +58,7 @@ DEFAULTS: dict[str, Any] = {
     "eval_episodes": 10,
     "checkpoint_every": None,
     "reward_program": None,
+    "describe": None,
     "trust_program": False,
     "compile": False,
 }
@@ -154,9 +161,9 @@ def check_config(config: dict[str, Any]) -> None:
     if config["reward_program"]:
         if config["algo"] != "ppo":
             raise ValueError("--reward-program trains rewardlab's PPO on the batched env: use --algo ppo")
-        from rewardlab.llm_reward import load_reward
-
-        load_reward(config["reward_program"], config["env"])  # the checks, before any training
+        load_program(config)  # the checks, before any training
+    if config["describe"] and not config["reward_program"]:
+        raise ValueError("--describe names the variables of a --reward-program; pass one, or drop it")
     if config["trust_program"] and not config["reward_program"]:
         raise ValueError("--trust-program applies to a --reward-program; pass one, or drop it")
     if not isinstance(config["compile"], bool):
@@ -342,6 +349,9 @@ def register_train(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--reward-program", dest="reward_program",
                         help="train on a reward program file (e.g. a search's best_reward.py; --algo ppo), "
                              "inside the sandbox")
+    parser.add_argument("--describe", metavar="FILE",
+                        help="the description file (TOML/JSON) a hand-written --reward-program's variables "
+                             "come from; a search's best_reward.py carries its own")
     parser.add_argument("--trust-program", dest="trust_program", action="store_const", const=True,
                         help="run the --reward-program in this process, outside the sandbox (only for a "
                              "program you have read): allows --shaping, --intrinsic and --resume")

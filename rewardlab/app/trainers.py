@@ -95,9 +95,7 @@ class OwnPPOTrainer(Trainer):
             compile=compile_env, **config["env_kwargs"],
         )  # fmt: skip
         if config["reward_program"]:  # --trust-program: in this process (else SandboxedProgramTrainer)
-            from rewardlab.llm_reward import load_reward
-
-            env = load_reward(config["reward_program"], config["env"]).wrap(env, trusted=True)
+            env = load_program(config).wrap(env, trusted=True)
         gamma = hyperparameters.get("gamma", 0.99)
         if config["shaping"] == "builtin":
             env = BatchedPotentialShaping(
@@ -187,6 +185,23 @@ class HRATrainer(OwnPPOTrainer):
         return self.model.num_timesteps
 
 
+def load_program(config: dict[str, Any]) -> Any:
+    """The run's ``--reward-program``, checked against its description: the ``--describe``
+    file's, else the one the program file carries, else the env's own.
+
+    :param config: the run's config (``reward_program``, ``env``, ``describe``).
+    :raises ValueError: the program or the description file cannot be read or fails its checks.
+    """
+    from rewardlab.llm_reward import load_reward
+
+    description = None
+    if config.get("describe"):
+        from rewardlab.envs.description_files import load_description
+
+        description = load_description(config["describe"], config["env"])[1]
+    return load_reward(config["reward_program"], config["env"], description=description)
+
+
 def make_intrinsic(config: dict[str, Any], env: Any, num_envs: int) -> Any:
     """The configured intrinsic module (several fused), or None."""
     if not config["intrinsic"]:
@@ -216,15 +231,13 @@ class SandboxedProgramTrainer(Trainer):
     checkpoint_file = "model.pt"
 
     def __init__(self, config: dict[str, Any], run_dir: Path):
-        from rewardlab.llm_reward import load_reward
-
         if config["shaping"] != "none" or config["intrinsic"]:
             raise ValueError(
                 "--reward-program trains on the program's reward alone in the sandbox; drop "
                 "--shaping/--intrinsic, or pass --trust-program to combine them in this process"
             )
         self.config, self.run_dir = config, run_dir
-        self.reward = load_reward(config["reward_program"], config["env"])
+        self.reward = load_program(config)
         self.model: Any = None
         self.steps_done = 0
 
@@ -252,7 +265,7 @@ class SandboxedProgramTrainer(Trainer):
             timeout_s=max(600.0, steps / 50.0), run_dir=self.run_dir / "sandbox", num_envs=num_envs,
             device=config["device"], ppo_kwargs={**hyperparameters, "compile": compile},
             num_checkpoints=max(1, min(10, steps // max(num_envs, 1))), eval_episodes=config["eval_episodes"],
-            on_final_policy=keep,
+            on_final_policy=keep, description=self.reward.description_data,
         )  # fmt: skip
         if not result.ok or self.model is None:
             failure = result.failure

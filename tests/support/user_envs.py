@@ -137,3 +137,101 @@ def write_corridor(folder: Path, module: str) -> str:
     (folder / "corridor.toml").write_text(DESCRIPTION)
     (folder / ".env").write_text(f"API_KEY={SECRET}\n")
     return write_env(folder, module, CORRIDOR_SOURCE)
+
+
+POINT_MASS_SOURCE = '''
+"""A user's own env: steer a point mass to a goal on a plane, around a pit."""
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+
+PIT_CENTRE, PIT_RADIUS, GOAL_RADIUS = np.array([0.0, 0.0], np.float32), 0.3, 0.15
+
+
+class PointMass(gym.Env):
+    def __init__(self):
+        plane = spaces.Box(-1.0, 1.0, (2,), np.float32)
+        self.observation_space = spaces.Dict({"pos": plane, "vel": plane, "goal": plane})
+        self.action_space = spaces.Box(-1.0, 1.0, (2,), np.float32)  # a force along x and y
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.pos = np.array([self.np_random.uniform(-0.9, -0.5), self.np_random.uniform(-0.8, 0.8)], np.float32)
+        self.goal = np.array([self.np_random.uniform(0.5, 0.9), self.np_random.uniform(-0.8, 0.8)], np.float32)
+        self.vel = np.zeros(2, np.float32)
+        return self._obs(), {}
+
+    def _obs(self):
+        return {"pos": self.pos.copy(), "vel": self.vel.copy(), "goal": self.goal.copy()}
+
+    def step(self, action):
+        force = np.clip(np.asarray(action, np.float32), -1.0, 1.0)
+        self.vel = (0.8 * self.vel + 0.2 * force).astype(np.float32)
+        self.pos = np.clip(self.pos + 0.1 * self.vel, -1.0, 1.0).astype(np.float32)
+        at_goal = np.linalg.norm(self.pos - self.goal) < GOAL_RADIUS
+        in_pit = np.linalg.norm(self.pos - PIT_CENTRE) < PIT_RADIUS
+        reward = 1.0 if at_goal else -1.0 if in_pit else 0.0  # the goal pays, the pit costs
+        return self._obs(), reward, bool(at_goal or in_pit), False, {}
+
+
+gym.register("{name}-v0", entry_point=PointMass, max_episode_steps=60)
+'''
+
+# Gymnasium flattens a Dict observation in the sorted order of its keys: goal, pos, vel.
+POINT_MASS_DESCRIPTION = '''
+summary = "steer a point mass on the plane [-1, 1]^2 to its goal (within 0.15) around a pit of radius 0.3 at the origin; the episode ends at the goal (+1), in the pit (-1) or after 60 steps."
+success = "goal_distance < 0.15"
+terminated_meaning = "the point mass reached the goal or fell into the pit"
+
+[action]
+meaning = "the force along x and y, each in [-1, 1]"
+
+[[state]]
+name = "goal_x"
+index = 0
+meaning = "the goal's x (fixed for the episode)"
+
+[[state]]
+name = "goal_y"
+index = 1
+meaning = "the goal's y (fixed for the episode)"
+
+[[state]]
+name = "pos_x"
+index = 2
+meaning = "the point mass's x"
+low = -1
+high = 1
+
+[[state]]
+name = "pos_y"
+index = 3
+meaning = "the point mass's y"
+low = -1
+high = 1
+
+[[state]]
+name = "vel_x"
+index = 4
+meaning = "the point mass's velocity along x"
+
+[[state]]
+name = "vel_y"
+index = 5
+meaning = "the point mass's velocity along y"
+
+[derived]
+goal_distance = "sqrt((pos_x - goal_x)**2 + (pos_y - goal_y)**2)"
+pit_distance = "sqrt(pos_x**2 + pos_y**2)"
+'''
+
+
+def write_point_mass(folder: Path, module: str, derived: bool = True) -> str:
+    """Write ``module.py`` (registering ``<Module>-v0``, the point mass) and ``pointmass.toml``
+    (its description; without the derived variables and success rule if not ``derived``);
+    return the env id."""
+    description = POINT_MASS_DESCRIPTION
+    if not derived:
+        description = description.split("[derived]")[0].replace('success = "goal_distance < 0.15"\n', "")
+    (folder / "pointmass.toml").write_text(description)
+    return write_env(folder, module, POINT_MASS_SOURCE)

@@ -1,0 +1,45 @@
+"""``rewardlab search`` on a user's own env, and its printed next step run as printed."""
+
+from __future__ import annotations
+
+import json
+import shlex
+from pathlib import Path
+
+from user_envs import write_point_mass
+
+from rewardlab.app.cli import main as rewardlab
+
+TINY_SEARCH = ["--proposer", "evolve", "--iterations", "1", "--samples", "2", "--final-seeds", "0",
+               "--steps", "256", "--num-envs", "4", "--ppo", '{"n_steps": 32, "n_epochs": 1}',
+               "--checkpoints", "1", "--eval-episodes", "2", "--no-progress", "--no-compile",
+               "--finalists", "0", "--workers", "2"]
+
+
+def printed_command(output: str, prefix: str) -> list[str]:
+    """The command the output's line starting with ``prefix`` prints, as argv for ``rewardlab``."""
+    line = next(line for line in output.splitlines() if line.startswith(prefix))
+    argv = shlex.split(line[len(prefix):])
+    assert argv[0] == "rewardlab", line
+    return argv[1:]
+
+
+def test_the_searchs_printed_train_command_runs_on_a_users_env_with_a_description(
+    tmp_path: Path, monkeypatch, capsys
+) -> None:
+    monkeypatch.chdir(tmp_path)  # the user's module sits where they run rewardlab
+    env_id = write_point_mass(tmp_path, "daily_point_mass", derived=False)
+    code = rewardlab(["search", "--env", env_id, "--task", "reach the goal, avoid the pit",
+                      "--describe", "pointmass.toml", "--out", "search_run", *TINY_SEARCH])
+    output = capsys.readouterr()
+    assert code == 0, output.err
+    best = (tmp_path / "search_run" / "best_reward.py").read_text()
+    carried = json.loads(best.split("# rewardlab-description:", 1)[1].splitlines()[0])
+    assert [state["name"] for state in carried["state"]][:3] == ["goal_x", "goal_y", "pos_x"]
+    train = printed_command(output.out, "train on it: ")
+    assert "--reward-program" in train and "--describe" not in train
+    code = rewardlab([*train, "--steps", "256", "--num-envs", "4", "--no-progress"])
+    output = capsys.readouterr()
+    assert code == 0, output.err
+    metrics = json.loads(next((tmp_path / "runs").rglob("metrics.json")).read_text())
+    assert metrics["status"] == "complete" and metrics["env"] == env_id
