@@ -83,6 +83,11 @@ def import_env_module(env_id: str) -> str | None:
             f"env {env_id!r}: cannot import module {module!r} ({error}); run from the folder that "
             f"holds {module.split('.')[0]}.py, or install it, or add its folder to PYTHONPATH"
         ) from error
+    except Exception as error:  # the user's module ran and failed (a syntax error, a bad register call)
+        raise ValueError(
+            f"env {env_id!r}: importing module {module!r} failed with {type(error).__name__}: {error}; "
+            "fix the module (python -c 'import " + module + "' shows the traceback)"
+        ) from error
     path = getattr(imported, "__file__", None)
     if path is None:
         return None

@@ -266,7 +266,7 @@ def run_compare(args: argparse.Namespace) -> int:
 
 def register_compare(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
-        "compare", help="compare runs: mean curves with confidence bands and tables",
+        "compare",
         description=plain_text(__doc__), formatter_class=argparse.RawDescriptionHelpFormatter,
     )  # fmt: skip
     parser.add_argument("run_dirs", nargs="+", metavar="RUN_DIR", help="run folders or their parents")

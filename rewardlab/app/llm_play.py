@@ -25,7 +25,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import torch
 
 from rewardlab.app.arguments import plain_text
 from rewardlab.common.seeds import check_seeds
@@ -71,6 +70,8 @@ def make_env(env_id: str, num_envs: int, shaping: str, seed: int, gamma: float =
 
 
 def _numpy(value: Any) -> np.ndarray:
+    import torch  # imported once the command runs, not while its arguments are read
+
     if isinstance(value, torch.Tensor):
         return value.detach().cpu().numpy()
     return np.asarray(value)
@@ -226,7 +227,7 @@ def register_llm_play(subparsers: argparse._SubParsersAction) -> None:
     :param subparsers: the ``rewardlab`` command's subparsers.
     """
     parser = subparsers.add_parser(
-        "llm-play", help="an LLM plays episodes as the policy, logged like an RL run",
+        "llm-play",
         description=plain_text(__doc__), formatter_class=argparse.RawDescriptionHelpFormatter,
     )  # fmt: skip
     parser.add_argument("--env", required=True, help="env id, e.g. CartPole-v1 or MiniGrid-DoorKey-5x5-v0")

@@ -57,7 +57,6 @@ def run_quickstart(args: argparse.Namespace) -> int:
 def register_quickstart(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "quickstart",
-        help="train PPO on MountainCar-v0 with and without shaping and compare",
         description=plain_text(__doc__), formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--algo", default="sb3-ppo", help="the learner (default sb3-ppo)")

@@ -169,7 +169,7 @@ def register_search(subparsers: argparse._SubParsersAction) -> None:
     :param subparsers: the ``rewardlab`` command's subparsers.
     """
     parser = subparsers.add_parser(
-        "search", help="search for a reward program (Eureka / Text2Reward with an LLM, or evolve)",
+        "search",
         description=plain_text(__doc__), formatter_class=argparse.RawDescriptionHelpFormatter,
     )  # fmt: skip
     what = parser.add_argument_group("what to search")

@@ -329,7 +329,7 @@ def run_train(args: argparse.Namespace) -> int:
 
 def register_train(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
-        "train", help="train an agent, with or without shaping and intrinsic rewards",
+        "train",
         description=plain_text(__doc__), formatter_class=argparse.RawDescriptionHelpFormatter,
     )  # fmt: skip
     parser.add_argument("--env", help="env id, e.g. CartPole-v1")

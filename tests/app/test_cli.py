@@ -63,3 +63,64 @@ def test_help_is_plain_text_without_restructuredtext_markup(capsys, command):
 def test_plain_text_takes_out_the_markup():
     doc = "``rewardlab x``: see :func:`~a.b` and `c`.\n\nExample::\n\n    rewardlab x\n"
     assert plain_text(doc) == "rewardlab x: see a.b and c.\n\nExample:\n\n    rewardlab x\n"
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["--version"], []])
+def test_help_and_version_import_no_command_module_and_no_torch(argv):
+    code = (
+        "import sys\nfrom rewardlab.app.cli import COMMANDS, main\n"
+        f"try:\n    main({argv!r})\nexcept SystemExit:\n    pass\n"
+        "modules = [target.split(':')[0] for target, _ in COMMANDS.values()]\n"
+        "print(sorted(name for name in ('torch', 'numpy', *modules) if name in sys.modules))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert result.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_a_mistyped_flag_is_answered_before_torch_is_imported():
+    code = (
+        "import sys\nfrom rewardlab.app.cli import main\n"
+        "try:\n    main(['train', '--steps', '1O'])\nexcept SystemExit as exit:\n    print(exit.code)\n"
+        "print('torch' in sys.modules)\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert result.stdout.split() == ["2", "False"]
+    assert "argument --steps: invalid int value: '1O'" in result.stderr
+
+
+def test_help_lists_every_command_with_its_line(capsys):
+    assert main([]) == 0
+    shown = capsys.readouterr().out
+    for name in ("quickstart", "train", "compare", "llm-play", "search"):
+        assert re.search(rf"^\s+{name}\s+\S", shown, re.MULTILINE), name
+
+
+def _one_line_error(capsys) -> str:
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+    return err
+
+
+def test_unusable_output_folders_are_one_line_naming_them(tmp_path, capsys):
+    blocker = tmp_path / "a_file"
+    blocker.write_text("")
+    assert main(["train", "--env", "CartPole-v1", "--steps", "64", "--logdir", str(blocker / "runs"),
+                 "--no-progress"]) == 2
+    assert f"{blocker / 'runs'}" in _one_line_error(capsys)
+    assert main(["search", "--env", "CartPole-v1", "--task", "t", "--proposer", "evolve", "--out", str(blocker),
+                 "--no-progress"]) == 2
+    assert str(blocker) in _one_line_error(capsys)
+    assert main(["compare", str(tmp_path), "--out", str(blocker / "cmp")]) == 2
+    _one_line_error(capsys)
+
+
+def test_a_broken_user_module_and_a_binary_reward_file_are_one_line(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "broken_env_module.py").write_text("import gymnasium\ndef f(:\n")
+    assert main(["train", "--env", "broken_env_module:Broken-v0", "--logdir", "runs"]) == 2
+    err = _one_line_error(capsys)
+    assert "importing module 'broken_env_module' failed with SyntaxError" in err
+    (tmp_path / "reward.py").write_bytes(bytes(range(256)))
+    assert main(["train", "--env", "CartPole-v1", "--reward-program", "reward.py", "--logdir", "runs"]) == 2
+    assert "cannot read the reward program reward.py: it is not a UTF-8 text file" in _one_line_error(capsys)
+    assert not (tmp_path / "runs").exists()
