@@ -33,7 +33,6 @@ Example::
 
 from __future__ import annotations
 
-import inspect
 import math
 import os
 import time
@@ -41,7 +40,7 @@ import warnings
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar
 
 import gymnasium
 import numpy as np
@@ -59,6 +58,7 @@ from rewardlab.agents.logger import TensorBoardLogger
 from rewardlab.common.networks import mlp
 from rewardlab.common.running_stats import RunningMeanStd, whiten
 from rewardlab.envs.core import Batched
+from rewardlab.intrinsic.base import IntrinsicModule
 
 HEAD_OPTIONS = ("gamma", "weight", "episodic")
 SUMMED_REWARD_HEAD = "reward"
@@ -72,27 +72,6 @@ RolloutReward = Callable[
     [torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor],
     tuple[torch.Tensor, Mapping[str, torch.Tensor]],
 ]
-
-
-class IntrinsicModule(Protocol):
-    """What ``PPO(intrinsic=...)`` needs: a batched bonus and a way to learn from a rollout.
-
-    ``rewardlab.intrinsic.IntrinsicModule`` subclasses fit: when ``compute`` also takes ``dones`` it
-    gets the episode-end flags, and ``set_num_envs(num_envs)``, if present, is called when
-    an env is attached (batches are time-major: row ``t * num_envs + env``).
-    """
-
-    name: str
-
-    def compute(
-        self, obs: torch.Tensor, actions: torch.Tensor, next_obs: torch.Tensor
-    ) -> torch.Tensor:
-        """The bonus of each transition, shape ``(B,)``."""
-        ...
-
-    def update(self, obs: torch.Tensor, actions: torch.Tensor, next_obs: torch.Tensor) -> None:
-        """Learn from the rollout's transitions."""
-        ...
 
 
 @dataclass(frozen=True)
@@ -437,7 +416,12 @@ class PPOConfig(LearnerConfig):
     :param net_arch: hidden sizes shared by actor and critic, or ``{"pi": [...], "vf": [...]}``.
     :param activation: ``"tanh"`` or ``"relu"``.
     :param log_std_init: initial log-std of the Gaussian policy (Box actions).
-    :param value_heads: None: one head on the env's summed reward. Otherwise the reward
+    :param intrinsic_coef: with an ``intrinsic`` module and ``value_heads=None``, the weight
+        of the intrinsic head's advantage (the env's reward head has weight 1).
+    :param intrinsic_gamma: that intrinsic head's discount.
+    :param value_heads: None: one head on the env's summed reward, and with an ``intrinsic``
+        module a second, non-episodic one on its bonus (RND's two-stream critic: intrinsic
+        returns run on through episode ends; ``intrinsic_coef``, ``intrinsic_gamma``). Otherwise the reward
         components to give a head each, as a list of names or a dict ``name -> {"gamma":
         float, "weight": float, "episodic": bool}`` (defaults: ``gamma``, 1.0, True).
         Names must be in ``info["reward_components"]`` or be ``"intrinsic"`` when an
@@ -478,6 +462,8 @@ class PPOConfig(LearnerConfig):
     net_arch: Sequence[int] | Mapping[str, Sequence[int]] = (64, 64)
     activation: str = "tanh"
     log_std_init: float = 0.0
+    intrinsic_coef: float = 1.0
+    intrinsic_gamma: float = 0.99
     value_heads: Sequence[str] | Mapping[str, Mapping[str, Any]] | None = None
     compile: bool = False
 
@@ -505,7 +491,7 @@ def _check_config(config: PPOConfig) -> None:
                 "batch_size",
                 f"None or an integer >= {smallest} (advantages are normalised per minibatch)",
             )
-    for name in ("gamma", "gae_lambda"):
+    for name in ("gamma", "gae_lambda", "intrinsic_gamma"):
         if not number(name) or not 0.0 <= hp[name] <= 1.0:
             fail(name, "a number in [0, 1]")
     for name in ("learning_rate", "clip_range", "clip_obs", "clip_reward"):
@@ -516,7 +502,7 @@ def _check_config(config: PPOConfig) -> None:
     for name in ("clip_range_vf", "target_kl"):
         if hp[name] is not None and (not number(name) or hp[name] <= 0):
             fail(name, "None or a positive number")
-    for name in ("ent_coef", "vf_coef"):
+    for name in ("ent_coef", "vf_coef", "intrinsic_coef"):
         if not number(name) or hp[name] < 0:
             fail(name, "a number >= 0")
     if not number("log_std_init"):
@@ -589,11 +575,13 @@ class PPO:
         shuffling and the env's first reset.
     :param device: where the networks live; must be the env's device (default: the env's).
     :param config: the hyperparameters (:class:`PPOConfig`); None: the defaults.
-    :param intrinsic: a module with ``name``, ``compute(obs, actions, next_obs) -> (B,)``
-        and ``update(obs, actions, next_obs)``, called on each whole rollout (raw
-        observations; ``next_obs`` is the true last observation where an episode ended).
-        Its bonus is component ``"intrinsic"``: the ``intrinsic`` head's reward if there
-        is one, else added to the summed reward.
+    :param intrinsic: a :class:`rewardlab.intrinsic.IntrinsicModule`, called on each whole
+        rollout as ``compute(obs, actions, next_obs, dones)`` and ``update(obs, actions,
+        next_obs)`` (raw observations, time-major rows; ``next_obs`` is the true last
+        observation where an episode ended, ``dones`` marks those rows). Its bonus is
+        component ``"intrinsic"``, learnt by the ``intrinsic`` value head (by default a
+        non-episodic one, see :class:`PPOConfig`); a fusion's modules are logged each as
+        ``reward/intrinsic/<name>``.
     :param tensorboard_log: folder for TensorBoard runs; None: no logging.
     :param reward_fn: the reward to learn from in place of the env's, computed once per
         rollout, after it is collected (the reward does not change how a rollout is
@@ -659,18 +647,18 @@ class PPO:
     ) -> None:
         """Make the networks, optimiser and statistics for ``config``."""
         _check_spaces(observation_space, action_space)
+        _check_intrinsic(intrinsic, config.value_heads)
         self.heads = _parse_value_heads(config.value_heads, config.gamma)
-        _check_intrinsic(intrinsic, self.heads, config.value_heads is not None)
+        if intrinsic is not None and config.value_heads is None:
+            self.heads.append(ValueHead(
+                INTRINSIC_COMPONENT, config.intrinsic_gamma, config.intrinsic_coef, episodic=False
+            ))  # fmt: skip
         self.config = config
         self.seed = seed
         self.device = torch.device(device)
         self.observation_space = observation_space
         self.action_space = action_space
         self.intrinsic = intrinsic
-        # Modules that track episodes take the episode-end flags as compute(..., dones=).
-        self._intrinsic_takes_dones = (
-            intrinsic is not None and "dones" in inspect.signature(intrinsic.compute).parameters
-        )
 
         torch.manual_seed(seed)
         self._generator = torch.Generator(self.device).manual_seed(seed)
@@ -728,7 +716,7 @@ class PPO:
             )
         # An intrinsic module reads a rollout as time-major rows of num_envs envs (its
         # return filter and episodic counts depend on it): tell it how many.
-        if self.intrinsic is not None and hasattr(self.intrinsic, "set_num_envs"):
+        if self.intrinsic is not None:
             self.intrinsic.set_num_envs(env.num_envs)
         self.env = env
         self._last_obs = None
@@ -852,10 +840,9 @@ class PPO:
             intrinsic_reward = None
             if self.intrinsic is not None:
                 raw_next = rollout.final_obs.reshape(raw_obs.shape)
-                extra = {"dones": episode_ended.reshape(-1)} if self._intrinsic_takes_dones else {}
                 with torch.no_grad():
                     intrinsic_reward = self.intrinsic.compute(
-                        raw_obs, flat_actions, raw_next, **extra
+                        raw_obs, flat_actions, raw_next, episode_ended.reshape(-1)
                     )
                 intrinsic_reward = _checked_intrinsic_reward(
                     intrinsic_reward, T * N, self.intrinsic
@@ -1219,6 +1206,10 @@ class PPO:
         if intrinsic_reward is not None:
             names.append(f"intrinsic/{self.intrinsic.name}")
             columns.append(intrinsic_reward)
+            # a fusion's modules, each under its own name (raw, before the fusion)
+            for part, bonus in getattr(self.intrinsic, "last_parts", {}).items():
+                names.append(f"intrinsic/{part}")
+                columns.append(bonus.to(intrinsic_reward.device).reshape(intrinsic_reward.shape))
         columns.append(torch.ones_like(rollout.rewards))  # episode length
         per_step = torch.stack(columns, dim=-1)  # (T, N, C + 1)
 
@@ -1244,8 +1235,7 @@ class PPO:
         per_head = []
         for head in self.heads:
             if head.component == SUMMED_REWARD_HEAD:
-                summed = rollout.rewards
-                per_head.append(summed if intrinsic_reward is None else summed + intrinsic_reward)
+                per_head.append(rollout.rewards)  # an intrinsic bonus has a head of its own
             elif head.component == INTRINSIC_COMPONENT and intrinsic_reward is not None:
                 per_head.append(intrinsic_reward)
             else:
@@ -1591,24 +1581,20 @@ def _parse_value_heads(value_heads: Any, gamma: float) -> list[ValueHead]:
     return heads
 
 
-def _check_intrinsic(intrinsic: Any, heads: list[ValueHead], explicit_heads: bool) -> None:
+def _check_intrinsic(intrinsic: Any, value_heads: Any) -> None:
     if intrinsic is None:
         return
-    for attr in ("compute", "update"):
-        if not callable(getattr(intrinsic, attr, None)):
-            raise TypeError(
-                f"intrinsic={intrinsic!r} has no {attr}() method; an intrinsic module needs "
-                "name, compute(obs, actions, next_obs) -> (B,) and update(obs, actions, next_obs)"
-            )
-    if not isinstance(getattr(intrinsic, "name", None), str):
+    if not isinstance(intrinsic, IntrinsicModule):
         raise TypeError(
-            f"intrinsic={intrinsic!r} needs a string attribute 'name' (used in log keys)"
+            f"intrinsic={intrinsic!r} is not a rewardlab.intrinsic.IntrinsicModule; subclass it "
+            "(compute(obs, actions, next_obs, dones) -> (B,) and update(obs, actions, next_obs))"
         )
-    if explicit_heads and INTRINSIC_COMPONENT not in [h.component for h in heads]:
+    names = list(value_heads) if value_heads is not None else [INTRINSIC_COMPONENT]
+    if INTRINSIC_COMPONENT not in names:
         raise ValueError(
-            f"value_heads={[h.component for h in heads]} has no 'intrinsic' head for the bonus of "
+            f"value_heads={names} has no 'intrinsic' head for the bonus of "
             f"intrinsic={intrinsic.name!r}; add one (e.g. {{'intrinsic': {{'gamma': 0.99, "
-            "'episodic': False}}) or leave value_heads=None to add the bonus to the reward"
+            "'episodic': False}}) or leave value_heads=None for a non-episodic intrinsic head"
         )
 
 

@@ -1,14 +1,17 @@
 """rewardlab intrinsic: exploration bonuses for transitions, in batches.
 
-Modules: :class:`RND` (random network distillation), :class:`Count` (exact counts and
-SimHash pseudo-counts), :class:`Surprise` (ICM forward-model error) and :class:`Hybrid`
-(HIRE's fusions of several). They share one interface (see :mod:`rewardlab.intrinsic.base`)::
+Lifelong modules: :class:`RND` (random network distillation), :class:`Count` (exact counts
+and SimHash pseudo-counts), :class:`Surprise` (ICM forward-model error). Episodic ones, which
+forget at every episode end: :class:`EpisodicCount` (per-episode counts) and :class:`E3B`
+(elliptical bonus over a learned embedding). :class:`Hybrid` fuses several (HIRE's sum,
+product, cycle and max; NGU's and NovelD's lifelong x episodic fusions). They share one
+interface, :class:`IntrinsicModule` (see :mod:`rewardlab.intrinsic.base`)::
 
-    bonus = module.compute(obs, actions, next_obs)   # (N,), counts the transitions
-    module.update(obs, actions, next_obs)            # trains the module's networks
+    bonus = module.compute(obs, actions, next_obs, dones)  # (N,), counts the transitions
+    module.update(obs, actions, next_obs)                  # trains the module's networks
 
-:func:`make` builds modules by name (``"rnd"``, ``"count"``, ``"surprise"``), fusing several
-with :class:`Hybrid`; :func:`register` adds names.
+:func:`make` builds modules by name (``"rnd"``, ``"count"``, ``"surprise"``, ``"episodic"``,
+``"e3b"``), fusing several with :class:`Hybrid`; :func:`register` adds names.
 
 Example::
 
@@ -30,7 +33,8 @@ import torch
 
 from rewardlab.intrinsic.base import IntrinsicModule
 from rewardlab.intrinsic.count import Count
-from rewardlab.intrinsic.hybrid import DecaySchedule, Hybrid
+from rewardlab.intrinsic.episodic import E3B, EpisodicCount
+from rewardlab.intrinsic.hybrid import FUSIONS, DecaySchedule, Hybrid
 from rewardlab.intrinsic.rnd import RND, random_observations
 from rewardlab.intrinsic.surprise import Surprise
 
@@ -40,6 +44,10 @@ _REGISTRY: dict[str, ModuleFactory] = {
     "rnd": lambda observation_space, action_space, **options: RND(observation_space, **options),
     "count": lambda observation_space, action_space, **options: Count(observation_space, **options),
     "surprise": Surprise,
+    "episodic": lambda observation_space, action_space, **options: EpisodicCount(
+        observation_space, **options
+    ),
+    "e3b": E3B,
 }
 
 
@@ -119,9 +127,12 @@ def make(
 
 
 __all__ = [
+    "E3B",
+    "FUSIONS",
     "RND",
     "Count",
     "DecaySchedule",
+    "EpisodicCount",
     "Hybrid",
     "IntrinsicModule",
     "Surprise",

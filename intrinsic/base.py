@@ -37,12 +37,19 @@ class IntrinsicModule(nn.Module, ABC):
     implement :meth:`compute` and :meth:`update`. Being an ``nn.Module``, a module moves
     with ``.to(device)`` and saves with ``state_dict()``.
 
+    Every caller passes ``dones`` (rewardlab's PPO and both SB3 integrations do); modules
+    whose bonus forgets at episode ends set :attr:`episodic` and need them. Lifelong modules
+    that can score observations without counting them implement
+    ``novelty(observations) -> (N,)`` (NovelD's fusion reads it).
+
     :param observation_space: the observation space of one env
     :param num_envs: how many envs a time-major batch interleaves (see the module docstring)
     :param name: the name the bonus is reported under
     """
 
     name: str
+    #: whether the bonus starts afresh at each episode end (per-episode counts, E3B)
+    episodic: bool = False
 
     def __init__(self, observation_space: object, num_envs: int | None, name: str) -> None:
         super().__init__()

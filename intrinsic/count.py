@@ -36,9 +36,9 @@ class Count(IntrinsicModule):
       matrix of N(0, 1) entries and ``g`` the flattened observation; ``"auto"`` picks it for
       other float ``Box`` spaces, whatever their bounds (a ``Box(0, 1)`` of continuous values
       included). ``hash_bits`` sets the granularity (the paper tries 16 to 256).
-    - ``episodic=True`` counts within the current episode of each env (reset at its end;
-      :meth:`compute` then needs ``dones`` and reads a batch time-major with ``num_envs``
-      envs); ``False`` counts over the whole of training.
+
+    It counts over the whole of training (a lifelong count); :class:`~rewardlab.intrinsic.
+    EpisodicCount` counts within each episode.
 
     Example::
 
@@ -54,9 +54,8 @@ class Count(IntrinsicModule):
     :param beta: the bonus of a first visit
     :param mode: ``"auto"``, ``"exact"`` or ``"simhash"``
     :param hash_bits: ``k``, the number of SimHash bits
-    :param episodic: count per episode instead of over all of training
-    :param num_envs: envs interleaved in a time-major batch (episodic counts); ``None``: a
-        batch is one step of ``N`` envs
+    :param num_envs: envs interleaved in a time-major batch; ``None``: a batch is one step
+        of ``N`` envs
     :param seed: seed of the hash matrix
     :param name: the component name (``intrinsic/<name>``)
     """
@@ -68,7 +67,6 @@ class Count(IntrinsicModule):
         beta: float = 1.0,
         mode: str = "auto",
         hash_bits: int = 32,
-        episodic: bool = False,
         num_envs: int | None = None,
         seed: int | None = None,
         name: str = "count",
@@ -82,15 +80,13 @@ class Count(IntrinsicModule):
         if beta <= 0:
             raise ValueError(f"beta must be positive, got {beta!r}")
         self.beta = float(beta)
-        self.episodic = episodic
-        self.mode = _resolve_mode(self.space, mode)
+        self.mode = resolve_mode(self.space, mode)
         if self.mode == "simhash":
             projection = torch.randn(hash_bits, flat_dim(self.space), generator=generator(seed))
             self.register_buffer("projection", projection)
         # Keys are the bytes of a code row: uint8 where every code fits, to keep them small.
         self._key_dtype = torch.uint8 if _fits_in_a_byte(self.space, self.mode) else torch.long
         self._counts: dict[bytes, int] = {}
-        self._episode_counts: list[dict[bytes, int]] = []
 
     @property
     def distinct(self) -> int:
@@ -117,27 +113,27 @@ class Count(IntrinsicModule):
         :param obs: observations ``(N, *obs_shape)`` (checked, not used)
         :param actions: actions ``(N, ...)`` (checked, not used)
         :param next_obs: next observations ``(N, *obs_shape)``, the states counted
-        :param dones: ``(N,)`` episode ends; required when ``episodic``
+        :param dones: not used: the count runs across episodes
         """
         tensors = [
             (w, as_tensor(x, w, self.device))
             for w, x in (("obs", obs), ("actions", actions), ("next_obs", next_obs))
         ]
-        size = check_batch(*tensors)
+        check_batch(*tensors)
         codes = self._codes(tensors[2][1]).cpu()
         unique, inverse = _group(codes)
         keys = [row.tobytes() for row in unique.to(self._key_dtype).numpy()]
-        lifelong = self._count_lifelong(keys, inverse)
-        if self.episodic:
-            if dones is None:
-                raise ValueError(
-                    f"Count {self.name!r} counts per episode (episodic=True): pass compute(dones=)"
-                )
-            done = as_tensor(dones, "dones", torch.device("cpu")).bool().flatten()
-            check_batch(("next_obs", codes), ("dones", done))
-            visits = self._count_episodic(keys, inverse, done, self.streams(size))
-        else:
-            visits = lifelong
+        visits = self._count_lifelong(keys, inverse)
+        return (self.beta / torch.sqrt(visits.float())).to(self.device)
+
+    def novelty(self, observations: Batch) -> torch.Tensor:
+        """``beta / sqrt(n(s))`` of each observation with the counts so far, counting nothing
+        (an unseen observation counts as one visit); NovelD's lifelong novelty.
+
+        :param observations: ``(N, *obs_shape)``
+        :return: float32 ``(N,)`` on :attr:`device`
+        """
+        visits = self.visits(observations).clamp(min=1)
         return (self.beta / torch.sqrt(visits.float())).to(self.device)
 
     def update(self, obs: Batch, actions: Batch, next_obs: Batch) -> None:
@@ -149,29 +145,13 @@ class Count(IntrinsicModule):
         """
 
     def get_extra_state(self) -> Any:
-        return {
-            "counts": dict(self._counts),
-            "episode_counts": [dict(c) for c in self._episode_counts],
-        }
+        return {"counts": dict(self._counts)}
 
     def set_extra_state(self, state: Any) -> None:
         self._counts = dict(state["counts"])
-        self._episode_counts = [dict(c) for c in state["episode_counts"]]
 
     def _codes(self, next_obs: torch.Tensor) -> torch.Tensor:
-        """One row of whole numbers per observation (kept in the batch's dtype: no copies)."""
-        if self.mode == "simhash":
-            return (encode(self.space, next_obs) @ self.projection.T > 0).to(torch.uint8)
-        if isinstance(self.space, spaces.Box):
-            flat = next_obs.reshape(len(next_obs), -1)
-            if flat.is_floating_point() and bool(flat.frac().any()):
-                raise ValueError(
-                    f"Count {self.name!r} counts the observations of {self.space} exactly, but "
-                    "got values that are not whole numbers; use Count(..., mode='simhash') "
-                    "for continuous observations"
-                )
-            return flat
-        return indices(self.space, next_obs)
+        return state_codes(self, next_obs)
 
     def _count_lifelong(self, keys: list[bytes], inverse: torch.Tensor) -> torch.Tensor:
         # The k-th occurrence of a key within the batch (in row order) is visit prior + k.
@@ -185,26 +165,28 @@ class Count(IntrinsicModule):
             self._counts[key] = before + seen
         return prior[inverse] + occurrence
 
-    def _count_episodic(
-        self, keys: list[bytes], inverse: torch.Tensor, done: torch.Tensor, num_envs: int
-    ) -> torch.Tensor:
-        if len(self._episode_counts) != num_envs:
-            if self._episode_counts:
-                raise ValueError(
-                    f"Count {self.name!r} tracks episodes of {len(self._episode_counts)} envs but "
-                    f"got a batch of {num_envs}; give it num_envs= so that it reads rollouts "
-                    "as (steps, num_envs)"
-                )
-            self._episode_counts = [{} for _ in range(num_envs)]
-        visits = []
-        for row, (key_index, ended) in enumerate(zip(inverse.tolist(), done.tolist(), strict=True)):
-            episode = self._episode_counts[row % num_envs]
-            key = keys[key_index]
-            episode[key] = episode.get(key, 0) + 1
-            visits.append(episode[key])
-            if ended:
-                episode.clear()
-        return torch.tensor(visits, dtype=torch.long)
+def state_codes(module: Any, observations: torch.Tensor) -> torch.Tensor:
+    """One row of whole numbers per observation, what a count counts (kept in the batch's
+    dtype: no copies): the observation itself (``module.mode == "exact"``) or its SimHash
+    bits ``sgn(A g(s))`` (``"simhash"``, with ``module.projection`` as ``A``).
+
+    :param module: a counting module with ``space``, ``mode``, ``name`` (and ``projection``)
+    :param observations: ``(N, *obs_shape)``
+    :raises ValueError: an exact count of values that are not whole numbers
+    """
+    space = module.space
+    if module.mode == "simhash":
+        return (encode(space, observations) @ module.projection.T > 0).to(torch.uint8)
+    if isinstance(space, spaces.Box):
+        flat = observations.reshape(len(observations), -1)
+        if flat.is_floating_point() and bool(flat.frac().any()):
+            raise ValueError(
+                f"{type(module).__name__} {module.name!r} counts the observations of {space} "
+                "exactly, but got values that are not whole numbers; pass mode='simhash' for "
+                "continuous observations"
+            )
+        return flat
+    return indices(space, observations)
 
 
 def _group(codes: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -233,7 +215,8 @@ def _fits_in_a_byte(space: spaces.Space, mode: str) -> bool:
     return False
 
 
-def _resolve_mode(space: spaces.Space, mode: str) -> str:
+def resolve_mode(space: spaces.Space, mode: str) -> str:
+    """``mode``, with ``"auto"`` resolved for ``space`` (see :class:`Count`)."""
     if mode != "auto":
         return mode
     if not isinstance(space, spaces.Box) or isinstance(space, WholeNumberBox):

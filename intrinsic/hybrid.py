@@ -7,9 +7,10 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
+from rewardlab.common.running_stats import RunningMeanStd
 from rewardlab.intrinsic.base import Batch, IntrinsicModule, RunningRMS
 
-FUSIONS = ("sum", "product", "cycle", "max")
+FUSIONS = ("sum", "product", "cycle", "max", "ngu", "noveld")
 
 
 class DecaySchedule:
@@ -65,6 +66,18 @@ class Hybrid(IntrinsicModule):
       rotates)
     - ``max``: ``c_t * max_i w_i b_hat_i``
 
+    Lifelong x episodic (modules with ``episodic`` true forget at episode ends, the others
+    are lifelong):
+
+    - ``ngu``: NGU's product (Badia et al. 2020), ``c_t * prod_episodic w_i b_hat_i *
+      prod_lifelong clip(1 + (b_j - mean_j) / std_j, 1, max_modulator)``, the lifelong
+      bonuses standardised with their running mean and deviation, as NGU's modulator;
+    - ``noveld``: NovelD (Zhang et al. 2021), ``c_t * w * max(n(s') - alpha * n(s), 0) *
+      [n_ep(s') == 1]`` with ``n`` the one lifelong module's ``novelty`` (RND's error or
+      ``1 / sqrt`` of a count) and ``n_ep`` the visits of :class:`~rewardlab.intrinsic.
+      EpisodicCount` in the episode: a bonus only at the frontier of what is known, and
+      once per state per episode. The result is divided by its running RMS.
+
     Example::
 
         >>> import gymnasium as gym
@@ -78,10 +91,12 @@ class Hybrid(IntrinsicModule):
         torch.Size([8])
 
     :param modules: the modules to fuse, with distinct names
-    :param fusion: ``"sum"``, ``"product"``, ``"cycle"`` or ``"max"``
+    :param fusion: one of :data:`FUSIONS`
     :param weights: ``w_i``, one per module (default all 1)
     :param schedule: the coefficient ``c_t``, a function of the number of updates (e.g.
         :class:`DecaySchedule`); ``None`` keeps it 1
+    :param alpha: NovelD's ``alpha``, the weight of the novelty of ``s``
+    :param max_modulator: NGU's ``L``, the bound of a lifelong modulator
     :param name: the component name (``intrinsic/<name>``)
     """
 
@@ -91,6 +106,8 @@ class Hybrid(IntrinsicModule):
         fusion: str = "sum",
         weights: Sequence[float] | None = None,
         schedule: DecaySchedule | None = None,
+        alpha: float = 0.5,
+        max_modulator: float = 5.0,
         name: str = "hybrid",
     ) -> None:
         modules = list(modules)
@@ -110,10 +127,21 @@ class Hybrid(IntrinsicModule):
             raise ValueError(
                 f"weights has {len(weights)} entries for {len(modules)} modules: {weights}"
             )
+        if not alpha >= 0:
+            raise ValueError(f"alpha must be a non-negative number, got {alpha!r}")
+        if not max_modulator >= 1:
+            raise ValueError(f"max_modulator must be at least 1, got {max_modulator!r}")
+        _check_roles(modules, fusion)
         super().__init__(modules[0].observation_space, None, name)
         self.parts = nn.ModuleList(modules)
         self.scales = nn.ModuleList(RunningRMS() for _ in modules)
+        # NGU standardises each lifelong bonus; NovelD scales its fused bonus
+        self.modulator_stats = nn.ModuleList(RunningMeanStd(()) for _ in modules)
+        self.fused_scale = RunningRMS()
         self.fusion = fusion
+        self.alpha = float(alpha)
+        self.max_modulator = float(max_modulator)
+        self.episodic = all(m.episodic for m in modules)
         self.register_buffer("weights", torch.tensor(weights))
         self.schedule = schedule
         self.updates = 0
@@ -150,8 +178,19 @@ class Hybrid(IntrinsicModule):
         :param next_obs: next observations ``(N, *obs_shape)``
         :param dones: ``(N,)`` episode ends, passed on to the modules
         """
+        if self.fusion == "noveld":
+            # the novelty of s and s' before this batch is counted or trained on
+            lifelong = next(m for m in self.parts if not m.episodic)
+            before = lifelong.novelty(obs).to(self.device)
+            after = lifelong.novelty(next_obs).to(self.device)
         raw = [m.compute(obs, actions, next_obs, dones).to(self.device) for m in self.parts]
         self.last_parts = {m.name: bonus for m, bonus in zip(self.parts, raw, strict=True)}
+        if self.fusion == "noveld":
+            gate = next(m for m in self.parts if m.episodic).last_visits.to(self.device) == 1
+            weight = self.weights[[not m.episodic for m in self.parts].index(True)]
+            fused = torch.relu(after - self.alpha * before) * gate
+            self.fused_scale.update(fused)
+            return self.coefficient * weight * self.fused_scale.scale(fused)
         normalised = []
         for scale, bonus in zip(self.scales, raw, strict=True):
             scale.update(bonus)
@@ -163,8 +202,18 @@ class Hybrid(IntrinsicModule):
             fused = terms.prod(dim=0)
         elif self.fusion == "cycle":
             fused = terms[self.active]
-        else:
+        elif self.fusion == "max":
             fused = terms.max(dim=0).values
+        else:  # ngu
+            fused = torch.ones_like(terms[0])
+            for i, module in enumerate(self.parts):
+                if module.episodic:
+                    fused = fused * terms[i]
+                else:
+                    stats = self.modulator_stats[i]
+                    stats.update(raw[i])
+                    standard = (raw[i] - stats.mean) / torch.sqrt(stats.var + 1e-8)
+                    fused = fused * (1.0 + standard.float()).clamp(1.0, self.max_modulator)
         return self.coefficient * fused
 
     def update(self, obs: Batch, actions: Batch, next_obs: Batch) -> None:
@@ -187,3 +236,27 @@ class Hybrid(IntrinsicModule):
     def __repr__(self) -> str:
         names = ", ".join(m.name for m in self.parts)
         return f"Hybrid([{names}], fusion={self.fusion!r}, schedule={self.schedule})"
+
+
+def _check_roles(modules: list[IntrinsicModule], fusion: str) -> None:
+    """Refuse a lifelong x episodic fusion whose modules do not play its roles."""
+    if fusion not in ("ngu", "noveld"):
+        return
+    episodic = [m.name for m in modules if m.episodic]
+    lifelong = [m.name for m in modules if not m.episodic]
+    if fusion == "ngu" and (not episodic or not lifelong):
+        raise ValueError(
+            f"fusion='ngu' multiplies episodic bonuses by lifelong modulators: it needs at "
+            f"least one of each, got episodic {episodic} and lifelong {lifelong} "
+            "(e.g. intrinsic.make('rnd,episodic', ..., fusion='ngu'))"
+        )
+    if fusion == "noveld":
+        counts = [m for m in modules if m.episodic and hasattr(m, "last_visits")]
+        novelty = [m for m in modules if not m.episodic and callable(getattr(m, "novelty", None))]
+        if len(modules) != 2 or len(counts) != 1 or len(novelty) != 1:
+            raise ValueError(
+                "fusion='noveld' takes two modules: one lifelong module with novelty() (rnd, "
+                "count) and one episodic count (episodic), got "
+                f"{[m.name for m in modules]} (e.g. intrinsic.make('rnd,episodic', ..., "
+                "fusion='noveld'))"
+            )

@@ -139,6 +139,18 @@ class RND(WhitensObservations, IntrinsicModule):
                 bonus = bonus / torch.sqrt(self.return_rms.var + 1e-8).to(bonus.dtype)
         return bonus
 
+    def novelty(self, observations: Batch) -> torch.Tensor:
+        """The prediction error of each observation, not normalised and counting nothing
+        (NovelD's lifelong novelty: only its differences matter).
+
+        :param observations: ``(N, *obs_shape)``
+        :return: float32 ``(N,)`` on :attr:`device`
+        """
+        raw = encode(self.space, as_tensor(observations, "observations", self.device))
+        with torch.no_grad():
+            x = self.whiten(raw)
+            return (self.predictor(x) - self.target(x)).square().mean(dim=1)
+
     def update(self, obs: Batch, actions: Batch, next_obs: Batch) -> None:
         """Update the whitening with ``next_obs``, then train the predictor on a random subset.
 

@@ -17,6 +17,7 @@ from rewardlab.agents import PPO
 from rewardlab.agents.evaluation import play_episodes
 from rewardlab.agents.ppo import compute_gae
 from rewardlab.common.running_stats import RunningMeanStd
+from rewardlab.intrinsic import IntrinsicModule
 
 
 class ChainEnv:
@@ -272,18 +273,18 @@ def test_value_heads_have_their_own_gamma() -> None:
 # ---------------------------------------------------------------------- intrinsic hook
 
 
-class ConstantBonus:
+class ConstantBonus(IntrinsicModule):
     """A dummy intrinsic module: bonus 0.5 everywhere; records what it was given."""
 
-    name = "dummy"
-
     def __init__(self, length: int) -> None:
+        super().__init__(gymnasium.spaces.Box(0.0, 1.0, (length,)), None, "dummy")
         self.length = length
         self.updates = 0
         self.batch_sizes: list[int] = []
 
     def compute(
-        self, obs: torch.Tensor, actions: torch.Tensor, next_obs: torch.Tensor
+        self, obs: torch.Tensor, actions: torch.Tensor, next_obs: torch.Tensor,
+        dones: torch.Tensor | None = None,
     ) -> torch.Tensor:
         # Where an episode ended, next_obs is the true last observation, never the reset one.
         moved_from = obs.argmax(-1)
@@ -320,14 +321,16 @@ def test_intrinsic_module_feeds_a_non_episodic_head() -> None:
     )
 
 
-def test_intrinsic_bonus_joins_the_summed_reward_without_value_heads() -> None:
+def test_intrinsic_bonus_gets_a_non_episodic_head_without_value_heads() -> None:
     length = 4
-    model = PPO(ChainEnv(8, length), gamma=0.9, intrinsic=ConstantBonus(length), **LINEAR_CRITIC)
+    model = PPO(ChainEnv(8, length), gamma=0.9, intrinsic=ConstantBonus(length),
+                intrinsic_gamma=0.5, **LINEAR_CRITIC)  # fmt: skip
     model.learn(8 * 8 * 20)
     with torch.no_grad():
-        values = model.policy.value(one_hot_positions(length))[:, 0]
-    expected = chain_values(length, 0.9, lambda p: 1.0 + 0.5 * (p % 2 == 0) + 0.5)
-    torch.testing.assert_close(values, torch.tensor(expected), atol=0.05, rtol=0)
+        values = model.policy.value(one_hot_positions(length))
+    expected = chain_values(length, 0.9, lambda p: 1.0 + 0.5 * (p % 2 == 0))
+    torch.testing.assert_close(values[:, 0], torch.tensor(expected), atol=0.05, rtol=0)
+    torch.testing.assert_close(values[:, 1], torch.ones(length), atol=0.05, rtol=0)
 
 
 @pytest.mark.parametrize("names", ["rnd", "count"])
@@ -658,7 +661,7 @@ def test_bad_setup_errors() -> None:
         PPO(ChainEnv(2), device="meta")
     with pytest.raises(ValueError, match="no 'intrinsic' head"):
         PPO(ChainEnv(2), value_heads=["extrinsic"], intrinsic=ConstantBonus(4))
-    with pytest.raises(TypeError, match="no compute"):
+    with pytest.raises(TypeError, match="not a rewardlab.intrinsic.IntrinsicModule"):
         PPO(ChainEnv(2), intrinsic=object())
     model = PPO(ChainEnv(2), n_steps=4)
     with pytest.raises(ValueError, match="total_timesteps"):
@@ -683,7 +686,8 @@ def test_heads_that_miss_part_of_the_reward_warn() -> None:
 def test_intrinsic_module_returning_the_wrong_shape() -> None:
     class Bad(ConstantBonus):
         def compute(
-            self, obs: torch.Tensor, actions: torch.Tensor, next_obs: torch.Tensor
+            self, obs: torch.Tensor, actions: torch.Tensor, next_obs: torch.Tensor,
+            dones: torch.Tensor | None = None,
         ) -> torch.Tensor:
             return torch.zeros(obs.shape[0], 1)
 

@@ -58,17 +58,54 @@ def test_modules_train_through_the_hook_with_a_non_episodic_intrinsic_head(names
 
 def test_episodic_counts_get_episode_ends_from_the_hook():
     env = deepsea()
-    count = intrinsic.Count(env.single_observation_space, episodic=True, num_envs=NUM_ENVS)
+    count = intrinsic.EpisodicCount(env.single_observation_space, num_envs=NUM_ENVS)
     logged = []
     model = PPO(env, seed=0, n_steps=SIZE, n_epochs=1, intrinsic=count)
     model.learn(
         3 * SIZE * NUM_ENVS,
-        callback=lambda loc: logged.append(loc["logged"]["reward/intrinsic/count"]),
+        callback=lambda loc: logged.append(loc["logged"]["reward/intrinsic/episodic"]),
     )
     # Within one DeepSea episode every cell is new, except a bottom-left cell seen twice by an
     # agent that walks into the wall on its last step: the episodic bonus is 1 almost always.
     assert all(0.9 < value <= 1.0 for value in logged)
-    assert count.visits(torch.eye(SIZE * SIZE)).sum() == 3 * SIZE * NUM_ENVS
+    # every episode ended within the rollouts, so none is left open
+    assert len(count._open_keys) == 0
+
+
+def test_ppo_gives_the_bonus_a_non_episodic_head_of_its_own_by_default():
+    env = deepsea()
+    module = intrinsic.make("rnd,episodic", env.single_observation_space,
+                            env.single_action_space, fusion="noveld", seed=0)  # fmt: skip
+    logged = []
+    model = PPO(env, seed=0, n_steps=SIZE, n_epochs=1, intrinsic=module, intrinsic_coef=0.5)
+    assert [(h.component, h.weight, h.episodic) for h in model.heads] == [
+        ("reward", 1.0, True), ("intrinsic", 0.5, False),
+    ]  # fmt: skip
+    model.learn(2 * SIZE * NUM_ENVS, callback=lambda loc: logged.append(loc["logged"]))
+    assert {"reward/intrinsic/hybrid", "reward/intrinsic/rnd", "reward/intrinsic/episodic"} <= set(
+        logged[-1]
+    )
+    with pytest.raises(TypeError, match="IntrinsicModule"):
+        PPO(env, intrinsic=object())
+
+
+def test_a_lifelong_and_episodic_fusion_solves_a_deepsea_that_plain_ppo_does_not():
+    # a small end-to-end run: 10x10 DeepSea, the treasure 1 in 2**10 for a random walk
+    size, num_envs, steps = 10, 32, 40_000
+
+    def solved(names):
+        env = envs.make("DeepSea-v0", num_envs=num_envs, size=size, seed=1)
+        module = None
+        if names:
+            module = intrinsic.make(names, env.single_observation_space,
+                                    env.single_action_space, seed=1)  # fmt: skip
+        model = PPO(env, seed=1, n_steps=size, n_epochs=4, learning_rate=1e-3,
+                    intrinsic=module, intrinsic_coef=0.1)  # fmt: skip
+        model.learn(steps)
+        return sum(e["r"] > 0.5 for e in model.ep_info_buffer) / len(model.ep_info_buffer)
+
+    assert solved("count,episodic") > 0.5
+    assert solved(None) < 0.1
 
 
 def test_ppo_tells_the_module_how_many_envs_it_interleaves():

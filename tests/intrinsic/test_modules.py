@@ -63,19 +63,15 @@ def test_count_multidiscrete_and_integer_boxes_are_exact():
     assert grid.compute(images, torch.zeros(2), images).tolist() == pytest.approx([1, 2**-0.5])
 
 
-def test_count_episodic_resets_at_each_envs_episode_end():
-    count = Count(spaces.Discrete(3), episodic=True, num_envs=2)
-    # Time-major: rows are (t0 e0, t0 e1, t1 e0, t1 e1, t2 e0, t2 e1); env 0 ends at t1.
-    states = torch.tensor([0, 0, 0, 0, 0, 0])
-    dones = torch.tensor([False, False, True, False, False, False])
+def test_count_is_lifelong_it_does_not_reset_at_episode_ends():
+    count = Count(spaces.Discrete(3), num_envs=2)
+    states = torch.zeros(6, dtype=torch.long)
+    dones = torch.ones(6, dtype=torch.bool)  # every transition ends its episode
     bonus = count.compute(states, torch.zeros(6), states, dones=dones)
-    visits = [1, 1, 2, 2, 1, 3]
-    assert bonus.tolist() == pytest.approx([n**-0.5 for n in visits])
-    # The episode of env 1 carries over into the next batch; env 0's restarted at t2.
-    more = count.compute(states[:2], torch.zeros(2), states[:2], dones=dones[:2])
-    assert more.tolist() == pytest.approx([2**-0.5, 4**-0.5])
-    with pytest.raises(ValueError, match="dones"):
-        count.compute(states, torch.zeros(6), states)
+    assert bonus.tolist() == pytest.approx([n**-0.5 for n in range(1, 7)])
+    assert count.compute(states[:2], torch.zeros(2), states[:2], dones=dones[:2]).tolist() == (
+        pytest.approx([7**-0.5, 8**-0.5])
+    )
 
 
 def test_simhash_gives_equal_observations_one_code_and_far_ones_different_codes():
