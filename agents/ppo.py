@@ -581,7 +581,7 @@ class PPO:
         observation where an episode ended, ``dones`` marks those rows). Its bonus is
         component ``"intrinsic"``, learnt by the ``intrinsic`` value head (by default a
         non-episodic one, see :class:`PPOConfig`); a fusion's modules are logged each as
-        ``reward/intrinsic/<name>``.
+        ``reward/intrinsic/<fusion>/<name>``.
     :param tensorboard_log: folder for TensorBoard runs; None: no logging.
     :param reward_fn: the reward to learn from in place of the env's, computed once per
         rollout, after it is collected (the reward does not change how a rollout is
@@ -1206,9 +1206,10 @@ class PPO:
         if intrinsic_reward is not None:
             names.append(f"intrinsic/{self.intrinsic.name}")
             columns.append(intrinsic_reward)
-            # a fusion's modules, each under its own name (raw, before the fusion)
+            # a fusion's modules, each under its own name (raw, before the fusion), as the SB3
+            # integration logs them
             for part, bonus in getattr(self.intrinsic, "last_parts", {}).items():
-                names.append(f"intrinsic/{part}")
+                names.append(f"intrinsic/{self.intrinsic.name}/{part}")
                 columns.append(bonus.to(intrinsic_reward.device).reshape(intrinsic_reward.shape))
         columns.append(torch.ones_like(rollout.rewards))  # episode length
         per_step = torch.stack(columns, dim=-1)  # (T, N, C + 1)

@@ -154,6 +154,58 @@ def test_on_policy_logs_the_mean_intrinsic_reward(tmp_path):
     assert "reward/intrinsic/hybrid/rnd" in rows[-1]
 
 
+def per_episode_visits(next_states: np.ndarray, dones: np.ndarray) -> np.ndarray:
+    """Visits of each (step, env) next state within its env's episode, by hand."""
+    visits = np.zeros(next_states.shape, dtype=int)
+    episodes: list[dict] = [{} for _ in range(next_states.shape[1])]
+    for t in range(next_states.shape[0]):
+        for e, episode in enumerate(episodes):
+            state = int(next_states[t, e])
+            episode[state] = episode.get(state, 0) + 1
+            visits[t, e] = episode[state]
+            if dones[t, e]:
+                episode.clear()
+    return visits
+
+
+def test_on_policy_rollouts_bring_episode_ends_to_an_episodic_count():
+    venv = frozen_lake(n_envs=2)
+    model = PPO("MlpPolicy", venv, n_steps=16, batch_size=32, n_epochs=1, seed=0)
+    count = intrinsic.EpisodicCount(venv.observation_space)
+    recorder = Recorder()
+    dones: list[np.ndarray] = []
+
+    class Dones(BaseCallback):
+        def _on_step(self) -> bool:
+            dones.append(np.asarray(self.locals["dones"], dtype=bool))
+            return True
+
+    callback = IntrinsicRewardCallback(count, coef=1.0)
+    model.learn(16 * 2, callback=CallbackList([recorder, Dones(), callback]))
+    next_states, ended = np.array(recorder.next_obs), np.array(dones)
+    assert ended.any() and not ended.all()
+    expected = per_episode_visits(next_states, ended)
+    assert np.allclose(callback.intrinsic_rewards, 1 / np.sqrt(expected), atol=1e-6)
+
+
+def test_off_policy_wrapper_brings_episode_ends_to_an_episodic_count():
+    venv = frozen_lake(n_envs=2)
+    count = intrinsic.EpisodicCount(venv.observation_space, bonus="first_visit")
+    wrapped = IntrinsicRewardVecEnv(venv, count, coef=1.0, update_every=8)
+    wrapped.reset()
+    rng = np.random.default_rng(0)
+    next_states, ended, bonuses = [], [], []
+    for _ in range(40):
+        obs, _, dones, infos = wrapped.step(rng.integers(0, 4, size=2))
+        next_states.append([info["terminal_observation"] if d else o
+                            for o, d, info in zip(obs, dones, infos, strict=True)])  # fmt: skip
+        ended.append(dones)
+        bonuses.append([info["reward_components"]["intrinsic/episodic"] for info in infos])
+    visits = per_episode_visits(np.array(next_states), np.array(ended))
+    assert np.array(ended).sum() > 4
+    assert np.allclose(bonuses, (visits == 1).astype(float))
+
+
 def test_the_callback_refuses_off_policy_algorithms():
     venv = frozen_lake(n_envs=1)
     model = DQN("MlpPolicy", venv, learning_starts=10, seed=0)
