@@ -12,6 +12,7 @@ Example::
 """
 
 from rewardlab.envs import (
+    batched_minigrid,  # noqa: F401  (registers the batched MiniGrid ids)
     deepsea,  # noqa: F401  (registers DeepSea-v0)
     fruit,  # noqa: F401  (registers FruitCollection-v0 and FruitCollection-Large-v0)
     mujoco,  # noqa: F401  (registers the MuJoCo v5 tasks; making one needs the mujoco extra)

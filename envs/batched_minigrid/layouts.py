@@ -1,0 +1,251 @@
+"""MiniGrid's layouts as integer tensors: the cell codes of a grid and the pool of reset states.
+
+A cell of a batched MiniGrid grid is one int16 *code* that packs MiniGrid's own encoding
+(object, colour and state index, as ``Grid.encode`` writes them) and one flag:
+
+``code = object | colour << 4 | state << 7 | target << 9``
+
+Code 1 (object ``empty``, colour 0, state 0) is an empty cell, exactly as MiniGrid encodes
+``None``; it also stands for "carrying nothing" and "an empty box". ``target`` marks the one
+object whose pickup (or opening, for a door) ends a mission-dependent task
+(``UnlockPickup``'s box, ``KeyCorridor``'s and ``ObstructedMaze``'s ball, ``Unlock``'s door):
+MiniGrid checks the object's identity (``self.carrying == self.obj``), and a flag on the
+object is what follows it through pickups and drops.
+
+:func:`encode_layout` reads a reset MiniGrid env into one state column;
+:func:`decode_layout` writes a column back into a MiniGrid env (for rendering and parity
+tests). The layouts themselves are made by MiniGrid's own generator (``env.reset(seed=s)``),
+so their distribution is MiniGrid's.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+# MiniGrid's indices (minigrid.core.constants), repeated here so that the step needs no
+# import of minigrid; tests check them against minigrid's own tables.
+UNSEEN, EMPTY, WALL, FLOOR, DOOR, KEY, BALL, BOX, GOAL, LAVA = range(10)
+OPEN, CLOSED, LOCKED = 0, 1, 2
+GREY = 5
+COLOUR_SHIFT, STATE_SHIFT, TARGET_SHIFT = 4, 7, 9
+NOTHING = EMPTY  # the code of an empty cell, of an empty hand, of an empty box
+WALL_CODE = WALL | GREY << COLOUR_SHIFT  # what MiniGrid shows outside the grid
+
+#: the success rule of each MiniGrid class whose step adds to ``MiniGridEnv.step``
+#: (``"pickup"``: picking up the target object; ``"open"``: opening the target door)
+SUCCESS_RULES = {
+    "UnlockEnv": "open",
+    "UnlockPickupEnv": "pickup",
+    "BlockedUnlockPickupEnv": "pickup",
+    "KeyCorridorEnv": "pickup",
+    "ObstructedMazeEnv": "pickup",
+}
+
+
+def cell_code(obj: Any, target: Any = None) -> int:
+    """The code of a MiniGrid ``WorldObj`` (``None``: an empty cell).
+
+    :param obj: the object, or ``None``
+    :param target: the task's target object (compared by identity, as MiniGrid does)
+    """
+    if obj is None:
+        return NOTHING
+    kind, colour, state = obj.encode()
+    return kind | colour << COLOUR_SHIFT | state << STATE_SHIFT | int(obj is target) << TARGET_SHIFT
+
+
+def decode_code(code: int) -> Any:
+    """The MiniGrid ``WorldObj`` of a code (``None`` for an empty cell), without contents.
+
+    :param code: a cell code
+    """
+    from minigrid.core.world_object import WorldObj
+
+    return WorldObj.decode(code & 15, code >> COLOUR_SHIFT & 7, code >> STATE_SHIFT & 3)
+
+
+@dataclass(frozen=True)
+class Rows:
+    """Where each variable sits in a state column of ``Rows.dim`` int16 values.
+
+    :param width: the grid's width
+    :param height: the grid's height
+    :param boxes: whether the state holds a plane of box contents (and the carried box's)
+    """
+
+    width: int
+    height: int
+    boxes: bool
+
+    @property
+    def cells(self) -> int:
+        """How many cells the grid has; cell ``(x, y)`` is row ``y * width + x``."""
+        return self.width * self.height
+
+    @property
+    def contents(self) -> int:
+        """The first row of the box-contents plane (the contents of cell ``(x, y)`` at
+        ``contents + y * width + x``); only meaningful where :attr:`boxes`."""
+        return self.cells
+
+    @property
+    def agent_x(self) -> int:
+        """Row of the agent's x."""
+        return self.cells * (2 if self.boxes else 1)
+
+    @property
+    def agent_y(self) -> int:
+        """Row of the agent's y."""
+        return self.agent_x + 1
+
+    @property
+    def direction(self) -> int:
+        """Row of the agent's direction (0 right, 1 down, 2 left, 3 up)."""
+        return self.agent_x + 2
+
+    @property
+    def carrying(self) -> int:
+        """Row of the carried object's code."""
+        return self.agent_x + 3
+
+    @property
+    def carried_contents(self) -> int:
+        """Row of the carried box's contents (only where :attr:`boxes`)."""
+        return self.agent_x + 4
+
+    @property
+    def step_count(self) -> int:
+        """Row of MiniGrid's ``step_count`` (the reward needs it inside the step)."""
+        return self.agent_x + (5 if self.boxes else 4)
+
+    @property
+    def dim(self) -> int:
+        """How many rows a state column has."""
+        return self.step_count + 1
+
+
+def success_rule(env: Any) -> str:
+    """``"goal"``, ``"pickup"`` or ``"open"``: how an unwrapped MiniGrid env pays its reward.
+
+    :param env: an unwrapped MiniGrid env
+    :raises ValueError: its class changes ``step`` in a way the batched step does not know
+    """
+    from minigrid.minigrid_env import MiniGridEnv
+
+    for cls in type(env).__mro__:
+        if cls.__name__ in SUCCESS_RULES:
+            return SUCCESS_RULES[cls.__name__]
+        if cls is MiniGridEnv:
+            return "goal"
+        if "step" in vars(cls):
+            break
+    raise ValueError(
+        f"{type(env).__name__} has a step of its own that the batched MiniGrid does not "
+        "reproduce; run this id through the Gymnasium adapter (rewardlab.envs.GymnasiumBatchedEnv)"
+    )
+
+
+def target_of(env: Any, rule: str) -> Any:
+    """The object a mission-dependent env's success is about (``None`` for ``"goal"``)."""
+    if rule == "open":
+        return env.door
+    if rule == "pickup":
+        return env.obj
+    return None
+
+
+def encode_layout(env: Any, rows: Rows, target: Any = None) -> np.ndarray:
+    """One state column (int16 ``(rows.dim,)``) of an unwrapped MiniGrid env as it stands.
+
+    :param env: an unwrapped MiniGrid env, after ``reset``
+    :param rows: the state's layout
+    :param target: the task's target object (see :func:`target_of`)
+    :raises ValueError: the env's grid does not fit ``rows``, or a box sits in an env
+        whose state has no contents plane
+    """
+    if (env.width, env.height) != (rows.width, rows.height):
+        raise ValueError(
+            f"a {env.width} x {env.height} MiniGrid layout does not fit a state of "
+            f"{rows.width} x {rows.height} cells"
+        )
+    column = np.full(rows.dim, NOTHING, dtype=np.int16)
+    for index, obj in enumerate(env.grid.grid):
+        column[index] = cell_code(obj, target)
+        if obj is not None and obj.type == "box":
+            if not rows.boxes:
+                raise ValueError("a box in a layout whose state has no contents plane")
+            column[rows.contents + index] = cell_code(obj.contains, target)
+    column[rows.agent_x], column[rows.agent_y] = (int(v) for v in env.agent_pos)
+    column[rows.direction] = int(env.agent_dir)
+    column[rows.carrying] = cell_code(env.carrying, target)
+    if rows.boxes:
+        column[rows.carried_contents] = cell_code(getattr(env.carrying, "contains", None), target)
+    column[rows.step_count] = int(env.step_count)
+    return column
+
+
+def decode_layout(column: np.ndarray, rows: Rows, env: Any) -> None:
+    """Write a state column into an unwrapped MiniGrid env of the same size (reset before).
+
+    The target flag is not kept: the env's own ``obj``/``door`` attribute is pointed at the
+    flagged object where there is one.
+
+    :param column: int ``(rows.dim,)``
+    :param rows: the state's layout
+    :param env: the unwrapped MiniGrid env to write into
+    """
+    column = [int(v) for v in column]
+
+    def decode_with_contents(code: int, contents: int | None) -> Any:
+        obj = decode_code(code)
+        if obj is not None and obj.type == "box" and contents is not None:
+            obj.contains = decode_code(contents)
+        if obj is not None and code >> TARGET_SHIFT & 1:
+            for name in ("obj", "door"):
+                if hasattr(env, name):
+                    setattr(env, name, obj)
+        return obj
+
+    for index in range(rows.cells):
+        contents = column[rows.contents + index] if rows.boxes else None
+        obj = decode_with_contents(column[index], contents)
+        env.grid.grid[index] = obj
+        if obj is not None:
+            obj.cur_pos = np.array((index % rows.width, index // rows.width))
+    env.agent_pos = (column[rows.agent_x], column[rows.agent_y])
+    env.agent_dir = column[rows.direction]
+    carried_contents = column[rows.carried_contents] if rows.boxes else None
+    env.carrying = decode_with_contents(column[rows.carrying], carried_contents)
+    env.step_count = column[rows.step_count]
+
+
+def row_visibility_table() -> np.ndarray:
+    """MiniGrid's ``Grid.process_vis`` for one row of the 7-wide view, for every input.
+
+    Entry ``seen | see_behind << 7`` (two 7-bit masks over the row's cells, bit ``i`` for
+    column ``i``) holds ``visible | above << 7``: the row's visible cells once the row's
+    rightward and leftward passes ran, and the cells of the row above that the passes mark.
+    The rows of ``process_vis`` depend on each other only through ``above``, so seven look-ups
+    replace its loops (the table is computed with its own loops, below).
+
+    :return: int64 ``(2 ** 14,)``
+    """
+    width = 7
+    table = np.zeros(1 << 14, dtype=np.int64)
+    for entry in range(1 << 14):
+        mask = [bool(entry >> i & 1) for i in range(width)]
+        see = [bool(entry >> (width + i) & 1) for i in range(width)]
+        above = [False] * width
+        for i in range(width - 1):  # the same loops as process_vis, for one row j > 0
+            if mask[i] and see[i]:
+                mask[i + 1] = above[i + 1] = above[i] = True
+        for i in reversed(range(1, width)):
+            if mask[i] and see[i]:
+                mask[i - 1] = above[i - 1] = above[i] = True
+        table[entry] = sum(1 << i for i in range(width) if mask[i]) | sum(
+            1 << (width + i) for i in range(width) if above[i]
+        )
+    return table

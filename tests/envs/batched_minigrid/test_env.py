@@ -1,0 +1,170 @@
+"""The batched MiniGrid against MiniGrid itself: the same state and actions give the same
+observation, reward, terminated and truncated, step for step."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import gymnasium
+import numpy as np
+import pytest
+import torch
+
+pytest.importorskip("minigrid")
+
+from minigrid.core.world_object import Box  # noqa: E402
+
+from rewardlab import envs  # noqa: E402
+from rewardlab.envs.batched_minigrid import BATCHED_IDS, BatchedMiniGridEnv  # noqa: E402
+from rewardlab.envs.batched_minigrid.env import view_offsets  # noqa: E402
+
+COPIES = 6
+STEPS = 160
+
+
+def seeking_action(source, rng: np.random.Generator) -> int:
+    """An action that often does something to the cell in front: pick up what can be picked,
+    toggle doors and boxes, drop in front of empty cells, walk into lava and goals; random
+    otherwise (all seven actions, ``done`` included)."""
+    cell = source.grid.get(*source.front_pos)
+    roll = rng.random()
+    if roll < 0.35:
+        return int(rng.integers(7))
+    if cell is None:
+        if source.carrying is not None and roll < 0.45:
+            return 4
+        return 2 if roll < 0.8 else int(rng.integers(2))
+    if cell.type in ("key", "ball", "box") and source.carrying is None and roll < 0.8:
+        return 3
+    if cell.type in ("door", "box") and roll < 0.8:
+        return 5
+    if cell.type in ("goal", "lava", "door") and roll < 0.9:
+        return 2
+    return int(rng.integers(2))
+
+
+def run_parity(env_id: str, seed: int, max_steps: int | None = None) -> Counter:
+    """Step ``COPIES`` MiniGrid envs and one batched env of as many copies side by side from
+    the same states, asserting equality at every step; returns what the steps did."""
+    kwargs = {} if max_steps is None else {"max_steps": max_steps}
+    sources = [gymnasium.make(env_id, **kwargs).unwrapped for _ in range(COPIES)]
+    batched = BatchedMiniGridEnv(
+        COPIES, env_id=env_id, layouts=4, seed=seed, max_episode_steps=max_steps
+    )
+    batched.reset()
+    rng = np.random.default_rng(seed)
+    done = Counter()
+    episode_seed = seed * 1000
+    for index, source in enumerate(sources):
+        source.reset(seed=episode_seed + index)
+        batched.read_gymnasium_state(source, index)
+    episode_seed += COPIES
+    start = batched.observe(batched.state_and_elapsed()[0])
+    expected = np.stack([source.gen_obs()["image"].reshape(-1) for source in sources])
+    np.testing.assert_array_equal(start.numpy(), expected)
+    for step in range(STEPS):
+        actions = [seeking_action(source, rng) for source in sources]
+        before = [
+            (source.carrying, source.grid.get(*source.front_pos)) for source in sources
+        ]
+        locked = [getattr(front, "is_locked", False) for _, front in before]
+        results = [source.step(action) for source, action in zip(sources, actions)]
+        obs, reward, terminated, truncated, info = batched.step(torch.tensor(actions))
+        final = torch.where(
+            (terminated | truncated)[:, None], info["final_obs"], obs
+        ).numpy()
+        for index, (mg_obs, mg_reward, mg_terminated, mg_truncated, _) in enumerate(results):
+            where = f"{env_id} copy {index} step {step} action {actions[index]}"
+            np.testing.assert_array_equal(final[index], mg_obs["image"].reshape(-1), err_msg=where)
+            assert reward[index].item() == np.float32(mg_reward), where
+            assert bool(terminated[index]) == mg_terminated, where
+            assert bool(truncated[index]) == mg_truncated, where
+            carried, front = before[index]
+            action = actions[index]
+            source = sources[index]
+            if action == 3 and carried is None and source.carrying is not None:
+                done[f"pickup {source.carrying.type}"] += 1
+            if action == 4 and carried is not None and source.carrying is None:
+                done["drop"] += 1
+            if action == 5 and front is not None and front.type == "door":
+                done["unlock" if locked[index] and front.is_open else "toggle door"] += 1
+            if action == 5 and isinstance(front, Box):
+                done["open box" if front.contains is not None else "toggle box"] += 1
+            if mg_terminated:
+                done["success" if mg_reward > 0 else "lava"] += 1
+            if mg_truncated:
+                done["truncated"] += 1
+            if mg_terminated or mg_truncated:  # a new MiniGrid episode, copied into ours
+                source.reset(seed=episode_seed)
+                episode_seed += 1
+                batched.read_gymnasium_state(source, index)
+        done["steps"] += COPIES
+    return done
+
+
+@pytest.mark.parametrize("env_id", BATCHED_IDS)
+def test_steps_match_minigrid(env_id):
+    done = run_parity(env_id, seed=BATCHED_IDS.index(env_id))
+    assert done["steps"] == COPIES * STEPS
+
+
+@pytest.mark.parametrize(
+    ("env_id", "events"),
+    [
+        ("MiniGrid-DoorKey-5x5-v0", ("pickup key", "unlock", "drop", "success", "truncated")),
+        ("MiniGrid-Unlock-v0", ("pickup key", "success")),
+        ("MiniGrid-ObstructedMaze-1Dlhb-v0", ("open box", "pickup ball", "pickup key")),
+        ("MiniGrid-LavaGapS5-v0", ("lava",)),
+        ("MiniGrid-BlockedUnlockPickup-v0", ("pickup ball", "drop")),
+    ],
+)
+def test_parity_covers_keys_doors_boxes_drops_and_lava(env_id, events):
+    # short time limits so that truncation, too, is compared
+    done = run_parity(env_id, seed=7, max_steps=40)
+    missing = [event for event in events if not done[event]]
+    assert not missing, f"{env_id}: the parity run never did {missing} ({dict(done)})"
+
+
+def test_view_offsets_follow_minigrids_slice_and_rotation():
+    source = gymnasium.make("MiniGrid-Empty-16x16-v0").unwrapped
+    source.reset(seed=0)
+    offsets = view_offsets()
+    for direction in range(4):
+        source.agent_pos, source.agent_dir = (8, 8), direction
+        top_x, top_y, _, _ = source.get_view_exts()
+        for vx in range(7):
+            for vy in range(7):
+                world = (8 + offsets[0, vx * 7 + vy, direction], 8 + offsets[1, vx * 7 + vy, direction])
+                assert tuple(source.get_view_coords(*world)) == (vx, vy)
+                assert top_x <= world[0] < top_x + 7 and top_y <= world[1] < top_y + 7
+
+
+def test_make_builds_the_batched_env_and_autoresets_from_the_pool():
+    env = envs.make("MiniGrid-DoorKey-5x5-v0", num_envs=64, seed=3, layouts=8)
+    assert isinstance(env, BatchedMiniGridEnv) and env.spec_id == "MiniGrid-DoorKey-5x5-v0"
+    obs, _ = env.reset()
+    assert obs.shape == (64, 147) and obs.dtype == torch.float32
+    assert env.single_observation_space.contains(obs[0].numpy())
+    again, _ = envs.make("MiniGrid-DoorKey-5x5-v0", num_envs=64, seed=3, layouts=8).reset()
+    assert torch.equal(obs, again)
+    generator = torch.Generator().manual_seed(0)
+    ends = 0
+    for _ in range(300):
+        obs, reward, terminated, truncated, info = env.step(torch.randint(7, (64,), generator=generator))
+        ended = terminated | truncated
+        ends += int(ended.sum())
+        # a new episode starts from a layout of the pool, at step 0
+        state = env.state
+        assert (state[ended, env.rows.step_count] == 0).all()
+    assert ends > 0
+    pool = env._layouts.T
+    assert all((pool == row).all(1).any() for row in env.state[env.state[:, env.rows.step_count] == 0])
+
+
+def test_bad_arguments_are_named():
+    with pytest.raises(ValueError, match="layouts must be a positive int"):
+        BatchedMiniGridEnv(2, env_id="MiniGrid-Empty-5x5-v0", layouts=0)
+    with pytest.raises(ValueError, match="has a step of its own"):
+        BatchedMiniGridEnv(2, env_id="MiniGrid-Dynamic-Obstacles-5x5-v0", layouts=1)
+    with pytest.raises(ValueError, match="not a MiniGrid id"):
+        BatchedMiniGridEnv(2, env_id="MiniGrid-Nowhere-v0", layouts=1)
