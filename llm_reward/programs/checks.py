@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -47,6 +48,13 @@ __all__ = [
 REWARD_FUNCTION = "compute_reward"
 PROGRAM_FILENAME = "<reward_program>"
 MAX_SOURCE_CHARS = 100_000
+#: the deepest nesting of the syntax tree a program may have: far past what code a person
+#: writes, and far below what overflows the recursion of ``ast.unparse`` and ``compile``
+MAX_NESTING = 100
+# Control characters (but tab, line feed, carriage return and form feed), C1 controls and
+# the bidirectional overrides that make source read differently from how it runs: a
+# program's source is shown in reports, terminals and prompts.
+_CONTROL_CHARACTER = re.compile("[\x00-\x08\x0b\x0e-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 
 ALLOWED_MODULES = ("math", "numpy", "torch")
 PRELOADED_NAMES = ("math", "np", "numpy", "torch")
@@ -98,7 +106,7 @@ FORBIDDEN_ATTRIBUTES: dict[str, str] = {
         _PROCESS_REASON,
     ),
     **_reasons(
-        "load loads save savez savez_compressed savetxt loadtxt genfromtxt fromfile tofile "
+        "load loads save savez savez_compressed savetxt loadtxt genfromtxt fromfile tofile dump "
         "from_file memmap open_memmap DataSource fromregex",
         _FILE_REASON,
     ),
@@ -212,13 +220,37 @@ def parse_source(source: str) -> tuple[ast.Module | None, list[Finding]]:
     if len(source) > MAX_SOURCE_CHARS:
         return None, [Finding(0, f"the program has {len(source)} characters; at most "
                                  f"{MAX_SOURCE_CHARS} are allowed")]
+    control = _CONTROL_CHARACTER.search(source)
+    if control is not None:
+        line = source.count("\n", 0, control.start()) + 1
+        return None, [Finding(line, f"the program holds the control character U+{ord(control.group()):04X}; "
+                                    "source may hold printable text, tabs and line breaks only: remove it")]
     try:
-        return ast.parse(source, filename=PROGRAM_FILENAME), []
+        tree = ast.parse(source, filename=PROGRAM_FILENAME)
     except SyntaxError as error:
         line = error.lineno or 0
         return None, [Finding(line, f"syntax error: {error.msg}")]
     except (ValueError, RecursionError, MemoryError) as error:
         return None, [Finding(0, f"the program cannot be parsed: {type(error).__name__}: {error}")]
+    deepest = _deepest(tree)
+    if deepest is not None:
+        return None, [Finding(deepest,
+                              f"the program nests expressions more than {MAX_NESTING} levels deep (a chain of "
+                              "attributes, calls, operators or decorators); write it as several statements")]
+    return tree, []
+
+
+def _deepest(tree: ast.AST) -> int | None:
+    """The line of the first node nested more than :data:`MAX_NESTING` levels deep in ``tree``, or None
+    (an iterative walk: deep trees overflow the recursion of ``ast.unparse`` and ``compile``)."""
+    stack: list[tuple[ast.AST, int, int]] = [(tree, 0, 0)]
+    while stack:
+        node, depth, line = stack.pop()
+        line = getattr(node, "lineno", line)
+        if depth > MAX_NESTING:
+            return line
+        stack.extend((child, depth + 1, line) for child in ast.iter_child_nodes(node))
+    return None
 
 
 def check_source(source: str, variables: Iterable[str] | None = None) -> list[Finding]:

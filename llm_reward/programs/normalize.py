@@ -24,6 +24,8 @@ import ast
 from dataclasses import dataclass
 from typing import Any
 
+from rewardlab.llm_reward.programs.checks import parse_source
+
 __all__ = ["Normalized", "normalize_source"]
 
 _DROPPED_MODULES = ("__future__", "typing", "typing_extensions")
@@ -50,13 +52,14 @@ class Normalized:
 def normalize_source(source: str) -> Normalized:
     """Remove annotations, typing imports and TorchScript decorators, keeping every line.
 
-    A source that does not parse is returned unchanged (the checks report the syntax error).
+    A source that does not parse, or that the checks refuse before looking at its code
+    (too long, too deeply nested, holding control characters), is returned unchanged: the
+    checks report why.
 
     :param source: the program as found in the answer.
     """
-    try:
-        tree = ast.parse(source)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
+    tree, findings = parse_source(source)
+    if tree is None:
         return Normalized(source, ())
     text = source.encode()
     starts = [0]

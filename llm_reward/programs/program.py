@@ -36,7 +36,7 @@ import re
 import sys
 import textwrap
 import traceback
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -46,6 +46,7 @@ import torch
 from rewardlab.envs.descriptions import EnvDescription, describe
 from rewardlab.llm_reward.programs.checks import (
     ALLOWED_MODULES,
+    MAX_SOURCE_CHARS,
     PROGRAM_FILENAME,
     REWARD_FUNCTION,
     SAFE_BUILTINS,
@@ -59,8 +60,8 @@ from rewardlab.llm_reward.programs.checks import (
 )
 from rewardlab.llm_reward.programs.normalize import normalize_source
 
-__all__ = ["ProgramError", "RewardFunction", "RewardProgram", "extract_code", "plain_component_name",
-           "program_traceback"]
+__all__ = ["FoundCode", "ProgramError", "RewardFunction", "RewardProgram", "extract_code", "find_code",
+           "plain_component_name", "program_traceback"]
 
 BARE_COMPONENT = "reward"
 MAX_COMPONENTS = 32
@@ -70,76 +71,179 @@ COMPONENT_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_./-]{0,55}")
 #: the largest reward or component magnitude a program may return
 MAX_MAGNITUDE = 1e15
 MAX_MESSAGE_CHARS = 2000
-#: the most parses that finding the code in an answer without fences may take
-MAX_UNFENCED_PARSES = 64
+#: the longest answer that is read at all: a reply holds one program (at most
+#: MAX_SOURCE_CHARS) and its prose; anything longer is refused before any parsing
+MAX_ANSWER_CHARS = 2 * MAX_SOURCE_CHARS
+#: the most characters that finding the code in an answer without fences may parse, over
+#: all its tries (each failed parse cuts the text at its syntax error)
+MAX_UNFENCED_PARSED_CHARS = 4 * MAX_SOURCE_CHARS
 
-_FENCE = re.compile(
-    r"^[ \t]*(?P<fence>`{3,}|~{3,})[ \t]*(?P<lang>[\w+.-]*)[^\n]*\n(?P<body>.*?)(?:^[ \t]*(?P=fence)[ \t]*$|\Z)",
-    re.MULTILINE | re.DOTALL,
-)
+# A fence's opening line (matched at a line's start, so its cost is the line's length);
+# a block ends at a line holding only the same fence character, at least as many times.
+_FENCE_LINE = re.compile(r"[ \t]*(`{3,}|~{3,})[ \t]*([\w+.-]*)")
 _CODE_START = re.compile(r"^[ \t]*(import\s|from\s+\S+\s+import\s|def\s|@)")
 _DEFINES_REWARD = re.compile(rf"^[ \t]*(def[ \t]+{REWARD_FUNCTION}\b|{REWARD_FUNCTION}[ \t]*=[ \t]*lambda\b)", re.MULTILINE)
+_DEFINES_ANY = re.compile(r"^[ \t]*def\s", re.MULTILINE)
 _NON_PYTHON_LANGUAGES = {"json", "text", "bash", "sh", "shell", "console", "yaml", "output"}
+# how answers that offer several programs say which one to use
+_RECOMMENDS = re.compile(r"\brecommend|\bpreferr?ed\b|\bI(?:'d| would) (?:go with|use|pick|choose)\b", re.IGNORECASE)
+_LABEL = re.compile(r"\b(?:option|version|approach|alternative|variant|solution|reward)\s*#?\s*([A-Za-z]|\d{1,2})\b(?!\w)",
+                    re.IGNORECASE)
+_ORDINAL = re.compile(r"\b(first|second|third|fourth|fifth|last|final)\b", re.IGNORECASE)
+_ORDINALS = ("first", "second", "third", "fourth", "fifth")
+# a heading right before a block ("### Option B (recommended)") speaks of that block
+_HEADING_CHARS = 200
+
+
+@dataclass(frozen=True)
+class FoundCode:
+    """The program found in an answer, and how it was chosen.
+
+    :param source: the program's source (see :func:`extract_code`).
+    :param note: which block was taken when several define the reward function, in words
+        for the model that wrote them (empty when the answer holds one).
+    """
+
+    source: str
+    note: str = ""
 
 
 def extract_code(answer: str) -> str:
-    """The reward program's source in an LLM answer.
-
-    Takes fenced blocks (``` or ~~~, with or without a language) and picks the last one
-    defining ``compute_reward``, else the last one defining a function; without fences,
-    the text from the first ``import``/``def`` line to the last line that still parses.
-    Helpers and constants the picked block uses but another block of the answer defines
-    ("first some helper functions: ...") are appended to it, after its own lines, so that
-    every line number still names the line in the picked block.
+    """The reward program's source in an LLM answer (:func:`find_code`'s ``source``).
 
     :param answer: the LLM's whole reply.
-    :raises CheckError: no Python code defining a function was found.
+    :raises CheckError: no Python code defining a function was found, or the answer is longer
+        than :data:`MAX_ANSWER_CHARS`.
     """
-    blocks = [
-        textwrap.dedent(match.group("body"))
-        for match in _FENCE.finditer(answer)
-        if match.group("lang").lower() not in _NON_PYTHON_LANGUAGES
-    ]
-    if not blocks:
-        blocks = _unfenced_code(answer)
-    defining_reward = [block for block in blocks if _DEFINES_REWARD.search(block)]
-    if defining_reward:
-        return _with_definitions_from(defining_reward[-1], blocks)
-    defining_any = [block for block in blocks if re.search(r"^[ \t]*def\s", block, re.MULTILINE)]
-    if defining_any:
-        return _with_definitions_from(defining_any[-1], blocks)
-    raise CheckError(
-        [Finding(0, f"the answer contains no Python code defining `{REWARD_FUNCTION}`; reply with "
-                    "one ```python block that defines it")],
-        answer,
-    )
+    return find_code(answer).source
+
+
+def find_code(answer: str) -> FoundCode:
+    """The reward program in an LLM answer, and a note on the choice where it offers several.
+
+    Takes fenced blocks (``` or ~~~, with or without a language) and picks the one defining
+    ``compute_reward`` that the answer recommends ("I recommend Option A", "### Second
+    version (recommended)"), else the last one; with none, the last one defining a
+    function. Without fences, the text from the first ``import``/``def`` line to the last
+    line that still parses. Helpers and constants the picked block uses but another block
+    of the answer defines ("first some helper functions: ...") are appended to it, after its
+    own lines, so that every line number still names the line in the picked block.
+
+    :param answer: the LLM's whole reply.
+    :raises CheckError: no Python code defining a function was found, or the answer is longer
+        than :data:`MAX_ANSWER_CHARS`.
+    """
+    if len(answer) > MAX_ANSWER_CHARS:
+        raise CheckError([Finding(0, f"the answer has {len(answer):,} characters, and at most "
+                                     f"{MAX_ANSWER_CHARS:,} are read; reply with one ```python block "
+                                     f"defining `{REWARD_FUNCTION}` and a few lines of prose")], "")
+    fenced = [(body, before) for language, body, before in _fenced_blocks(answer)
+              if language not in _NON_PYTHON_LANGUAGES]
+    blocks = [textwrap.dedent(body) for body, _ in fenced] if fenced else _unfenced_code(answer)
+    for pattern in (_DEFINES_REWARD, _DEFINES_ANY):
+        defining = [index for index, block in enumerate(blocks) if pattern.search(block)]
+        if defining:
+            break
+    else:
+        raise CheckError(
+            [Finding(0, f"the answer contains no Python code defining `{REWARD_FUNCTION}`; reply with "
+                        "one ```python block that defines it")],
+            answer,
+        )
+    chosen, note = len(defining) - 1, ""
+    if len(defining) > 1:
+        recommended = _recommended(answer, [fenced[index][1] for index in defining])
+        chosen = len(defining) - 1 if recommended is None else recommended
+        which = _ORDINALS[chosen] if chosen < len(_ORDINALS) else f"number {chosen + 1}"
+        if chosen == len(defining) - 1:
+            which = "last"
+        what = (f"trained the {which}, the one the answer recommends" if recommended is not None else
+                f"trained the {which}, as the answer did not say which to use")
+        note = (f"the answer held {len(defining)} code blocks defining the reward function; {what} "
+                "(send one block, the one to train)")
+    return FoundCode(_with_definitions_from(blocks[defining[chosen]], blocks), note)
+
+
+def _fenced_blocks(answer: str) -> list[tuple[str, str, str]]:
+    """``(language, body, prose before it)`` of each fenced block, in one pass over the lines;
+    a block without its closing fence runs to the end of the answer."""
+    lines = answer.splitlines(keepends=True)
+    found = []
+    index, prose_start = 0, 0
+    while index < len(lines):
+        opening = _FENCE_LINE.match(lines[index])
+        if opening is None:
+            index += 1
+            continue
+        fence = opening.group(1)
+        end = index + 1
+        while end < len(lines):
+            text = lines[end].strip()
+            if text.startswith(fence) and text.count(fence[0]) == len(text):
+                break
+            end += 1
+        found.append((opening.group(2).lower(), "".join(lines[index + 1 : end]), "".join(lines[prose_start:index])))
+        index = prose_start = end + 1
+    return found
+
+
+def _recommended(answer: str, headings: Sequence[str]) -> int | None:
+    """Which of the blocks (each known by the prose before it) the answer recommends:
+    by its label ("Option B"), its place ("the first one") or a heading that recommends it;
+    None when it says nothing, or recommends more than one."""
+    labels: dict[str, int] = {}
+    for index, before in enumerate(headings):
+        found = _LABEL.findall(before[-_HEADING_CHARS:])
+        if found:
+            labels.setdefault(found[-1].lower(), index)
+    targets: set[int] = set()
+    for index, before in enumerate(headings):
+        # a heading right before the block: "### Option A (recommended)"
+        heading = before[-_HEADING_CHARS:].rstrip().rsplit("\n", 1)[-1]
+        if _RECOMMENDS.search(heading) and not _ORDINAL.search(heading) and not _LABEL.search(
+                _RECOMMENDS.split(heading, 1)[-1]):
+            targets.add(index)
+    for sentence in re.split(r"(?<=[.!?])\s+|\n", answer):
+        if not _RECOMMENDS.search(sentence) or len(sentence) > 400 or "```" in sentence:
+            continue
+        label = next((labels[value.lower()] for value in _LABEL.findall(sentence) if value.lower() in labels), None)
+        if label is not None:
+            targets.add(label)
+            continue
+        ordinal = _ORDINAL.search(sentence)
+        if ordinal is not None:
+            word = ordinal.group(1).lower()
+            place = len(headings) - 1 if word in ("last", "final") else _ORDINALS.index(word)
+            if place < len(headings):
+                targets.add(place)
+    return targets.pop() if len(targets) == 1 else None
 
 
 #: names every program has without defining them
 _GIVEN_NAMES = frozenset({"np", "numpy", "torch", "math", *dir(builtins)})
 
 
-def _free_names(tree: ast.Module) -> set[str]:
-    """Names ``tree`` reads but binds nowhere (a scope-free over-approximation of binding)."""
+def _names(tree: ast.AST) -> tuple[set[str], set[str]]:
+    """``(names tree reads but binds nowhere, names it binds)``, a scope-free over-approximation."""
     bound: set[str] = set()
+    read: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.FunctionDef | ast.ClassDef):
             bound.add(node.name)
-        elif isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
-            bound.add(node.id)
+        elif isinstance(node, ast.Name):
+            (read if isinstance(node.ctx, ast.Load) else bound).add(node.id)
         elif isinstance(node, ast.arg):
             bound.add(node.arg)
         elif isinstance(node, ast.alias):
             bound.add((node.asname or node.name).split(".")[0])
-    read = {node.id for node in ast.walk(tree) if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load)}
-    return read - bound - _GIVEN_NAMES
+    return read - bound - _GIVEN_NAMES, bound
 
 
-def _top_level_definitions(block: str) -> list[tuple[set[str], str]]:
-    """``(names it binds, its source lines)`` for each top-level def, assignment and import of ``block``."""
-    try:
-        tree = ast.parse(block)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
+def _top_level_definitions(block: str) -> list[tuple[set[str], str, set[str]]]:
+    """``(names it binds, its source lines, names it reads and binds not)`` for each
+    top-level def, assignment and import of ``block`` (one parse of the block)."""
+    tree, _ = parse_source(block)
+    if tree is None:
         return []
     lines = block.splitlines()
     found = []
@@ -153,43 +257,62 @@ def _top_level_definitions(block: str) -> list[tuple[set[str], str]]:
         else:
             continue
         first = min([node.lineno, *(d.lineno for d in getattr(node, "decorator_list", []))])
-        found.append((names, "\n".join(lines[first - 1 : node.end_lineno])))
+        found.append((names, "\n".join(lines[first - 1 : node.end_lineno]), _names(node)[0] - names))
     return found
 
 
 def _with_definitions_from(code: str, blocks: list[str]) -> str:
     """``code`` with the definitions of the names it uses but does not define appended,
-    taken from the other ``blocks`` (the later block's where two define a name)."""
+    taken from the other ``blocks`` (the later block's where two define a name). Every
+    block is parsed once."""
+    tree, _ = parse_source(code)
+    if tree is None:
+        return code
+    missing, bound = _names(tree)
+    if not missing:
+        return code
     definitions = [item for block in reversed(blocks) if block is not code for item in _top_level_definitions(block)]
-    added: list[str] = []
-    for _ in definitions:
-        try:
-            missing = _free_names(ast.parse("\n\n".join([code, *added])))
-        except (SyntaxError, ValueError, RecursionError, MemoryError):
-            return code
-        found = next((text for names, text in definitions if names & missing and text not in added), None)
-        if found is None:
-            break
-        added.append(found)
+    where: dict[str, int] = {}
+    for index, (names, _, _) in enumerate(definitions):
+        for name in names:
+            where.setdefault(name, index)
+    added: list[int] = []
+    wanted = sorted(missing, reverse=True)
+    while wanted:
+        name = wanted.pop()
+        index = where.get(name)
+        if name in bound or index is None or index in added:
+            continue
+        added.append(index)
+        names, _, reads = definitions[index]
+        bound |= names
+        wanted += sorted(reads - bound, reverse=True)
     if not added:
         return code
-    return code.rstrip("\n") + "\n\n\n# from another code block of the answer\n" + "\n\n".join(added) + "\n"
+    texts = [definitions[index][1] for index in added]
+    return code.rstrip("\n") + "\n\n\n# from another code block of the answer\n" + "\n\n".join(texts) + "\n"
 
 
 def _unfenced_code(answer: str) -> list[str]:
     """The longest run of lines from the first code-like line that parses and defines a
-    function. Each failed parse cuts the text before the line its syntax error names (the
-    prose after the code, usually), and at most :data:`MAX_UNFENCED_PARSES` are tried: an
-    answer does not get to spend the search's time on one parse per line."""
+    function (at most MAX_SOURCE_CHARS of them). Each failed parse cuts the text before the
+    line its syntax error names (the prose after the code, usually), and the tries parse
+    at most :data:`MAX_UNFENCED_PARSED_CHARS` in all: an answer does not get to spend the
+    search's time on one parse per line."""
     lines = answer.splitlines()
     start = next((i for i, line in enumerate(lines) if _CODE_START.match(line)), None)
     if start is None:
         return []
-    end = len(lines)
-    for _ in range(MAX_UNFENCED_PARSES):
-        if end <= start:
-            break
+    end, size = start, 0
+    while end < len(lines) and size + len(lines[end]) < MAX_SOURCE_CHARS:
+        size += len(lines[end]) + 1
+        end += 1
+    budget = MAX_UNFENCED_PARSED_CHARS
+    while end > start:
         candidate = textwrap.dedent("\n".join(lines[start:end])) + "\n"
+        budget -= len(candidate)
+        if budget < 0:
+            break
         tree, findings = parse_source(candidate)
         if tree is not None:
             return [candidate] if any(isinstance(node, ast.FunctionDef) for node in tree.body) else []
@@ -521,6 +644,8 @@ def _both(first: ProgramError, then: ProgramError, how: str) -> ProgramError:
     reason and traceback, then the second's, so that neither cause is lost."""
     if first.kind == "sandbox" or then.kind == "sandbox":
         return first if first.kind == "sandbox" else then
+    if first.traceback.strip() and first.traceback.splitlines()[-2:] == then.traceback.splitlines()[-2:]:
+        return first  # the same error at the same line: once is enough
     reason = f"{first.reason}\n{how}, it failed too: {then.reason}"
     traceback_text = "\n".join(text for text in (first.traceback, then.traceback) if text.strip())
     return ProgramError(reason, traceback_text, first.kind if first.kind != "program" else then.kind)

@@ -9,6 +9,7 @@ import math
 import os
 
 import gymnasium
+import numpy as np
 import pytest
 import torch
 
@@ -398,13 +399,13 @@ def test_an_answer_without_fences_costs_a_bounded_number_of_parses(monkeypatch: 
     # took 82 s of the search's own process for a 110 KB answer
     from rewardlab.llm_reward.programs import program as program_module
 
-    calls = []
+    parsed = []
     real = program_module.parse_source
-    monkeypatch.setattr(program_module, "parse_source", lambda source: calls.append(1) or real(source))
+    monkeypatch.setattr(program_module, "parse_source", lambda source: parsed.append(len(source)) or real(source))
     answer = "def compute_reward(x):\n    y = (\n" + "    x + 1,\n" * 5000
     with pytest.raises(CheckError):
         llm_reward.RewardProgram.from_llm_answer(answer)
-    assert 0 < len(calls) <= program_module.MAX_UNFENCED_PARSES
+    assert 0 < sum(parsed) <= program_module.MAX_UNFENCED_PARSED_CHARS
     # the usual unfenced answer, code then prose, is still found
     found = llm_reward.RewardProgram.from_llm_answer(
         "Sure:\ndef compute_reward(theta):\n    return -theta.abs(), {}\nThis keeps the pole up.\n")
@@ -431,3 +432,318 @@ def test_component_names_become_what_reports_take_and_huge_values_fail() -> None
     huge = llm_reward.RewardProgram.from_source("def compute_reward(next_theta):\n    return next_theta + 3.0e38, {}\n")
     with pytest.raises(ProgramError, match="magnitude 3e"):
         RewardFunction(huge, description)(states, torch.zeros(4, dtype=torch.int64), states, torch.zeros(4, dtype=torch.bool))
+
+
+# ------------------------------------------- numpy's and torch's own API inside a program
+# Each public method of numpy's ndarray, called on `a`: the values of every env as a row
+# (shape (N, 4) on a batch, (4,) for one state), giving one number per env.
+NDARRAY_METHOD_CALLS = {
+    "all": "(a > -10).all(axis=-1)", "any": "(a > 0).any(axis=-1)", "argmax": "a.argmax(axis=-1)",
+    "argmin": "a.argmin(axis=-1)", "argpartition": "a.argpartition(1, axis=-1)[..., 0]",
+    "argsort": "a.argsort(axis=-1)[..., 0]", "astype": "a.astype(np.float32)[..., 0]",
+    "byteswap": "a.byteswap().byteswap()[..., 0]",
+    "choose": "(a > 0).astype(np.int64).choose([a * 0.0, a]).sum(axis=-1)",
+    "clip": "a.clip(-0.5, 0.5).sum(axis=-1)", "compress": "a.compress([True, False, True, False], axis=-1).sum(axis=-1)",
+    "conj": "a.conj()[..., 0]", "conjugate": "a.conjugate()[..., 1]", "copy": "a.copy()[..., 2]",
+    "cumprod": "a.cumprod(axis=-1)[..., -1]", "cumsum": "a.cumsum(axis=-1)[..., -1]",
+    "diagonal": "a[..., None, :].repeat(4, axis=-2).diagonal(axis1=-2, axis2=-1).sum(axis=-1)",
+    "dot": "a.dot(np.array([1.0, 2.0, 3.0, 4.0]))", "dumps": "per_row(a, lambda row: len(row.dumps()) > 0)",
+    "fill": "filled(a)", "flatten": "a.flatten().reshape(a.shape)[..., 3]",
+    "getfield": "a.getfield(np.float64)[..., 0]", "item": "per_row(a, lambda row: row.item(1))",
+    "max": "a.max(axis=-1)", "mean": "a.mean(axis=-1)", "min": "a.min(axis=-1)",
+    "nonzero": "per_row(a, lambda row: len((row > 0).nonzero()[0]))", "partition": "partitioned(a)",
+    "prod": "a.prod(axis=-1)", "put": "per_row(a, put_first)", "ravel": "a.ravel().reshape(a.shape)[..., 1]",
+    "repeat": "a.repeat(2, axis=-1).sum(axis=-1)", "reshape": "a.reshape(*a.shape[:-1], 2, 2)[..., 1, 1]",
+    "resize": "per_row(a, resized)", "round": "a.round(1)[..., 0]",
+    "searchsorted": "per_row(a, lambda row: np.sort(row).searchsorted(0.0))", "setfield": "with_field(a)",
+    "setflags": "read_only(a)", "sort": "sorted_in_place(a)", "squeeze": "a[..., None].squeeze(-1)[..., 0]",
+    "std": "a.std(axis=-1)", "sum": "a.sum(axis=-1)", "swapaxes": "a[..., None].swapaxes(-1, -2)[..., 0, 0]",
+    "take": "a.take(2, axis=-1)", "to_device": "a.to_device('cpu')[..., 0]",
+    "tobytes": "per_row(a, lambda row: len(row.tobytes()))", "tolist": "per_row(a, lambda row: sum(row.tolist()))",
+    "trace": "per_row(a, lambda row: np.diag(row).trace())", "transpose": "a.transpose()[0]",
+    "var": "a.var(axis=-1)", "view": "a.view(np.float64)[..., 0]",
+    # attributes
+    "T": "a.T[0]", "mT": "a[..., None].mT[..., 0, 0]", "real": "a.real[..., 0]", "imag": "a.imag[..., 0]",
+    "flat": "per_row(a, lambda row: row.flat[2])", "shape": "a[..., 0] * a.shape[-1]",
+    "size": "a[..., 0] * 0 + a.size / max(a.size, 1)", "ndim": "a[..., 0] * 0 + (a.ndim >= 1)",
+    "nbytes": "a[..., 0] * 0 + (a.nbytes > 0)", "itemsize": "a[..., 0] * 0 + a.itemsize",
+    "dtype": "a.astype(a.dtype)[..., 0]", "strides": "a[..., 0] * 0 + (a.strides[-1] == a.itemsize)",
+    "base": "a[..., 0] * 0 + (a.copy().base is None)", "flags": "a[..., 0] * 0 + a.flags.writeable",
+    "device": "a[..., 0] * 0 + (a.device == 'cpu')", "data": "a[..., 0] * 0 + (a.data is not None)",
+}
+# ndarray methods that write files or reach native code, which programs may not do
+REFUSED_NDARRAY = {"dump": "writes a file", "tofile": "writes a file", "ctypes": "native code"}
+NUMPY_FUNCTION_CALLS = [
+    "np.max(a, axis=-1)", "np.amax(a, axis=-1)", "np.min(a, axis=-1)", "np.sum(a, axis=-1)",
+    "np.mean(a, axis=-1)", "np.std(a, axis=-1)", "np.var(a, axis=-1)", "np.median(a, axis=-1)",
+    "np.percentile(a, 75, axis=-1)", "np.quantile(a, 0.25, axis=-1)",
+    "np.average(a, axis=-1, weights=[1.0, 2.0, 3.0, 4.0])", "np.ptp(a, axis=-1)", "np.nanmean(a, axis=-1)",
+    "np.nansum(a, axis=-1)", "np.nanmax(a, axis=-1)", "np.argmax(a, axis=-1)", "np.cumsum(a, axis=-1)[..., -1]",
+    "np.prod(a, axis=-1)", "np.linalg.norm(a, axis=-1)", "np.sort(a, axis=-1)[..., 0]",
+    "np.argsort(a, axis=-1)[..., -1]", "np.partition(a, 2, axis=-1)[..., 2]",
+    "per_row(a, lambda row: len(np.unique(np.round(row))))", "np.where(a > 0, a, 0.0).sum(axis=-1)",
+    "np.take_along_axis(a, np.argsort(a, axis=-1), axis=-1)[..., 0]", "np.take(a, 1, axis=-1)",
+    "a[..., [0, 2]].sum(axis=-1)", "a[..., 1:3].sum(axis=-1)", "(a * (a > 0)).sum(axis=-1)",
+    "np.clip(a, -1, 1).sum(axis=-1)", "np.abs(a).sum(axis=-1)", "np.exp(-np.square(a)).sum(axis=-1)",
+    "np.log1p(np.abs(a)).sum(axis=-1)", "np.tanh(a).sum(axis=-1)", "np.hypot(a[..., 0], a[..., 1])",
+    "np.arctan2(a[..., 0], a[..., 1] + 2.0)", "np.einsum('...i,i->...', a, np.arange(4.0))",
+    "np.dot(a, np.ones(4))", "a @ np.ones(4)", "np.diff(a, axis=-1).sum(axis=-1)",
+    "np.count_nonzero(a > 0, axis=-1)", "np.sign(a).sum(axis=-1)", "np.maximum(a, 0).sum(axis=-1)",
+    "np.logical_and(a > -1, a < 1).sum(axis=-1)", "np.isclose(a, 0.0).sum(axis=-1)",
+    "np.interp(a[..., 0], [-1.0, 1.0], [0.0, 1.0])", "np.cos(a).mean(axis=-1)",
+    # random numbers are drawn and weighted by 0: a reward must not depend on them
+    "0.0 * np.random.default_rng(0).normal(size=a.shape).sum(axis=-1)",
+    "0.0 * np.random.default_rng(1).uniform(size=a.shape[:-1])",
+    "0.0 * np.random.default_rng(2).integers(0, 4, size=a.shape[:-1])",
+    "0.0 * np.random.default_rng(3).permutation(4).sum()", "0.0 * np.random.rand(*a.shape[:-1])",
+    "0.0 * np.random.normal(size=a.shape[:-1])",
+]
+TORCH_CALLS = [
+    "s.sum(dim=-1)", "s.mean(dim=-1)", "s.std(dim=-1)", "s.var(dim=-1)", "s.amax(dim=-1)", "s.amin(dim=-1)",
+    "s.max(dim=-1).values", "s.min(dim=-1).values", "s.prod(dim=-1)", "torch.linalg.vector_norm(s, dim=-1)",
+    "s.norm(dim=-1)", "torch.logsumexp(s, dim=-1)", "s.median(dim=-1).values", "torch.quantile(s, 0.5, dim=-1)",
+    "s.nanmean(dim=-1)", "s.cumsum(dim=-1)[..., -1]", "s.cumprod(dim=-1)[..., -1]",
+    "s.argmax(dim=-1).float()", "s.argmin(dim=-1).float()", "(s > 0).any(dim=-1).float()",
+    "(s > -10).all(dim=-1).float()", "torch.count_nonzero(s > 0, dim=-1).float()",
+    "s.sort(dim=-1).values[..., 0]", "torch.sort(s, dim=-1, descending=True).values[..., 0]",
+    "s.argsort(dim=-1)[..., 0].float()", "s.topk(2, dim=-1).values.sum(dim=-1)",
+    "s.kthvalue(2, dim=-1).values", "s.gather(-1, s.argmax(dim=-1, keepdim=True))[..., 0]",
+    "s.index_select(-1, torch.tensor([0, 2])).sum(dim=-1)",
+    "torch.take_along_dim(s, s.argsort(dim=-1), dim=-1)[..., 0]", "torch.where(s > 0, s, -s).sum(dim=-1)",
+    "s.masked_fill(s < 0, 0.0).sum(dim=-1)", "s[..., [0, 2]].sum(dim=-1)", "s[..., 1:3].sum(dim=-1)",
+    "torch.zeros_like(s).scatter(-1, s.argmin(dim=-1, keepdim=True), 1.0).sum(dim=-1)",
+    "s.clamp(-1, 1).sum(dim=-1)", "torch.tanh(s).sum(dim=-1)", "torch.sigmoid(s).sum(dim=-1)",
+    "torch.nn.functional.softplus(s).sum(dim=-1)", "torch.atan2(s[..., 0], s[..., 1] + 2.0)",
+    "torch.hypot(s[..., 0], s[..., 1])", "torch.einsum('...i,i->...', s, torch.arange(4.0))",
+    "torch.cat([s, s], dim=-1).sum(dim=-1)", "torch.exp(-s.square()).sum(dim=-1)",
+    "0.0 * torch.rand_like(s).sum(dim=-1)", "0.0 * torch.randn_like(s).sum(dim=-1)",
+    "0.0 * torch.randint_like(s, 0, 4).sum(dim=-1)", "0.0 * torch.bernoulli(torch.full_like(s, 0.5)).sum(dim=-1)",
+    "0.0 * torch.multinomial(torch.ones_like(s), 1).float()[..., 0]", "0.0 * torch.randperm(4).float().sum()",
+]
+LIBRARY_HELPERS = '''
+import numpy as np
+import torch
+
+
+def per_row(values, function):
+    rows = values.reshape(-1, values.shape[-1])
+    return np.array([function(row) for row in rows], dtype=np.float64).reshape(values.shape[:-1])
+
+
+def filled(a):
+    b = a.copy()
+    b.fill(2.0)
+    return b[..., 0]
+
+
+def partitioned(a):
+    b = a.copy()
+    b.partition(1, axis=-1)
+    return b[..., 1]
+
+
+def sorted_in_place(a):
+    b = a.copy()
+    b.sort(axis=-1)
+    return b[..., 0]
+
+
+def put_first(row):
+    b = row.copy()
+    b.put([0], [5.0])
+    return b.sum()
+
+
+def resized(row):
+    b = row.copy()
+    b.resize((8,), refcheck=False)
+    return b.sum()
+
+
+def with_field(a):
+    b = a.copy()
+    b.setfield(1.0, np.float64)
+    return b[..., 0]
+
+
+def read_only(a):
+    b = a.copy()
+    b.setflags(write=False)
+    return b[..., 0]
+'''
+
+
+def library_program(per_state: bool) -> str:
+    """A program calling every ndarray method and the common numpy and torch functions; with
+    ``per_state``, it is written for one state (``if terminated``), so it runs per env."""
+    numpy_terms = [call for name, call in NDARRAY_METHOD_CALLS.items() if hasattr(np.ndarray, name)]
+    numpy_terms += NUMPY_FUNCTION_CALLS
+    lines = [LIBRARY_HELPERS, "", "def compute_reward(next_x, next_x_dot, next_theta, next_theta_dot, terminated):"]
+    if per_state:
+        lines.append("    done = 1.0 if terminated else 0.0")
+    else:
+        lines.append("    done = terminated.double().numpy()")
+    lines += [
+        "    a = np.stack([np.asarray(v, dtype=np.float64) for v in (next_x, next_x_dot, next_theta, next_theta_dot)], axis=-1)",
+        "    s = torch.as_tensor(a, dtype=torch.float32)",
+        "    numpy_terms = [",
+        *(f"        {call}," for call in numpy_terms),
+        "    ]",
+        "    torch_terms = [",
+        *(f"        {call}," for call in TORCH_CALLS),
+        "    ]",
+        "    numpy_total = sum(np.asarray(term, dtype=np.float64) for term in numpy_terms)",
+        "    torch_total = sum(term.double() for term in torch_terms)",
+        "    reward = torch.as_tensor(np.tanh(numpy_total / 1000.0)) + torch.tanh(torch_total / 1000.0) - done",
+        "    return reward.float(), {'numpy': torch.as_tensor(numpy_total).float(), 'torch': torch_total.float()}",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def test_every_ndarray_method_is_in_the_library_program() -> None:
+    public = {name for name in dir(np.ndarray) if not name.startswith("_")}
+    assert public <= set(NDARRAY_METHOD_CALLS) | set(REFUSED_NDARRAY), public - set(NDARRAY_METHOD_CALLS)
+    for name, why in REFUSED_NDARRAY.items():
+        findings = check_source(f"def compute_reward(x):\n    return x.{name}, {{}}\n")
+        assert findings and "line 2" in str(findings[0]), (name, why)
+
+
+def test_numpy_and_torch_run_inside_a_program_on_a_batch_and_per_state() -> None:
+    """numpy's array methods import numpy's internals lazily through the calling frame's
+    __import__ (the program's): they refused with "'_core' is a private attribute" before."""
+    description = llm_reward.describe("CartPole-v1")
+    generator = torch.Generator().manual_seed(0)
+    obs, next_obs = torch.randn((2, 6, 4), generator=generator)
+    terminated = torch.tensor([False, True, False, False, True, False])
+    actions = torch.zeros(6, dtype=torch.int64)
+    batched = RewardFunction(llm_reward.RewardProgram.from_source(library_program(False)), description)
+    per_state = RewardFunction(llm_reward.RewardProgram.from_source(library_program(True)), description)
+    reward, parts = batched(obs, actions, next_obs, terminated)
+    assert not batched.per_state
+    alone, alone_parts = per_state(obs, actions, next_obs, terminated)
+    assert per_state.per_state and per_state.per_state_mode == "loop"
+    torch.testing.assert_close(alone, reward)
+    torch.testing.assert_close(alone_parts["numpy"], parts["numpy"], rtol=1e-5, atol=1e-4)
+    torch.testing.assert_close(alone_parts["torch"], parts["torch"], rtol=1e-5, atol=1e-4)
+    # the restricted namespace computes what plain Python does with the same source
+    namespace: dict = {}
+    exec(library_program(False), namespace)
+    inputs = description.reward_inputs(obs, actions, next_obs, terminated)
+    expected, _ = namespace["compute_reward"](**{name: inputs[name] for name in batched.program.parameters})
+    torch.testing.assert_close(reward, expected.float())
+    one = RewardFunction(llm_reward.RewardProgram.from_source(library_program(True)), description)
+    first, _ = one(obs[:1], actions[:1], next_obs[:1], terminated[:1])
+    torch.testing.assert_close(first, reward[:1])
+
+
+@pytest.mark.parametrize("per_state", [False, True], ids=["batch", "per_state"])
+def test_numpy_and_torch_run_inside_a_sandboxed_program(per_state: bool) -> None:
+    program = llm_reward.RewardProgram.from_source(library_program(per_state))
+    result = llm_reward.evaluate(program, "CartPole-v1", steps=128, num_envs=4, ppo_kwargs=TINY_PPO,
+                                 num_checkpoints=1, eval_episodes=1, timeout_s=120)
+    assert result.ok, result.failure
+    assert {"program/numpy", "program/torch"} <= set(result.curve[-1].components)
+
+
+def test_a_program_import_statement_stays_restricted() -> None:
+    description = llm_reward.describe("CartPole-v1")
+    # past the static checks (as a program that got around them would be), the import
+    # statement itself is refused at run time, while numpy's own imports work
+    program = llm_reward.RewardProgram("def compute_reward(next_x):\n    import numpy._core._methods\n"
+                                       "    return next_x, {}\n", "compute_reward", ("next_x",))
+    states = torch.zeros((2, 4))
+    with pytest.raises(ProgramError) as error:
+        RewardFunction(program, description)(states, torch.zeros(2, dtype=torch.int64), states,
+                                             torch.zeros(2, dtype=torch.bool))
+    assert "`_core` is a private" in error.value.reason and "failed too" not in error.value.reason
+    assert 'line 2, in compute_reward' in error.value.traceback
+
+
+# ------------------------------------------------------- hostile answers, parsed quickly
+def test_an_answer_past_the_cap_is_refused_before_parsing(monkeypatch: pytest.MonkeyPatch) -> None:
+    from rewardlab.llm_reward.programs import program as program_module
+
+    parsed = []
+    real = program_module.parse_source
+    monkeypatch.setattr(program_module, "parse_source", lambda source: parsed.append(1) or real(source))
+    answer = "```python\ndef compute_reward(x):\n    return x, {}\n```\n" + "`" * 1_000_000
+    with pytest.raises(CheckError, match=r"the answer has 1,000,054 characters, and at most 200,000 are read"):
+        llm_reward.RewardProgram.from_llm_answer(answer)
+    assert parsed == []
+
+
+@pytest.mark.parametrize("answer", [
+    "```python\n" + "`" * 100_000,  # an unterminated fence of backticks (quadratic in a regex)
+    "```\n" + "```python\n" * 15_000,  # fences opening fences, none closed
+    "~~~~\n" + "~~~ python\nx = 1\n" * 10_000,
+    "def compute_reward(x):\n    y = (\n" + "    x + 1,\n" * 15_000,  # unfenced, never parses
+], ids=["backticks", "fences", "tildes", "unfenced"])
+def test_hostile_fences_fail_as_candidates(answer: str) -> None:
+    with pytest.raises(CheckError):
+        llm_reward.RewardProgram.from_llm_answer(answer)
+
+
+def test_an_unterminated_fence_runs_to_the_end() -> None:
+    program = llm_reward.RewardProgram.from_llm_answer(
+        "Here:\n```python\ndef compute_reward(next_theta):\n    return -next_theta.abs(), {}\n")
+    assert program.parameters == ("next_theta",)
+
+
+def test_helpers_in_many_blocks_are_each_parsed_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """600 helpers in 600 blocks were parsed once per helper (2,000 of them took minutes)."""
+    from rewardlab.llm_reward.programs import program as program_module
+
+    parsed = []
+    real = program_module.parse_source
+    monkeypatch.setattr(program_module, "parse_source", lambda source: parsed.append(1) or real(source))
+    helpers = "".join(f"```python\ndef h{i}(x):\n    return h{i + 1}(x) + 1\n```\n" for i in range(600))
+    answer = helpers + "```python\ndef h600(x):\n    return x\n```\n```python\ndef compute_reward(x):\n    return h0(x), {}\n```\n"
+    source = extract_code(answer)
+    assert source.count("def h") == 601 and source.startswith("def compute_reward(x):")
+    assert len(parsed) <= 602  # the picked block and each other block once
+
+
+def test_a_deep_chain_is_a_check_failure_everywhere(tmp_path) -> None:
+    """A 700-deep decorator chain passes ast.parse and overflows ast.unparse: it ended the search."""
+    from rewardlab.llm_reward.programs.normalize import normalize_source
+
+    deep = "@" + ".".join(["torch"] * 700) + "\ndef compute_reward(next_theta):\n    return next_theta, {}\n"
+    assert normalize_source(deep).source == deep
+    with pytest.raises(CheckError, match="line 1: the program nests expressions more than 100 levels deep"):
+        llm_reward.RewardProgram.from_llm_answer(f"```python\n{deep}```\n")
+    attribute = "def compute_reward(next_theta):\n    return next_theta" + ".real" * 700 + ", {}\n"
+    assert "line 2: the program nests" in str(check_source(attribute)[0])
+    path = tmp_path / "best_reward.py"
+    path.write_text("# rewardlab-env: CartPole-v1\n" + deep)
+    with pytest.raises(CheckError, match="nests expressions"):
+        llm_reward.load_reward(path)
+    result = llm_reward.evaluate(llm_reward.RewardProgram(deep, "compute_reward", ("next_theta",)),
+                                 "CartPole-v1", steps=64)
+    assert not result.ok and result.failure.kind == "check" and "nests expressions" in result.failure.reason
+
+
+@pytest.mark.parametrize("character", ["\x1b", "\x07", "\x00", "\x9b", "\u202e"])
+def test_control_characters_in_source_are_refused(character: str) -> None:
+    source = f"def compute_reward(next_theta):\n    label = 'a{character}]0;title'\n    return next_theta, {{}}\n"
+    with pytest.raises(CheckError) as error:
+        llm_reward.RewardProgram.from_source(source)
+    assert f"line 2: the program holds the control character U+{ord(character):04X}" in str(error.value)
+    # tabs and Windows line ends are text
+    llm_reward.RewardProgram.from_source("def compute_reward(next_theta):\r\n\treturn next_theta, {}\r\n")
+
+
+def test_both_causes_of_a_per_state_failure_are_reported() -> None:
+    """The batch call and the call with one env's values fail differently: both are said."""
+    program = llm_reward.RewardProgram.from_source(
+        "import math\nimport torch\n\ndef compute_reward(next_x, next_theta):\n"
+        "    pair = torch.stack([next_x, next_theta])\n"
+        "    reward = torch.dot(pair, torch.tensor([1.0, 2.0]))\n"
+        "    return reward, {'log': math.log(-1.0)}\n")
+    states = torch.zeros((3, 4))
+    with pytest.raises(ProgramError) as error:
+        RewardFunction(program, llm_reward.describe("CartPole-v1"))(
+            states, torch.zeros(3, dtype=torch.int64), states, torch.zeros(3, dtype=torch.bool))
+    reason = error.value.reason
+    assert "1D tensors expected" in reason and "called with env 0's values alone, it failed too" in reason
+    assert "math domain error" in reason
+    assert "line 6" in error.value.traceback and "line 7" in error.value.traceback
