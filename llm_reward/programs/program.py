@@ -64,10 +64,14 @@ __all__ = ["FoundCode", "ProgramError", "RewardFunction", "RewardProgram", "extr
            "plain_component_name", "program_traceback"]
 
 BARE_COMPONENT = "reward"
+#: the most components a program may return; the caller of the sandbox takes no more
 MAX_COMPONENTS = 32
-#: a component's name as reports, TensorBoard tags and the caller take it (after the
-#: ``program/`` prefix that ProgramReward adds, 64 characters in all)
-COMPONENT_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_./-]{0,55}")
+#: the longest component name (with the ``program/`` prefix that ProgramReward adds, 64
+#: characters in all, as TensorBoard tags and reports take them)
+MAX_COMPONENT_NAME_CHARS = 56
+#: a component's name: an identifier, the one rule at both trust boundaries (the program's
+#: process and the search that reads its results)
+COMPONENT_NAME = re.compile(rf"[A-Za-z_][A-Za-z0-9_]{{0,{MAX_COMPONENT_NAME_CHARS - 1}}}")
 #: the largest reward or component magnitude a program may return
 MAX_MAGNITUDE = 1e15
 MAX_MESSAGE_CHARS = 2000
@@ -617,12 +621,17 @@ def _is_scalar(reward: Any) -> bool:
 
 
 def plain_component_name(name: str) -> str:
-    """``name`` as :data:`COMPONENT_NAME` takes it: each run of other characters becomes
-    ``_`` ("speed bonus" is "speed_bonus"), cut to 56 characters."""
-    plain = re.sub(r"[^A-Za-z0-9_./-]+", "_", name)
-    if not re.match(r"[A-Za-z0-9_]", plain):
-        plain = "_" + plain
-    return plain[:56]
+    """``name`` as :data:`COMPONENT_NAME` takes it: words separated by spaces, hyphens or
+    dots are joined by ``_`` ("speed bonus" is "speed_bonus"), cut to
+    :data:`MAX_COMPONENT_NAME_CHARS` characters.
+
+    :raises ProgramError: the name is not an identifier even so (``../x``, markup).
+    """
+    plain = re.sub(r"[\s.-]+", "_", name.strip())[:MAX_COMPONENT_NAME_CHARS]
+    if not COMPONENT_NAME.fullmatch(plain):
+        raise ProgramError(f"component names are identifiers (letters, digits and _, not starting with a digit), "
+                           f"such as 'speed_bonus'; got {name!r:.80}")
+    return plain
 
 
 def _is_number(value: Any) -> bool:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -29,8 +30,8 @@ from typing import Any
 
 from rewardlab.envs.description_files import description_data, use_description
 from rewardlab.envs.descriptions import describe
-from rewardlab.llm_reward.programs.checks import CheckError
-from rewardlab.llm_reward.programs.program import RewardProgram
+from rewardlab.llm_reward.programs.program import COMPONENT_NAME, MAX_COMPONENTS, RewardProgram
+from rewardlab.llm_reward.programs.wrapper import COMPONENT_PREFIX
 from rewardlab.llm_reward.sandbox.runner import (
     Limits,
     SandboxRun,
@@ -38,7 +39,9 @@ from rewardlab.llm_reward.sandbox.runner import (
     run_sandboxed,
     write_private,
 )
-from rewardlab.llm_reward.search.text import COMPONENT_NAME, sanitize
+from rewardlab.llm_reward.search.checking import check_source
+from rewardlab.llm_reward.search.failures import Failure
+from rewardlab.llm_reward.search.text import sanitize
 from rewardlab.llm_reward.search.training import (
     Checkpoint,
     compiled_warm_up,
@@ -62,28 +65,6 @@ PER_STATE_COST = {
     "loop": "in a Python loop, one call per env and step",
 }
 PROGRAM_FILE = "reward_program.py"
-
-
-@dataclass
-class Failure:
-    """Why an evaluation failed.
-
-    :param kind: ``"check"`` (static checks), ``"program"`` (the program raised, returned
-        something malformed or non-finite, or changed its inputs), ``"sandbox"`` (the guard
-        refused something), ``"timeout"``, ``"limit"`` (CPU time, memory or file size),
-        ``"crash"`` (the worker died) or ``"error"`` (training failed for another reason).
-    :param reason: what went wrong, in words fit to send back to an LLM.
-    :param traceback: the traceback cut to the program's own lines (file
-        ``<reward_program>``), when there is one.
-    :param findings: the static-check findings (``kind == "check"``), one per line.
-    :param details: the end of the worker's log, for crashes.
-    """
-
-    kind: str
-    reason: str
-    traceback: str = ""
-    findings: list[str] = field(default_factory=list)
-    details: str = ""
 
 
 @dataclass
@@ -260,12 +241,13 @@ def evaluate(
     start = time.monotonic()
     try:
         checked = program
-        if static_checks:
-            try:
-                checked = RewardProgram.from_source(program.source)
-                checked.check(env_id)
-            except CheckError as error:
-                return _check_failure(error, env_id, steps, start, directory if keep else None, program.source)
+        if static_checks:  # in a child: nothing in the source makes this process raise or stall
+            outcome = check_source(program.source, describe(env_id))
+            if outcome.program is None:
+                assert outcome.failure is not None
+                return _failed_before_training(outcome.failure, env_id, steps, start,
+                                               directory if keep else None, program.source)
+            checked = outcome.program
         payload["program"] = asdict(checked)
         payload["tensorboard_log"] = os.fspath(directory.resolve() / "tensorboard") if keep else None
         if keep:
@@ -362,14 +344,9 @@ def _payload(
     }
 
 
-def _check_failure(
-    error: CheckError, env_id: str, steps: int, start: float, run_dir: Path | None, source: str
+def _failed_before_training(
+    failure: Failure, env_id: str, steps: int, start: float, run_dir: Path | None, source: str
 ) -> EvalResult:
-    failure = Failure(
-        kind="check",
-        reason="the program failed the static checks: " + "; ".join(map(str, error.findings)),
-        findings=[str(finding) for finding in error.findings],
-    )
     return EvalResult(
         env_id=env_id, ok=False, fitness=None, success_rate=None, curve=[], seeds=[],
         failure=failure, steps=steps, wall_s=time.monotonic() - start, peak_rss_mb=None,
@@ -388,8 +365,9 @@ def _result(
     if run.result is not None:
         try:
             seed_runs, failure, usage = _parse_job_result(run.result, measure, seeds, num_checkpoints)
-        except (KeyError, TypeError, ValueError, RuntimeError) as error:
-            seed_runs, failure = [], Failure("crash", f"the worker returned a malformed result ({error})")
+        except Exception as error:  # noqa: BLE001 - whatever the worker's data makes fail here is its failure
+            seed_runs, failure = [], Failure("crash", f"the worker returned a malformed result "
+                                                      f"({type(error).__name__}: {_text(str(error))[:300]})")
     # What the worker wrote (its error text, the guard's record, its log) is untrusted text.
     if run.error is not None and failure is None:
         failure = Failure(run.error_kind or "crash", _text(run.error), details=_text(run.log_tail))
@@ -441,15 +419,20 @@ def _text(value: Any) -> str:
     return sanitize(value[:8000])
 
 
-MAX_COMPONENTS = 64
+#: a component's name as the worker reports it: the program's under ``program/``, the env's
+#: own (``extrinsic``) and any other layer's under its prefix, each part a component name
+REPORTED_NAME = re.compile(rf"(?:{COMPONENT_NAME.pattern}/)?{COMPONENT_NAME.pattern}")
+#: the program's components and as many of the env's own
+MAX_REPORTED_COMPONENTS = 2 * MAX_COMPONENTS
 #: past the last step a worker may report: the search logs checkpoints to TensorBoard, whose
 #: steps are 64-bit integers (a step of 1e300 made the search's logging raise)
 MAX_STEP = 2**62
 
 
 def _component_name(value: Any) -> str:
-    if not isinstance(value, str) or not COMPONENT_NAME.fullmatch(value):
-        raise ValueError(f"a component name is not {COMPONENT_NAME.pattern}: {sanitize(str(value))[:80]!r}")
+    if not isinstance(value, str) or not REPORTED_NAME.fullmatch(value):
+        raise ValueError(f"a component name is not an identifier (with at most one prefix such as "
+                         f"{COMPONENT_PREFIX!r}): {sanitize(str(value))[:80]!r}")
     return value
 
 
@@ -457,8 +440,8 @@ def _parse_checkpoint(data: Any) -> Checkpoint:
     components = data["components"]
     if not isinstance(components, dict):
         raise TypeError("components must be a dict")
-    if len(components) > MAX_COMPONENTS:
-        raise ValueError(f"{len(components)} components; at most {MAX_COMPONENTS}")
+    if len(components) > MAX_REPORTED_COMPONENTS:
+        raise ValueError(f"{len(components)} components; at most {MAX_REPORTED_COMPONENTS}")
     step = int(_number(data["step"]))
     if not 0 <= step < MAX_STEP:  # TensorBoard's steps are 64-bit integers
         raise ValueError(f"a checkpoint's step {step:.3g} is not between 0 and {MAX_STEP:.3g}")

@@ -38,8 +38,7 @@ from rewardlab.common.seeds import check_seeds
 from rewardlab.envs.description_files import description_data, env_source, use_description
 from rewardlab.envs.descriptions import EnvDescription, describe, registered_descriptions
 from rewardlab.llm_reward.clients import ChatClient, Completion, LLMCallFailed, Usage
-from rewardlab.llm_reward.programs.checks import CheckError
-from rewardlab.llm_reward.programs.program import RewardProgram, extract_code
+from rewardlab.llm_reward.programs.program import RewardProgram
 from rewardlab.llm_reward.programs.references import (
     own_reward_program,
     reference_programs,
@@ -47,6 +46,7 @@ from rewardlab.llm_reward.programs.references import (
 )
 from rewardlab.llm_reward.search import board
 from rewardlab.llm_reward.search.budgets import default_budget
+from rewardlab.llm_reward.search.checking import check_answer
 from rewardlab.llm_reward.search.evaluation import EvalResult, Failure
 from rewardlab.llm_reward.search.evolve import EvolveProposer
 from rewardlab.llm_reward.search.examples import most_similar
@@ -61,10 +61,9 @@ from rewardlab.llm_reward.search.prompts import (
     task_prompt,
 )
 from rewardlab.llm_reward.search.records import (
-    CHECK_FAILURE,
     LLM_FAILURE,
-    NO_CODE_FAILURE,
     PRESCREEN_FAILURE,
+    SEARCH_FAILURE,
     Candidate,
     FinalScore,
     PrescreenScore,
@@ -77,6 +76,7 @@ from rewardlab.llm_reward.search.reflection import reflect, reward_signals
 from rewardlab.llm_reward.search.report import write_outputs
 from rewardlab.llm_reward.search.store import RunStore
 from rewardlab.llm_reward.search.structured import StructuredProposer
+from rewardlab.llm_reward.search.text import fenced, prompt_line, sanitize
 
 __all__ = ["SearchConfig", "SearchResult", "best_candidate", "search"]
 
@@ -468,9 +468,10 @@ class _Search:
             return None
         lines = ["Results so far:", *(f"- {candidate_line(c)}" for c in last)]
         if best is not None and best.result is not None:
-            lines += ["", f"Best program so far ({best.key}):", "```python", (best.source or "").rstrip(), "```",
+            lines += ["", f"Best program so far ({best.key}):", *fenced((best.source or "").rstrip(), language="python"),
                       reflect(best.result, best.signals)]
-        text = self.feedback.ask(iteration, "\n".join(lines))
+        # shown on a terminal: no escape sequence of a program's text reaches it
+        text = self.feedback.ask(iteration, sanitize("\n".join(lines)))
         self.store.append({"type": "feedback", "key": key, "iteration": iteration,
                            "source": self.feedback.name, "text": text})
         return text
@@ -490,6 +491,9 @@ class _Search:
                     candidate.failure = score.failure or Failure(PRESCREEN_FAILURE, score.finding)
                     return
             trained = self._evaluate(candidate)
+        except Exception as error:  # noqa: BLE001 - one candidate's trouble is its failure, never the search's end
+            candidate.failure = Failure(SEARCH_FAILURE, f"the search could not process this candidate "
+                                                        f"({prompt_line(_exception_text(error), 500)})")
         finally:
             self.progress.finished(candidate.key, trained, candidate)
 
@@ -524,23 +528,16 @@ class _Search:
         return True
 
     def _program(self, candidate: Candidate) -> RewardProgram | None:
-        """The checked program in the candidate's answer, or ``None`` with its failure set."""
-        try:
-            candidate.source = extract_code(candidate.answer or "")
-        except CheckError as error:
-            candidate.failure = Failure(NO_CODE_FAILURE, "; ".join(map(str, error.findings)))
-            return None
-        self.store.write_text(f"candidates/{candidate.key}/program.py", candidate.source)
-        try:
-            program = RewardProgram.from_source(candidate.source)
-            program.check(self.description)
-        except CheckError as error:
-            candidate.failure = Failure(
-                CHECK_FAILURE, "the program failed the static checks: " + "; ".join(map(str, error.findings)),
-                findings=[str(finding) for finding in error.findings],
-            )
-            return None
-        return program
+        """The checked program in the candidate's answer, or ``None`` with its failure set.
+
+        The answer is read in a child process under limits (:mod:`~rewardlab.llm_reward.search.checking`):
+        whatever it holds, this thread only waits, and gets a program or a failure."""
+        checked = check_answer(candidate.answer or "", self.description)
+        candidate.source = checked.source
+        if checked.source is not None:
+            self.store.write_text(f"candidates/{candidate.key}/program.py", checked.source)
+        candidate.failure = checked.failure
+        return checked.program
 
     def _prescreen(self, candidate: Candidate, program: RewardProgram) -> PrescreenScore:
         record = self.store.get("prescreen", candidate.key)
@@ -679,10 +676,25 @@ class _Search:
             pending[self.executor.submit(task, self.progress.started)] = index
         for future in as_completed(pending):
             index = pending[future]
-            job, result = jobs[index], future.result()
+            job = jobs[index]
+            try:
+                result = future.result()
+            except Exception as error:  # noqa: BLE001 - a seed that could not run is a failed seed, not the end
+                self.progress.finished(job.key, trained=True)
+                yield index, self._failed_run(job.source, error)  # not journalled: a resumed search tries again
+                continue
             self.store.append({"type": kind, "key": job.key, **job.fields, "seed": job.seed, "result": result.to_dict()})
             self.progress.finished(job.key, trained=True)
             yield index, result
+
+    def _failed_run(self, source: str, error: BaseException) -> EvalResult:
+        """The result of a training that raised instead of returning its result."""
+        return EvalResult(
+            env_id=self.config.env_id, ok=False, fitness=None, success_rate=None, curve=[], seeds=[],
+            failure=Failure(SEARCH_FAILURE, f"the training could not run ({prompt_line(_exception_text(error), 500)})"),
+            steps=self.config.steps or 0, wall_s=0.0, peak_rss_mb=None, peak_vm_mb=None, cpu_s=None, run_dir=None,
+            source=source,
+        )  # fmt: skip
 
     @staticmethod
     def _score(score: FinalScore, seed: int, result: EvalResult) -> None:
@@ -718,6 +730,14 @@ class _Search:
             llm=self.client.describe() if self.client else None,
             wall_s=wall_s,
         )
+
+
+def _exception_text(error: BaseException) -> str:
+    """``"TypeError: message"``, whatever the exception's ``str()`` does."""
+    try:
+        return f"{type(error).__name__}: {error}"
+    except Exception:  # noqa: BLE001 - an exception whose str() fails
+        return type(error).__name__
 
 
 def search(

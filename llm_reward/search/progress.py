@@ -16,6 +16,7 @@ from typing import TextIO
 
 from rewardlab.llm_reward.clients import redact
 from rewardlab.llm_reward.search.records import Candidate, best_of
+from rewardlab.llm_reward.search.text import sanitize
 
 __all__ = ["Progress"]
 
@@ -76,7 +77,7 @@ class Progress:
     def _show(self, finished: bool = False) -> None:
         if not self.enabled:
             return
-        text = redact(self.line(), self.secrets)
+        text = sanitize(redact(self.line(), self.secrets))
         if self._live:
             self.stream.write("\r\x1b[K" + text)
         elif finished:
@@ -142,7 +143,8 @@ class Progress:
             return
         with self._lock:
             prefix = "\r\x1b[K" if self._live else ""
-            self.stream.write(prefix + redact(message, self.secrets) + "\n")
+            # a message may quote a program's text: no escape sequence of its own reaches the terminal
+            self.stream.write(prefix + sanitize(redact(message, self.secrets)) + "\n")
             self._show()
 
     def close(self) -> None:

@@ -20,6 +20,7 @@ from rewardlab.envs.descriptions import EnvDescription
 from rewardlab.llm_reward.search.examples import Example
 from rewardlab.llm_reward.search.records import PRESCREEN_FAILURE, Candidate
 from rewardlab.llm_reward.search.reflection import describe_failure, reflect, tips
+from rewardlab.llm_reward.search.text import prompt_block, prompt_line
 
 __all__ = [
     "SYSTEM_PROMPT",
@@ -109,14 +110,15 @@ def candidate_line(candidate: Candidate) -> str:
             elif signals.stuck:
                 line += f"; {signals.reason}"
         if result.notes:
-            line += "; notes: " + "; ".join(result.notes)
+            line += "; notes: " + "; ".join(prompt_line(note) for note in result.notes)
         return line
     failure = candidate.failure
     if failure is None:
         return f"{candidate.key}: not evaluated"
+    # a program's own text, on one line: it cannot open a fence or pose as a line of the prompt
     if failure.kind == PRESCREEN_FAILURE:
-        return f"{candidate.key}: not trained: {failure.reason}"
-    return f"{candidate.key}: failed ({failure.kind}): {failure.reason.splitlines()[0][:LINE_CHARS]}"
+        return f"{candidate.key}: not trained: {prompt_line(failure.reason)}"
+    return f"{candidate.key}: failed ({prompt_line(failure.kind)}): {prompt_line(failure.reason, LINE_CHARS)}"
 
 
 def _best_block(best: Candidate | None) -> str:
@@ -180,6 +182,6 @@ def conversation(
     if feedback is None:
         return messages
     if best is not None and best.source is not None:
-        messages.append({"role": "assistant", "content": f"```python\n{best.source.rstrip()}\n```"})
+        messages.append({"role": "assistant", "content": prompt_block(best.source.rstrip(), "python")})
     messages.append({"role": "user", "content": feedback})
     return messages

@@ -8,16 +8,18 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rewardlab.llm_reward.clients import Usage
-from rewardlab.llm_reward.search.evaluation import EvalResult, Failure
+from rewardlab.llm_reward.search.evaluation import EvalResult
+from rewardlab.llm_reward.search.failures import Failure
 from rewardlab.llm_reward.search.reflection import RewardSignals
 
 __all__ = ["Candidate", "FinalScore", "PrescreenScore", "candidate_key"]
 
-# Failure kinds a candidate can have before any training (evaluate adds its own).
+# Failure kinds a candidate can have besides those of reading its answer
+# (rewardlab.llm_reward.search.failures) and of its evaluation.
 LLM_FAILURE = "llm"
-NO_CODE_FAILURE = "no_code"
-CHECK_FAILURE = "check"
 PRESCREEN_FAILURE = "prescreen"
+#: the search itself failed on the candidate (an exception while handling it)
+SEARCH_FAILURE = "error"
 
 
 def candidate_key(iteration: int, sample: int) -> str:

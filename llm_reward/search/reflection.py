@@ -22,6 +22,7 @@ from dataclasses import asdict, dataclass, field
 
 from rewardlab.llm_reward.programs.wrapper import COMPONENT_PREFIX
 from rewardlab.llm_reward.search.evaluation import EvalResult, Failure
+from rewardlab.llm_reward.search.text import prompt_block, prompt_line
 from rewardlab.llm_reward.search.training import Checkpoint
 
 __all__ = [
@@ -237,9 +238,12 @@ def describe_failure(failure: Failure) -> str:
 
     :param failure: the failure.
     """
-    lines = [f"it failed ({failure.kind}): {failure.reason}"]
+    # the reason and traceback are the program's own text: a line, or a block they cannot close
+    reason = failure.reason.strip()
+    lines = [f"it failed ({prompt_line(failure.kind)}): "
+             + (prompt_line(reason) if "\n" not in reason else "\n" + prompt_block(reason))]
     if failure.traceback.strip():
-        lines += ["", failure.traceback.strip()]
+        lines += ["", prompt_block(failure.traceback)]
     return "\n".join(lines)
 
 

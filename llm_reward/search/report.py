@@ -144,7 +144,7 @@ def _candidate_row(candidate: Candidate) -> str:
     result, signals, score = candidate.result, candidate.signals, candidate.prescreen
     cells = [
         candidate.key,
-        candidate.status,
+        markdown_text(candidate.status),
         _number(candidate.fitness),
         _number(result.success_rate if result is not None and result.ok else None, ".2f"),
         _number(signals.correlation if signals else None, "+.2f"),
@@ -234,7 +234,7 @@ def _cost_line(result: SearchResult) -> str:
                      + (" (with loading PPO's compiled graphs, or compiling them on a budget's first search)"
                         if compiled else ""))
     eager = [c.result.compile_note for c in result.candidates if c.result is not None and c.result.compile_note]
-    parts.append("PPO " + ("eager" if not compiled else f"compiled ({len(eager)} candidates eager: {eager[0]})"
+    parts.append("PPO " + ("eager" if not compiled else f"compiled ({len(eager)} candidates eager: {markdown_text(eager[0])})"
                            if eager else "compiled"))
     return "Cost: " + ", ".join(parts) + "."
 
@@ -263,7 +263,7 @@ def _report(result: SearchResult, feedback: dict[int, str | None]) -> str:
     lines = [
         f"# Reward search: {config.env_id}",
         "",
-        f"Task: {config.task}",
+        f"Task: {markdown_text(config.task)}",
         "",
         f"{who}: {proposer}; budget: {config.iterations} iterations x "
         f"{config.samples} samples, {config.steps:,} env steps per candidate over {config.num_envs} envs "
@@ -327,7 +327,7 @@ def _report(result: SearchResult, feedback: dict[int, str | None]) -> str:
         # or whose human reference is its own reward, has no final/human
         runs = " ".join(f"{result.out}/final/{label}" for label in ("best", "human", "sparse") if label in result.final)
         compare = f" Compare the final runs: `rewardlab compare {runs} --out {result.out}/compare`." if runs else ""
-        lines += ["```python", (best.source or "").rstrip(), "```", "",
+        lines += [*fenced((best.source or "").rstrip(), language="python"), "",
                   f"Train on it: `rewardlab train --env {config.env_id} --reward-program {result.out / BEST_FILE} "
                   f"--logdir runs/best_reward`.{compare} TensorBoard: `tensorboard --logdir {result.out}`.", ""]
     lines += ["## Iterations", ""]
@@ -340,13 +340,14 @@ def _report(result: SearchResult, feedback: dict[int, str | None]) -> str:
         lines += [f"### Iteration {iteration + 1}", "", f"{len(trained)} of {len(members)} trained; best fitness "
                   f"{_number(top)}.", ""]
         if feedback.get(iteration):
-            lines += ["Human feedback given before this iteration:", "", "> " + str(feedback[iteration]).replace(
-                "\n", "\n> "), ""]
+            lines += ["Human feedback given before this iteration:", "",
+                      *(f"> {markdown_text(line)}" for line in str(feedback[iteration]).splitlines()), ""]
         lines += [header, "|" + "---|" * 10, *(_candidate_row(c) for c in members), ""]
         failures = [line for c in members for line in _failure_block(c)]
-        hacking = [f"- **{c.key}**: reward-hacking signal: {c.signals.reason}" for c in members
+        hacking = [f"- **{c.key}**: reward-hacking signal: {markdown_text(c.signals.reason)}" for c in members
                    if c.signals is not None and c.signals.hacking]
-        stuck = [f"- **{c.key}**: {c.signals.reason}" for c in members if c.signals is not None and c.signals.stuck]
+        stuck = [f"- **{c.key}**: {markdown_text(c.signals.reason)}" for c in members
+                 if c.signals is not None and c.signals.stuck]
         notes = [f"- **{c.key}**: {markdown_text(note)}" for c in members if c.result is not None
                  for note in c.result.notes]
         if failures or hacking or stuck or notes:

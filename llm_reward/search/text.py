@@ -1,10 +1,17 @@
-"""Text that came from a sandboxed worker, made safe for a terminal, a Markdown report and a prompt.
+"""Text that a program or a model produced, made safe for where it goes: a terminal, a
+Markdown report or the next prompt.
 
-A program controls its own error messages, tracebacks and component names. Before any of
-it is shown or written: control characters (terminal escapes, carriage returns, bidi
-overrides) are removed, Markdown prose is one line with HTML escaped, and
-code goes in a fence longer than any run of backticks inside it, so the program cannot
-close it.
+A program controls its own source, error messages and tracebacks, and a model its answer.
+Before any of it is shown or written:
+
+- everywhere, control characters (terminal escapes, carriage returns, bell, bidi
+  overrides) are removed from prose (:func:`sanitize`, all a terminal needs);
+- in Markdown, prose is one line with HTML and link syntax escaped (:func:`markdown_text`);
+- in a prompt, a short text is one line (:func:`prompt_line`) and a longer one a block;
+- code and tracebacks, in a report or a prompt, go in a fence longer than any run of
+  backticks inside them, so they cannot close it, with control characters shown as
+  escapes (``\\x1b``) rather than dropped, so the code shown is the code that ran
+  (:func:`fenced`, :func:`prompt_block`).
 """
 
 from __future__ import annotations
@@ -12,29 +19,69 @@ from __future__ import annotations
 import html
 import re
 
-__all__ = ["COMPONENT_NAME", "fenced", "markdown_text", "sanitize"]
+__all__ = ["fenced", "markdown_text", "prompt_block", "prompt_line", "sanitize"]
 
-# C0 controls but tab and newline, DEL, C1 controls, and the bidirectional overrides.
-_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
-# What a reward component may be called once it has left the worker.
-COMPONENT_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_./-]{0,63}")
+# C0 controls but tab and newline, DEL, C1 controls, the bidirectional overrides and
+# isolates, and the line and paragraph separators (str.splitlines breaks on them).
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+# what Markdown could read as a link, an image, a table cell or an escape
+_MARKDOWN_PUNCTUATION = re.compile(r"([\\\[\]|])")
 
 
 def sanitize(text: str) -> str:
-    """``text`` without control characters (newlines and tabs stay)."""
+    """``text`` without control characters (newlines and tabs stay): what a terminal may show.
+
+    :param text: any text.
+    """
     return _CONTROL.sub("", text.replace("\r\n", "\n"))
 
 
+def _visible(text: str) -> str:
+    """``text`` with each control character written as its escape (``\\x1b``, ``\\u202e``)."""
+    return _CONTROL.sub(lambda match: match.group().encode("unicode_escape").decode("ascii"),
+                        text.replace("\r\n", "\n"))
+
+
 def markdown_text(text: str) -> str:
-    """``text`` for Markdown prose after a list marker: sanitised, on one line (so it starts
-    no heading, list or fence: backticks can only make inline code), ``<``, ``>``, ``&`` escaped."""
+    """``text`` for Markdown prose (after a list marker, in a table cell): sanitised, on one
+    line (so it starts no heading, list or fence: backticks can only make inline code),
+    ``<``, ``>``, ``&`` escaped (no HTML), and ``[``, ``]``, ``|``, ``\\`` escaped (no link
+    or image to fetch, no table cell to end).
+
+    :param text: any text.
+    """
     one_line = " ".join(sanitize(text).split())
-    return html.escape(one_line, quote=False)
+    return _MARKDOWN_PUNCTUATION.sub(r"\\\1", html.escape(one_line, quote=False))
 
 
-def fenced(text: str, indent: str = "") -> list[str]:
-    """``text`` as the lines of a Markdown code block it cannot close."""
-    text = sanitize(text)
+def fenced(text: str, indent: str = "", language: str = "") -> list[str]:
+    """``text`` as the lines of a Markdown code block it cannot close.
+
+    :param text: code or a traceback.
+    :param indent: put before every line (a block inside a list item).
+    :param language: the block's language (``"python"``), or none.
+    """
+    text = _visible(text)
     longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
     fence = "`" * max(3, longest + 1)
-    return [indent + fence, *(indent + line for line in text.splitlines()), indent + fence]
+    return [indent + fence + language, *(indent + line for line in text.splitlines()), indent + fence]
+
+
+def prompt_line(text: str, limit: int | None = None) -> str:
+    """``text`` for one line of a prompt: sanitised and on one line (it cannot start a fence
+    or pose as a line of the prompt's own), cut to ``limit`` characters.
+
+    :param text: any text.
+    :param limit: the most characters (``None``: all).
+    """
+    one_line = " ".join(sanitize(text).split())
+    return one_line if limit is None else one_line[:limit]
+
+
+def prompt_block(text: str, language: str = "") -> str:
+    """``text`` (code, a traceback, a multi-line message) as a fenced block of a prompt.
+
+    :param text: any text.
+    :param language: the block's language, or none.
+    """
+    return "\n".join(fenced(text.strip("\n"), language=language))
