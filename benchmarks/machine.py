@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import datetime
 import os
 import platform
+import subprocess
+from pathlib import Path
 
 import torch
 
@@ -25,11 +28,29 @@ def describe_machine() -> dict:
         "torch_threads": torch.get_num_threads(),
         "gpu": gpu,
     }
+    # what was measured: the commit checked out (with "-dirty" when tracked files had changes)
+    # and when, so a reader can tell a result from the code it measured
+    info["commit"] = measured_commit()
+    info["date"] = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     info["summary"] = (
         f"{processor}, {info['cpu_count']} cores, {memory_gib} GiB, torch {torch.__version__}"
         + (f", GPU {gpu}" if gpu else ", no GPU")
     )
     return info
+
+
+def measured_commit() -> str | None:
+    """The repository's commit (``abc1234``, ``abc1234-dirty`` with uncommitted changes to
+    tracked files), or ``None`` outside a git checkout."""
+    root = Path(__file__).resolve().parent.parent
+    try:
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True,
+                                text=True, timeout=10, check=True).stdout.strip()
+        changed = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,
+                                 capture_output=True, text=True, timeout=10, check=True).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return f"{commit}-dirty" if changed else commit
 
 
 def _cpu_model() -> str | None:

@@ -57,8 +57,8 @@ def stage_api_sources(target: Path = API_SOURCES) -> Path:
 
 
 def measured(data: dict[str, Any]) -> str:
-    """What a result says about when it was measured: its commit and date, or that it did not
-    record them (runs before benchmarks recorded them).
+    """What a result says about when it was measured: the commit and date it records, or its
+    provenance note (runs from before benchmarks recorded them).
 
     :param data: the result's JSON data.
     """
@@ -66,7 +66,8 @@ def measured(data: dict[str, Any]) -> str:
     commit, date = machine.get("commit"), machine.get("date")
     if commit and date:
         return f"measured at commit `{commit}` on {date}"
-    return "the run did not record its commit and date"
+    note = (data.get("provenance") or {}).get("note")
+    return note or "the run recorded no commit or date"
 
 
 def result_tables(name: str, link: str) -> str:

@@ -88,7 +88,9 @@ def test_a_result_marker_becomes_its_tables_with_the_machine_and_provenance() ->
     assert "[`sandbox_overhead.md`](results/sandbox_overhead.md)" in text and "Machine:" in text
     assert hooks.measured({"machine": {"commit": "abc1234", "date": "2026-12-03"}}) == (
         "measured at commit `abc1234` on 2026-12-03")
-    assert "did not record" in hooks.measured({"machine": {"summary": "a machine"}})
+    assert hooks.measured({"machine": {}, "provenance": {"commit": None, "note": "committed in abc1234"}}) == (
+        "committed in abc1234")
+    assert "no commit" in hooks.measured({"machine": {"summary": "a machine"}})
     with pytest.raises(FileNotFoundError, match="no_such_result.md"):
         hooks.result_tables("no_such_result", "x")
 

@@ -1,13 +1,15 @@
-"""Benchmark results speak of the project alone: no machine's paths in them."""
+"""Benchmark results speak of the project alone (no machine's paths in them), each says what
+it measured (its commit and date, or that an older run did not record them)."""
 
 from __future__ import annotations
 
 import argparse
+import json
 import re
 import sys
 from pathlib import Path
 
-from benchmarks.machine import recorded_args
+from benchmarks.machine import describe_machine, recorded_args
 
 RESULTS = Path(__file__).resolve().parent.parent / "benchmarks" / "results"
 #: the start of an absolute path on some machine (a home, a temporary or working folder)
@@ -30,3 +32,55 @@ def test_recorded_arguments_keep_repository_paths_relative_and_others_by_name() 
     assert recorded["cache"] == "rewardlab"
     assert not recorded["python"].startswith("/")
     assert recorded["seeds"] == 3 and recorded["name"] == "run"
+
+
+def test_every_result_records_the_commit_and_date_it_measured_or_says_it_did_not() -> None:
+    unmarked = []
+    for path in sorted(RESULTS.glob("*.json")):
+        data = json.loads(path.read_text())
+        machine = data.get("machine") if isinstance(data.get("machine"), dict) else {}
+        if machine.get("commit") and machine.get("date"):
+            continue
+        provenance = data.get("provenance") or {}
+        if provenance.get("commit") is None and "did not record" in provenance.get("note", ""):
+            continue  # an older run: marked as such, with the commit that added the file
+        unmarked.append(path.name)
+    assert not unmarked, f"results that record no commit and date: {unmarked} (benchmarks.machine records them)"
+
+
+def test_every_result_has_its_table_and_its_data() -> None:
+    tables = {path.stem for path in RESULTS.glob("*.md")}
+    data = {path.stem for path in RESULTS.glob("*.json")}
+    assert tables == data, f"a result without its other half: {sorted(tables ^ data)}"
+
+
+def test_the_machine_record_names_the_commit_and_the_date() -> None:
+    machine = describe_machine()
+    assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d UTC", machine["date"])
+    if (RESULTS.parent.parent / ".git").exists():
+        assert re.fullmatch(r"[0-9a-f]{7,40}(-dirty)?", machine["commit"])
+
+
+#: a result file as the docs and the README name it: a path under benchmarks/results/, a link
+#: to the docs site's results/ pages, or the benchmarks page's marker
+CITATION = re.compile(r"(?:benchmarks/results/|\bresults/|<!-- results: )([\w.-]+?)(\.md|\.json| -->)")
+
+
+def cited_results(text: str) -> set[str]:
+    """The result files ``text`` names, as file names (``ppo_speed.md``)."""
+    return {name + (".md" if suffix == " -->" else suffix) for name, suffix in CITATION.findall(text)}
+
+
+def test_citations_are_found_in_every_form() -> None:
+    text = ("see `benchmarks/results/ppo_speed.md`, [the run](results/sandbox_overhead.md) and\n"
+            "<!-- results: search_defaults -->, data in benchmarks/results/hra_fruit.json")
+    assert cited_results(text) == {"ppo_speed.md", "sandbox_overhead.md", "search_defaults.md", "hra_fruit.json"}
+
+
+def test_every_result_file_the_docs_cite_exists() -> None:
+    root = RESULTS.parent.parent
+    pages = [root / "README.md", *sorted((root / "docs").rglob("*.md"))]
+    missing = {str(page.relative_to(root)): sorted(name for name in cited_results(page.read_text())
+                                                     if not (RESULTS / name).exists())
+               for page in pages}
+    assert not {page: names for page, names in missing.items() if names}
