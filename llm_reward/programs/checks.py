@@ -27,8 +27,9 @@ from __future__ import annotations
 
 import ast
 import builtins
+import difflib
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 __all__ = [
@@ -253,25 +254,30 @@ def _deepest(tree: ast.AST) -> int | None:
     return None
 
 
-def check_source(source: str, variables: Iterable[str] | None = None) -> list[Finding]:
+def check_source(
+    source: str, variables: Iterable[str] | None = None, meanings: Mapping[str, str] | None = None
+) -> list[Finding]:
     """Every static finding against ``source``; an empty list means it passed.
 
     :param source: the program text.
     :param variables: the names the env's description declares (``describe(env_id).variables``);
         ``None`` skips the check of the reward function's arguments.
+    :param meanings: what each state variable means (the description's words), for
+        suggesting the variable a wrong name stands for (``heading`` is ``torso_yaw``).
     """
     tree, findings = parse_source(source)
     if tree is None:
         return findings
-    checker = _Checker(None if variables is None else tuple(variables))
+    checker = _Checker(None if variables is None else tuple(variables), meanings or {})
     checker.check(tree)
     unique = {(finding.line, finding.message): finding for finding in checker.findings}
     return sorted(unique.values(), key=lambda finding: finding.line)
 
 
 class _Checker:
-    def __init__(self, variables: tuple[str, ...] | None):
+    def __init__(self, variables: tuple[str, ...] | None, meanings: Mapping[str, str]):
         self.variables = variables
+        self.meanings = meanings
         self.findings: list[Finding] = []
 
     def add(self, node: ast.AST | None, message: str) -> None:
@@ -379,8 +385,19 @@ class _Checker:
             self.add(node, f"the builtin `{name}` is not available to reward programs")
         elif name in FORBIDDEN_ATTRIBUTES:
             self.add(node, f"`{name}` is not defined: {FORBIDDEN_ATTRIBUTES[name].format(name=name)}")
+        elif self.variables is not None and name in self.variables:
+            self.add(node, f"`{name}` is not defined: it is a variable of this environment, so take it as an "
+                           "argument of the reward function")
         else:
-            self.add(node, f"`{name}` is not defined; define it or use one of the function's arguments")
+            close = difflib.get_close_matches(name, [*defined, *PRELOADED_NAMES], n=1, cutoff=0.75)
+            if not close and self.variables is not None:
+                suggested = _suggestion(name, self.variables, self.meanings)
+                if suggested:
+                    self.add(node, f"`{name}` is not defined{suggested[:-1]} (a variable of this environment: "
+                                   "take it as an argument of the reward function)?")
+                    return
+            hint = f"; did you mean `{close[0]}`?" if close else "; define it or use one of the function's arguments"
+            self.add(node, f"`{name}` is not defined{hint}")
 
     def check_call(self, node: ast.Call) -> None:
         function = node.func
@@ -422,12 +439,14 @@ class _Checker:
         with_default = {a.arg for a in positional[len(positional) - len(arguments.defaults):]} if arguments.defaults else set()
         with_default |= {a.arg for a, value in zip(arguments.kwonlyargs, arguments.kw_defaults) if value is not None}
         if self.variables is not None:
-            for name in parameters:
-                # an argument with a default that the env does not declare is a constant
-                if name not in self.variables and name not in with_default:
-                    declared = ", ".join(self.variables)
-                    self.add(function, f"argument `{name}` of `{function.name}` is not a variable "
-                                       f"of this environment; it declares: {declared}{_argument_hint(name)}")
+            # an argument with a default that the env does not declare is a constant
+            wrong = [name for name in parameters if name not in self.variables and name not in with_default]
+            for name in wrong:
+                self.add(function, f"argument `{name}` of `{function.name}` is not a variable of this "
+                                   f"environment{_suggestion(name, self.variables, self.meanings)}"
+                                   f"{_argument_hint(name)}")
+            if wrong:  # the list once, however many arguments are wrong
+                self.add(function, f"the variables of this environment are: {', '.join(self.variables)}")
 
 
 # arguments of the signatures models copy from other frameworks (Text2Reward's methods,
@@ -466,3 +485,50 @@ def _bound_names(tree: ast.Module) -> set[str]:
         elif isinstance(node, ast.MatchMapping) and node.rest:
             names.add(node.rest)
     return names
+
+
+# words models use for what a description names otherwise (the description's meanings
+# find most of the rest: "heading" is in torso_yaw's)
+_SYNONYMS = {
+    "position": ("x", "pos"), "pos": ("x", "position"), "height": ("z",), "heading": ("yaw",),
+    "angle": ("theta",), "velocity": ("vel", "dot", "speed"), "vel": ("velocity", "dot"),
+    "speed": ("velocity", "vel"), "done": ("terminated",), "dones": ("terminated",), "actions": ("action",),
+}
+_WORD = re.compile(r"[a-z0-9]+")
+
+
+def _suggestion(name: str, variables: Sequence[str], meanings: Mapping[str, str]) -> str:
+    """``"; did you mean `torso_yaw`?"`` for the variable a wrong ``name`` most likely stands
+    for (a close spelling, else the words of its name and of the variables' meanings), or
+    ``""`` when no one variable stands out.
+
+    :param name: the wrong name.
+    :param variables: the env's variables.
+    :param meanings: what each state variable means.
+    """
+    ratios = sorted(((difflib.SequenceMatcher(None, name, variable).ratio(), variable) for variable in variables),
+                    reverse=True)
+    if ratios and ratios[0][0] >= 0.75:
+        # a misspelling; two as close (velocity: x_velocity or y_velocity?) is no suggestion
+        return f"; did you mean `{ratios[0][1]}`?" if len(ratios) == 1 or ratios[1][0] < ratios[0][0] else ""
+    prefix = "next_" if name.startswith("next_") else ""
+    wanted = name[len(prefix):].lower().split("_")
+    scored = []
+    for variable in variables:
+        if (prefix and not variable.startswith(prefix)) or (not prefix and variable.startswith("next_")):
+            continue
+        base = variable[len(prefix):]
+        own = set(base.lower().split("_"))
+        described = set(_WORD.findall(meanings.get(base, "").lower()))
+        # each word of the name must be found: in the variable's name (best), as a synonym
+        # of another word of it (x_position: position is not x twice), or in what it means
+        points = [2 * (word in own) or bool(own & (set(_SYNONYMS.get(word, ())) - set(wanted))) + (word in described)
+                  for word in wanted]
+        if all(points):
+            scored.append((sum(points), -len(own - set(wanted)), variable))
+    if not scored:
+        return ""
+    scored.sort(reverse=True)
+    if len(scored) > 1 and scored[0][:2] == scored[1][:2]:
+        return ""  # two stand out as much: naming one would be a guess
+    return f"; did you mean `{scored[0][2]}`?"

@@ -37,7 +37,7 @@ import sys
 import textwrap
 import traceback
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -60,8 +60,8 @@ from rewardlab.llm_reward.programs.checks import (
 )
 from rewardlab.llm_reward.programs.normalize import normalize_source
 
-__all__ = ["FoundCode", "ProgramError", "RewardFunction", "RewardProgram", "extract_code", "find_code",
-           "plain_component_name", "program_traceback"]
+__all__ = ["FoundCode", "ProgramError", "RewardFunction", "RewardProgram", "code_choice_note", "extract_code",
+           "find_code", "plain_component_name", "program_traceback"]
 
 BARE_COMPONENT = "reward"
 #: the most components a program may return; the caller of the sandbox takes no more
@@ -91,7 +91,7 @@ _DEFINES_ANY = re.compile(r"^[ \t]*def\s", re.MULTILINE)
 _NON_PYTHON_LANGUAGES = {"json", "text", "bash", "sh", "shell", "console", "yaml", "output"}
 # how answers that offer several programs say which one to use
 _RECOMMENDS = re.compile(r"\brecommend|\bpreferr?ed\b|\bI(?:'d| would) (?:go with|use|pick|choose)\b", re.IGNORECASE)
-_LABEL = re.compile(r"\b(?:option|version|approach|alternative|variant|solution|reward)\s*#?\s*([A-Za-z]|\d{1,2})\b(?!\w)",
+_LABEL = re.compile(r"\b(?:option|version|approach|alternative|variant|solution)[ \t]*(?:#[ \t]*)?([A-Za-z]|\d{1,2})\b",
                     re.IGNORECASE)
 _ORDINAL = re.compile(r"\b(first|second|third|fourth|fifth|last|final)\b", re.IGNORECASE)
 _ORDINALS = ("first", "second", "third", "fourth", "fifth")
@@ -141,31 +141,60 @@ def find_code(answer: str) -> FoundCode:
         raise CheckError([Finding(0, f"the answer has {len(answer):,} characters, and at most "
                                      f"{MAX_ANSWER_CHARS:,} are read; reply with one ```python block "
                                      f"defining `{REWARD_FUNCTION}` and a few lines of prose")], "")
-    fenced = [(body, before) for language, body, before in _fenced_blocks(answer)
-              if language not in _NON_PYTHON_LANGUAGES]
-    blocks = [textwrap.dedent(body) for body, _ in fenced] if fenced else _unfenced_code(answer)
-    for pattern in (_DEFINES_REWARD, _DEFINES_ANY):
-        defining = [index for index, block in enumerate(blocks) if pattern.search(block)]
-        if defining:
-            break
-    else:
+    fenced = _python_blocks(answer)
+    blocks = [body for body, _ in fenced] if fenced else _unfenced_code(answer)
+    chosen, note = _choose(blocks, [before for _, before in fenced], answer)
+    if chosen is None:
         raise CheckError(
             [Finding(0, f"the answer contains no Python code defining `{REWARD_FUNCTION}`; reply with "
                         "one ```python block that defines it")],
             answer,
         )
-    chosen, note = len(defining) - 1, ""
-    if len(defining) > 1:
-        recommended = _recommended(answer, [fenced[index][1] for index in defining])
-        chosen = len(defining) - 1 if recommended is None else recommended
-        which = _ORDINALS[chosen] if chosen < len(_ORDINALS) else f"number {chosen + 1}"
-        if chosen == len(defining) - 1:
-            which = "last"
-        what = (f"trained the {which}, the one the answer recommends" if recommended is not None else
-                f"trained the {which}, as the answer did not say which to use")
-        note = (f"the answer held {len(defining)} code blocks defining the reward function; {what} "
-                "(send one block, the one to train)")
-    return FoundCode(_with_definitions_from(blocks[defining[chosen]], blocks), note)
+    return FoundCode(_with_definitions_from(blocks[chosen], blocks), note)
+
+
+def code_choice_note(answer: str) -> str:
+    """:func:`find_code`'s note for ``answer``, without parsing any code: which of several
+    blocks defining the reward function was trained (empty for an answer with one).
+
+    :param answer: the LLM's whole reply.
+    """
+    if len(answer) > MAX_ANSWER_CHARS:
+        return ""
+    fenced = _python_blocks(answer)
+    return _choose([body for body, _ in fenced], [before for _, before in fenced], answer)[1]
+
+
+def _python_blocks(answer: str) -> list[tuple[str, str]]:
+    """``(dedented body, prose before it)`` of each fenced block that may be Python."""
+    return [(textwrap.dedent(body), before) for language, body, before in _fenced_blocks(answer)
+            if language not in _NON_PYTHON_LANGUAGES]
+
+
+def _choose(blocks: Sequence[str], headings: Sequence[str], answer: str) -> tuple[int | None, str]:
+    """The index of the block to train (None: none defines a function) and, where several
+    define the reward function, a note saying which was taken and why.
+
+    :param blocks: the code blocks.
+    :param headings: the prose before each (empty for code found without fences).
+    :param answer: the whole answer, for what it recommends.
+    """
+    for pattern in (_DEFINES_REWARD, _DEFINES_ANY):
+        defining = [index for index, block in enumerate(blocks) if pattern.search(block)]
+        if defining:
+            break
+    else:
+        return None, ""
+    if len(defining) == 1 or len(headings) != len(blocks):
+        return defining[-1], ""
+    recommended = _recommended(answer, [headings[index] for index in defining])
+    chosen = len(defining) - 1 if recommended is None else recommended
+    which = "last" if chosen == len(defining) - 1 else (
+        _ORDINALS[chosen] if chosen < len(_ORDINALS) else f"number {chosen + 1}")
+    why = "the one the answer recommends" if recommended is not None else "as the answer did not say which to use"
+    note = (f"the answer held {len(defining)} code blocks defining the reward function; the {which} was "
+            f"trained, {why} (send one block: the one to train)")
+    return defining[chosen], note
 
 
 def _fenced_blocks(answer: str) -> list[tuple[str, str, str]]:
@@ -208,7 +237,7 @@ def _recommended(answer: str, headings: Sequence[str]) -> int | None:
                 _RECOMMENDS.split(heading, 1)[-1]):
             targets.add(index)
     for sentence in re.split(r"(?<=[.!?])\s+|\n", answer):
-        if not _RECOMMENDS.search(sentence) or len(sentence) > 400 or "```" in sentence:
+        if len(sentence) > 400 or "```" in sentence or not _RECOMMENDS.search(sentence):
             continue
         label = next((labels[value.lower()] for value in _LABEL.findall(sentence) if value.lower() in labels), None)
         if label is not None:
@@ -389,7 +418,8 @@ class RewardProgram:
         :raises CheckError: listing every finding.
         """
         description = describe(env) if isinstance(env, str) else env
-        findings = check_source(self.source, description.variables)
+        meanings = {variable.name: variable.meaning for variable in description.state}
+        findings = check_source(self.source, description.variables, meanings)
         if findings:
             raise CheckError(findings, self.source)
 
@@ -547,8 +577,7 @@ def _check_output(value: Any, what: str, num_envs: int, device: torch.device, li
     if tuple(value.shape) != (num_envs,):
         raise ProgramError(
             f"{line}{what} has shape {tuple(value.shape)}; it must have shape ({num_envs},), one value "
-            "per env: every input is already (N,) (or (N, k) for vector actions), so reduce only over "
-            "the last dimension (`dim=-1`) or `.squeeze(-1)` a trailing 1"
+            f"per env: {_REDUCE_LAST}"
         )
     if not value.dtype.is_floating_point:
         raise ProgramError(
@@ -596,6 +625,97 @@ def _per_state_error(error: Exception) -> bool:
     return isinstance(error, RuntimeError | TypeError | ValueError) and any(
         text in str(error) for text in _PER_STATE_ERRORS
     )
+
+
+#: the advice for a value of the wrong shape, unless the program stacked its inputs on dim 0
+_REDUCE_LAST = ("every input is already (N,) (or (N, k) for vector actions), so reduce only over the last "
+                "dimension (`dim=-1`) or `.squeeze(-1)` a trailing 1")
+_STACKERS = {"stack", "vstack", "row_stack", "array", "asarray", "tensor", "as_tensor"}
+_ALWAYS_FIRST = {"vstack", "row_stack", "array", "asarray", "tensor", "as_tensor"}
+_COMPONENT_IN_REASON = re.compile(r"component ('(?:[^'\\\n]|\\.)*'|\"(?:[^\"\\\n]|\\.)*\")")
+
+
+@dataclass(frozen=True)
+class _Sites:
+    """Where the reward function computes what it returns, for messages that quote its lines.
+
+    :param lines: the program's lines.
+    :param returns: the line of its last ``return`` (0: none).
+    :param reward: the lines that compute the reward it returns.
+    :param components: the lines that compute each component of a dict literal it returns.
+    :param stacks_first: the line of a call that stacks inputs on dim 0 (``torch.stack([a, b])``,
+        ``np.array([a, b])``), which puts the envs on the last dimension (0: none).
+    """
+
+    lines: tuple[str, ...] = ()
+    returns: int = 0
+    reward: tuple[int, ...] = ()
+    components: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    stacks_first: int = 0
+
+    def quote(self, numbers: Sequence[int]) -> str:
+        """The numbered lines, one per line, for the end of a message (empty for none)."""
+        shown = sorted({number for number in numbers if 0 < number <= len(self.lines)})[-4:]
+        if not shown:
+            return ""
+        return "\nthe lines this is about:\n" + "\n".join(
+            f"  line {number}: {self.lines[number - 1].strip()[:160]}" for number in shown)
+
+
+def _program_sites(source: str, function_name: str) -> _Sites:
+    """The :class:`_Sites` of the reward function ``function_name`` of ``source``."""
+    tree = ast.parse(source)
+    function = next((node for node in tree.body if isinstance(node, ast.FunctionDef) and node.name == function_name),
+                    None)
+    if function is None:
+        return _Sites(tuple(source.splitlines()))
+    nodes = list(ast.walk(function))
+    returns = [node for node in nodes if isinstance(node, ast.Return)]
+    if not returns:
+        return _Sites(tuple(source.splitlines()))
+    last = max(returns, key=lambda node: node.lineno)
+    assigned: dict[str, list[int]] = {}
+    for node in nodes:
+        targets = (node.targets if isinstance(node, ast.Assign) else
+                   [node.target] if isinstance(node, ast.AugAssign | ast.AnnAssign) else [])
+        for target in targets:
+            for name in ast.walk(target):
+                if isinstance(name, ast.Name):
+                    assigned.setdefault(name.id, []).append(node.lineno)
+
+    def computing(expression: ast.expr | None) -> tuple[int, ...]:
+        if expression is None:
+            return (last.lineno,)
+        if isinstance(expression, ast.Name):
+            return (*assigned.get(expression.id, [])[-2:], last.lineno)
+        read = [name.id for name in ast.walk(expression) if isinstance(name, ast.Name)]
+        return (*(assigned[name][-1] for name in dict.fromkeys(read) if name in assigned), last.lineno)
+
+    value = last.value
+    reward, components = value, {}
+    if isinstance(value, ast.Tuple) and len(value.elts) == 2:
+        reward = value.elts[0]
+        if isinstance(value.elts[1], ast.Dict):
+            components = {key.value: computing(item) for key, item in zip(value.elts[1].keys, value.elts[1].values)
+                          if isinstance(key, ast.Constant) and isinstance(key.value, str)}
+    stacks_first = next((node.lineno for node in nodes if _stacks_first(node)), 0)
+    return _Sites(tuple(source.splitlines()), last.lineno, computing(reward), components, stacks_first)
+
+
+def _stacks_first(node: ast.AST) -> bool:
+    """Whether ``node`` stacks two or more values on dim 0: ``torch.stack([a, b])``,
+    ``np.stack((a, b), axis=0)``, ``np.array([a, b])``."""
+    if not (isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.List | ast.Tuple)
+            and len(node.args[0].elts) >= 2):
+        return False
+    function = node.func
+    name = function.attr if isinstance(function, ast.Attribute) else function.id if isinstance(function, ast.Name) else ""
+    if name not in _STACKERS:
+        return False
+    if name in _ALWAYS_FIRST:
+        return True
+    given = [keyword.value for keyword in node.keywords if keyword.arg in ("dim", "axis")] + node.args[1:2]
+    return not given or (isinstance(given[0], ast.Constant) and given[0].value == 0)
 
 
 def _return_line(source: str, function_name: str) -> str:
@@ -713,6 +833,7 @@ class RewardFunction:
             raise ProgramError(f"the program does not define a function `{program.function_name}`")
         self._function: Callable[..., Any] = function
         self._line = _return_line(program.source, program.function_name)
+        self._sites = _program_sites(program.source, program.function_name)
         #: True once the program showed it is written for one state at a time: it is then
         #: run per env, with ``torch.vmap`` where it traces (pure torch code: one call for the
         #: batch), in a Python loop otherwise (one call of the program per env).
@@ -807,7 +928,7 @@ class RewardFunction:
             else:
                 if not (num_envs > 1 and _is_scalar(_split_result(result)[0])):
                     self._raise_if_check_fails()
-                    checked = self._check_result(result, num_envs, device)
+                    checked = self._checked_result(result, num_envs, device)
                     if not self._independence_checked and num_envs > 1:
                         self._independence_checked = True
                         self._check_independence(raw, checked, where)
@@ -857,7 +978,7 @@ class RewardFunction:
                 raise self._failure(error, called) from None
             self._raise_if_check_fails()
             try:
-                reward, components = self._check_result(result, stop - start, device)
+                reward, components = self._checked_result(result, stop - start, device)
             except ProgramError as error:
                 raise ProgramError(f"{called}: {error.reason}; a reward program must work for any "
                                    "number of envs") from None
@@ -898,7 +1019,7 @@ class RewardFunction:
         try:
             with torch.no_grad():
                 result = torch.vmap(one_state)(*inputs.values())
-            checked = self._check_result(result, num_envs, device)
+            checked = self._checked_result(result, num_envs, device)
         except Exception:  # `if`, float(), .item(), Python numbers: the loop runs it instead
             return None
         self._raise_if_check_fails()
@@ -925,7 +1046,7 @@ class RewardFunction:
         names = list(dict.fromkeys(name for parts in per_env for name in parts))
         named = {name: torch.tensor([parts.get(name, 0.0) for parts in per_env]) for name in names}
         stacked = torch.tensor(rewards, dtype=torch.float32)
-        return self._check_result((stacked, named) if named else stacked, num_envs, device)
+        return self._checked_result((stacked, named) if named else stacked, num_envs, device)
 
     def _one_state(self, result: Any) -> tuple[float, dict[str, float]]:
         """What a call with one env's values returned, as the reward and named components of
@@ -959,6 +1080,33 @@ class RewardFunction:
                 kind="limit",
             )
         return ProgramError(f"{where} raised {described}{_hint(error)}", program_traceback(error))
+
+    def _checked_result(
+        self, result: Any, num_envs: int, device: torch.device
+    ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """:meth:`_check_result`, whose failure quotes the lines that computed the values it
+        names (in a search the next prompt shows only the best program, not this one), and
+        whose advice fits what the program did."""
+        try:
+            return self._check_result(result, num_envs, device)
+        except ProgramError as error:
+            reason, sites = error.reason, self._sites
+            numbers: list[int] = []
+            for match in _COMPONENT_IN_REASON.finditer(reason):
+                try:
+                    numbers += sites.components.get(ast.literal_eval(match.group(1)), (sites.returns,))
+                except (ValueError, SyntaxError):
+                    numbers.append(sites.returns)
+            if "the reward" in reason or not numbers:
+                numbers += sites.reward or (sites.returns,)
+            if _REDUCE_LAST in reason and sites.stacks_first:
+                # "reduce over dim=-1" would be the mistake itself: the stack put the envs there
+                numbers.append(sites.stacks_first)
+                reason = reason.replace(_REDUCE_LAST, (
+                    f"line {sites.stacks_first} stacks values on dim 0, which puts the envs on the last dimension, "
+                    "so a reduction over dim=-1 mixes the envs; stack on the last dimension instead "
+                    "(torch.stack([...], dim=-1), np.stack([...], axis=-1)) and then reduce over dim=-1"))
+            raise ProgramError(reason + sites.quote(numbers), error.traceback, error.kind) from None
 
     def _check_result(
         self, result: Any, num_envs: int, device: torch.device

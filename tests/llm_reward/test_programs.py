@@ -154,9 +154,9 @@ def test_arguments_must_be_declared_variables() -> None:
     program = llm_reward.RewardProgram.from_source("def compute_reward(x, velocity):\n    return x\n")
     with pytest.raises(llm_reward.CheckError) as raised:
         program.check("CartPole-v1")
-    (finding,) = raised.value.findings
-    assert finding.line == 1
-    assert "`velocity`" in finding.message and "x, x_dot, theta" in finding.message
+    wrong, listed = raised.value.findings
+    assert wrong.line == listed.line == 1
+    assert "`velocity`" in wrong.message and "x, x_dot, theta" in listed.message
     llm_reward.RewardProgram.from_source("def compute_reward(position, velocity):\n    return position\n").check(
         "MountainCar-v0"
     )
