@@ -4,15 +4,16 @@ tensor code over all envs, the layouts from MiniGrid's own generator."""
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+from collections.abc import Callable
 from typing import Any
 
 import gymnasium
 import numpy as np
 import torch
 from gymnasium import spaces
+from torch.fx.experimental.proxy_tensor import make_fx
 
-from rewardlab.common.compiled import source_fingerprint
+from rewardlab.common.compiled import NotLoadedError, load_or_compile
 from rewardlab.envs.batched_minigrid.layouts import (
     BALL,
     BOX,
@@ -27,10 +28,10 @@ from rewardlab.envs.batched_minigrid.layouts import (
     LOCKED,
     NOTHING,
     OPEN,
+    PAD,
     STATE_SHIFT,
     TARGET_SHIFT,
     WALL,
-    WALL_CODE,
     Rows,
     decode_layout,
     encode_layout,
@@ -38,10 +39,11 @@ from rewardlab.envs.batched_minigrid.layouts import (
     success_rule,
     target_of,
 )
-from rewardlab.envs.core import _RUN_STATE, BatchedEnv, WholeNumberBox, object_fingerprint
+from rewardlab.envs.core import Actions, BatchedEnv, StepReturn, WholeNumberBox
 
 VIEW = 7  # MiniGrid's agent_view_size, the default of every batched id
 LEFT, RIGHT, FORWARD, PICKUP, DROP, TOGGLE, DONE = range(7)
+AGENT_CELL = (VIEW // 2) * VIEW + VIEW - 1  # the agent's cell (3, 6) of the view, vx * 7 + vy
 
 
 @functools.cache
@@ -163,11 +165,22 @@ class BatchedMiniGridEnv(BatchedEnv):
         )
         self.max_steps = int(source.max_steps)
         self.state_dim = self.rows.dim
-        self._layouts = torch.as_tensor(columns.T.copy(), device=self.device)
-        self.offsets = torch.as_tensor(view_offsets(), dtype=torch.int16, device=self.device)
-        self.visibility = torch.as_tensor(_visibility_table(), device=self.device)
-        self.row_bits = torch.tensor([1 << i for i in range(VIEW)], dtype=torch.int64, device=self.device)
-        self.column_index = torch.arange(VIEW, dtype=torch.int64, device=self.device)
+        device = self.device
+        offsets = view_offsets()
+        width = self.rows.padded_width
+        self.view_steps = torch.as_tensor(offsets[0] + offsets[1] * width, device=device).T.contiguous()
+        ahead = np.array([(1, 0), (0, 1), (-1, 0), (0, -1)])  # MiniGrid's DIR_TO_VEC
+        self.dx = torch.as_tensor(ahead[:, 0], device=device)
+        self.dy = torch.as_tensor(ahead[:, 1], device=device)
+        self.visibility = torch.as_tensor(_visibility_table(), device=device)
+        self.row_weights = torch.tensor([1 << i for i in range(VIEW)], device=device).view(1, VIEW, 1)
+        self.column_shifts = torch.arange(VIEW, device=device).view(1, VIEW, 1)
+        codes = torch.arange(1 << (TARGET_SHIFT + 1), device=device)
+        self.decoded = torch.stack(
+            [codes & 15, codes >> COLOUR_SHIFT & 7, codes >> STATE_SHIFT & 3], dim=1
+        ).float()
+        self._layouts = torch.as_tensor(columns, device=device)
+        self._layout_obs = self.observe(self._layouts)
 
     def _make_layouts(self, source: Any) -> tuple[np.ndarray, bool]:
         """The pool's columns ``(layouts, dim)`` as MiniGrid makes them, and whether any
@@ -184,53 +197,126 @@ class BatchedMiniGridEnv(BatchedEnv):
             pool = pool[:, keep]
         return pool, boxes
 
-    # ----------------------------------------------------------------- the task
-    def reset_bounds(
-        self, options: dict[str, Any] | None
-    ) -> tuple[Sequence[float], Sequence[float]]:
-        """Unused bounds (reset states come from the layout pool), as the contract asks.
+    # ------------------------------------------------------------- the contract
+    @property
+    def state(self) -> torch.Tensor:
+        """The current state as ``(num_envs, state_dim)`` int16, one row per env laid out as
+        :attr:`rows` says. The env's own tensor: read it, do not write to it."""
+        if self._state is None:
+            raise RuntimeError(f"{self} has no state yet: call reset() first")
+        return self._state
 
-        :param options: not used
+    def reset(
+        self, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[torch.Tensor, dict[str, Any]]:
+        """Start a new episode in every copy, each on a layout drawn from the pool.
+
+        :param seed: reseed the env's generator first (``None`` continues its stream)
+        :param options: not used (MiniGrid's reset takes none)
+        :return: ``(obs, info)`` with obs float32 ``(num_envs, 147)``
         """
-        return [0] * self.state_dim, [0] * self.state_dim
+        if seed is not None:
+            self.generator.manual_seed(seed)
+        picks = self._pick_layouts(self.num_envs)
+        self._state = self._layouts[picks]
+        self._elapsed = torch.zeros(self.num_envs, dtype=torch.int32, device=self.device)
+        self._last_actions = None
+        return self._layout_obs[picks], {}
 
-    def _draw_reset_states(self, count: int) -> torch.Tensor:
-        """``count`` reset states drawn from the layout pool with the env's generator."""
-        picks = torch.randint(
-            self._layouts.shape[1], (count,), generator=self.generator, device=self.device
+    def step(self, actions: Actions) -> StepReturn:
+        """Advance every copy by one step; copies whose episode ends start a new one on a
+        layout from the pool in the same call.
+
+        The state is written in place: a step changes the cell in front of each agent and
+        the agent's own values, so its cost does not grow with the grid. With
+        ``compile=True`` the arithmetic (:meth:`step_values`) runs compiled.
+
+        :param actions: ``(num_envs,)`` integers in ``0..6``, a tensor or numpy array
+        :return: ``(obs, reward, terminated, truncated, info)``; ``info["final_obs"]`` holds
+            the last observation of the episodes that ended and ``info["reward_components"]``
+            the reward by name (``"extrinsic"``)
+        """
+        actions = self.as_action_tensor(actions)
+        if self._state is None:
+            raise RuntimeError(f"{self} has no state yet: call reset() first")
+        if self.validate_actions:
+            smallest, largest = torch.aminmax(actions)
+            if smallest < 0 or largest > DONE:
+                self._raise_out_of_range(actions, 0, DONE)
+        step_values = self.step_values
+        if self.compile and self._compiled_advance is None:
+            try:
+                self._compiled_advance = self._compile_step_values(actions)
+            except NotLoadedError:  # a confined process that was not handed this env's step
+                self.compile = False
+        if self.compile:
+            step_values = self._compiled_advance
+        rows, state = self.rows, self._state
+        front, cell, inside, agent, reward, terminated, obs = step_values(state, actions)
+        state.scatter_(1, front, cell)
+        if rows.boxes:
+            state.scatter_(1, front + rows.contents, inside)
+        state[:, rows.agent_x :] = agent
+        self._elapsed += 1
+        truncated = self._elapsed >= self.max_episode_steps
+        ended = (terminated | truncated).nonzero().squeeze(1)
+        final_obs = obs
+        if ended.numel():
+            picks = self._pick_layouts(ended.numel())
+            state[ended] = self._layouts[picks]
+            self._elapsed[ended] = 0
+            obs = obs.clone()
+            obs[ended] = self._layout_obs[picks]
+        self._last_actions = actions
+        info = {"final_obs": final_obs, "reward_components": {"extrinsic": reward}}
+        return obs, reward, terminated, truncated, info
+
+    def _pick_layouts(self, count: int) -> torch.Tensor:
+        """``count`` indices into the layout pool, drawn with the env's generator."""
+        return torch.randint(
+            self._layouts.shape[0], (count,), generator=self.generator, device=self.device
         )
-        return self._layouts[:, picks]
 
-    def transition(
-        self, state: torch.Tensor, actions: torch.Tensor
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """One step of ``MiniGridEnv.step`` (and the success rule of the task) for every copy.
+    def _compile_step_values(self, actions: torch.Tensor) -> Callable[..., tuple[torch.Tensor, ...]]:
+        """:meth:`step_values` compiled ahead of time (or loaded from the on-disk cache) for
+        this env's shapes, as :class:`~rewardlab.envs.BatchedEnv` compiles its step."""
+        inputs = [self._state, actions]
+        graph = make_fx(self.step_values)(*inputs)
+        options = {"cpp.threads": 1} if self.device.type == "cpu" else {}
+        return load_or_compile(graph, inputs, f"{self.spec_id}-step", options)
 
-        :param state: int16 ``(state_dim, num_envs)``
+    # ----------------------------------------------------------------- the task
+    def step_values(self, state: torch.Tensor, actions: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        """One step of ``MiniGridEnv.step`` (and the task's success rule) for every copy, as a
+        pure function: what changes and the observation after it.
+
+        :param state: int16 ``(num_envs, state_dim)``
         :param actions: int64 ``(num_envs,)`` in ``0..6``
+        :return: ``(front, cell, inside, agent, reward, terminated, obs)``: the column of
+            the cell in front of each agent ``(num_envs, 1)`` and its new code and new box
+            contents (int16 ``(num_envs, 1)``; ``inside`` is empty where the task has no
+            boxes), the new values from ``rows.agent_x`` on (int16 ``(num_envs, k)``), the
+            float32 reward, the bool termination and the float32 ``(num_envs, 147)`` view
         """
         rows = self.rows
-        grid = state[: rows.cells]
-        x, y = state[rows.agent_x], state[rows.agent_y]
-        direction, carrying = state[rows.direction], state[rows.carrying]
-        step_count = state[rows.step_count] + 1
+        x, y, direction, carrying = state[:, rows.agent_x : rows.carrying + 1].long().unbind(1)
+        step_count = state[:, rows.step_count].long() + 1
 
-        dx = (direction == 0).short() - (direction == 2).short()
-        dy = (direction == 1).short() - (direction == 3).short()
-        front = ((y + dy) * rows.width + (x + dx)).long().unsqueeze(0)
-        cell = grid.gather(0, front).squeeze(0)
+        dx, dy = self.dx[direction], self.dy[direction]
+        front = ((y + PAD + dy) * rows.padded_width + x + PAD + dx).unsqueeze(1)
+        cell = state.gather(1, front).squeeze(1).long()
         kind = cell & 15
         door_state = cell >> STATE_SHIFT & 3
 
-        turn = (actions == RIGHT).short() - (actions == LEFT).short()
+        turn = (actions == RIGHT).long() - (actions == LEFT).long()
         direction = (direction + turn) & 3
 
         forward = actions == FORWARD
         passable = (kind == EMPTY) | (kind == FLOOR) | (kind == GOAL) | (kind == LAVA)
         passable = passable | ((kind == DOOR) & (door_state == OPEN))
         moves = forward & passable
-        x = torch.where(moves, x + dx, x)
-        y = torch.where(moves, y + dy, y)
+        x = x + dx * moves
+        y = y + dy * moves
         goal = forward & (kind == GOAL)
         terminated = goal | (forward & (kind == LAVA))
 
@@ -243,93 +329,92 @@ class BatchedMiniGridEnv(BatchedEnv):
         door = toggles & (kind == DOOR)
         unlocks = door & (door_state == LOCKED) & key_fits
         flips = door & (door_state != LOCKED)
-        new_door_state = torch.where(unlocks | (door_state == CLOSED), OPEN, CLOSED).short()
-        door_cell = (cell & ~(3 << STATE_SHIFT)) | (new_door_state << STATE_SHIFT)
-        opens_box = toggles & (kind == BOX)
+        opened = unlocks | (door_state == CLOSED)
+        door_cell = (cell & ~(3 << STATE_SHIFT)) | (~opened).long() << STATE_SHIFT  # OPEN 0, CLOSED 1
 
         new_cell = torch.where(unlocks | flips, door_cell, cell)
         new_cell = torch.where(picks, NOTHING, torch.where(drops, carrying, new_cell))
-        planes = []
+        agent = [x, y, direction]
         if rows.boxes:
-            contents = state[rows.contents : rows.contents + rows.cells]
-            inside = contents.gather(0, front).squeeze(0)
-            carried_contents = state[rows.carried_contents]
+            opens_box = toggles & (kind == BOX)
+            inside = state.gather(1, front + rows.contents).squeeze(1).long()
+            carried_contents = state[:, rows.carried_contents].long()
             new_cell = torch.where(opens_box, inside, new_cell)
             new_inside = torch.where(picks | opens_box, NOTHING, inside)
             new_inside = torch.where(drops, carried_contents, new_inside)
             carried_contents = torch.where(picks, inside, torch.where(drops, NOTHING, carried_contents))
-            planes.append(contents.scatter(0, front, new_inside.unsqueeze(0)))
-        planes.insert(0, grid.scatter(0, front, new_cell.unsqueeze(0)))
+        else:
+            new_inside = cell[:0]
         carrying = torch.where(picks, cell, torch.where(drops, NOTHING, carrying))
+        agent.append(carrying)
+        if rows.boxes:
+            agent.append(carried_contents)
+        agent.append(step_count)
 
         success = goal
         if self.success == "pickup":
             success = success | ((actions == PICKUP) & (carrying >> TARGET_SHIFT & 1 == 1))
         elif self.success == "open":
-            success = success | (toggles & (new_cell >> TARGET_SHIFT & 1 == 1) & (kind == DOOR)
-                                 & (new_cell >> STATE_SHIFT & 3 == OPEN))  # fmt: skip
-        terminated = terminated | success
+            opened_target = (new_cell >> TARGET_SHIFT & 1 == 1) & (new_cell >> STATE_SHIFT & 3 == OPEN)
+            success = success | (door & opened_target)
         # MiniGrid's _reward in float64, as it computes it, then float32
         reward = 1 - 0.9 * (step_count.double() / self.max_steps)
         reward = torch.where(success, reward, 0.0).float()
 
-        agent = [x, y, direction, carrying]
-        if rows.boxes:
-            agent.append(carried_contents)
-        agent.append(step_count)
-        planes.append(torch.stack(agent))
-        return torch.cat(planes), reward, terminated
+        # the view after the step: the cells as they were but the one in front, changed
+        seen = ((y + PAD) * rows.padded_width + x + PAD).unsqueeze(1) + self.view_steps[direction]
+        cells = torch.where(seen == front, new_cell.unsqueeze(1), state.gather(1, seen).long())
+        obs = self._image(cells, carrying)
+        new_cell = new_cell.unsqueeze(1).short()
+        new_inside = new_inside.unsqueeze(1).short()
+        return front, new_cell, new_inside, torch.stack(agent, dim=1).short(), reward, terminated | success, obs
 
     def observe(self, state: torch.Tensor) -> torch.Tensor:
-        """MiniGrid's ``gen_obs()["image"]`` of every copy, flattened: ``(num_envs, 147)`` float32.
+        """MiniGrid's ``gen_obs()["image"]`` of every copy, flattened: ``(n, 147)`` float32.
 
-        :param state: int16 ``(state_dim, num_envs)``
+        :param state: int16 ``(n, state_dim)``
         """
         rows = self.rows
-        x, y = state[rows.agent_x], state[rows.agent_y]
-        direction = state[rows.direction].long()
-        # the world cell under each view cell (vx * 7 + vy), walls outside the grid
-        seen_x = x + self.offsets[0][:, direction]
-        seen_y = y + self.offsets[1][:, direction]
-        inside = (seen_x >= 0) & (seen_x < rows.width) & (seen_y >= 0) & (seen_y < rows.height)
-        index = seen_y.clamp(0, rows.height - 1) * rows.width + seen_x.clamp(0, rows.width - 1)
-        cells = state[: rows.cells].gather(0, index.long())
-        cells = torch.where(inside, cells, WALL_CODE)  # (49, num_envs)
+        x, y, direction, carrying = state[:, rows.agent_x : rows.carrying + 1].long().unbind(1)
+        # the cell under each view cell (vx * 7 + vy); the padding shows MiniGrid's outer walls
+        agent = (y + PAD) * rows.padded_width + x + PAD
+        cells = state.gather(1, agent.unsqueeze(1) + self.view_steps[direction]).long()
+        return self._image(cells, carrying)
 
+    def _image(self, cells: torch.Tensor, carrying: torch.Tensor) -> torch.Tensor:
+        """The flat view from the codes under it (``(n, 49)``, int64) and the carried codes."""
         cells = self._hide_occluded(cells)
-        agent_cell = (VIEW // 2) * VIEW + VIEW - 1
-        cells = torch.cat([cells[:agent_cell], state[rows.carrying].unsqueeze(0), cells[agent_cell + 1 :]])
-        codes = cells.T
-        image = torch.stack([codes & 15, codes >> COLOUR_SHIFT & 7, codes >> STATE_SHIFT & 3], dim=2)
-        return image.reshape(-1, VIEW * VIEW * 3).float()
+        cells = torch.cat([cells[:, :AGENT_CELL], carrying.unsqueeze(1), cells[:, AGENT_CELL + 1 :]], dim=1)
+        return self.decoded[cells].view(-1, VIEW * VIEW * 3)
 
     def _hide_occluded(self, cells: torch.Tensor) -> torch.Tensor:
         """MiniGrid's ``process_vis``: walls and closed doors hide what lies behind them
         (code 0, ``unseen``), unless the task sees through walls (``Empty``).
 
-        :param cells: int16 ``(49, num_envs)`` codes of the view, cell ``vx * 7 + vy``
+        :param cells: int64 ``(n, 49)`` codes of the view, cell ``vx * 7 + vy``
         """
         if self.see_through_walls:
             return cells
         kind = cells & 15
         see_behind = ~((kind == WALL) | ((kind == DOOR) & (cells >> STATE_SHIFT & 3 != OPEN)))
-        see_bits = (see_behind.view(VIEW, VIEW, -1).long() * self.row_bits.view(VIEW, 1, 1)).sum(0)
-        marked = torch.full_like(see_bits[0], 1 << (VIEW // 2))  # the agent's cell
-        visible_rows = []
+        # one 7-bit mask per view row (vy), bit vx
+        see_bits = (see_behind.view(-1, VIEW, VIEW) * self.row_weights).sum(1)
+        marked = torch.full_like(see_bits[:, 0], 1 << (VIEW // 2))  # the agent's cell
+        visible_rows = [marked] * VIEW
         for row in reversed(range(VIEW)):
-            entry = self.visibility[marked | see_bits[row] << VIEW]
-            visible_rows.append(entry & (1 << VIEW) - 1)
+            entry = self.visibility[marked | see_bits[:, row] << VIEW]
+            visible_rows[row] = entry
             marked = entry >> VIEW
-        visible_bits = torch.stack(visible_rows[::-1])  # (vy, num_envs)
-        visible = (visible_bits.unsqueeze(0) >> self.column_index.view(VIEW, 1, 1)) & 1 == 1
-        return torch.where(visible.view(VIEW * VIEW, -1), cells, 0)
+        visible_bits = torch.stack(visible_rows, dim=1).unsqueeze(1)  # (n, 1, vy)
+        visible = (visible_bits >> self.column_shifts) & 1 == 1  # (n, vx, vy)
+        return torch.where(visible.view(-1, VIEW * VIEW), cells, 0)
 
-    # ------------------------------------------------------------- the contract
-    def step_fingerprint(self) -> str:
-        """:meth:`BatchedEnv.step_fingerprint`, without the layout pool (the step never
-        reads it: a compiled step serves every seed)."""
-        skip = _RUN_STATE | {"_layouts", "layout_seeds"}
-        return object_fingerprint(self, source_fingerprint("rewardlab.envs"), skip=skip)
+    def advance(self, *args: Any, **kwargs: Any) -> tuple[torch.Tensor, ...]:
+        """Not available: the step writes the state in place (:attr:`steps_by_advance` is
+        False, so learners call :meth:`step`)."""
+        raise NotImplementedError(
+            "BatchedMiniGridEnv steps in place; call step() (steps_by_advance is False)"
+        )
 
     def write_gymnasium_state(self, gymnasium_env: gymnasium.Env, index: int) -> None:
         """Put copy ``index``'s grid, agent and carried object into an unwrapped MiniGrid env.
@@ -352,7 +437,7 @@ class BatchedMiniGridEnv(BatchedEnv):
         if not 0 <= index < self.num_envs:
             raise ValueError(f"index={index} is not a copy of this env: use 0..{self.num_envs - 1}")
         column = encode_layout(gymnasium_env, self.rows, target_of(gymnasium_env, self.success))
-        self._state[:, index] = torch.as_tensor(column, device=self.device)
+        self._state[index] = torch.as_tensor(column, device=self.device)
         self._elapsed[index] = int(gymnasium_env.step_count)
 
     def __repr__(self) -> str:

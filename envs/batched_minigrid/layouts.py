@@ -12,8 +12,8 @@ object whose pickup (or opening, for a door) ends a mission-dependent task
 MiniGrid checks the object's identity (``self.carrying == self.obj``), and a flag on the
 object is what follows it through pickups and drops.
 
-:func:`encode_layout` reads a reset MiniGrid env into one state column;
-:func:`decode_layout` writes a column back into a MiniGrid env (for rendering and parity
+:func:`encode_layout` reads a reset MiniGrid env into one state row;
+:func:`decode_layout` writes a row back into a MiniGrid env (for rendering and parity
 tests). The layouts themselves are made by MiniGrid's own generator (``env.reset(seed=s)``),
 so their distribution is MiniGrid's.
 """
@@ -67,9 +67,17 @@ def decode_code(code: int) -> Any:
     return WorldObj.decode(code & 15, code >> COLOUR_SHIFT & 7, code >> STATE_SHIFT & 3)
 
 
+#: walls around the grid in a state, so that the agent's view (up to 6 cells ahead, 3 aside)
+#: never leaves the state: MiniGrid shows a wall outside the grid, and so does the padding
+PAD = 6
+
+
 @dataclass(frozen=True)
 class Rows:
-    """Where each variable sits in a state column of ``Rows.dim`` int16 values.
+    """Where each variable sits in a state row of ``Rows.dim`` int16 values (one row per env).
+
+    The grid is held padded with :data:`PAD` walls on every side: cell ``(x, y)`` at
+    ``(y + PAD) * padded_width + x + PAD``.
 
     :param width: the grid's width
     :param height: the grid's height
@@ -81,49 +89,58 @@ class Rows:
     boxes: bool
 
     @property
+    def padded_width(self) -> int:
+        """The width of the padded grid."""
+        return self.width + 2 * PAD
+
+    @property
     def cells(self) -> int:
-        """How many cells the grid has; cell ``(x, y)`` is row ``y * width + x``."""
-        return self.width * self.height
+        """How many cells the padded grid has."""
+        return self.padded_width * (self.height + 2 * PAD)
+
+    def cell(self, x: int, y: int) -> int:
+        """The column of grid cell ``(x, y)``."""
+        return (y + PAD) * self.padded_width + x + PAD
 
     @property
     def contents(self) -> int:
-        """The first row of the box-contents plane (the contents of cell ``(x, y)`` at
-        ``contents + y * width + x``); only meaningful where :attr:`boxes`."""
+        """The first column of the box-contents plane (cell ``(x, y)``'s box holds the code at
+        ``contents + cell(x, y)``); only meaningful where :attr:`boxes`."""
         return self.cells
 
     @property
     def agent_x(self) -> int:
-        """Row of the agent's x."""
+        """Column of the agent's x."""
         return self.cells * (2 if self.boxes else 1)
 
     @property
     def agent_y(self) -> int:
-        """Row of the agent's y."""
+        """Column of the agent's y."""
         return self.agent_x + 1
 
     @property
     def direction(self) -> int:
-        """Row of the agent's direction (0 right, 1 down, 2 left, 3 up)."""
+        """Column of the agent's direction (0 right, 1 down, 2 left, 3 up)."""
         return self.agent_x + 2
 
     @property
     def carrying(self) -> int:
-        """Row of the carried object's code."""
+        """Column of the carried object's code."""
         return self.agent_x + 3
 
     @property
     def carried_contents(self) -> int:
-        """Row of the carried box's contents (only where :attr:`boxes`)."""
+        """Column of the carried box's contents (only where :attr:`boxes`)."""
         return self.agent_x + 4
 
     @property
     def step_count(self) -> int:
-        """Row of MiniGrid's ``step_count`` (the reward needs it inside the step)."""
+        """Column of MiniGrid's ``step_count`` (the reward needs it)."""
         return self.agent_x + (5 if self.boxes else 4)
 
     @property
     def dim(self) -> int:
-        """How many rows a state column has."""
+        """How many values a state row has."""
         return self.step_count + 1
 
 
@@ -158,7 +175,7 @@ def target_of(env: Any, rule: str) -> Any:
 
 
 def encode_layout(env: Any, rows: Rows, target: Any = None) -> np.ndarray:
-    """One state column (int16 ``(rows.dim,)``) of an unwrapped MiniGrid env as it stands.
+    """One state row (int16 ``(rows.dim,)``) of an unwrapped MiniGrid env as it stands.
 
     :param env: an unwrapped MiniGrid env, after ``reset``
     :param rows: the state's layout
@@ -171,33 +188,35 @@ def encode_layout(env: Any, rows: Rows, target: Any = None) -> np.ndarray:
             f"a {env.width} x {env.height} MiniGrid layout does not fit a state of "
             f"{rows.width} x {rows.height} cells"
         )
-    column = np.full(rows.dim, NOTHING, dtype=np.int16)
+    values = np.full(rows.dim, NOTHING, dtype=np.int16)
+    values[: rows.cells] = WALL_CODE
     for index, obj in enumerate(env.grid.grid):
-        column[index] = cell_code(obj, target)
+        cell = rows.cell(index % rows.width, index // rows.width)
+        values[cell] = cell_code(obj, target)
         if obj is not None and obj.type == "box":
             if not rows.boxes:
                 raise ValueError("a box in a layout whose state has no contents plane")
-            column[rows.contents + index] = cell_code(obj.contains, target)
-    column[rows.agent_x], column[rows.agent_y] = (int(v) for v in env.agent_pos)
-    column[rows.direction] = int(env.agent_dir)
-    column[rows.carrying] = cell_code(env.carrying, target)
+            values[rows.contents + cell] = cell_code(obj.contains, target)
+    values[rows.agent_x], values[rows.agent_y] = (int(v) for v in env.agent_pos)
+    values[rows.direction] = int(env.agent_dir)
+    values[rows.carrying] = cell_code(env.carrying, target)
     if rows.boxes:
-        column[rows.carried_contents] = cell_code(getattr(env.carrying, "contains", None), target)
-    column[rows.step_count] = int(env.step_count)
-    return column
+        values[rows.carried_contents] = cell_code(getattr(env.carrying, "contains", None), target)
+    values[rows.step_count] = int(env.step_count)
+    return values
 
 
-def decode_layout(column: np.ndarray, rows: Rows, env: Any) -> None:
-    """Write a state column into an unwrapped MiniGrid env of the same size (reset before).
+def decode_layout(values: np.ndarray, rows: Rows, env: Any) -> None:
+    """Write a state row into an unwrapped MiniGrid env of the same size (reset before).
 
     The target flag is not kept: the env's own ``obj``/``door`` attribute is pointed at the
     flagged object where there is one.
 
-    :param column: int ``(rows.dim,)``
+    :param values: int ``(rows.dim,)``, one env's state row
     :param rows: the state's layout
     :param env: the unwrapped MiniGrid env to write into
     """
-    column = [int(v) for v in column]
+    values = [int(v) for v in values]
 
     def decode_with_contents(code: int, contents: int | None) -> Any:
         obj = decode_code(code)
@@ -209,17 +228,19 @@ def decode_layout(column: np.ndarray, rows: Rows, env: Any) -> None:
                     setattr(env, name, obj)
         return obj
 
-    for index in range(rows.cells):
-        contents = column[rows.contents + index] if rows.boxes else None
-        obj = decode_with_contents(column[index], contents)
+    for index in range(rows.width * rows.height):
+        x, y = index % rows.width, index // rows.width
+        cell = rows.cell(x, y)
+        contents = values[rows.contents + cell] if rows.boxes else None
+        obj = decode_with_contents(values[cell], contents)
         env.grid.grid[index] = obj
         if obj is not None:
-            obj.cur_pos = np.array((index % rows.width, index // rows.width))
-    env.agent_pos = (column[rows.agent_x], column[rows.agent_y])
-    env.agent_dir = column[rows.direction]
-    carried_contents = column[rows.carried_contents] if rows.boxes else None
-    env.carrying = decode_with_contents(column[rows.carrying], carried_contents)
-    env.step_count = column[rows.step_count]
+            obj.cur_pos = np.array((x, y))
+    env.agent_pos = (values[rows.agent_x], values[rows.agent_y])
+    env.agent_dir = values[rows.direction]
+    carried_contents = values[rows.carried_contents] if rows.boxes else None
+    env.carrying = decode_with_contents(values[rows.carrying], carried_contents)
+    env.step_count = values[rows.step_count]
 
 
 def row_visibility_table() -> np.ndarray:

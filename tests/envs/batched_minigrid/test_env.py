@@ -147,18 +147,19 @@ def test_make_builds_the_batched_env_and_autoresets_from_the_pool():
     assert env.single_observation_space.contains(obs[0].numpy())
     again, _ = envs.make("MiniGrid-DoorKey-5x5-v0", num_envs=64, seed=3, layouts=8).reset()
     assert torch.equal(obs, again)
+    assert torch.equal(obs, env.observe(env.state))
     generator = torch.Generator().manual_seed(0)
     ends = 0
     for _ in range(300):
         obs, reward, terminated, truncated, info = env.step(torch.randint(7, (64,), generator=generator))
         ended = terminated | truncated
         ends += int(ended.sum())
-        # a new episode starts from a layout of the pool, at step 0
-        state = env.state
-        assert (state[ended, env.rows.step_count] == 0).all()
+        # a new episode starts on a layout of the pool, and obs is the view of the state
+        assert torch.equal(obs, env.observe(env.state))
+        for row in env.state[ended]:
+            assert (env._layouts == row).all(1).any()
+        assert torch.equal(info["final_obs"][~ended], obs[~ended])
     assert ends > 0
-    pool = env._layouts.T
-    assert all((pool == row).all(1).any() for row in env.state[env.state[:, env.rows.step_count] == 0])
 
 
 def test_bad_arguments_are_named():
