@@ -26,6 +26,7 @@ from rewardlab.llm_reward.search.records import (
     confirmed_fitness,
     rank_key,
 )
+from rewardlab.llm_reward.search.report_html import HTML_FILE, html_report
 from rewardlab.llm_reward.search.store import RunStore
 from rewardlab.llm_reward.search.text import fenced, markdown_text
 
@@ -411,13 +412,15 @@ def _best_header(result: SearchResult) -> list[str]:
 
 
 def write_outputs(result: SearchResult, store: RunStore) -> None:
-    """Write ``report.md``, ``summary.json`` and (when a candidate trained) ``best_reward.py``.
+    """Write ``report.md``, its page ``report.html``, ``summary.json`` and (when a candidate
+    trained) ``best_reward.py``.
 
     :param result: the search's result.
     :param store: its run directory (secrets are removed from what is written).
     """
     feedback = {record["iteration"]: record["text"] for record in store.records("feedback")}
     store.write_text(REPORT_FILE, _report(result, feedback))
+    store.write_text(HTML_FILE, html_report(result, store, feedback, final_statistics(result)))
     store.write_text(SUMMARY_FILE, json.dumps(summary(result), indent=2) + "\n")
     if result.best is not None and result.best.source is not None:
         store.write_text(BEST_FILE, reward_file_text(result.best.source, result.config.env_id, _best_header(result)))
