@@ -38,7 +38,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-__all__ = ["IMPORT_ONLY_VARIABLE", "ForkServer", "add_import_only", "fork_server", "kill_group", "read_message", "send_message", "strict_json"]
+__all__ = ["ForkServer", "fork_server", "kill_group", "read_message", "send_message", "strict_json"]
 
 MAX_MESSAGE_BYTES = 16 * 2**20
 READY = b"ready\n"
@@ -50,37 +50,6 @@ STARTUP_TIMEOUT_S = 300.0
 # Kept from the caller's environment for the server: where Python and the libraries are,
 # the locale and the GPUs; everything else (tokens, keys) stays behind.
 KEPT_ENVIRONMENT = ("PATH", "VIRTUAL_ENV", "LANG", "LC_ALL", "CUDA_VISIBLE_DEVICES")
-#: the variable that tells workers which import-path folders they may import from but not read
-IMPORT_ONLY_VARIABLE = "REWARDLAB_IMPORT_ONLY_PATHS"
-# Folders on the import path that hold a user's own files (their env module next to their
-# project): the server imports from them, the workers may read only the modules imported
-# from there, never the rest of the folder. The caller's working directory always counts.
-_IMPORT_ONLY: set[str] = set()
-
-
-def add_import_only(path: str) -> None:
-    """Mark ``path``, a folder on ``sys.path``, as import-only for fork servers started from now on.
-
-    Workers then read the modules the server imported from it (a user's env module), and
-    nothing else in it (see :func:`rewardlab.llm_reward.sandbox.isolation.readable_roots`).
-    """
-    _IMPORT_ONLY.add(os.path.realpath(path))
-
-def _script_folder() -> str | None:
-    """The folder of the caller's ``__main__`` script when it is on ``sys.path`` (as
-    ``python path/script.py`` puts it first), outside Python's own prefixes: a folder of
-    the user's, whose other files workers must not read."""
-    main = getattr(sys.modules.get("__main__"), "__file__", None)
-    if not isinstance(main, str):
-        return None
-    folder = os.path.realpath(os.path.dirname(os.path.abspath(main)))
-    prefixes = {os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}
-    on_path = {os.path.realpath(path) for path in sys.path if path}
-    if folder not in on_path or any(folder == p or folder.startswith(p + os.sep) for p in prefixes):
-        return None
-    return folder
-
-
 _HEADER = struct.Struct(">I")
 # Not ``python -m rewardlab.llm_reward.sandbox.forkserver``: importing the package imports this module first,
 # and runpy would then run a second copy of it as __main__.
@@ -100,11 +69,12 @@ def send_message(write: Callable[[bytes], Any], message: dict[str, Any]) -> None
     write(_HEADER.pack(len(data)) + data)
 
 
-def read_message(connection: socket.socket, deadline: float) -> dict[str, Any] | None:
+def read_message(connection: socket.socket, deadline: float, sizes: list[int] | None = None) -> dict[str, Any] | None:
     """The next framed message, or ``None`` when the peer closed or ``deadline`` passed.
 
     :param connection: a connected stream socket.
     :param deadline: a ``time.monotonic()`` value.
+    :param sizes: gets the size in bytes of each message read.
     :raises ValueError: the bytes are not a framed JSON object (a malformed or oversized
         message from an untrusted worker).
     """
@@ -114,6 +84,8 @@ def read_message(connection: socket.socket, deadline: float) -> dict[str, Any] |
     (size,) = _HEADER.unpack(header)
     if size > MAX_MESSAGE_BYTES:
         raise ValueError(f"a message of {size} bytes is larger than {MAX_MESSAGE_BYTES}")
+    if sizes is not None:
+        sizes.append(size)
     data = _read_exactly(connection, size, deadline)
     if data is None:
         return None
@@ -210,16 +182,12 @@ class ForkServer:
         self._directory = tempfile.mkdtemp(prefix="rewardlab-forkserver-")
         self.socket_path = os.path.join(self._directory, "socket")
         environment = {name: os.environ[name] for name in KEPT_ENVIRONMENT if name in os.environ}
-        # The caller's import path, so the server finds the same modules (tests, checkouts).
+        # The caller's import path, so the server finds the same modules (tests, checkouts);
+        # workers read only the modules imported from it (readable_roots), not its folders.
         environment["PYTHONPATH"] = os.pathsep.join(path for path in sys.path if path)
-        import_only = set(_IMPORT_ONLY)
-        if os.getcwd() in sys.path or "" in sys.path:  # `python -m` puts it there
-            import_only.add(os.path.realpath(os.getcwd()))
-        script = _script_folder()
-        if script is not None:  # `python path/script.py` puts the script's folder there
-            import_only.add(script)
-        environment[IMPORT_ONLY_VARIABLE] = os.pathsep.join(sorted(import_only))
         environment["HOME"] = self._directory
+        #: the process that started the server, the only one it serves
+        self.owner = os.getpid()
         started = time.monotonic()
         self.process = subprocess.Popen(
             [sys.executable, "-c", _SERVER_COMMAND, self.socket_path, json.dumps(self.warm), *self.preload],
@@ -292,7 +260,8 @@ def fork_server(preload: Sequence[str], warm: Sequence[tuple[str, str]] = ()) ->
     key = (tuple(preload), tuple((str(function), str(argument)) for function, argument in warm))
     with _SERVERS_LOCK:
         server = _SERVERS.get(key)
-        if server is None or not server.alive():
+        # a forked child of the process that started it is not served: it starts its own
+        if server is None or not server.alive() or server.owner != os.getpid():
             server = _SERVERS[key] = ForkServer(*key)
         return server
 
@@ -301,7 +270,8 @@ def fork_server(preload: Sequence[str], warm: Sequence[tuple[str, str]] = ()) ->
 def _close_servers() -> None:
     with _SERVERS_LOCK:
         for server in _SERVERS.values():
-            server.close()
+            if server.owner == os.getpid():  # a forked child's copy of its parent's server is not its own
+                server.close()
         _SERVERS.clear()
 
 
@@ -356,6 +326,8 @@ def serve(socket_path: str, preload: Sequence[str], warm: Sequence[Sequence[str]
     os.dup2(devnull, sys.stdout.fileno())
     os.close(devnull)
     stdin = sys.stdin.fileno()
+    owner = os.getppid()  # the client that started this server
+    requests: dict[socket.socket, _Request] = {}  # connections whose request is still coming
     workers: dict[int, socket.socket] = {}
     temporary: dict[int, str] = {}  # the run directories the caller will remove, by worker
     # a descriptor per worker that turns readable when its keeper exits, so that the exit
@@ -363,25 +335,34 @@ def serve(socket_path: str, preload: Sequence[str], warm: Sequence[Sequence[str]
     exits: dict[int, int] = {}
     try:
         while True:
-            readable, _, _ = select.select([listener, stdin, *exits.values()], [], [], 0.1)
+            readable, _, _ = select.select([listener, stdin, *exits.values(), *requests], [], [], 0.1)
             if stdin in readable and not os.read(stdin, 1):
                 return
             if listener in readable:
                 connection, _ = listener.accept()
-                request = None
-                if _peer_uid(connection) == os.getuid():  # only the user who started the server
-                    try:
-                        request = read_message(connection, time.monotonic() + 2.0)
-                    except (ValueError, OSError):
-                        request = None
-                if request is None:
-                    connection.close()
+                # only the process that started the server, never another of its user (a
+                # process a candidate left behind held connections open, and each one held
+                # the next candidate's start for seconds)
+                if _peer(connection) == (owner, os.getuid()) and len(requests) < MAX_PENDING_REQUESTS:
+                    connection.setblocking(False)
+                    requests[connection] = _Request(time.monotonic() + REQUEST_TIMEOUT_S)
                 else:
+                    connection.close()
+            for connection in list(requests):
+                reading = requests[connection]
+                if connection in readable:
+                    reading.receive(connection)
+                if reading.done or time.monotonic() > reading.deadline:
+                    del requests[connection]
+                    request = reading.request()
+                    if request is None:
+                        connection.close()
+                        continue
                     pid = os.fork()
                     if pid == 0:
                         for handle in exits.values():
                             os.close(handle)
-                        others = [listener, *workers.values()]
+                        others = [listener, *workers.values(), *requests]
                         _run_worker(others, stdin, connection, request, worker_main, run_isolated)
                     workers[pid] = connection
                     handle = process_handle(pid)
@@ -395,6 +376,8 @@ def serve(socket_path: str, preload: Sequence[str], warm: Sequence[Sequence[str]
             for pid in [pid for pid in temporary if pid not in workers]:
                 del temporary[pid]  # reported: the caller removes the folder
     finally:
+        for connection in requests:
+            connection.close()
         for pid in workers:
             kill_group(pid)
         # The caller is gone (it closed our standard input, or died: SIGKILL runs no
@@ -426,13 +409,60 @@ def _remove_orphaned(run_dirs: dict[int, str]) -> None:
             time.sleep(0.02)
 
 
-def _peer_uid(connection: socket.socket) -> int | None:
-    """The user id of the process at the other end of a Unix socket (``SO_PEERCRED``)."""
+def _peer(connection: socket.socket) -> tuple[int, int] | None:
+    """The process id and user id at the other end of a Unix socket (``SO_PEERCRED``)."""
     try:
         credentials = connection.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
     except OSError:
         return None
-    return struct.unpack("3i", credentials)[1]
+    pid, uid, _ = struct.unpack("3i", credentials)
+    return pid, uid
+
+
+#: the longest a client may take to send its request once connected
+REQUEST_TIMEOUT_S = 2.0
+#: connections whose request is still coming that the server holds at once
+MAX_PENDING_REQUESTS = 64
+
+
+class _Request:
+    """One request being read without blocking the server: a 4-byte length and JSON, by
+    ``deadline``, at most :data:`MAX_MESSAGE_BYTES`."""
+
+    def __init__(self, deadline: float):
+        self.deadline = deadline
+        self.data = bytearray()
+        self.done = False
+
+    def receive(self, connection: socket.socket) -> None:
+        """Take what the connection holds now; done once the request is whole, closed or too long."""
+        needed = _HEADER.size + (_HEADER.unpack_from(self.data)[0] if len(self.data) >= _HEADER.size else 0)
+        try:
+            chunk = connection.recv(min(max(needed - len(self.data), 1), 2**20))
+        except BlockingIOError:
+            return
+        except OSError:
+            chunk = b""
+        if not chunk:
+            self.done = True
+            return
+        self.data += chunk
+        if len(self.data) >= _HEADER.size:
+            size = _HEADER.unpack_from(self.data)[0]
+            self.done = size > MAX_MESSAGE_BYTES or len(self.data) >= _HEADER.size + size
+
+    def request(self) -> dict[str, Any] | None:
+        """The request, or None when it is incomplete, too long or not a JSON object."""
+        if len(self.data) < _HEADER.size:
+            return None
+        size = _HEADER.unpack_from(self.data)[0]
+        if size > MAX_MESSAGE_BYTES or len(self.data) != _HEADER.size + size:
+            return None
+        try:
+            request = strict_json(bytes(self.data[_HEADER.size:]))
+        except ValueError:
+            return None
+        return request if isinstance(request, dict) else None
 
 
 def _run_worker(

@@ -40,10 +40,8 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from rewardlab.llm_reward.sandbox.forkserver import IMPORT_ONLY_VARIABLE
-
-__all__ = ["IsolationUnavailable", "confine", "gpu_devices", "kernel_support", "readable_roots", "run_isolated",
-           "task_limit"]
+__all__ = ["IsolationUnavailable", "confine", "cpu_limit", "gpu_devices", "kernel_support", "readable_roots",
+           "run_isolated", "task_limit"]
 
 # An explicit, loudly named opt-out for kernels that lack a feature (never the default).
 UNSAFE_OPT_OUT = "REWARDLAB_UNSAFE_NO_ISOLATION"
@@ -126,7 +124,9 @@ def _require_support() -> None:
 
 
 # ------------------------------------------------------------- the worker's processes
-def run_isolated(job: Callable[[], None], run_dir: str, quota_mb: float, max_tasks: int | None = None) -> None:
+def run_isolated(
+    job: Callable[[], None], run_dir: str, quota_mb: float, max_tasks: int | None = None, cpus: float | None = None
+) -> None:
     """In the fork server's child (the keeper): run ``job`` isolated, exit as it exited.
 
     Never returns. The keeper's exit status is the job's (a signal that killed it is
@@ -139,9 +139,11 @@ def run_isolated(job: Callable[[], None], run_dir: str, quota_mb: float, max_tas
     :param max_tasks: the most processes and threads the worker's namespaces may hold
         together, through a ``pids`` cgroup of the worker's own where this process may make
         one (see :func:`task_limit`); ``None``: no cgroup.
+    :param cpus: the most CPUs the worker's tasks may use together, through a ``cpu``
+        cgroup's quota where this process may make one (see :func:`cpu_limit`); ``None``: none.
     """
     status = 1 << 8  # a wait status: exit code 1, should the keeper itself fail
-    cgroup = None
+    cgroups: list[str] = []
     try:
         _die_with_parent()
         _require_support()
@@ -162,14 +164,14 @@ def run_isolated(job: Callable[[], None], run_dir: str, quota_mb: float, max_tas
             os.waitpid(holder, 0)
             os._exit(1)
         _write_id_maps(holder, outside_uid, outside_gid)
-        if max_tasks is not None:  # before the holder forks: its every descendant is counted
-            cgroup = _limit_tasks(holder, max_tasks)
+        # before the holder forks: its every descendant is counted
+        cgroups = _limit_worker(holder, max_tasks, cpus)
         os.write(mapped_w, b"m")
         os.close(mapped_w)
         status = _watch(holder, run_dir, quota_mb)
     except BaseException as error:  # noqa: B036 - the keeper must exit, never return
         _report(error, "sandbox keeper")
-    if cgroup is not None:
+    for cgroup in cgroups:
         _remove_cgroup(cgroup)  # the holder is reaped: every task of the namespaces is gone
     _exit_like(status)
 
@@ -206,6 +208,7 @@ def _namespace_init(job: Callable[[], None]) -> None:
         _check(libc.mount(b"none", b"/", None, _MS_REC | _MS_PRIVATE, None), "mount --make-rprivate /")
         _check(libc.mount(b"proc", b"/proc", b"proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC, None),
                "mount a fresh /proc")
+        _zero_namespace_counters()
         worker = os.fork()
         if worker == 0:
             try:
@@ -217,6 +220,28 @@ def _namespace_init(job: Callable[[], None]) -> None:
     except BaseException as error:  # noqa: B036
         _report(error, "sandbox init")
     _exit_like(status)
+
+
+#: per-user kernel objects the worker needs none of, set to 0 for its user namespace: the
+#: kernel charges them to the caller's user outside as well, so a worker that held every
+#: inotify instance made the caller's own inotify_init1 fail (red-team finding)
+ZEROED_COUNTERS = ("max_inotify_instances", "max_inotify_watches", "max_fanotify_groups", "max_fanotify_marks",
+                   "max_user_namespaces", "max_mnt_namespaces", "max_net_namespaces", "max_pid_namespaces",
+                   "max_ipc_namespaces", "max_uts_namespaces", "max_cgroup_namespaces", "max_time_namespaces")
+
+
+def _zero_namespace_counters() -> None:
+    """Set the user namespace's ``/proc/sys/user/max_*`` counters of :data:`ZEROED_COUNTERS`
+    to 0 (those this kernel has); the user namespace's root may, before it drops its
+    capabilities. Where one cannot be written, the seccomp filters still refuse the calls."""
+    for name in ZEROED_COUNTERS:
+        try:
+            with open(f"/proc/sys/user/{name}", "w") as counter:
+                counter.write("0")
+        except FileNotFoundError:
+            continue
+        except OSError as error:
+            _report(error, f"sandbox init: /proc/sys/user/{name} stays as it was")
 
 
 def _write_id_maps(pid: int, uid: int, gid: int) -> None:
@@ -264,13 +289,16 @@ def process_handle(pid: int) -> int | None:
         return None
 
 
-# ------------------------------------------------------------ the number of tasks
+# ------------------------------------------------------- the worker's cgroups: tasks and CPU
 #: name of the worker's own cgroups, followed by the keeper's process id
 CGROUP_PREFIX = "rewardlab-worker-"
+#: the period of a worker's CPU quota (cgroup v1 ``cpu.cfs_period_us``, v2 ``cpu.max``), in µs
+CPU_PERIOD_US = 100_000
+_CONTROLS = {"pids": ("pids.max",), "cpu": ("cpu.max", "cpu.cfs_quota_us")}
 
 
-def _pids_cgroup_parent() -> str | None:
-    """The folder of this process's cgroup in the ``pids`` hierarchy (v1 or v2), or ``None``."""
+def _cgroup_parent(controller: str) -> str | None:
+    """The folder of this process's cgroup in ``controller``'s hierarchy (v1 or v2), or ``None``."""
     try:
         with open("/proc/self/cgroup") as file:
             lines = file.read().splitlines()
@@ -278,22 +306,26 @@ def _pids_cgroup_parent() -> str | None:
         return None
     for line in lines:
         _, controllers, path = line.split(":", 2)
-        if "pids" in controllers.split(","):  # cgroup v1: a hierarchy of its own
-            return os.path.join("/sys/fs/cgroup/pids", path.lstrip("/"))
+        if controller in controllers.split(","):  # cgroup v1: a hierarchy of its own
+            for mount in (controllers, controller):  # cpu is often mounted as "cpu,cpuacct"
+                folder = os.path.join("/sys/fs/cgroup", mount, path.lstrip("/"))
+                if os.path.isdir(folder):
+                    return folder
+            return None
     for line in lines:
-        if line.startswith("0::"):  # cgroup v2, where its controllers list pids
+        if line.startswith("0::"):  # cgroup v2, where its controllers list this one
             folder = os.path.join("/sys/fs/cgroup", line[3:].lstrip("/"))
             try:
                 with open(os.path.join(folder, "cgroup.controllers")) as file:
-                    return folder if "pids" in file.read().split() else None
+                    return folder if controller in file.read().split() else None
             except OSError:
                 return None
     return None
 
 
-def _pids_cgroup(name: str) -> str | None:
-    """A new ``pids`` cgroup below this process's own, or ``None`` where none can be made."""
-    parent = _pids_cgroup_parent()
+def _new_cgroup(controller: str, name: str) -> str | None:
+    """A new cgroup of ``controller`` below this process's own, or ``None`` where none can be made."""
+    parent = _cgroup_parent(controller)
     if parent is None:
         return None
     _remove_stale_cgroups(parent)
@@ -301,16 +333,20 @@ def _pids_cgroup(name: str) -> str | None:
     try:
         os.mkdir(folder, 0o755)
     except FileExistsError:
-        pass  # left by a keeper of the same process id, gone
+        pass  # left by a keeper of the same process id, gone (or the other controller's, on v2)
     except OSError:
         return None
-    if not os.path.exists(os.path.join(folder, "pids.max")):  # v2: the parent does not hand pids down
+
+    def controlled() -> bool:
+        return any(os.path.exists(os.path.join(folder, control)) for control in _CONTROLS[controller])
+
+    if not controlled():  # v2: the parent does not hand the controller down
         try:
             with open(os.path.join(parent, "cgroup.subtree_control"), "w") as control:
-                control.write("+pids")
+                control.write(f"+{controller}")
         except OSError:
             pass
-    if not os.path.exists(os.path.join(folder, "pids.max")):
+    if not controlled():
         _remove_cgroup(folder, tries=1)
         return None
     return folder
@@ -344,30 +380,64 @@ def _remove_cgroup(folder: str, tries: int = 50) -> None:
 
 
 def remove_keeper_cgroup(keeper: int) -> None:
-    """Remove the ``pids`` cgroup of a reaped keeper (one killed before it could), if empty."""
-    parent = _pids_cgroup_parent()
-    if parent is not None:
-        _remove_cgroup(os.path.join(parent, f"{CGROUP_PREFIX}{keeper}"), tries=1)
+    """Remove the cgroups of a reaped keeper (one killed before it could), if empty."""
+    for controller in _CONTROLS:
+        parent = _cgroup_parent(controller)
+        if parent is not None:
+            _remove_cgroup(os.path.join(parent, f"{CGROUP_PREFIX}{keeper}"), tries=1)
 
 
-def _limit_tasks(holder: int, max_tasks: int) -> str | None:
-    """Move the namespace holder into a ``pids`` cgroup of its own that holds at most
-    ``max_tasks`` tasks (the holder, init, the job and its threads); ``None`` where this
-    process cannot make one (then only ``RLIMIT_NPROC`` in the job limits them, which does
-    not bind when the caller is root)."""
-    folder = _pids_cgroup(f"{CGROUP_PREFIX}{os.getpid()}")
+def _write_cpu_quota(folder: str, cpus: float) -> None:
+    quota = max(1000, int(cpus * CPU_PERIOD_US))
+    if os.path.exists(os.path.join(folder, "cpu.max")):  # v2
+        with open(os.path.join(folder, "cpu.max"), "w") as limit:
+            limit.write(f"{quota} {CPU_PERIOD_US}")
+        return
+    with open(os.path.join(folder, "cpu.cfs_period_us"), "w") as period:
+        period.write(str(CPU_PERIOD_US))
+    with open(os.path.join(folder, "cpu.cfs_quota_us"), "w") as limit:
+        limit.write(str(quota))
+
+
+def _limit_worker(holder: int, max_tasks: int | None, cpus: float | None) -> list[str]:
+    """Move the namespace holder into cgroups of its own: a ``pids`` one that holds at most
+    ``max_tasks`` tasks (the holder, init, the job, its companion and their threads) and a
+    ``cpu`` one whose quota is ``cpus`` CPUs, all its threads together (so a program's busy
+    threads slow its own candidate, never a neighbour). Each is skipped where this process
+    cannot make it (then only ``RLIMIT_NPROC`` in the job limits the tasks, which does not
+    bind when the caller is root, and nothing bounds the CPU share: see :func:`cpu_limit`).
+
+    :return: the cgroups made, to remove once the holder is reaped.
+    """
+    made = []
+    for controller, value in (("pids", max_tasks), ("cpu", cpus)):
+        if value is None:
+            continue
+        folder = _new_cgroup(controller, f"{CGROUP_PREFIX}{os.getpid()}")
+        if folder is None:
+            continue
+        try:
+            if controller == "pids":
+                with open(os.path.join(folder, "pids.max"), "w") as limit:
+                    limit.write(str(int(value)))
+            else:
+                _write_cpu_quota(folder, float(value))
+            with open(os.path.join(folder, "cgroup.procs"), "w") as procs:
+                procs.write(str(holder))
+        except OSError as error:
+            _report(error, f"sandbox keeper: no {controller} cgroup")
+            _remove_cgroup(folder, tries=1)
+            continue
+        made.append(folder)
+    return made
+
+
+def _can_make_cgroup(controller: str) -> bool:
+    folder = _new_cgroup(controller, f"{CGROUP_PREFIX}{os.getpid()}")
     if folder is None:
-        return None
-    try:
-        with open(os.path.join(folder, "pids.max"), "w") as limit:
-            limit.write(str(int(max_tasks)))
-        with open(os.path.join(folder, "cgroup.procs"), "w") as procs:
-            procs.write(str(holder))
-    except OSError as error:
-        _report(error, "sandbox keeper: no pids cgroup")
-        _remove_cgroup(folder, tries=1)
-        return None
-    return folder
+        return False
+    _remove_cgroup(folder, tries=1)
+    return True
 
 
 @functools.cache
@@ -378,12 +448,18 @@ def task_limit() -> str | None:
     ``None`` (the caller is root and may make no ``pids`` cgroup: ``RLIMIT_NPROC`` does not
     bind a task whose user is root outside, and only the address-space limit bounds the
     number of threads)."""
-    name = f"{CGROUP_PREFIX}{os.getpid()}"
-    folder = _pids_cgroup(name)
-    if folder is not None:
-        _remove_cgroup(folder, tries=1)
+    if _can_make_cgroup("pids"):
         return "cgroup pids.max"
     return "RLIMIT_NPROC" if os.getuid() != 0 else None
+
+
+@functools.cache
+def cpu_limit() -> str | None:
+    """What bounds a worker's share of the CPUs here: ``"cgroup cpu quota"`` (a ``cpu`` cgroup
+    per worker with a quota of its ``threads`` CPUs, where the caller may make one: cgroup
+    v1, or v2 with the ``cpu`` controller delegated), or ``None``: nothing does, and a
+    program's busy threads take CPU time from the other candidates."""
+    return "cgroup cpu quota" if _can_make_cgroup("cpu") else None
 
 
 #: the most files and folders a run directory may hold: each look of the quota's watchdog
@@ -457,26 +533,22 @@ def _die_with_parent() -> None:
 
 # ------------------------------------------------------------------- inside the job
 def readable_roots(extra: Iterable[str] = ()) -> list[str]:
-    """What a worker may read: Python, its libraries and rewardlab, system libraries.
+    """What a worker may read, from an allowlist: Python, the modules imported, system libraries.
 
-    The interpreter's prefixes (standard library, site-packages), every folder on
-    ``sys.path`` and every folder rewardlab's packages live in (an editable install maps
-    them from the checkout), the system's shared libraries and the few files the C
-    libraries open (the loader cache, time zones, CPU facts, ``/dev/null`` and the random
-    devices). Nothing under ``/home``, ``/root``, ``/tmp`` or the rest of ``/etc``.
+    The interpreter's prefixes (standard library, site-packages) and its executable's
+    folder; for every module imported outside them, its package's folder (or a plain
+    module's file), as an editable install maps rewardlab's packages to a checkout; the
+    system's shared libraries and the few files the C libraries open (the loader cache,
+    time zones, CPU facts, ``/dev/null`` and the random devices). No folder merely on
+    ``sys.path``: a script's folder (which ``python script.py`` and Ray's workers put
+    there), the working directory or a project's root stays unreadable, the ``.env`` beside
+    the script included; nothing under ``/home``, ``/root``, ``/tmp`` or the rest of ``/etc``.
 
-    :param extra: more paths (a user's own env module, device files).
+    :param extra: more paths (device files, CUDA's ``/sys`` folders).
     """
-    roots = {sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.dirname(os.path.realpath(sys.executable))}
-    # A folder marked import-only (a user's project, the caller's working directory) is not
-    # readable; only the modules imported from it are (a user's env module, or its package).
-    import_only = [path for path in os.environ.get(IMPORT_ONLY_VARIABLE, "").split(os.pathsep) if path]
-    roots |= {path for path in sys.path if path and os.path.isabs(path)
-              and os.path.realpath(path) not in import_only}
-    roots |= _modules_under(import_only)
-    for name, module in list(sys.modules.items()):
-        if name == "rewardlab" or name.startswith("rewardlab."):
-            roots |= set(getattr(module, "__path__", []) or [])
+    prefixes = {os.path.realpath(path) for path in (sys.prefix, sys.base_prefix, sys.exec_prefix)}
+    roots = prefixes | {os.path.dirname(os.path.realpath(sys.executable))}
+    roots |= _imported_outside(prefixes)
     roots |= {"/usr/lib", "/usr/lib64", "/lib", "/lib64", "/usr/local/lib", "/usr/share/zoneinfo",
               "/etc/ld.so.cache", "/etc/localtime", "/proc", "/sys/devices/system/cpu",
               "/sys/fs/cgroup", "/dev/null", "/dev/zero", "/dev/urandom", "/dev/random"}
@@ -484,11 +556,10 @@ def readable_roots(extra: Iterable[str] = ()) -> list[str]:
     return sorted(root for root in roots if os.path.exists(root))
 
 
-def _modules_under(folders: list[str]) -> set[str]:
-    """The files (or package folders) of imported modules that lie in ``folders``."""
+def _imported_outside(prefixes: set[str]) -> set[str]:
+    """The top-level package folders and module files of the imported modules that lie
+    outside ``prefixes``: a package's folder once, not one rule per submodule."""
     found: set[str] = set()
-    if not folders:  # the usual case: no need to walk every loaded module
-        return found
     for module in list(sys.modules.values()):
         # __path__ of a package is a list (or a namespace path); torch's ops modules fake one
         package = getattr(module, "__path__", None)
@@ -498,10 +569,14 @@ def _modules_under(folders: list[str]) -> set[str]:
             paths = []
         file = getattr(module, "__file__", None)
         for path in paths or ([file] if isinstance(file, str) else []):
+            if not os.path.isabs(path):
+                continue
             real = os.path.realpath(path)
-            if any(real.startswith(folder + os.sep) for folder in folders):
-                found.add(real)
-    return found
+            if real == os.sep or any(real == prefix or real.startswith(prefix + os.sep) for prefix in prefixes):
+                continue
+            found.add(real)
+    # a package's folder covers its submodules' (rewardlab's packages map to several folders)
+    return {path for path in found if not any(path.startswith(other + os.sep) for other in found)}
 
 
 def gpu_devices() -> list[str]:
@@ -647,6 +722,91 @@ def confine_to_itself() -> None:
     rules.load()
 
 
+# What a reward program's process may ask of the kernel at all: computation, memory,
+# threads, time, its own signals, reading (Landlock says what) and I/O on the descriptors it
+# holds. Everything else kills it (SIGSYS), which fails the candidate with kind "sandbox":
+# a program cannot catch the refusal and go on as a good candidate. Found by tracing the
+# companion through torch, numpy and per-state programs (loading, calls, errors, lazy
+# imports); every call outside the list is one no reward needs (inotify, timers, signal
+# queues, message queues, new descriptors of any kind but files opened for reading).
+ALLOWED_SYSCALLS = (
+    # memory
+    "brk", "mmap", "munmap", "mremap", "mprotect", "madvise", "msync", "mincore", "membarrier",
+    "get_mempolicy", "set_mempolicy", "mbind",
+    # threads (clone only with CLONE_THREAD, below) and waiting
+    "futex", "futex_waitv", "set_robust_list", "rseq", "set_tid_address", "exit", "exit_group",
+    "restart_syscall", "sched_yield", "getcpu", "sched_getaffinity", "sched_getparam", "sched_getscheduler",
+    "sched_get_priority_max", "sched_get_priority_min", "getpriority", "arch_prctl",
+    # time, randomness, who and where it is
+    "clock_gettime", "clock_getres", "clock_nanosleep", "nanosleep", "gettimeofday", "time", "times",
+    "getrusage", "getrandom", "sysinfo", "uname", "getpid", "gettid", "getppid", "getuid", "geteuid", "getgid",
+    "getegid", "getresuid", "getresgid", "getgroups", "getpgrp", "getcwd",
+    # its own signal handling (sending: kill and tgkill to itself, below)
+    "rt_sigaction", "rt_sigprocmask", "rt_sigreturn", "sigaltstack", "rt_sigpending", "rt_sigsuspend",
+    "rt_sigtimedwait",
+    # I/O on the descriptors it holds (the channel, the log, files it opened for reading)
+    "read", "readv", "pread64", "preadv", "preadv2", "write", "writev", "recvfrom", "sendto", "shutdown",
+    "poll", "ppoll", "select", "pselect6", "lseek", "close", "close_range", "dup", "dup2", "dup3",
+    "fadvise64",
+    # reading what Landlock lets it read (lazy imports, tracebacks' source lines)
+    "fstat", "newfstatat", "stat", "lstat", "statx", "access", "faccessat", "faccessat2", "readlink",
+    "readlinkat", "getdents64", "getdents", "fstatfs", "statfs",
+)
+#: file flags a program's process may not open with: writing, creating, truncating
+_WRITING_FLAGS = 0o3 | 0o100 | 0o1000 | 0o2000 | 0o20000000  # O_ACCMODE O_CREAT O_TRUNC O_APPEND __O_TMPFILE
+#: ioctl requests of Python's own I/O: TCGETS, TIOCGWINSZ, FIONREAD, FIONBIO
+_ALLOWED_IOCTLS = (0x5401, 0x5413, 0x541B, 0x5421)
+#: fcntl commands: F_DUPFD, F_GETFD, F_SETFD, F_GETFL, F_SETFL, F_DUPFD_CLOEXEC (not
+#: F_SETOWN or F_SETSIG, which would point a descriptor's signals at another process)
+_ALLOWED_FCNTLS = (0, 1, 2, 3, 4, 1030)
+#: prctl options: PR_GET_DUMPABLE, PR_SET_NAME, PR_GET_NAME (threads' names), PR_SET_VMA
+_ALLOWED_PRCTLS = (3, 15, 16, 0x53564D41)
+
+
+def allow_computation_only() -> None:
+    """The seccomp allowlist of a process that runs untrusted code next to a job (a job's
+    companion): :data:`ALLOWED_SYSCALLS`, with ``clone`` for threads only, files opened for
+    reading only, ``ioctl``, ``fcntl`` and ``prctl`` for the few requests Python and its
+    libraries make, signals, limits and scheduling for itself only. Any other call kills the
+    process (``SIGSYS``, see :data:`REFUSED_SIGNAL`); ``clone3`` answers ``ENOSYS`` (glibc
+    then uses ``clone``, whose flags the filter reads) and ``openat2`` too (its flags are out
+    of the filter's sight)."""
+    import pyseccomp as seccomp
+
+    if _opted_out():
+        return
+    own = os.getpid()
+    rules = seccomp.SyscallFilter(defaction=seccomp.KILL_PROCESS)
+    allow = seccomp.ALLOW
+
+    def add(name: str, *arguments: Any) -> None:
+        _add_rule(rules, allow, name, *arguments)
+
+    for name in ALLOWED_SYSCALLS:
+        add(name)
+    add("clone", seccomp.Arg(0, seccomp.MASKED_EQ, _CLONE_THREAD, _CLONE_THREAD))
+    add("openat", seccomp.Arg(2, seccomp.MASKED_EQ, _WRITING_FLAGS, 0))
+    add("open", seccomp.Arg(1, seccomp.MASKED_EQ, _WRITING_FLAGS, 0))
+    for request in _ALLOWED_IOCTLS:
+        add("ioctl", seccomp.Arg(1, seccomp.EQ, request))
+    for command in _ALLOWED_FCNTLS:
+        add("fcntl", seccomp.Arg(1, seccomp.EQ, command))
+    for option in _ALLOWED_PRCTLS:
+        add("prctl", seccomp.Arg(0, seccomp.EQ, option))
+    for name in ("kill", "tgkill"):
+        add(name, seccomp.Arg(0, seccomp.EQ, own))
+    for name in ("prlimit64", "sched_setaffinity", "get_robust_list"):
+        add(name, seccomp.Arg(0, seccomp.EQ, 0))
+    add("setpriority", seccomp.Arg(0, seccomp.EQ, _PRIO_PROCESS), seccomp.Arg(1, seccomp.EQ, 0))
+    for name in ("clone3", "openat2"):
+        _add_rule(rules, seccomp.ERRNO(errno.ENOSYS), name)
+    rules.load()
+
+
+#: the signal the kernel kills a process with for a call its seccomp filter does not allow
+REFUSED_SIGNAL = signal.SIGSYS
+
+
 def describe_isolation() -> dict[str, Any]:
     """What a worker gets on this machine, for reports and benchmarks."""
     from rewardlab.llm_reward.sandbox.landlock import landlock_abi
@@ -658,4 +818,5 @@ def describe_isolation() -> dict[str, Any]:
         "seccomp": support["seccomp"] is None,
         "opted_out": os.environ.get(UNSAFE_OPT_OUT) == "1",
         "task_limit": task_limit(),
+        "cpu_limit": cpu_limit(),
     }

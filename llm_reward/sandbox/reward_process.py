@@ -50,13 +50,15 @@ from rewardlab.llm_reward.programs.program import (
     program_traceback,
 )
 from rewardlab.llm_reward.sandbox.forkserver import strict_json
+from rewardlab.llm_reward.sandbox.isolation import REFUSED_SIGNAL
 
 __all__ = ["RemoteReward", "serve_rewards"]
 
 _LENGTHS = struct.Struct(">II")
 MAX_HEADER_BYTES = 64 * 1024
 MAX_BLOCK_BYTES = 256 * 2**20
-#: how long closing waits for the companion to exit before it kills it
+#: how long closing waits for the companion to exit (to count its CPU time and memory);
+#: one that has not exited by then is left to the worker's teardown
 CLOSE_WAIT_S = 2.0
 #: how often (in calls) the companion compares torch, numpy and math with their snapshot
 MODULE_CHECK_EVERY = 64
@@ -164,14 +166,18 @@ class RemoteReward:
 
     def close(self) -> None:
         """Close the channel and reap the companion, so that this process's children's usage
-        (``RUSAGE_CHILDREN``) holds its CPU time and memory."""
+        (``RUSAGE_CHILDREN``) holds its CPU time and memory. Never raises: a companion that
+        does not exit at the closed channel is left to the worker's teardown (the kernel
+        kills what is left in its PID namespace), since this process may not signal it."""
         self._frames.channel.close()
         self._reap()
 
     def _reap(self) -> tuple[int | None, bool]:
-        """Wait for the companion, which exits at the closed channel; kill it after
-        :data:`CLOSE_WAIT_S` if it does not. :return: its wait status (None if it was
-        reaped already) and whether it had to be killed."""
+        """Wait up to :data:`CLOSE_WAIT_S` for the companion, which exits at the closed channel.
+
+        :return: its wait status (None if it was reaped already or is still running) and
+            whether it is still running.
+        """
         deadline = time.monotonic() + CLOSE_WAIT_S
         try:
             while True:
@@ -179,8 +185,7 @@ class RemoteReward:
                 if pid:
                     return status, False
                 if time.monotonic() > deadline:
-                    os.kill(self._pid, signal.SIGKILL)
-                    return os.waitpid(self._pid, 0)[1], True
+                    return None, True
                 time.sleep(0.005)
         except ChildProcessError:
             return None, False
@@ -233,10 +238,15 @@ class RemoteReward:
     def _ended(self) -> ProgramError:
         """The error for a companion that stopped answering, saying how it ended."""
         self._frames.channel.close()
-        status, killed = self._reap()
-        if killed:
+        status, running = self._reap()
+        if running:
             return ProgramError("the reward program's process stopped answering and did not exit (a reward "
                                 "program must return its reward, not close its channel)")
+        if status is not None and os.WIFSIGNALED(status) and os.WTERMSIG(status) == REFUSED_SIGNAL:
+            return ProgramError("the reward program made a system call the sandbox refuses (it may compute, "
+                                "read its inputs and the installed libraries, nothing else: no files written "
+                                "or watched, no processes, sockets, timers or signals) and the kernel killed "
+                                "its process (SIGSYS)", kind="sandbox")
         if status is not None and os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGXCPU:
             # the companion has the job's CPU-time limit
             limit = resource.getrlimit(resource.RLIMIT_CPU)[0]

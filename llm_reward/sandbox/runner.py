@@ -34,13 +34,19 @@ anything the worker sends. Linux only: where the kernel lacks namespaces, Landlo
 seccomp, workers refuse to run (see :func:`~rewardlab.llm_reward.sandbox.isolation.kernel_support`).
 
 A job is a function ``job(payload: dict, guard: Guard) -> dict`` named ``"module:function"``;
-its payload and result are JSON data.
+its payload and result are JSON data. A job that takes a ``progress`` argument is given a
+function that sends JSON data to the caller at once (a training run's checkpoints, as they
+are made): the caller keeps it in :attr:`SandboxRun.progress`, so what the job reported
+survives a timeout or a crash that loses its result.
 """
 
 from __future__ import annotations
 
+import functools
 import importlib
+import inspect
 import json
+import logging
 import os
 import resource
 import signal
@@ -51,12 +57,11 @@ import tempfile
 import time
 import traceback
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from rewardlab.llm_reward.sandbox.forkserver import (
-    IMPORT_ONLY_VARIABLE,
     KEPT_ENVIRONMENT,
     WORKER_PROCESSES,
     fork_server,
@@ -67,8 +72,10 @@ from rewardlab.llm_reward.sandbox.forkserver import (
 from rewardlab.llm_reward.sandbox.isolation import (
     MAX_ENTRIES,
     QUOTA_EXIT,
+    allow_computation_only,
     confine,
     confine_to_itself,
+    cpu_limit,
     gpu_devices,
     make_undumpable,
     readable_roots,
@@ -79,6 +86,9 @@ __all__ = ["Limits", "SandboxRun", "landlock_abi", "read_private_tail", "remove_
            "write_private"]
 
 LOG_NAME = "worker.log"
+#: the most bytes of progress messages the caller keeps of one job
+MAX_PROGRESS_BYTES = 256 * 2**20
+_log = logging.getLogger(__name__)
 # A worker that sent its result gets this long to exit before it is killed.
 EXIT_GRACE_S = 5.0
 
@@ -157,6 +167,8 @@ class SandboxRun:
     :param wall_s: wall time from start to result (or kill), in seconds.
     :param exit_code: the worker's exit code (negative: killed by that signal).
     :param log_tail: the end of ``worker.log`` when the job failed, for debugging.
+    :param progress: what the job sent through its ``progress`` function, in order (untrusted
+        data), kept also when the job sent no result.
     """
 
     result: dict[str, Any] | None
@@ -166,6 +178,7 @@ class SandboxRun:
     wall_s: float
     exit_code: int | None
     log_tail: str = ""
+    progress: list[Any] = field(default_factory=list)
 
 
 def run_sandboxed(
@@ -223,23 +236,38 @@ def run_sandboxed(
         "temporary": bool(temporary),
         "companion": companion,
     }
+    _say_once_what_is_unbounded()
     server = fork_server(request["preload"], warm)
     start = time.monotonic()
     connection = server.connect(request)
+    progress: list[Any] = []
     try:
-        envelope, exit_code, timed_out = _follow_worker(connection, start + limits.timeout_s)
+        envelope, exit_code, timed_out = _follow_worker(connection, start + limits.timeout_s, progress)
     finally:
         connection.close()
-    return _outcome(envelope, timed_out, time.monotonic() - start, exit_code, run_dir, limits)
+    run = _outcome(envelope, timed_out, time.monotonic() - start, exit_code, run_dir, limits)
+    run.progress = progress
+    return run
 
 
-def _follow_worker(connection: Any, deadline: float) -> tuple[Any, int | None, bool]:
+@functools.cache
+def _say_once_what_is_unbounded() -> None:
+    """Log once per process where this machine leaves a worker's CPU share unbounded."""
+    if cpu_limit() is None:
+        _log.warning("rewardlab: no cpu cgroup can be made here (cgroup v1, or v2 with the cpu controller "
+                     "delegated to this user): a sandboxed candidate's CPU share is not bounded, and a "
+                     "program's busy threads can slow the candidates beside it")
+
+
+def _follow_worker(connection: Any, deadline: float, progress: list[Any]) -> tuple[Any, int | None, bool]:
     """Read the worker's messages until the server reports its exit; kill it on timeout.
 
+    :param progress: gets the job's progress messages, up to :data:`MAX_PROGRESS_BYTES`.
     :return: ``(envelope or None, exit code or None, timed out)``.
     """
     pid = envelope = exit_code = None
     timed_out = killed = False
+    sizes: list[int] = []
     try:
         while exit_code is None:
             now = time.monotonic()
@@ -251,7 +279,7 @@ def _follow_worker(connection: Any, deadline: float) -> tuple[Any, int | None, b
                     kill_group(pid)
                 killed, deadline = True, now + EXIT_GRACE_S
             try:
-                message = read_message(connection, deadline)
+                message = read_message(connection, deadline, sizes)
             except ValueError:
                 message = {"malformed": True}
             if message is None:
@@ -262,6 +290,9 @@ def _follow_worker(connection: Any, deadline: float) -> tuple[Any, int | None, b
                 pid = message["pid"]
             elif "exit" in message and isinstance(message["exit"], int):
                 exit_code = message["exit"]
+            elif set(message) == {"progress"}:
+                if envelope is None and sum(sizes) <= MAX_PROGRESS_BYTES:
+                    progress.append(message["progress"])
             elif envelope is None:
                 envelope = message
                 deadline = min(deadline, time.monotonic() + EXIT_GRACE_S)
@@ -461,6 +492,8 @@ def worker_main(
         extras: dict[str, Any] = {}
         if companion is not None:
             extras["companion"] = _start_companion(companion, payload, Limits(**limits))
+        if "progress" in inspect.signature(function).parameters:
+            extras["progress"] = functools.partial(_send_progress, write)
         guard = Guard(writable=[run_dir])
         gpu = bool(limits.get("gpu"))
         devices = gpu_devices() if gpu else []
@@ -480,6 +513,11 @@ def worker_main(
         send_message(write, envelope)
     finally:
         os._exit(0)
+
+
+def _send_progress(write: Callable[[bytes], None], data: Any) -> None:
+    """Send ``data`` (JSON data) to the caller now, as the job's progress."""
+    send_message(write, {"progress": data})
 
 
 #: the companion's address-space limit where the job has none (a CUDA job: the companion
@@ -517,6 +555,7 @@ def _start_companion(companion: str, payload: Any, limits: Limits) -> tuple[sock
             guard = Guard(writable=[])
             confine(None, readable_roots(), ())
             confine_to_itself()
+            allow_computation_only()
             guard.install()
             guard.snapshot_modules()
             function(payload, theirs, guard)
@@ -548,8 +587,7 @@ def _isolate(run_dir: str, limits: Limits, companion: bool) -> None:
     sys.path[:] = [path for path in sys.path if path not in ("", ".")]
     temporary = os.path.join(run_dir, "tmp")
     os.makedirs(temporary, exist_ok=True)
-    kept = {name: os.environ[name] for name in (*KEPT_ENVIRONMENT, "PYTHONPATH", IMPORT_ONLY_VARIABLE)
-            if name in os.environ}
+    kept = {name: os.environ[name] for name in (*KEPT_ENVIRONMENT, "PYTHONPATH") if name in os.environ}
     os.environ.clear()
     os.environ.update(kept, HOME=run_dir, TMPDIR=temporary, OMP_NUM_THREADS=str(limits.threads),
                       MKL_NUM_THREADS=str(limits.threads), PYTHONDONTWRITEBYTECODE="1")
@@ -568,9 +606,19 @@ def _isolate(run_dir: str, limits: Limits, companion: bool) -> None:
     # counted per user and user namespace: the worker's holder, init, the job's threads and
     # its companion
     _set_limit(resource.RLIMIT_NPROC, limits.thread_limit + WORKER_PROCESSES + int(companion))
+    # Counted per user as well as per user namespace: queued signals and POSIX message queues
+    # are charged to the caller's user outside too (a program that filled the real-time signal
+    # queue made the caller's sigqueue fail; red-team finding)
+    _set_limit(resource.RLIMIT_SIGPENDING, MAX_PENDING_SIGNALS)
+    _set_limit(resource.RLIMIT_MSGQUEUE, 0)
     import torch
 
     torch.set_num_threads(int(limits.threads))
+
+
+#: queued signals a worker's processes may hold together (``RLIMIT_SIGPENDING``): none of
+#: them queues any, but Python and the C libraries may signal themselves
+MAX_PENDING_SIGNALS = 64
 
 
 def _set_limit(which: int, soft: int, hard: int | None = None) -> None:

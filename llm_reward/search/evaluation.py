@@ -46,6 +46,7 @@ from rewardlab.llm_reward.search.training import (
     Checkpoint,
     compiled_warm_up,
     measure_snapshot,
+    partial_result,
     preload_for,
 )
 
@@ -362,9 +363,11 @@ def _result(
     failure: Failure | None = None
     seed_runs: list[SeedRun] = []
     usage: dict[str, float | None] = {"peak_rss_mb": None, "peak_vm_mb": None, "cpu_s": None}
-    if run.result is not None:
+    # a job that did not finish (a timeout, a crash) keeps the checkpoints it sent as they were made
+    data = run.result if run.result is not None else partial_result(run.progress)
+    if data is not None:
         try:
-            seed_runs, failure, usage = _parse_job_result(run.result, measure, seeds, num_checkpoints)
+            seed_runs, failure, usage = _parse_job_result(data, measure, seeds, num_checkpoints)
         except Exception as error:  # noqa: BLE001 - whatever the worker's data makes fail here is its failure
             seed_runs, failure = [], Failure("crash", f"the worker returned a malformed result "
                                                       f"({type(error).__name__}: {_text(str(error))[:300]})")

@@ -29,7 +29,7 @@ import socket
 import sys
 import time
 import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -52,7 +52,7 @@ from rewardlab.llm_reward.sandbox.guard import Guard
 from rewardlab.llm_reward.sandbox.reward_process import RemoteReward, serve_rewards
 
 __all__ = ["Checkpoint", "compiled_warm_up", "evaluate_policy", "evaluation_job", "load_snapshot", "measure_snapshot",
-           "reward_companion",
+           "partial_result", "reward_companion",
            "policy_snapshot", "train_program", "warm_compiled"]
 
 # Imported by the worker before its guard is installed: PPO's optimiser imports
@@ -72,16 +72,13 @@ def preload_for(env_id: str) -> tuple[str, ...]:
     :raises ValueError: the env's module cannot be imported.
     """
     from rewardlab.envs.gymnasium_env import ID_PACKAGES, env_module, import_env_module
-    from rewardlab.llm_reward.sandbox.forkserver import add_import_only
 
-    path = import_env_module(env_id)
+    import_env_module(env_id)
     module = env_module(env_id)
     extra = [package for prefix, (packages, _) in ID_PACKAGES.items() if env_id.startswith(prefix)
              for package in packages]
     if module is not None:
         extra.append(module)
-        if path is not None:
-            add_import_only(os.path.dirname(path))
     return (*PRELOAD, *extra)
 
 
@@ -301,6 +298,7 @@ def train_program(
     tensorboard_log: str | None = None,
     checkpoints: list[Checkpoint] | None = None,
     measure: Callable[[PPO], tuple[float, float | None]] | None = None,
+    on_checkpoint: Callable[[Checkpoint], None] | None = None,
 ) -> list[Checkpoint]:
     """Train ``rewardlab.agents.PPO`` on the program's reward for one seed, measuring fitness along the way.
 
@@ -321,6 +319,7 @@ def train_program(
         them when training fails half-way); a new list when ``None``.
     :param measure: ``measure(model) -> (fitness, success_rate)`` at each checkpoint;
         default: play ``eval_episodes`` episodes here (:func:`evaluate_policy`).
+    :param on_checkpoint: called with each checkpoint once it is taken.
     :return: the checkpoints.
     :raises ProgramError: the program failed.
     """
@@ -362,6 +361,8 @@ def train_program(
                 reward=sum(rewards) / len(rewards),
             )
         )
+        if on_checkpoint is not None:
+            on_checkpoint(checkpoints[-1])
         component_values.clear()
         rewards.clear()
         train_returns.clear()
@@ -404,7 +405,10 @@ def rollout_reward(reward_function: RewardFunction | RemoteReward) -> Callable[.
 
 
 def evaluation_job(
-    payload: Mapping[str, Any], guard: Guard, companion: tuple[socket.socket, int]
+    payload: Mapping[str, Any],
+    guard: Guard,
+    companion: tuple[socket.socket, int],
+    progress: Callable[[Any], None] | None = None,
 ) -> dict[str, Any]:
     """The sandboxed job behind :func:`rewardlab.llm_reward.evaluate`: train every seed on the
     program's reward, report.
@@ -421,6 +425,9 @@ def evaluation_job(
         the worker uses (it trains eagerly when the server could not load them).
     :param guard: the installed guard of this worker.
     :param companion: the channel to the companion and its pid.
+    :param progress: sends each checkpoint to the caller as it is taken, with its policy
+        (``{"seed", "checkpoint", "policy"}``), so that a timeout or a crash later on keeps
+        it (see :func:`partial_result`).
     :return: ``{"seeds": [{"seed", "checkpoints", "policies", "wall_s"}], "failure": None |
         {...}, "compile_note", "peak_rss_mb", "peak_vm_mb", "cpu_s"}``; ``policies`` holds one
         :func:`policy_snapshot` per checkpoint, whose fitness the caller measures;
@@ -443,6 +450,11 @@ def evaluation_job(
             def ship(model: PPO, policies: list[dict[str, Any]] = policies) -> tuple[float, None]:
                 policies.append(policy_snapshot(model))
                 return 0.0, None  # the caller measures the fitness, from the policy
+
+            def send(checkpoint: Checkpoint, seed: int = seed, policies: list[dict[str, Any]] = policies) -> None:
+                if progress is not None:
+                    progress({"seed": seed, "checkpoint": asdict(checkpoint), "policy": policies[-1]})
+
             train_program(
                 reward_function,
                 seed=seed,
@@ -455,6 +467,7 @@ def evaluation_job(
                 tensorboard_log=payload["tensorboard_log"],
                 checkpoints=checkpoints,
                 measure=ship,
+                on_checkpoint=send,
             )
             runs[-1]["wall_s"] = time.perf_counter() - start
     except ProgramError as error:
@@ -463,7 +476,10 @@ def evaluation_job(
         failure = _failure_from_exception(error)
     finally:
         if reward_function is not None:
-            reward_function.close()
+            try:
+                reward_function.close()
+            except Exception:  # noqa: S110 - closing must never cost the result
+                pass
     if guard.violation is not None:
         failure = {"kind": "sandbox", "reason": guard.violation,
                    "traceback": failure["traceback"] if failure else ""}
@@ -483,6 +499,28 @@ def evaluation_job(
         "peak_vm_mb": _peak_address_space_mb(),
         "cpu_s": usage.ru_utime + usage.ru_stime + program.ru_utime + program.ru_stime,
     }
+
+
+def partial_result(progress: Sequence[Any]) -> dict[str, Any] | None:
+    """What :func:`evaluation_job` would have returned for the checkpoints it sent as
+    progress before it stopped (a timeout, a crash): each seed's checkpoints and policies,
+    no seed finished (``wall_s`` None). ``None`` when it sent none. The data is untrusted
+    and checked by whoever reads the result, as the job's own result is.
+
+    :param progress: the job's progress messages, in order (:attr:`SandboxRun.progress
+        <rewardlab.llm_reward.sandbox.runner.SandboxRun.progress>`).
+    """
+    runs: list[dict[str, Any]] = []
+    for message in progress:
+        if not isinstance(message, dict) or not {"seed", "checkpoint", "policy"} <= set(message):
+            break  # nothing after a malformed message is trusted to be in order
+        if not runs or runs[-1]["seed"] != message["seed"]:
+            runs.append({"seed": message["seed"], "checkpoints": [], "policies": [], "wall_s": None})
+        runs[-1]["checkpoints"].append(message["checkpoint"])
+        runs[-1]["policies"].append(message["policy"])
+    if not runs:
+        return None
+    return {"seeds": runs, "failure": None}
 
 
 def _peak_address_space_mb() -> float | None:

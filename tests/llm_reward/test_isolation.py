@@ -405,8 +405,7 @@ def test_a_program_that_escaped_python_holds_no_channel_to_the_caller(tmp_path: 
 # The companion with its guard switched off (through the frame that holds it, as the red
 # team did), trying what the kernel must refuse: acting on the job (PID 2 of the worker's
 # namespace), its limits, scheduling and signals; opening its memory; writing anywhere.
-_PROBE = """
-def compute_reward(x):
+_GUARD_OFF = """
     builtins = torch.sys.modules["builtins"]
     frame = builtins.getattr(builtins, "__imp" + "ort__")("inspect").currentframe()
     while frame is not None:
@@ -414,6 +413,10 @@ def compute_reward(x):
         if names.get("guard") is not None:
             builtins.setattr(builtins.getattr(names["guard"], "_st" + "ate"), "busy", True)
         frame = builtins.getattr(frame, "f_ba" + "ck")
+"""
+_PROBE = """
+def compute_reward(x):
+""" + _GUARD_OFF + """
     os, resource, signal = torch.os, torch.sys.modules["resource"], torch.sys.modules["signal"]
     tries = {
         "prlimit": lambda: resource.prlimit(2, resource.RLIMIT_FSIZE, (0, 0)),
@@ -426,30 +429,40 @@ def compute_reward(x):
         "memory": lambda: builtins.open("/proc/2/mem", "rb"),
         "write": lambda: builtins.open("planted.txt", "w"),
     }
-    outcome = []
-    for name, attempt in tries.items():
-        try:
-            attempt()
-            outcome.append(name + "=done")
-        except Exception as error:
-            outcome.append(name + "=" + str(builtins.getattr(error, "errno", None)))
-    raise ValueError(" ".join(outcome))
+    try:
+        tries[ATTEMPT]()
+        outcome = "done"
+    except Exception as error:
+        outcome = str(builtins.getattr(error, "errno", None))
+    raise ValueError("outcome=" + outcome)
 """
 
 
-def test_the_companion_cannot_act_on_the_job(tmp_path: Path) -> None:
-    import errno
-
+def evaluate_hostile(source: str, run_dir: Path | None = None, **settings: Any) -> Any:
+    """``evaluate`` on a program that skips the static checks (its guard switched off)."""
     from rewardlab import llm_reward
 
-    program = llm_reward.RewardProgram(source=_PROBE, function_name="compute_reward", parameters=("x",))
-    result = llm_reward.evaluate(program, "CartPole-v1", steps=512, seeds=(0,), num_envs=4, timeout_s=120,
-                                 static_checks=False, ppo_kwargs={"n_steps": 128}, num_checkpoints=1,
-                                 run_dir=tmp_path / "run")
-    assert result.failure is not None and "ValueError" in result.failure.reason, result.failure
-    outcome = dict(item.split("=") for item in result.failure.reason.split("ValueError: ")[1].split())
-    assert outcome["write"] in (str(errno.EACCES), str(errno.EPERM)), outcome
-    assert all(value in (str(errno.EPERM), str(errno.EACCES)) for value in outcome.values()), outcome
+    program = llm_reward.RewardProgram(source=source, function_name="compute_reward", parameters=("x",))
+    return llm_reward.evaluate(program, "CartPole-v1", **{
+        "steps": 128, "seeds": (0,), "num_envs": 4, "timeout_s": 120, "static_checks": False,
+        "ppo_kwargs": {"n_steps": 32}, "num_checkpoints": 1, "run_dir": run_dir, **settings})
+
+
+@pytest.mark.parametrize("attempt", ["prlimit", "affinity", "priority", "group_priority", "stop", "group_signal",
+                                     "pidfd", "memory", "write"])
+def test_the_companion_cannot_act_on_the_job(tmp_path: Path, attempt: str) -> None:
+    import errno
+
+    result = evaluate_hostile(_PROBE.replace("ATTEMPT", repr(attempt)), tmp_path / "run")
+    failure = result.failure
+    assert failure is not None and not result.ok
+    # refused by the kernel: the call kills the program's process (and the candidate fails
+    # with kind sandbox, whatever the program catches), or the file is not there to open
+    if failure.kind == "sandbox":
+        assert "SIGSYS" in failure.reason, failure
+    else:
+        assert failure.reason.endswith(("outcome=" + str(errno.EACCES), "outcome=" + str(errno.EPERM))), failure
+        assert attempt == "memory", failure
     assert not (tmp_path / "run" / "planted.txt").exists()
 
 

@@ -162,11 +162,13 @@ RUNTIME = {
         "sandbox", "use the network", True),
     "numpy_save_outside": Case("import numpy as np\n" + program("np.save('{outside}/pwned.npy', x.numpy())\nreturn x, {}"),
                                "sandbox", "open the file", True),
+    # torch's C++ opens the file for writing: the program's process may open files for
+    # reading only, and the kernel kills it at the call (which torch could not have caught)
     "mapped_file_outside": Case(
         program("torch.from_file('{outside}/pwned.bin', shared=True, size=8)\nreturn x, {}"),
-        "program", "Permission denied", True, needs_landlock=True),
+        "sandbox", "system call the sandbox refuses", True, needs_landlock=True),
     "torch_save_outside": Case(program("torch.save(x, '{outside}/pwned.pt')\nreturn x, {}"),
-                               "program", "Permission denied", True, needs_landlock=True),
+                               "sandbox", "system call the sandbox refuses", True, needs_landlock=True),
     "remove_run_dir_file": Case(program("torch.os.remove('worker.log')\nreturn x, {}"),
                                 "sandbox", "change files", True),
     "read_secret_env": Case(program(f"raise ValueError(str(torch.os.environ.get('{SECRET_NAME}')))"),
