@@ -8,9 +8,13 @@ is put in a fenced block before the docstring is parsed.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import griffe
+
+#: a Sphinx cross-reference role (``:class:`Hybrid```), shown as inline code
+ROLE = re.compile(r":(?:py:)?(?:class|func|meth|attr|data|mod|obj|exc|const):`~?([^`]+)`")
 
 
 def _indent(line: str) -> int:
@@ -18,7 +22,8 @@ def _indent(line: str) -> int:
 
 
 def fence_code(text: str) -> str:
-    """``text`` with its doctest runs and ``::`` literal blocks in Markdown fences.
+    """``text`` with its doctest runs and ``::`` literal blocks in Markdown fences, and its
+    Sphinx roles (``:class:`X```) as inline code.
 
     :param text: a docstring's text.
     """
@@ -62,7 +67,7 @@ def fence_code(text: str) -> str:
             continue
         out.append(line)
         index += 1
-    return "\n".join(out)
+    return ROLE.sub(lambda match: f"`{match[1]}`", "\n".join(out))
 
 
 class FenceDocstringCode(griffe.Extension):

@@ -88,12 +88,12 @@ def result_tables(name: str, link: str) -> str:
             tables[-1].append(line)
     if not tables:
         raise ValueError(f"benchmarks/results/{name}.md holds no table to show")
-    machine_line = next((line for line in lines if line.startswith("Machine:")), "")
     data_path = path.with_suffix(".json")
-    provenance = measured(json.loads(data_path.read_text())) if data_path.exists() else "no JSON data"
-    caption = f"From [`{name}.md`]({link}) ({provenance})."
-    if machine_line:
-        caption += f" {machine_line.split('.', 1)[0].split(';', 1)[0]}."
+    data = json.loads(data_path.read_text()) if data_path.exists() else {}
+    machine = data.get("machine") if isinstance(data.get("machine"), dict) else {}
+    caption = f"From [`{name}.md`]({link}) ({measured(data)})."
+    if machine.get("summary") or machine.get("processor"):
+        caption += f" Machine: {machine.get('summary') or machine['processor']}."
     return "\n\n".join(["\n".join(table) for table in tables] + [caption])
 
 

@@ -104,6 +104,7 @@ def test_docstring_code_is_fenced_for_markdown() -> None:
     assert "Example:\n\n```python\nenv = Wrap(env)\nenv.reset()\n```" in fenced
     assert 'Then:\n\n```pycon\n>>> info["a"]["b"]\n1.0\n```' in fenced
     assert ":param x: the value:: not a block" in fenced  # a field is never a literal block
+    assert fence_code("one :class:`Hybrid` and :meth:`~rewardlab.PPO.learn`") == "one `Hybrid` and `rewardlab.PPO.learn`"
 
 
 def test_every_page_links_only_to_pages_that_exist() -> None:
