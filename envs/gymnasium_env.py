@@ -74,20 +74,7 @@ def import_env_module(env_id: str) -> str | None:
     module = env_module(env_id)
     if module is None:
         return None
-    if importlib.util.find_spec(module.split(".")[0]) is None and os.getcwd() not in sys.path:
-        sys.path.append(os.getcwd())  # the user's own module, next to where they run rewardlab
-    try:
-        imported = importlib.import_module(module)
-    except ImportError as error:
-        raise ValueError(
-            f"env {env_id!r}: cannot import module {module!r} ({error}); run from the folder that "
-            f"holds {module.split('.')[0]}.py, or install it, or add its folder to PYTHONPATH"
-        ) from error
-    except Exception as error:  # the user's module ran and failed (a syntax error, a bad register call)
-        raise ValueError(
-            f"env {env_id!r}: importing module {module!r} failed with {type(error).__name__}: {error}; "
-            "fix the module (python -c 'import " + module + "' shows the traceback)"
-        ) from error
+    imported = import_user_module(module, f"env {env_id!r}")
     path = getattr(imported, "__file__", None)
     if path is None:
         return None
@@ -95,6 +82,31 @@ def import_env_module(env_id: str) -> str | None:
     top = sys.modules[package]
     folder = list(getattr(top, "__path__", []) or [])
     return folder[0] if folder else os.path.realpath(path)
+
+
+def import_user_module(module: str, what: str) -> Any:
+    """Import a user's ``module`` (of a ``"module:name"`` spec), from the working directory
+    too if it is not on the import path (as ``python -m`` would find it).
+
+    :param module: the module's dotted name.
+    :param what: what it is imported for, for the error (``"env 'm:Env-v0'"``).
+    :raises ValueError: it cannot be found, or importing it failed (a syntax error, any
+        error its code raised), naming it and what to do.
+    """
+    if importlib.util.find_spec(module.split(".")[0]) is None and os.getcwd() not in sys.path:
+        sys.path.append(os.getcwd())  # the user's own module, next to where they run rewardlab
+    try:
+        return importlib.import_module(module)
+    except ImportError as error:
+        raise ValueError(
+            f"{what}: cannot import module {module!r} ({error}); run from the folder that "
+            f"holds {module.split('.')[0]}.py, or install it, or add its folder to PYTHONPATH"
+        ) from error
+    except Exception as error:  # the user's module ran and failed (a syntax error, a bad register call)
+        raise ValueError(
+            f"{what}: importing module {module!r} failed with {type(error).__name__}: {error}; "
+            f"fix the module (python -c 'import {module}' shows the traceback)"
+        ) from error
 
 
 def check_gymnasium_id(env_id: str) -> None:

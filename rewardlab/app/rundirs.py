@@ -18,10 +18,14 @@ def run_dir_for(logdir: Path, seed: int) -> Path:
     return logdir / f"seed_{seed}"
 
 
-def prepare_run_dir(run_dir: Path, run_config: dict[str, Any], resume: bool) -> None:
-    """Create the run directory, or check that the one there holds this same run."""
+def prepare_run_dir(run_dir: Path, run_config: dict[str, Any], resume: bool) -> bool:
+    """Create the run directory, or check that the one there holds this same run.
+
+    :return: whether this call wrote the run's ``config.json`` (a new run).
+    """
     config_path = run_dir / "config.json"
-    if config_path.exists():
+    existed = config_path.exists()
+    if existed:
         saved = json.loads(config_path.read_text())
         # a setting added since that run was made (such as env_kwargs), left at its default
         saved |= {key: value for key, value in run_config.items() if key not in saved and _is_unset(value)}
@@ -37,6 +41,15 @@ def prepare_run_dir(run_dir: Path, run_config: dict[str, Any], resume: bool) -> 
             )
     run_dir.mkdir(parents=True, exist_ok=True)
     write_json(config_path, run_config)
+    return not existed
+
+
+def remove_run_dir(run_dir: Path) -> None:
+    """Undo :func:`prepare_run_dir` for a run that never started: its ``config.json`` goes,
+    and the folder too when nothing else is in it."""
+    (run_dir / "config.json").unlink(missing_ok=True)
+    if run_dir.is_dir() and not any(run_dir.iterdir()):
+        run_dir.rmdir()
 
 
 def _is_unset(value: Any) -> bool:

@@ -23,6 +23,7 @@ from rewardlab.app.trainers import (
     checkpoint_interval,
     make_intrinsic,
     num_envs_for,
+    potential_for,
 )
 
 # the constructor arguments SB3Trainer gives itself; a config's hyperparameters are the others
@@ -67,8 +68,6 @@ class SB3Trainer(Trainer):
     def __init__(self, config: dict[str, Any], run_dir: Path):
         import torch
 
-        from rewardlab.shaping import potentials
-
         self.config, self.run_dir = config, run_dir
         torch.set_num_threads(1)
         algo_name = config["algo"]
@@ -76,7 +75,7 @@ class SB3Trainer(Trainer):
         hyperparameters = dict(config["hyperparameters"])
         gamma = hyperparameters.setdefault("gamma", 0.99)
         num_envs = num_envs_for(config, 8 if algo_name in ON_POLICY else 1)
-        potential = potentials.for_env(config["env"]) if config["shaping"] == "builtin" else None
+        potential = potential_for(config)
         on_policy = algo_name in ON_POLICY
         off_policy_module = None
         if config["intrinsic"] and not on_policy:

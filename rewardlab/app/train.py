@@ -26,13 +26,14 @@ from typing import Any
 import numpy as np
 
 from rewardlab.app.arguments import int_list, json_object, plain_text
-from rewardlab.app.rundirs import prepare_run_dir, run_dir_for, write_json
+from rewardlab.app.rundirs import prepare_run_dir, remove_run_dir, run_dir_for, write_json
 from rewardlab.app.trainers import (
     HRATrainer,
     OwnPPOTrainer,
     ProgressBar,
     SandboxedProgramTrainer,
     load_program,
+    potential_for,
 )
 from rewardlab.common.seeds import check_seeds
 from rewardlab.common.toml import tomllib
@@ -48,6 +49,7 @@ DEFAULTS: dict[str, Any] = {
     "steps": 100_000,
     "seeds": [0],
     "shaping": "none",
+    "potential": None,
     "shaping_scale": 1.0,
     "intrinsic": [],
     "fusion": "sum",
@@ -141,6 +143,11 @@ def check_config(config: dict[str, Any]) -> None:
             f"unknown shaping {config['shaping']!r}; choose from {', '.join(SHAPINGS)} "
             "(builtin: the env's potential from rewardlab.shaping.potentials)"
         )
+    if config["potential"] is not None and config["shaping"] != "none":
+        raise ValueError(
+            f"--potential {config['potential']} and --shaping {config['shaping']} each choose the "
+            "potential; pass one"
+        )
     unknown = [name for name in config["intrinsic"] if name not in intrinsic.registered()]
     if unknown:
         raise ValueError(
@@ -221,36 +228,53 @@ def check_env_is_made(config: dict[str, Any]) -> None:
 
     :raises ValueError: naming the env id, its arguments and the constructor's error.
     """
+    potential = potential_for(config)
     if config["algo"].startswith("sb3-"):
         from rewardlab.agents.sb3 import make_sb3_env  # imports SB3, which the run needs anyway
         from rewardlab.app.sb3_trainer import check_action_space
 
         env = make_sb3_env(config["env"], n_envs=1, env_kwargs=config["env_kwargs"])
+        obs = env.reset()
         env.close()
         check_action_space(config["algo"], config["env"], env.action_space)
     else:
         from rewardlab import envs
 
-        envs.make(config["env"], num_envs=1, **config["env_kwargs"]).close()
+        env = envs.make(config["env"], num_envs=1, **config["env_kwargs"])
+        obs, _ = env.reset(seed=0)
+        env.close()
+    if potential is not None:
+        from rewardlab.shaping.core import evaluate_potential
+
+        evaluate_potential(potential, obs)  # a potential that cannot take the env's observations says so now
 
 
+
+
+def make_trainer(run_config: dict[str, Any], run_dir: Path) -> Any:
+    """The learner that trains one seed's run (``run_config`` names its seed)."""
+    if run_config["algo"] == "ppo" and run_config["reward_program"] and not run_config["trust_program"]:
+        return SandboxedProgramTrainer(run_config, run_dir)
+    if run_config["algo"] == "ppo":
+        return OwnPPOTrainer(run_config, run_dir)
+    if run_config["algo"] == "hra":
+        return HRATrainer(run_config, run_dir)
+    from rewardlab.app.sb3_trainer import SB3Trainer  # imports SB3, which is slow
+
+    return SB3Trainer(run_config, run_dir)
 
 
 def train_seed(config: dict[str, Any], seed: int, run_dir: Path, resume: bool, progress: bool) -> dict:
     """Train one seed in ``run_dir``; returns the metrics written to ``metrics.json``."""
     run_config = {**config, "seed": seed}
     run_config.pop("seeds")
-    prepare_run_dir(run_dir, run_config, resume)
-    if config["algo"] == "ppo" and config["reward_program"] and not config["trust_program"]:
-        trainer = SandboxedProgramTrainer(run_config, run_dir)
-    elif config["algo"] == "ppo":
-        trainer = OwnPPOTrainer(run_config, run_dir)
-    elif config["algo"] == "hra":
-        trainer = HRATrainer(run_config, run_dir)
-    else:
-        from rewardlab.app.sb3_trainer import SB3Trainer  # imports SB3, which is slow
-
-        trainer = SB3Trainer(run_config, run_dir)
+    made = prepare_run_dir(run_dir, run_config, resume)
+    try:
+        trainer = make_trainer(run_config, run_dir)
+    except BaseException:
+        if made:  # a run that never started leaves nothing behind to block the corrected command
+            remove_run_dir(run_dir)
+        raise
     done_before = trainer.load_checkpoint() if resume else 0
     remaining = config["steps"] - done_before
     started = time.perf_counter()
@@ -339,7 +363,10 @@ def register_train(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--steps", type=int, help="env steps per seed (default 100000)")
     parser.add_argument("--seed", type=int, help="one seed")
     parser.add_argument("--seeds", type=int_list, help="several seeds, e.g. 0,1,2")
-    parser.add_argument("--shaping", help="none or builtin (the env's built-in potential)")
+    parser.add_argument("--shaping", help="none or builtin (the env's built-in potential); see --potential")
+    parser.add_argument("--potential", metavar="MODULE:FUNCTION",
+                        help="shape with your own potential: function(obs_batch) -> one value per row, "
+                             "imported from module (the working directory too), e.g. my_potentials:phi")
     parser.add_argument("--shaping-scale", dest="shaping_scale", type=float)
     parser.add_argument("--intrinsic", type=_name_list, help="e.g. rnd or rnd,count")
     parser.add_argument("--fusion", help=f"how several intrinsic rewards fuse: {', '.join(FUSIONS)}")

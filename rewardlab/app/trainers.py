@@ -80,7 +80,7 @@ class OwnPPOTrainer(Trainer):
 
         from rewardlab import envs
         from rewardlab.agents.ppo import PPO
-        from rewardlab.shaping import BatchedPotentialShaping, potentials
+        from rewardlab.shaping import BatchedPotentialShaping
 
         self.config, self.run_dir = config, run_dir
         torch.manual_seed(config["seed"])
@@ -97,10 +97,9 @@ class OwnPPOTrainer(Trainer):
         if config["reward_program"]:  # --trust-program: in this process (else SandboxedProgramTrainer)
             env = load_program(config).wrap(env, trusted=True)
         gamma = hyperparameters.get("gamma", 0.99)
-        if config["shaping"] == "builtin":
-            env = BatchedPotentialShaping(
-                env, potentials.for_env(config["env"]), gamma=gamma, scale=config["shaping_scale"]
-            )
+        potential = potential_for(config)
+        if potential is not None:
+            env = BatchedPotentialShaping(env, potential, gamma=gamma, scale=config["shaping_scale"])
         self.intrinsic = make_intrinsic(config, env, num_envs)
         self.env = env
         self.model = PPO(
@@ -153,7 +152,7 @@ class HRATrainer(OwnPPOTrainer):
 
         from rewardlab import envs
         from rewardlab.agents.hra import HRA
-        from rewardlab.shaping import BatchedPotentialShaping, potentials
+        from rewardlab.shaping import BatchedPotentialShaping
 
         if config["intrinsic"]:
             raise ValueError("--algo hra takes no --intrinsic rewards; use --algo ppo for those")
@@ -164,11 +163,11 @@ class HRATrainer(OwnPPOTrainer):
             config["env"], num_envs=num_envs, device=config["device"], seed=config["seed"], **config["env_kwargs"]
         )
         hyperparameters = dict(config["hyperparameters"])
-        if config["shaping"] == "builtin":
+        potential = potential_for(config)
+        if potential is not None:
             env = BatchedPotentialShaping(
-                env, potentials.for_env(config["env"]), gamma=hyperparameters.get("gamma", 0.99),
-                scale=config["shaping_scale"],
-            )  # fmt: skip
+                env, potential, gamma=hyperparameters.get("gamma", 0.99), scale=config["shaping_scale"]
+            )
         self.env = env
         self.model = HRA(
             env, seed=config["seed"], tensorboard_log=str(run_dir / "tb"), **hyperparameters
@@ -183,6 +182,49 @@ class HRATrainer(OwnPPOTrainer):
         self.model = HRA.load(path, env=self.env)
         self.model.tensorboard_log = str(self.run_dir / "tb")
         return self.model.num_timesteps
+
+
+def load_potential(spec: str) -> Any:
+    """The potential a ``"module:function"`` spec names (``--potential``), imported as
+    ``module:Env-v0`` env ids are (from the working directory too). A class is instantiated
+    with no arguments (``rewardlab.shaping.potentials:MountainCarEnergy``).
+
+    :param spec: ``"module:function"``.
+    :raises ValueError: a malformed spec, a module that cannot be imported, a missing name or
+        one that is not callable, naming it.
+    """
+    from rewardlab.envs.gymnasium_env import import_user_module
+
+    module, _, name = spec.partition(":") if isinstance(spec, str) else ("", "", "")
+    if not module or not name.isidentifier():
+        raise ValueError(
+            f"--potential {spec!r} must be module:function, e.g. my_potentials:distance_to_goal, where "
+            "function(obs_batch) returns one potential per row"
+        )
+    found = getattr(import_user_module(module, f"--potential {spec}"), name, None)
+    if found is None or not callable(found):
+        raise ValueError(f"--potential {spec}: module {module!r} has no function {name!r}")
+    return found() if isinstance(found, type) else found
+
+
+def potential_for(config: dict[str, Any]) -> Any:
+    """The run's shaping potential: ``--potential``'s, the env's built-in one (``--shaping
+    builtin``), or None.
+
+    :raises ValueError: no potential can be had for what the config asks.
+    """
+    if config.get("potential"):
+        return load_potential(config["potential"])
+    if config["shaping"] == "builtin":
+        from rewardlab.shaping import potentials
+
+        try:
+            return potentials.for_env(config["env"])
+        except ValueError as error:
+            raise ValueError(
+                f"{error}: rewardlab train --potential module:function (or potential in --config)"
+            ) from None
+    return None
 
 
 def load_program(config: dict[str, Any]) -> Any:
@@ -231,10 +273,10 @@ class SandboxedProgramTrainer(Trainer):
     checkpoint_file = "model.pt"
 
     def __init__(self, config: dict[str, Any], run_dir: Path):
-        if config["shaping"] != "none" or config["intrinsic"]:
+        if config["shaping"] != "none" or config.get("potential") or config["intrinsic"]:
             raise ValueError(
                 "--reward-program trains on the program's reward alone in the sandbox; drop "
-                "--shaping/--intrinsic, or pass --trust-program to combine them in this process"
+                "--shaping/--potential/--intrinsic, or pass --trust-program to combine them in this process"
             )
         self.config, self.run_dir = config, run_dir
         self.reward = load_program(config)

@@ -11,7 +11,7 @@ import pytest
 from torch.utils.tensorboard import SummaryWriter
 
 from rewardlab.app.cli import main
-from rewardlab.app.compare import compare, iqm, load_runs
+from rewardlab.app.compare import compare, iqm, load_runs, read_scalars
 
 PPO_SMALL = '{"n_steps": 32, "n_epochs": 2}'
 
@@ -441,3 +441,54 @@ def test_compare_finds_episode_extrinsic_in_sb3_and_own_ppo_runs(tmp_path):
     assert main(["compare", str(tmp_path / "ppo"), str(tmp_path / "sb3-ppo"), "--tag", "episode/extrinsic",
                  "--out", str(tmp_path / "compare")]) == 0  # fmt: skip
     assert (tmp_path / "compare" / "summary.md").exists()
+
+
+POINT_MASS_POTENTIAL = '''
+def closeness(obs):
+    """Minus the distance to the goal; obs is (N, 6) in Gymnasium's sorted order goal, pos, vel.
+    The same code serves numpy batches (SB3) and torch batches (our PPO)."""
+    return -(((obs[:, 2:4] - obs[:, 0:2]) ** 2).sum(-1)) ** 0.5
+'''
+
+
+@pytest.mark.parametrize("algo", ["ppo", "sb3-ppo"])
+def test_potential_shapes_a_users_env_from_the_command_line_and_the_config(tmp_path, monkeypatch, algo):
+    from user_envs import write_point_mass
+
+    monkeypatch.chdir(tmp_path)
+    env_id = write_point_mass(tmp_path, f"potential_point_mass_{algo.replace('-', '_')}")
+    (tmp_path / "pm_potential.py").write_text(POINT_MASS_POTENTIAL)
+    common = ["--env", env_id, "--algo", algo, "--steps", "128", "--num-envs", "2", "--no-progress"]
+    assert main(["train", *common, "--potential", "pm_potential:closeness", "--logdir", "flag"]) == 0
+    (tmp_path / "config.json").write_text(json.dumps({"potential": "pm_potential:closeness"}))
+    assert main(["train", *common, "--config", "config.json", "--logdir", "file"]) == 0
+    for logdir in ("flag", "file"):
+        assert json.loads((tmp_path / logdir / "seed_0" / "config.json").read_text())["potential"] == (
+            "pm_potential:closeness")
+        scalars = read_scalars(next((tmp_path / logdir / "seed_0" / "tb").iterdir()))
+        assert "reward/shaping" in scalars and np.any(scalars["reward/shaping"][1] != 0)
+
+
+def test_a_potential_that_fails_is_one_line_and_leaves_no_run_behind(tmp_path, monkeypatch, capsys):
+    from user_envs import write_point_mass
+
+    monkeypatch.chdir(tmp_path)
+    env_id = write_point_mass(tmp_path, "failing_potential_point_mass")
+    (tmp_path / "failing_potential.py").write_text(POINT_MASS_POTENTIAL + "\ndef broken(obs):\n    return obs[:, 9]\n")
+    common = ["train", "--env", env_id, "--steps", "64", "--logdir", "runs", "--no-progress"]
+    for flags, message in (
+        (["--shaping", "builtin"], "rewardlab train --potential module:function"),
+        (["--potential", "failing_potential:missing"], "module 'failing_potential' has no function 'missing'"),
+        (["--potential", "no_such_module:phi"], "cannot import module 'no_such_module'"),
+        (["--potential", "failing_potential:broken"], "could not take an observation batch"),
+        (["--potential", "closeness"], "must be module:function"),
+        (["--potential", "failing_potential:closeness", "--shaping", "builtin"], "pass one"),
+    ):
+        assert main([*common, *flags]) == 2, flags
+        err = capsys.readouterr().err
+        assert message in err and len(err.strip().splitlines()) == 1, err
+        assert not (tmp_path / "runs").exists()
+    # a learner that refuses its settings once the run directory was made takes it away again
+    assert main(["train", "--env", "CartPole-v1", "--algo", "hra", "--intrinsic", "rnd", "--steps", "64",
+                 "--logdir", "runs", "--no-progress"]) == 2
+    assert not (tmp_path / "runs" / "seed_0").exists()
