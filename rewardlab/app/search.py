@@ -17,7 +17,8 @@ Examples::
     # on a Ray cluster, and continuing a run that was interrupted
     rewardlab search ... --executor ray --address ray://head:10001 --out runs/x --resume
 
-The run directory holds ``report.md``, ``best_reward.py`` (``rewardlab train --reward-program``
+The run directory holds ``report.md`` and its page ``report.html`` (plots; open it in a
+browser), ``best_reward.py`` (``rewardlab train --reward-program``
 or ``rewardlab.llm_reward.load_reward``), ``summary.json``, TensorBoard logs of every candidate and of
 the final re-training (``rewardlab compare OUT/final/best OUT/final/human OUT/final/sparse``),
 and ``journal.jsonl``, from which ``--resume`` continues without repeating an LLM call or a
@@ -99,6 +100,7 @@ def _client(args: argparse.Namespace) -> OpenAICompatibleClient | None:
 
 def _print_result(result: SearchResult) -> None:
     from rewardlab.llm_reward.search.report import BEST_FILE, REPORT_FILE
+    from rewardlab.llm_reward.search.report_html import HTML_FILE
 
     best = result.best
     if best is None:
@@ -115,7 +117,7 @@ def _print_result(result: SearchResult) -> None:
         print("  normalised score: undefined (the human and sparse references scored the same)")
     cost = "unknown" if result.cost_unknown else f"${result.cost_usd:.4f}"
     print(f"tokens {result.usage.total_tokens:,}, cost {cost}, failures {dict(result.failures) or 0}")
-    print(f"wrote {result.out / REPORT_FILE} and {result.out / BEST_FILE}")
+    print(f"wrote {result.out / REPORT_FILE}, {result.out / HTML_FILE} and {result.out / BEST_FILE}")
     print(f"train on it: rewardlab train --env {result.config.env_id} --reward-program "
           f"{result.out / BEST_FILE} --logdir runs/best_reward")
 
