@@ -173,9 +173,14 @@ class BatchedMiniGridEnv(BatchedEnv):
         self.dx = torch.as_tensor(ahead[:, 0], device=device)
         self.dy = torch.as_tensor(ahead[:, 1], device=device)
         self.visibility = torch.as_tensor(_visibility_table(), device=device)
-        self.row_weights = torch.tensor([1 << i for i in range(VIEW)], device=device).view(1, VIEW, 1)
-        self.column_shifts = torch.arange(VIEW, device=device).view(1, VIEW, 1)
+        self.row_weights = torch.tensor([1 << (VIEW + i) for i in range(VIEW)], device=device).view(1, VIEW, 1)
+        masks = torch.arange(1 << VIEW, device=device)
+        self.row_cells = (masks.unsqueeze(1) >> torch.arange(VIEW, device=device) & 1).long()
+        self.agent_cell = torch.arange(VIEW * VIEW, device=device) == AGENT_CELL
+        self.front_cell = torch.arange(VIEW * VIEW, device=device) == AGENT_CELL - 1
         codes = torch.arange(1 << (TARGET_SHIFT + 1), device=device)
+        kinds, door_states = codes & 15, codes >> STATE_SHIFT & 3
+        self.see_behind = ~((kinds == WALL) | ((kinds == DOOR) & (door_states != OPEN)))
         self.decoded = torch.stack(
             [codes & 15, codes >> COLOUR_SHIFT & 7, codes >> STATE_SHIFT & 3], dim=1
         ).float()
@@ -281,7 +286,11 @@ class BatchedMiniGridEnv(BatchedEnv):
         """:meth:`step_values` compiled ahead of time (or loaded from the on-disk cache) for
         this env's shapes, as :class:`~rewardlab.envs.BatchedEnv` compiles its step."""
         inputs = [self._state, actions]
-        graph = make_fx(self.step_values)(*inputs)
+
+        def step_values(state: torch.Tensor, actions: torch.Tensor) -> tuple[torch.Tensor, ...]:
+            return self.step_values(state, actions)
+
+        graph = make_fx(step_values)(*inputs)
         options = {"cpp.threads": 1} if self.device.type == "cpu" else {}
         return load_or_compile(graph, inputs, f"{self.spec_id}-step", options)
 
@@ -361,9 +370,11 @@ class BatchedMiniGridEnv(BatchedEnv):
         reward = 1 - 0.9 * (step_count.double() / self.max_steps)
         reward = torch.where(success, reward, 0.0).float()
 
-        # the view after the step: the cells as they were but the one in front, changed
+        # the view after the step: the cells as they were but the one in front, which only
+        # pickup, drop and toggle change, and they neither move nor turn the agent
         seen = ((y + PAD) * rows.padded_width + x + PAD).unsqueeze(1) + self.view_steps[direction]
-        cells = torch.where(seen == front, new_cell.unsqueeze(1), state.gather(1, seen).long())
+        changed = self.front_cell & (actions >= PICKUP).unsqueeze(1)
+        cells = torch.where(changed, new_cell.unsqueeze(1), state.gather(1, seen).long())
         obs = self._image(cells, carrying)
         new_cell = new_cell.unsqueeze(1).short()
         new_inside = new_inside.unsqueeze(1).short()
@@ -384,7 +395,7 @@ class BatchedMiniGridEnv(BatchedEnv):
     def _image(self, cells: torch.Tensor, carrying: torch.Tensor) -> torch.Tensor:
         """The flat view from the codes under it (``(n, 49)``, int64) and the carried codes."""
         cells = self._hide_occluded(cells)
-        cells = torch.cat([cells[:, :AGENT_CELL], carrying.unsqueeze(1), cells[:, AGENT_CELL + 1 :]], dim=1)
+        cells = torch.where(self.agent_cell, carrying.unsqueeze(1), cells)
         return self.decoded[cells].view(-1, VIEW * VIEW * 3)
 
     def _hide_occluded(self, cells: torch.Tensor) -> torch.Tensor:
@@ -395,19 +406,17 @@ class BatchedMiniGridEnv(BatchedEnv):
         """
         if self.see_through_walls:
             return cells
-        kind = cells & 15
-        see_behind = ~((kind == WALL) | ((kind == DOOR) & (cells >> STATE_SHIFT & 3 != OPEN)))
-        # one 7-bit mask per view row (vy), bit vx
-        see_bits = (see_behind.view(-1, VIEW, VIEW) * self.row_weights).sum(1)
+        # one 7-bit mask per view row (vy), bit vx, shifted to the table's see_behind bits
+        see_bits = (self.see_behind[cells].view(-1, VIEW, VIEW) * self.row_weights).sum(1)
         marked = torch.full_like(see_bits[:, 0], 1 << (VIEW // 2))  # the agent's cell
         visible_rows = [marked] * VIEW
         for row in reversed(range(VIEW)):
-            entry = self.visibility[marked | see_bits[:, row] << VIEW]
+            entry = self.visibility[marked | see_bits[:, row]]
             visible_rows[row] = entry
             marked = entry >> VIEW
-        visible_bits = torch.stack(visible_rows, dim=1).unsqueeze(1)  # (n, 1, vy)
-        visible = (visible_bits >> self.column_shifts) & 1 == 1  # (n, vx, vy)
-        return torch.where(visible.view(-1, VIEW * VIEW), cells, 0)
+        # (n, vy) row masks to (n, vx, vy) cells
+        visible = self.row_cells[torch.stack(visible_rows, dim=1) & (1 << VIEW) - 1].transpose(1, 2)
+        return cells * visible.reshape(-1, VIEW * VIEW)
 
     def advance(self, *args: Any, **kwargs: Any) -> tuple[torch.Tensor, ...]:
         """Not available: the step writes the state in place (:attr:`steps_by_advance` is
