@@ -521,6 +521,7 @@ class _Search:
             self.progress.spent(completion.usage.total_tokens, completion.cost_usd)
         candidate.answer = record["text"]
         candidate.genome = record.get("genome")
+        candidate.finish_reason = record.get("finish_reason")
         if "usage" in record:
             candidate.usage = Usage(**record["usage"])
             candidate.cost_usd = record.get("cost_usd")

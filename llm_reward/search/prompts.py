@@ -8,6 +8,8 @@ grow with the number of iterations.
 - Eureka: the feedback is the reward reflection of the best program so far, a line for
   every candidate of the last iteration (fitness, reward-hacking signals, prescreen
   findings), and each failed program's reason and cut traceback.
+- Both: an answer cut off by the token limit gets a note asking for a shorter one, and an
+  answer with several programs a note naming the one trained.
 - Text2Reward: the first prompt may carry the most similar examples of the library
   (few-shot); the feedback is the human's text (terminal or file) with the same results.
 """
@@ -17,13 +19,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from rewardlab.envs.descriptions import EnvDescription
+from rewardlab.llm_reward.programs.program import code_choice_note
 from rewardlab.llm_reward.search.examples import Example
 from rewardlab.llm_reward.search.records import PRESCREEN_FAILURE, Candidate
 from rewardlab.llm_reward.search.reflection import describe_failure, reflect, tips
 from rewardlab.llm_reward.search.text import prompt_block, prompt_line
 
 __all__ = [
+    "CUT_OFF_NOTE",
     "SYSTEM_PROMPT",
+    "answer_notes",
     "candidate_line",
     "conversation",
     "feedback_prompt",
@@ -90,11 +95,36 @@ def task_prompt(
     return "\n\n".join(parts)
 
 
+#: what the next prompt says when an answer of the last iteration hit the token limit
+CUT_OFF_NOTE = ("Your previous answer ({keys}) was cut off by the token limit (finish_reason length): write a "
+                "shorter one: the ```python block first, few comments, little prose.")
+
+
 def candidate_line(candidate: Candidate) -> str:
-    """One line on what became of a candidate.
+    """One line on what became of a candidate, with what the search noticed about its answer
+    (cut off by the token limit, which of several code blocks was trained).
 
     :param candidate: the candidate.
     """
+    return _outcome(candidate) + "".join(f"; note: {note}" for note in answer_notes(candidate))
+
+
+def answer_notes(candidate: Candidate) -> list[str]:
+    """What the search noticed about a candidate's answer, in words for the model.
+
+    :param candidate: the candidate.
+    """
+    notes = []
+    if candidate.finish_reason == "length":
+        notes.append("the answer was cut off by the token limit (finish_reason length)")
+    if candidate.answer and candidate.genome is None:  # the evolve proposer's answers are programs
+        choice = code_choice_note(candidate.answer)
+        if choice:
+            notes.append(choice)
+    return notes
+
+
+def _outcome(candidate: Candidate) -> str:
     if candidate.ok:
         result = candidate.result
         assert result is not None
@@ -159,6 +189,9 @@ def feedback_prompt(
             f"{candidate.key}: {describe_failure(candidate.failure)}" for candidate in failed
             if candidate.failure is not None
         ))
+    cut_off = [candidate.key for candidate in last if candidate.finish_reason == "length"]
+    if cut_off:
+        parts.append(CUT_OFF_NOTE.format(keys=", ".join(cut_off)))
     if mode == "text2reward" and human_feedback:
         parts.append("Revise the reward function to address the feedback. " + _FORMAT)
     else:

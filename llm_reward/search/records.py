@@ -87,6 +87,8 @@ class Candidate:
     :param prescreen: its prescreen score, when the search prescreens.
     :param result: its evaluation, when it was trained.
     :param signals: its reward-hacking signals, when it trained successfully.
+    :param finish_reason: why the LLM stopped writing the answer (``"length"``: the token
+        limit cut it off), when the server said.
     """
 
     iteration: int
@@ -100,6 +102,7 @@ class Candidate:
     prescreen: PrescreenScore | None = None
     result: EvalResult | None = None
     signals: RewardSignals | None = None
+    finish_reason: str | None = None
     #: a finalist's late fitness per extra seed (``None``: that seed failed), when the search confirms finalists
     confirmation: dict[int, float | None] | None = None
 

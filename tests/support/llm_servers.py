@@ -25,7 +25,8 @@ class ScriptedLLM:
     """An OpenAI-compatible chat-completions server that replies from a script, in order.
 
     Each script entry is a dict: ``{"answer": text}`` (optionally ``"usage": (prompt,
-    completion)``, ``None`` for a reply without usage, and ``"sleep": s`` before replying),
+    completion)``, ``None`` for a reply without usage, ``"finish_reason"`` (``"stop"`` unless
+    given; ``"length"``: cut off by the token limit) and ``"sleep": s`` before replying),
     ``{"status": 429 | 500 | 401, ...}`` (an error; 429 may carry ``"retry_after"``), or
     ``{"hang": True}`` (never replies until :meth:`close`). Chat requests are recorded in
     :attr:`requests` (the JSON bodies) and :attr:`headers`.
@@ -95,7 +96,7 @@ class ScriptedLLM:
                     response: dict[str, Any] = {
                         "id": "chatcmpl-scripted", "object": "chat.completion", "created": 0,
                         "model": body.get("model", "scripted"),
-                        "choices": [{"index": 0, "finish_reason": "stop",
+                        "choices": [{"index": 0, "finish_reason": reply.get("finish_reason", "stop"),
                                      "message": {"role": "assistant", "content": reply["answer"]}}],
                     }
                     if usage is not None:
