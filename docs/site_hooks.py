@@ -81,10 +81,14 @@ def result_tables(name: str, link: str) -> str:
         raise FileNotFoundError(f"a docs page shows benchmarks/results/{name}.md, which does not exist")
     lines = path.read_text().splitlines()
     tables: list[list[str]] = []
+    heading = ""  # a table under a heading of its own (one per env) is shown with it
     for previous, line in zip(["", *lines], lines):
-        if TABLE_LINE.match(line):
+        if line.startswith("## ") or line.startswith("### "):
+            heading = line.lstrip("#").strip()
+        elif TABLE_LINE.match(line):
             if not TABLE_LINE.match(previous):
-                tables.append([])
+                tables.append([f"**{heading}**", ""] if heading else [])
+                heading = ""
             tables[-1].append(line)
     if not tables:
         raise ValueError(f"benchmarks/results/{name}.md holds no table to show")
