@@ -1,227 +1,290 @@
-"""Success rate against env steps of SB3 PPO on MiniGrid with each intrinsic reward.
+"""Success rate of rewardlab's PPO on hard MiniGrid tasks, plain and with each intrinsic bonus,
+against env steps and against wall time, on the batched MiniGrid (``rewardlab.envs``).
 
-Methods: ``plain``, ``rnd``, ``count``, ``surprise`` and ``hybrid`` (Count and RND, summed).
-Every bonus is first scaled by its running RMS (a one-module ``Hybrid``), so one coefficient,
-``--coef``, means the same for all of them; it enters PPO's rollout buffer through
-:class:`rewardlab.agents.sb3_intrinsic.IntrinsicRewardCallback` (GAE over the combined reward).
+Methods (``--methods``): ``none`` (plain PPO), one bonus (``episodic``, ``rnd``, ``count``,
+``e3b``) or a fusion ``<fusion>:<modules>`` (``noveld:rnd,episodic``,
+``ngu:rnd,episodic``, ``product:rnd,episodic``, ...). The bonus is learnt by PPO's own
+non-episodic intrinsic value head (RND's two streams), weighted ``--coef`` against the env's
+reward head (weight 1).
 
-SB3 PPO with RL Zoo's MiniGrid settings (8 envs x 128 steps, 10 epochs of minibatches of 64,
-lr 2.5e-4, gamma 0.99) plus entropy 0.01, ``MlpPolicy`` on the agent's flattened 7x7x3 view
-(:func:`rewardlab.envs.minigrid.make_minigrid`). An episode succeeds when its return is positive
-(the goal was reached); the success rate is reported per ``--bin`` env steps.
+A run stops at ``--minutes`` of wall time or ``--steps`` env steps, whichever comes first.
+An episode succeeds when its return is positive (MiniGrid pays ``1 - 0.9 * steps /
+max_steps`` for the goal, 0 otherwise). Two measures, neither biased towards short episodes
+(the last episodes to *end* are mostly the successful ones when failures run to the time
+limit):
 
-The full configuration (1M steps, 3 seeds, DoorKey-8x8 and MultiRoom-N2-S4: 30M steps in
-all) takes tens of CPU-hours (5 ms per step on a shared 2-core machine); pass smaller
-``--steps``, ``--seeds`` or ``--envs`` for a reduced run. Writes
-``benchmarks/results/intrinsic_minigrid.{json,md}``::
+- the curve: the success rate of the training episodes (the policy's own, stochastic)
+  grouped by the env step at which they *started*, in bins of ``--bin`` steps, with the
+  wall time at which the bin's steps were taken; only bins whose every episode has ended;
+- ``final_success``: after training, one fresh episode in each of ``--num-envs`` envs of
+  new layouts (another seed), the trained policy sampling its actions as in training.
 
-    python -m benchmarks.intrinsic_minigrid --steps 1000000 --seeds 3
-    python -m benchmarks.intrinsic_minigrid --envs MiniGrid-DoorKey-5x5-v0 --steps 100000 --seeds 1
+Each run appends one JSON line to ``benchmarks/results/intrinsic_minigrid_runs.jsonl``
+(the machine, the command, the settings and the curve); ``--summarize`` writes
+``benchmarks/results/intrinsic_minigrid.md`` from that file::
+
+    python -m benchmarks.intrinsic_minigrid --tasks MiniGrid-DoorKey-16x16-v0 \\
+        --methods none,episodic,noveld:rnd,episodic --seeds 0,1,2 --minutes 8
+    python -m benchmarks.intrinsic_minigrid --summarize
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import sys
 import time
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
-from stable_baselines3 import PPO
-from stable_baselines3.common.callbacks import BaseCallback, CallbackList
 
 from benchmarks.machine import describe_machine
-from rewardlab import intrinsic
-from rewardlab.agents.sb3_intrinsic import IntrinsicRewardCallback
-from rewardlab.envs.minigrid import make_minigrid_vec
+from rewardlab import envs, intrinsic
+from rewardlab.agents import PPO
+from rewardlab.envs.core import BatchedWrapper
 
 RESULTS = Path(__file__).parent / "results"
-ENVS = ("MiniGrid-DoorKey-8x8-v0", "MiniGrid-MultiRoom-N2-S4-v0")
-METHODS = {
-    "plain": None,
-    "rnd": "rnd",
-    "count": "count",
-    "surprise": "surprise",
-    "hybrid": "count,rnd",
-}
-N_ENVS = 8
-PPO_SETTINGS = {
-    "n_steps": 128,
-    "batch_size": 64,
-    "n_epochs": 10,
-    "learning_rate": 2.5e-4,
+RUNS = RESULTS / "intrinsic_minigrid_runs.jsonl"
+SUMMARY = RESULTS / "intrinsic_minigrid.md"
+TASKS = (
+    "MiniGrid-DoorKey-16x16-v0",
+    "MiniGrid-KeyCorridorS4R3-v0",
+    "MiniGrid-MultiRoom-N6-v0",
+    "MiniGrid-ObstructedMaze-1Dlhb-v0",
+)
+METHODS = ("none", "episodic", "noveld:rnd,episodic")
+PPO_SETTINGS: dict[str, Any] = {
+    "n_steps": 64,
+    "batch_size": 8192,
+    "n_epochs": 4,
+    "learning_rate": 5e-4,
     "gamma": 0.99,
     "gae_lambda": 0.95,
-    "clip_range": 0.2,
     "ent_coef": 0.01,
+    "normalize_obs": True,
+    "net_arch": [64, 64],
+    "activation": "tanh",
 }
 
 
-class Episodes(BaseCallback):
-    """Records ``(env step, return)`` of every finished episode (from ``Monitor``)."""
+class EpisodeLog(BatchedWrapper):
+    """Records, for every episode that ends, the env step at which it started and whether it
+    reached the goal (a positive extrinsic reward at its last step)."""
 
-    def __init__(self) -> None:
-        super().__init__()
-        self.episodes: list[tuple[int, float]] = []
+    def __init__(self, env: Any) -> None:
+        super().__init__(env)
+        self.steps = 0
+        self.start = torch.zeros(env.num_envs, dtype=torch.long, device=env.device)
+        self.starts: list[torch.Tensor] = []
+        self.successes: list[torch.Tensor] = []
 
-    def _on_step(self) -> bool:
-        for info in self.locals["infos"]:
-            if "episode" in info:
-                self.episodes.append((self.num_timesteps, float(info["episode"]["r"])))
-        return True
+    def reset(self, **kwargs: Any) -> Any:
+        self.start.fill_(self.steps)
+        return self.env.reset(**kwargs)
+
+    def step(self, actions: Any) -> Any:
+        obs, reward, terminated, truncated, info = self.env.step(actions)
+        self.steps += self.env.num_envs
+        ended = terminated | truncated
+        if bool(ended.any()):
+            self.starts.append(self.start[ended].clone())
+            self.successes.append(info["reward_components"]["extrinsic"][ended] > 0)
+            self.start[ended] = self.steps
+        return obs, reward, terminated, truncated, info
 
 
-def bonus_module(method: str, venv: Any, seed: int) -> intrinsic.IntrinsicModule | None:
-    """The method's module, scaled by its running RMS; ``None`` for plain PPO.
+def success_by_start(log: EpisodeLog, bin_steps: int, horizon: int,
+                     times: list[list[float]]) -> list[list[float]]:  # fmt: skip
+    """``[bin end (env steps), wall s at that step, success rate, episodes]`` per complete bin.
 
-    :param method: a key of :data:`METHODS`
-    :param venv: the SB3 vec env
-    :param seed: the run's seed
+    :param log: the run's episode log
+    :param bin_steps: env steps per bin
+    :param horizon: env steps after which every episode started in a bin has ended
+    :param times: ``[env steps, wall s]`` after each rollout
     """
-    names = METHODS[method]
-    if names is None:
-        return None
-    module = intrinsic.make(
-        names, venv.observation_space, venv.action_space, fusion="sum", seed=seed
-    )
-    return (
-        module
-        if isinstance(module, intrinsic.Hybrid)
-        else intrinsic.Hybrid([module], name=module.name)
-    )
-
-
-def run(env_id: str, method: str, seed: int, steps: int, coef: float) -> dict[str, Any]:
-    """Train one SB3 PPO run and return its finished episodes.
-
-    :param env_id: a MiniGrid id
-    :param method: a key of :data:`METHODS`
-    :param seed: the seed
-    :param steps: env steps to train for
-    :param coef: the weight of the (RMS-scaled) bonus
-    """
-    torch.set_num_threads(1)
-    venv = make_minigrid_vec(env_id, N_ENVS, seed=seed)
-    model = PPO("MlpPolicy", venv, seed=seed, device="cpu", **PPO_SETTINGS)
-    episodes = Episodes()
-    callbacks: list[BaseCallback] = [episodes]
-    module = bonus_module(method, venv, seed)
-    if module is not None:
-        callbacks.append(IntrinsicRewardCallback(module, coef=coef))
-    start = time.perf_counter()
-    model.learn(steps, callback=CallbackList(callbacks))
-    return {
-        "env_id": env_id,
-        "method": method,
-        "seed": seed,
-        "episodes": episodes.episodes,
-        "seconds": round(time.perf_counter() - start, 1),
-    }
-
-
-def success_curve(runs: list[dict[str, Any]], steps: int, bin_steps: int) -> list[float | None]:
-    """The success rate per bin of env steps, pooled over the runs' episodes."""
+    if not log.starts:
+        return []
+    starts = torch.cat(log.starts).cpu().numpy()
+    successes = torch.cat(log.successes).cpu().numpy()
     curve = []
-    for low in range(0, steps, bin_steps):
-        returns = [r for run in runs for t, r in run["episodes"] if low < t <= low + bin_steps]
-        curve.append(float(np.mean([r > 0 for r in returns])) if returns else None)
+    for end in range(bin_steps, log.steps - horizon + 1, bin_steps):
+        chosen = (starts >= end - bin_steps) & (starts < end)
+        if chosen.any():
+            wall = next((t for steps, t in times if steps >= end), times[-1][1])
+            curve.append([end, wall, round(float(successes[chosen].mean()), 4), int(chosen.sum())])
     return curve
 
 
-def write_markdown(path: Path, result: dict[str, Any]) -> None:
-    config = result["config"]
-    bins = [(i + 1) * config["bin"] for i in range(len(next(iter(result["curves"].values()))))]
-    lines = [
-        "# Intrinsic rewards on MiniGrid: success rate against env steps (SB3 PPO)",
-        "",
-        f"{config['seeds']} seed(s), {config['steps']} env steps per run, bonus coefficient "
-        f"{config['coef']} on RMS-scaled bonuses. A cell is the fraction of episodes that ended "
-        f"in the {config['bin']} env steps up to that column which reached the goal (pooled over "
-        "seeds); `-` where no episode ended.",
-        "",
-        "| env | method | " + " | ".join(f"{b / 1000:g}k" for b in bins) + " | minutes |",
-        "| --- | --- | " + " | ".join("---" for _ in bins) + " | --- |",
-    ]
-    for key, curve in result["curves"].items():
-        env_id, method = key.split(" ")
-        cells = ["-" if v is None else f"{v:.2f}" for v in curve]
-        minutes = result["minutes"][key]
-        lines.append(f"| {env_id} | {method} | " + " | ".join(cells) + f" | {minutes:.1f} |")
-    if result.get("note"):
-        lines += ["", result["note"]]
-    lines += [
-        "",
-        f"SB3 PPO {json.dumps(PPO_SETTINGS)}, {N_ENVS} envs, MlpPolicy on the flattened view.",
-        f"Minutes: summed over seeds, {config['workers']} runs at a time, one torch thread each, on "
-        f"{result['machine']['summary']}.",
-        "",
-        f"Command: `{result['command']}`",
-        "",
-    ]
-    path.write_text("\n".join(lines))
+def evaluate(model: PPO, task: str, num_envs: int, seed: int) -> float:
+    """The success rate of one fresh episode per env (new layouts), actions sampled.
+
+    :param model: the trained model
+    :param task: the MiniGrid id
+    :param num_envs: episodes to play, one per env
+    :param seed: seeds the env's layouts and resets
+    """
+    env = envs.make(task, num_envs=num_envs, seed=seed)
+    obs, _ = env.reset(seed=seed)
+    finished = torch.zeros(num_envs, dtype=torch.bool)
+    succeeded = torch.zeros(num_envs, dtype=torch.bool)
+    while not bool(finished.all()):
+        actions, _ = model.predict(obs, deterministic=False)
+        obs, reward, terminated, truncated, info = env.step(actions)
+        ended = (terminated | truncated) & ~finished
+        succeeded |= ended & (info["reward_components"]["extrinsic"] > 0)
+        finished |= ended
+    return float(succeeded.float().mean())
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--envs", type=lambda s: s.split(","), default=list(ENVS))
-    parser.add_argument("--methods", type=lambda s: s.split(","), default=list(METHODS))
-    parser.add_argument("--steps", type=int, default=1_000_000)
-    parser.add_argument("--seeds", type=int, default=3)
-    parser.add_argument("--coef", type=float, default=0.01)
-    parser.add_argument("--bin", type=int, default=50_000, help="env steps per success-rate bin")
-    parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--out", type=Path, default=RESULTS / "intrinsic_minigrid")
-    parser.add_argument("--note", default="", help="a paragraph for the result files")
-    args = parser.parse_args()
-    unknown = sorted(set(args.methods) - set(METHODS))
-    if unknown:
-        parser.error(f"unknown methods {unknown}; choose from {', '.join(METHODS)}")
-    jobs = [(e, m, s) for e in args.envs for m in args.methods for s in range(args.seeds)]
-    with ProcessPoolExecutor(max_workers=args.workers) as pool:
-        futures = [pool.submit(run, e, m, s, args.steps, args.coef) for e, m, s in jobs]
-        runs = []
-        for future in futures:
-            runs.append(future.result())
-            done = runs[-1]
-            print(
-                f"{done['env_id']} {done['method']} seed {done['seed']}: {done['seconds']} s",
-                flush=True,
-            )
-    curves, minutes = {}, {}
-    for env_id in args.envs:
-        for method in args.methods:
-            mine = [r for r in runs if r["env_id"] == env_id and r["method"] == method]
-            curves[f"{env_id} {method}"] = success_curve(mine, args.steps, args.bin)
-            minutes[f"{env_id} {method}"] = sum(r["seconds"] for r in mine) / 60
-    result = {
-        "config": {
-            "envs": args.envs,
-            "methods": args.methods,
-            "steps": args.steps,
-            "seeds": args.seeds,
-            "coef": args.coef,
-            "bin": args.bin,
-            "workers": args.workers,
-            "n_envs": N_ENVS,
-            "ppo": PPO_SETTINGS,
-        },
-        "curves": curves,
-        "minutes": minutes,
-        "runs": runs,
-        "machine": describe_machine(),
-        "note": args.note,
-        "command": " ".join(["python -m benchmarks.intrinsic_minigrid", *sys.argv[1:]]),
+def parse_method(method: str) -> tuple[str | None, str]:
+    """``(modules, fusion)`` of a method name: ``none``, ``rnd`` or ``noveld:rnd,episodic``."""
+    if method == "none":
+        return None, "sum"
+    if ":" in method:
+        fusion, modules = method.split(":", 1)
+        if fusion not in intrinsic.FUSIONS:
+            raise ValueError(f"unknown fusion {fusion!r} in method {method!r}; choose from {intrinsic.FUSIONS}")
+        return modules, fusion
+    return method, "sum"
+
+
+def run(task: str, method: str, seed: int, *, num_envs: int, minutes: float, steps: int,
+        coef: float, bin_steps: int, settings: dict[str, Any]) -> dict[str, Any]:  # fmt: skip
+    """Train one PPO run and return its record (settings, curve, final success rate).
+
+    :param task: a batched MiniGrid id
+    :param method: see the module docstring
+    :param seed: seeds the env's layouts and resets, the networks and the bonus
+    :param num_envs: envs stepped in parallel
+    :param minutes: the wall-time budget
+    :param steps: the env-step budget
+    :param coef: the intrinsic head's advantage weight
+    :param bin_steps: env steps per bin of the curve
+    :param settings: PPO's hyperparameters
+    """
+    started = time.perf_counter()
+    env = EpisodeLog(envs.make(task, num_envs=num_envs, seed=seed))
+    made_env = time.perf_counter() - started
+    modules, fusion = parse_method(method)
+    module = None
+    if modules is not None:
+        module = intrinsic.make(modules, env.single_observation_space, env.single_action_space,
+                                fusion=fusion, seed=seed)  # fmt: skip
+    model = PPO(env, seed=seed, intrinsic=module, intrinsic_coef=coef, **settings)
+    times: list[list[float]] = []
+    deadline = started + 60.0 * minutes
+
+    def callback(local: dict[str, Any]) -> bool:
+        times.append([model.num_timesteps, round(time.perf_counter() - started, 2)])
+        return time.perf_counter() < deadline
+
+    model.learn(steps, callback=callback)
+    wall = time.perf_counter() - started
+    horizon = env.unwrapped.max_episode_steps * num_envs
+    curve = success_by_start(env, bin_steps, horizon, times)
+    final = evaluate(model, task, num_envs, seed + 10_000)
+    return {
+        "task": task,
+        "method": method,
+        "seed": seed,
+        "num_envs": num_envs,
+        "coef": coef,
+        "settings": settings,
+        "env_steps": model.num_timesteps,
+        "wall_s": round(wall, 1),
+        "env_made_s": round(made_env, 1),
+        "steps_per_s": round(model.num_timesteps / wall),
+        "final_success": final,
+        "curve": curve,
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    (args.out.parent / f"{args.out.name}.json").write_text(json.dumps(result))
-    write_markdown(args.out.parent / f"{args.out.name}.md", result)
-    print((args.out.parent / f"{args.out.name}.md").read_text())
+
+
+def summarize(path: Path = RUNS, out: Path = SUMMARY) -> str:
+    """Write the summary table of every recorded run; returns the Markdown."""
+    records = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    lines = [
+        "# Intrinsic bonuses on hard MiniGrid tasks (batched MiniGrid, rewardlab PPO)",
+        "",
+        "Written by `python -m benchmarks.intrinsic_minigrid --summarize` from "
+        "`intrinsic_minigrid_runs.jsonl` (one line per run, with its command and machine).",
+        "Final success: one fresh episode in each of the run's envs (new layouts) after "
+        "training, actions sampled. `first >= 0.9`: the env steps (M) and wall minutes at the "
+        "end of the first bin of training episodes, grouped by the step they started at, "
+        "whose success rate reached 0.9 (`-`: none did).",
+        "",
+        "| task | method | coef | seeds | final success per seed | seeds >= 0.9 | env steps (M) | "
+        "wall (min) | first >= 0.9 (M steps / min) |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    groups: dict[tuple, list[dict]] = {}
+    for r in records:
+        groups.setdefault((r["task"], r["method"], r["coef"]), []).append(r)
+    if len({json.dumps(r["settings"], sort_keys=True) for r in records}) > 1:
+        raise ValueError(f"{path} holds runs with different PPO settings; summarise them apart")
+    for (task, method, coef), runs in sorted(groups.items()):
+        runs.sort(key=lambda r: r["seed"])
+        finals = " ".join(f"{r['final_success']:.2f}" for r in runs)
+        solved = sum(r["final_success"] >= 0.9 for r in runs)
+        firsts = []
+        for r in runs:
+            hit = next((point for point in r["curve"] if point[2] >= 0.9), None)
+            firsts.append("-" if hit is None else f"{hit[0] / 1e6:.1f}/{hit[1] / 60:.1f}")
+        lines.append(
+            f"| {task.removeprefix('MiniGrid-')} | {method} | {coef} | {len(runs)} | {finals} | "
+            f"{solved}/{len(runs)} | {np.mean([r['env_steps'] for r in runs]) / 1e6:.1f} | "
+            f"{np.mean([r['wall_s'] for r in runs]) / 60:.1f} | {' '.join(firsts)} |"
+        )
+    machines = sorted({r["machine"]["summary"] for r in records})
+    commits = sorted({r["machine"]["commit"] for r in records})
+    lines += ["", f"PPO settings: `{json.dumps(records[0]['settings'])}`, "
+              f"{records[0]['num_envs']} envs; the bonus's value head non-episodic, weight `coef`.",
+              "", "Machines: " + "; ".join(machines), "", "Commits: " + ", ".join(commits),
+              "", "Commands:", ""]  # fmt: skip
+    lines += [f"    {c}" for c in sorted({r["command"] for r in records})]
+    text = "\n".join(lines) + "\n"
+    out.write_text(text)
+    return text
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--tasks", default=",".join(TASKS[:1]))
+    parser.add_argument("--methods", default=";".join(METHODS),
+                        help="methods separated by ';' (a fusion's modules by ',')")
+    parser.add_argument("--seeds", default="0")
+    parser.add_argument("--num-envs", type=int, default=512)
+    parser.add_argument("--minutes", type=float, default=8.0)
+    parser.add_argument("--steps", type=int, default=100_000_000)
+    parser.add_argument("--coef", type=float, default=1.0)
+    parser.add_argument("--bin", type=int, default=500_000, help="env steps per bin of the curve")
+    parser.add_argument("--set", default="{}", help="PPO settings to change, as JSON")
+    parser.add_argument("--runs", type=Path, default=RUNS, help="the JSON-lines file runs append to")
+    parser.add_argument("--summarize", action="store_true")
+    args = parser.parse_args(argv)
+    if args.summarize:
+        print(summarize(args.runs))
+        return
+    torch.set_num_threads(1)
+    settings = {**PPO_SETTINGS, **json.loads(args.set)}
+    command = "python -m benchmarks.intrinsic_minigrid " + " ".join(
+        shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:])
+    )
+    machine = describe_machine()
+    for task in args.tasks.split(","):
+        for method in args.methods.split(";"):
+            for seed in (int(s) for s in args.seeds.split(",")):
+                record = run(task, method, seed, num_envs=args.num_envs, minutes=args.minutes,
+                             steps=args.steps, coef=args.coef,
+                             bin_steps=args.bin, settings=settings)  # fmt: skip
+                record |= {"command": command, "machine": machine}
+                with args.runs.open("a") as f:
+                    f.write(json.dumps(record) + "\n")
+                print(f"{task} {method} seed {seed}: final success {record['final_success']:.2f} "
+                      f"after {record['env_steps'] / 1e6:.2f}M steps in {record['wall_s'] / 60:.1f} "
+                      f"min ({record['steps_per_s']} steps/s)", flush=True)  # fmt: skip
 
 
 if __name__ == "__main__":
