@@ -46,6 +46,12 @@ LEFT, RIGHT, FORWARD, PICKUP, DROP, TOGGLE, DONE = range(7)
 AGENT_CELL = (VIEW // 2) * VIEW + VIEW - 1  # the agent's cell (3, 6) of the view, vx * 7 + vy
 
 
+def lookup(table: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+    """``table[index]`` along the first dimension, by ``index_select`` (several times
+    faster than advanced indexing on CPU)."""
+    return table.index_select(0, index.reshape(-1)).view(*index.shape, *table.shape[1:])
+
+
 @functools.cache
 def _visibility_table() -> np.ndarray:
     return row_visibility_table()
@@ -175,7 +181,7 @@ class BatchedMiniGridEnv(BatchedEnv):
         self.visibility = torch.as_tensor(_visibility_table(), device=device)
         self.row_weights = torch.tensor([1 << (VIEW + i) for i in range(VIEW)], device=device).view(1, VIEW, 1)
         masks = torch.arange(1 << VIEW, device=device)
-        self.row_cells = (masks.unsqueeze(1) >> torch.arange(VIEW, device=device) & 1).long()
+        self.row_cells = (masks.unsqueeze(1) >> torch.arange(VIEW, device=device) & 1).int()
         self.agent_cell = torch.arange(VIEW * VIEW, device=device) == AGENT_CELL
         self.front_cell = torch.arange(VIEW * VIEW, device=device) == AGENT_CELL - 1
         codes = torch.arange(1 << (TARGET_SHIFT + 1), device=device)
@@ -311,7 +317,7 @@ class BatchedMiniGridEnv(BatchedEnv):
         x, y, direction, carrying = state[:, rows.agent_x : rows.carrying + 1].long().unbind(1)
         step_count = state[:, rows.step_count].long() + 1
 
-        dx, dy = self.dx[direction], self.dy[direction]
+        dx, dy = lookup(self.dx, direction), lookup(self.dy, direction)
         front = ((y + PAD + dy) * rows.padded_width + x + PAD + dx).unsqueeze(1)
         cell = state.gather(1, front).squeeze(1).long()
         kind = cell & 15
@@ -372,9 +378,9 @@ class BatchedMiniGridEnv(BatchedEnv):
 
         # the view after the step: the cells as they were but the one in front, which only
         # pickup, drop and toggle change, and they neither move nor turn the agent
-        seen = ((y + PAD) * rows.padded_width + x + PAD).unsqueeze(1) + self.view_steps[direction]
+        seen = ((y + PAD) * rows.padded_width + x + PAD).unsqueeze(1) + lookup(self.view_steps, direction)
         changed = self.front_cell & (actions >= PICKUP).unsqueeze(1)
-        cells = torch.where(changed, new_cell.unsqueeze(1), state.gather(1, seen).long())
+        cells = torch.where(changed, new_cell.unsqueeze(1).int(), state.gather(1, seen).int())
         obs = self._image(cells, carrying)
         new_cell = new_cell.unsqueeze(1).short()
         new_inside = new_inside.unsqueeze(1).short()
@@ -389,33 +395,33 @@ class BatchedMiniGridEnv(BatchedEnv):
         x, y, direction, carrying = state[:, rows.agent_x : rows.carrying + 1].long().unbind(1)
         # the cell under each view cell (vx * 7 + vy); the padding shows MiniGrid's outer walls
         agent = (y + PAD) * rows.padded_width + x + PAD
-        cells = state.gather(1, agent.unsqueeze(1) + self.view_steps[direction]).long()
+        cells = state.gather(1, agent.unsqueeze(1) + lookup(self.view_steps, direction)).int()
         return self._image(cells, carrying)
 
     def _image(self, cells: torch.Tensor, carrying: torch.Tensor) -> torch.Tensor:
-        """The flat view from the codes under it (``(n, 49)``, int64) and the carried codes."""
+        """The flat view from the codes under it (``(n, 49)``, int32) and the carried codes."""
         cells = self._hide_occluded(cells)
-        cells = torch.where(self.agent_cell, carrying.unsqueeze(1), cells)
-        return self.decoded[cells].view(-1, VIEW * VIEW * 3)
+        cells = torch.where(self.agent_cell, carrying.unsqueeze(1).int(), cells)
+        return self.decoded.index_select(0, cells.view(-1)).view(-1, VIEW * VIEW * 3)
 
     def _hide_occluded(self, cells: torch.Tensor) -> torch.Tensor:
         """MiniGrid's ``process_vis``: walls and closed doors hide what lies behind them
         (code 0, ``unseen``), unless the task sees through walls (``Empty``).
 
-        :param cells: int64 ``(n, 49)`` codes of the view, cell ``vx * 7 + vy``
+        :param cells: int32 ``(n, 49)`` codes of the view, cell ``vx * 7 + vy``
         """
         if self.see_through_walls:
             return cells
         # one 7-bit mask per view row (vy), bit vx, shifted to the table's see_behind bits
-        see_bits = (self.see_behind[cells].view(-1, VIEW, VIEW) * self.row_weights).sum(1)
+        see_bits = (lookup(self.see_behind, cells).view(-1, VIEW, VIEW) * self.row_weights).sum(1)
         marked = torch.full_like(see_bits[:, 0], 1 << (VIEW // 2))  # the agent's cell
         visible_rows = [marked] * VIEW
         for row in reversed(range(VIEW)):
-            entry = self.visibility[marked | see_bits[:, row]]
+            entry = lookup(self.visibility, marked | see_bits[:, row])
             visible_rows[row] = entry
             marked = entry >> VIEW
         # (n, vy) row masks to (n, vx, vy) cells
-        visible = self.row_cells[torch.stack(visible_rows, dim=1) & (1 << VIEW) - 1].transpose(1, 2)
+        visible = lookup(self.row_cells, torch.stack(visible_rows, dim=1) & (1 << VIEW) - 1).transpose(1, 2)
         return cells * visible.reshape(-1, VIEW * VIEW)
 
     def advance(self, *args: Any, **kwargs: Any) -> tuple[torch.Tensor, ...]:
