@@ -4,7 +4,8 @@ A description file (TOML, or JSON with the same keys) names what the observation
 that reward programs get variables with meaning instead of ``obs_0 .. obs_k``::
 
     summary = "walk right along a corridor; the episode ends at the goal cell"
-    success = "terminated"            # or "truncated", or "position >= 10" on the last state
+    success = "terminated"            # or "truncated", or a comparison on the last state:
+                                      # "position >= 10", "terminated and goal_distance < 0.5"
     success_metric = "reaching the goal, then the return"        # optional
     terminated_meaning = "the agent reached the goal cell"        # optional
 
@@ -19,17 +20,34 @@ that reward programs get variables with meaning instead of ``obs_0 .. obs_k``::
     low = 0
     high = 10
 
+    [derived]                         # optional: quantities computed from the state variables
+    steps_left = "10 - position"      # usable by reward programs, prompts and the success rule
+
+An ``index`` counts the columns of the flat observation the learners see: a ``Dict``
+observation is flattened in the sorted order of its keys (``{"pos": (2,), "vel": (2,),
+"goal": (2,)}`` gives ``goal`` columns 0-1, ``pos`` 2-3, ``vel`` 4-5), each part's values in
+row-major order and a ``Discrete`` part one-hot (see :mod:`rewardlab.envs.gymnasium_env`).
+
+A derived variable and the success rule are arithmetic expressions over the variables
+(``+ - * / // % **``, comparisons, ``and``/``or``/``not``, numbers, ``pi`` and the functions
+``sqrt abs exp log sin cos tan tanh atan2 hypot minimum maximum``); anything else (an
+attribute, a subscript, any other call) is refused when the file is read. A derived
+variable may use the ones above it; the success rule may also use ``terminated`` and
+``truncated``.
+
 The file is data, never code: it crosses to the sandboxed workers as JSON
 (:func:`description_data`), where :func:`description_from_data` rebuilds it.
 """
 
 from __future__ import annotations
 
+import ast
 import inspect
 import json
+import math
 import operator
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -50,13 +68,120 @@ from rewardlab.envs.descriptions import (
 
 __all__ = ["description_data", "description_from_data", "env_source", "load_description", "use_description"]
 
-TOP_KEYS = {"summary", "success", "success_metric", "terminated_meaning", "action", "state", "class_name"}
+TOP_KEYS = {"summary", "success", "success_metric", "terminated_meaning", "action", "state", "derived", "class_name"}
 STATE_KEYS = {"name", "index", "meaning", "units", "low", "high"}
 ACTION_KEYS = {"meaning"}
 #: the most characters of an env's source a prompt shows
 MAX_SOURCE_CHARS = 6000
-_COMPARISONS = {">=": operator.ge, "<=": operator.le, ">": operator.gt, "<": operator.lt, "==": operator.eq}
-_RULE = re.compile(r"^\s*([A-Za-z_]\w*)\s*(>=|<=|==|>|<)\s*(-?[\d.eE+-]+)\s*$")
+_BINARY = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
+           ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod, ast.Pow: operator.pow}
+_UNARY = {ast.USub: operator.neg, ast.UAdd: operator.pos}
+_COMPARE = {ast.Lt: operator.lt, ast.LtE: operator.le, ast.Gt: operator.gt, ast.GtE: operator.ge,
+            ast.Eq: operator.eq, ast.NotEq: operator.ne}
+_FUNCTIONS: dict[str, Callable[..., torch.Tensor]] = {
+    "sqrt": torch.sqrt, "abs": torch.abs, "exp": torch.exp, "log": torch.log, "sin": torch.sin,
+    "cos": torch.cos, "tan": torch.tan, "tanh": torch.tanh, "atan2": torch.atan2, "hypot": torch.hypot,
+    "minimum": torch.minimum, "maximum": torch.maximum,
+}  # fmt: skip
+_CONSTANTS = {"pi": math.pi}
+#: the longest expression a description file may hold
+MAX_EXPRESSION_CHARS = 500
+Expression = Callable[[Mapping[str, torch.Tensor]], Any]
+
+
+def compile_expression(text: Any, names: set[str] | Mapping[str, Any], where: str) -> tuple[Expression, list[str]]:
+    """An arithmetic expression of a description file as a function of named tensors, never
+    run by ``eval``: its syntax tree is checked against a small grammar and then walked.
+
+    :param text: the expression, e.g. ``"sqrt((pos_x - goal_x)**2 + (pos_y - goal_y)**2)"``.
+    :param names: the variables it may use.
+    :param where: what it is, for the error (``"--describe f.toml: derived 'd'"``).
+    :return: ``(evaluate, used)``: ``evaluate(values)`` takes ``name -> tensor`` for the names
+        in ``used``, the variables the expression uses.
+    :raises ValueError: not a string, too long, not valid, or using anything outside the
+        grammar (names it does not know, attributes, subscripts, other calls), naming it.
+    """
+    if not isinstance(text, str) or not text.strip() or len(text) > MAX_EXPRESSION_CHARS:
+        raise ValueError(f"{where}: must be an expression of at most {MAX_EXPRESSION_CHARS} characters, got {text!r}")
+    try:
+        tree = ast.parse(text.strip(), mode="eval").body
+    except SyntaxError as error:
+        raise ValueError(f"{where}: {text!r} is not a valid expression ({error.msg})") from None
+    used: list[str] = []
+
+    def check(node: ast.AST) -> None:
+        if isinstance(node, ast.Constant) and type(node.value) in (int, float):
+            return
+        if isinstance(node, ast.Name):
+            if node.id in _CONSTANTS:
+                return
+            if node.id not in names:
+                raise ValueError(f"{where}: {text!r} uses {node.id!r}, which is not a variable; known: "
+                                 f"{', '.join(sorted(names))}")
+            if node.id not in used:
+                used.append(node.id)
+            return
+        if isinstance(node, ast.BinOp) and type(node.op) in _BINARY:
+            children: list[ast.AST] = [node.left, node.right]
+        elif isinstance(node, ast.UnaryOp) and type(node.op) in (*_UNARY, ast.Not):
+            children = [node.operand]
+        elif isinstance(node, ast.Compare) and all(type(op) in _COMPARE for op in node.ops):
+            children = [node.left, *node.comparators]
+        elif isinstance(node, ast.BoolOp):
+            children = list(node.values)
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in _FUNCTIONS
+              and not node.keywords):
+            children = list(node.args)
+        else:
+            raise ValueError(
+                f"{where}: {text!r} holds {ast.unparse(node)!r}, which a description's expression may not: "
+                "use numbers, variables, + - * / // % **, comparisons, and/or/not and the functions "
+                f"{', '.join(sorted(_FUNCTIONS))}"
+            )
+        for child in children:
+            check(child)
+
+    check(tree)
+
+    def evaluate(values: Mapping[str, torch.Tensor]) -> Any:
+        return _walk(tree, values)
+
+    return evaluate, used
+
+
+def _walk(node: ast.AST, values: Mapping[str, torch.Tensor]) -> Any:
+    if isinstance(node, ast.Constant):
+        return node.value
+    if isinstance(node, ast.Name):
+        return _CONSTANTS[node.id] if node.id in _CONSTANTS else values[node.id]
+    if isinstance(node, ast.BinOp):
+        return _BINARY[type(node.op)](_walk(node.left, values), _walk(node.right, values))
+    if isinstance(node, ast.UnaryOp):
+        operand = _walk(node.operand, values)
+        return ~_as_bool(operand) if isinstance(node.op, ast.Not) else _UNARY[type(node.op)](operand)
+    if isinstance(node, ast.Compare):
+        result, left = None, _walk(node.left, values)
+        for op, comparator in zip(node.ops, node.comparators, strict=True):
+            right = _walk(comparator, values)
+            step = _as_bool(_COMPARE[type(op)](left, right))
+            result, left = step if result is None else result & step, right
+        return result
+    if isinstance(node, ast.BoolOp):
+        parts = [_as_bool(_walk(value, values)) for value in node.values]
+        combined = parts[0]
+        for part in parts[1:]:
+            combined = combined & part if isinstance(node.op, ast.And) else combined | part
+        return combined
+    assert isinstance(node, ast.Call) and isinstance(node.func, ast.Name)  # the only node check() lets by
+    arguments = [_walk(argument, values) for argument in node.args]
+    like = next((argument for argument in arguments if isinstance(argument, torch.Tensor)), None)
+    arguments = [torch.as_tensor(argument, dtype=torch.float32, device=like.device if like is not None else None)
+                 if not isinstance(argument, torch.Tensor) else argument for argument in arguments]
+    return _FUNCTIONS[node.func.id](*arguments)
+
+
+def _as_bool(value: Any) -> torch.Tensor:
+    return value.bool() if isinstance(value, torch.Tensor) else torch.tensor(bool(value))
 
 
 def load_description(path: str | Path, env_id: str) -> tuple[EnvDescription, dict[str, Any]]:
@@ -128,7 +253,16 @@ def _checked(raw: Any, path: Path, obs_shape: tuple[int, ...]) -> dict[str, Any]
     action = raw.get("action", {})
     if not isinstance(action, dict) or sorted(set(action) - ACTION_KEYS):
         raise ValueError(f'{where}: [action] takes only meaning = "..."')
-    _success_rule(raw.get("success", "none"), dict.fromkeys(state["name"] for state in states), where)
+    known = dict.fromkeys(state["name"] for state in states)
+    derived = raw.get("derived", {})
+    if not isinstance(derived, dict):
+        raise ValueError(f'{where}: [derived] must be a table of name = "expression"')
+    for name, expression in derived.items():
+        if not name.isidentifier() or name in known:
+            raise ValueError(f"{where}: derived variable {name!r} must be a new Python identifier")
+        compile_expression(expression, known, f"{where}: derived {name!r}")
+        known[name] = None
+    _success_rule(raw.get("success", "none"), known, where)
     return json.loads(json.dumps(raw))
 
 
@@ -149,9 +283,9 @@ def _slice_reader(start: int, stop: int) -> Any:
 
 
 def _success_rule(text: Any, readers: Mapping[str, Any], where: str) -> SuccessRule | None:
-    """The success rule ``text`` names, over the state variables' ``readers`` (name -> reader).
+    """The success rule ``text`` names, over the variables' ``readers`` (name -> reader).
 
-    :raises ValueError: ``text`` is no rule, or compares a variable the file does not declare.
+    :raises ValueError: ``text`` is no rule, or uses a variable the file does not declare.
     """
     if text in ("none", None):
         return None
@@ -159,19 +293,36 @@ def _success_rule(text: Any, readers: Mapping[str, Any], where: str) -> SuccessR
         return success_if_terminated
     if text == "truncated":
         return success_if_truncated
-    match = _RULE.match(text) if isinstance(text, str) else None
-    if match is None or match.group(1) not in readers:
-        raise ValueError(
-            f'{where}: success must be "terminated", "truncated", "none" or a comparison of a state '
-            f'variable on the last state such as "{next(iter(readers))} >= 1.0", got {text!r}'
-        )
-    name, symbol, value = match.groups()
-    read, compare, threshold = readers[name], _COMPARISONS[symbol], float(value)
+    hint = (f'{where}: success must be "terminated", "truncated", "none" or a comparison on the last '
+            f'state such as "{next(iter(readers))} >= 1.0" (or "terminated and ...")')
+    try:
+        evaluate, used = compile_expression(text, {*readers, "terminated", "truncated"}, hint)
+    except ValueError as error:
+        raise ValueError(f"{error}, got {text!r}") from None
+    tree = ast.parse(text.strip(), mode="eval").body
+    if not isinstance(tree, ast.Compare | ast.BoolOp) and not (
+            isinstance(tree, ast.UnaryOp) and isinstance(tree.op, ast.Not)) and text.strip() not in used:
+        raise ValueError(f"{hint}, got {text!r}")
 
     def success(final_obs: torch.Tensor, terminated: torch.Tensor, truncated: torch.Tensor) -> torch.Tensor:
-        return compare(read(final_obs).reshape(len(final_obs), -1)[:, 0], threshold)
+        flags = {"terminated": terminated, "truncated": truncated}
+        values = {name: flags[name] if name in flags else _first_column(readers[name](final_obs)) for name in used}
+        result = evaluate(values)
+        return _as_bool(result).expand(len(final_obs)) if not isinstance(result, torch.Tensor) else result.bool()
 
     return success
+
+
+def _first_column(values: torch.Tensor) -> torch.Tensor:
+    return values.reshape(len(values), -1)[:, 0]
+
+
+def _derived_reader(evaluate: Expression, inputs: Mapping[str, Any]) -> Any:
+    def read(obs: torch.Tensor) -> torch.Tensor:
+        result = evaluate({name: reader(obs) for name, reader in inputs.items()})
+        return result.float() if isinstance(result, torch.Tensor) else torch.full((len(obs),), float(result))
+
+    return read
 
 
 def description_from_data(data: Mapping[str, Any]) -> EnvDescription:
@@ -188,8 +339,14 @@ def description_from_data(data: Mapping[str, Any]) -> EnvDescription:
             state["name"], state["meaning"], units=state.get("units", ""),
             low=state.get("low"), high=state.get("high"), **kwargs,
         ))
+    readers = {state.name: state.read for state in states}
+    for name, expression in (data.get("derived") or {}).items():
+        evaluate, used = compile_expression(expression, readers, f"derived {name!r}")
+        read = _derived_reader(evaluate, {used_name: readers[used_name] for used_name in used})
+        readers[name] = read
+        states.append(StateVariable(name, f"derived: {expression}", read=read))
     success_text = data.get("success", "none")
-    success = _success_rule(success_text, {state.name: state.read for state in states}, "the description")
+    success = _success_rule(success_text, readers, "the description")
     metric = data.get("success_metric") or (
         f"the success rate ({success_text}), then the episode return" if success is not None
         else "the episode return (sum of the environment's own rewards)."

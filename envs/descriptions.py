@@ -23,7 +23,8 @@ Example::
 
 Descriptions of the shipped classic-control tasks are built in; other issues add theirs
 with :func:`register_description`. Any other Gymnasium id gets a generic description
-(``obs_0 .. obs_k``) derived from its spaces.
+derived from its spaces: ``obs_0 .. obs_k`` for a flat ``Box``, and the keys of a ``Dict``
+observation (``pos_0, pos_1, vel_0, ...``, in the sorted order Gymnasium flattens them in).
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ import numpy as np
 import torch
 from gymnasium import spaces
 
+from rewardlab.envs.gymnasium_env import ObservationPart
 from rewardlab.envs.registration import check_id, make
 
 __all__ = [
@@ -373,9 +375,10 @@ def describe(env_id: str) -> EnvDescription:
     return _GENERIC[env_id]
 
 
-def _env_spaces(env_id: str) -> tuple[spaces.Space, spaces.Space, int | None]:
-    """The single spaces of ``env_id`` as its batched env shows them, and the one-hot size of
-    a Discrete observation (``None`` otherwise)."""
+def _env_spaces(env_id: str) -> tuple[spaces.Space, spaces.Space, int | None, list[ObservationPart] | None]:
+    """The single spaces of ``env_id`` as its batched env shows them, the one-hot size of
+    a Discrete observation (``None`` otherwise) and the parts of a Dict/Tuple observation
+    (``None`` otherwise)."""
     try:
         check_id(env_id)
     except ValueError as error:
@@ -387,20 +390,32 @@ def _env_spaces(env_id: str) -> tuple[spaces.Space, spaces.Space, int | None]:
     # change its spaces (actions the batched envs do not take) nor give its constructor arguments.
     env = make(env_id, num_envs=1)
     try:
-        return env.single_observation_space, env.single_action_space, getattr(env, "discrete_observations", None)
+        return (env.single_observation_space, env.single_action_space, getattr(env, "discrete_observations", None),
+                getattr(env, "observation_parts", None))
     finally:
         env.close()
 
 
 def _generic_description(env_id: str) -> EnvDescription:
-    observation_space, action_space, discrete = _env_spaces(env_id)
-    state = _generic_state(observation_space) if discrete is None else (
-        StateVariable("obs", "the observation (a state index)", low=0.0, high=float(discrete - 1),
-                      read=_index_of_one_hot, dtype="int64"),
-    )
+    observation_space, action_space, discrete, parts = _env_spaces(env_id)
+    summary = "a Gymnasium environment described only by its spaces."
+    if discrete is not None:
+        state: tuple[StateVariable, ...] = (
+            StateVariable("obs", "the observation (a state index)", low=0.0, high=float(discrete - 1),
+                          read=_index_of_one_hot, dtype="int64"),
+        )
+    elif parts is not None:
+        state = tuple(variable for part in parts for variable in _part_state(part))
+        summary = (
+            "a Gymnasium environment described only by its spaces; its observation's parts are "
+            f"{', '.join(part.name for part in parts)} (a Dict's keys, in the sorted order Gymnasium "
+            "flattens them in)."
+        )
+    else:
+        state = _generic_state(observation_space)
     return EnvDescription(
         env_id=env_id,
-        summary="a Gymnasium environment described only by its spaces.",
+        summary=summary,
         state=state,
         action=_generic_action(action_space),
         success_metric="the episode return (sum of the environment's own rewards).",
@@ -427,6 +442,46 @@ def _generic_state(space: spaces.Space) -> tuple[StateVariable, ...]:
         )
     shape = getattr(space, "shape", None)
     return (StateVariable("obs", f"the whole observation, shape (N, {', '.join(map(str, shape or ()))})"),)
+
+
+def _columns(start: int, stop: int) -> Reader:
+    def read(obs: torch.Tensor) -> torch.Tensor:
+        return obs[:, start:stop]
+
+    return read
+
+
+def _one_hot_index(start: int, stop: int) -> Reader:
+    def read(obs: torch.Tensor) -> torch.Tensor:
+        return obs[:, start:stop].argmax(dim=-1)
+
+    return read
+
+
+def _part_state(part: ObservationPart) -> tuple[StateVariable, ...]:
+    """The variables of one part of a Dict/Tuple observation (an ``ObservationPart``): one per
+    column (``pos_0, pos_1``), one for a single value or a ``Discrete`` part (its index), one
+    ``(N, k)`` slice for a part of more than :data:`GENERIC_MAX_COLUMNS` columns."""
+    name, start, stop, space = part.name, part.start, part.stop, part.space
+    width = stop - start
+    if isinstance(space, spaces.Discrete):
+        return (StateVariable(name, f"the observation's {name!r} (an index, one-hot in the flat observation)",
+                              low=float(space.start), high=float(space.start + space.n - 1),
+                              read=_one_hot_index(start, stop), dtype="int64"),)
+    low = np.ravel(getattr(space, "low", np.full(width, -np.inf)))
+    high = np.ravel(getattr(space, "high", np.full(width, np.inf)))
+    if isinstance(space, spaces.MultiBinary):
+        low, high = np.zeros(width), np.ones(width)
+    if width == 1:
+        return (StateVariable(name, f"the observation's {name!r}", low=_bound(low[0]), high=_bound(high[0]),
+                              read=column(start)),)
+    if width > GENERIC_MAX_COLUMNS:
+        return (StateVariable(name, f"the observation's {name!r}, shape (N, {width})", read=_columns(start, stop)),)
+    return tuple(
+        StateVariable(f"{name}_{i}", f"the observation's {name!r}, component {i}", low=_bound(low[i]),
+                      high=_bound(high[i]), read=column(start + i))
+        for i in range(width)
+    )
 
 
 def _generic_action(space: spaces.Space) -> ActionVariable:

@@ -9,9 +9,14 @@ every id that has no batched env of its own.
 
 Observations become float32 tensors: ``Box`` as they are, ``Discrete`` as one-hot vectors
 (as SB3 feeds them to a network; integer ``Box`` and one-hot observations are declared
-:class:`~rewardlab.envs.WholeNumberBox`), ``Dict``/``Tuple`` flattened; MiniGrid ids keep the
-agent's ``7 x 7 x 3`` view, flattened (see :mod:`rewardlab.envs.minigrid`). Actions are
-``Discrete`` or ``Box``.
+:class:`~rewardlab.envs.WholeNumberBox`), ``Dict``/``Tuple`` flattened as Gymnasium's
+``FlattenObservation`` does it: a ``Dict``'s parts in the sorted order of its keys (Gymnasium
+sorts them when the space is made from a plain dict), each part's values in row-major order,
+a ``Discrete`` part one-hot. ``{"pos": (2,), "vel": (2,), "goal": (2,)}`` becomes six columns
+``goal_0, goal_1, pos_0, pos_1, vel_0, vel_1``: :attr:`GymnasiumBatchedEnv.observation_parts`
+keeps those names, which the generic description, the LLM policy's prompt and reward programs
+use. MiniGrid ids keep the agent's ``7 x 7 x 3`` view, flattened (see
+:mod:`rewardlab.envs.minigrid`). Actions are ``Discrete`` or ``Box``.
 
 Example::
 
@@ -28,6 +33,7 @@ import importlib
 import importlib.util
 import os
 import sys
+from dataclasses import dataclass
 from typing import Any
 
 import gymnasium
@@ -45,6 +51,54 @@ ID_PACKAGES = {
     "BabyAI-": (("minigrid", "rewardlab.envs.minigrid"), "pip install 'rewardlab[minigrid]'"),
     "ALE/": (("ale_py",), "pip install ale-py"),
 }
+
+
+@dataclass(frozen=True)
+class ObservationPart:
+    """One part of a ``Dict``/``Tuple`` observation and the columns it takes once flattened.
+
+    :param name: the part's key path joined by ``_`` (``"pos"``, ``"arm_joint"``; a ``Tuple``'s
+        items are ``item0``, ``item1``, ...), a Python identifier.
+    :param start: its first column in the flat observation.
+    :param stop: one past its last column.
+    :param space: the part's own space (a ``Discrete`` part is one-hot: ``stop - start == n``).
+    """
+
+    name: str
+    start: int
+    stop: int
+    space: spaces.Space
+
+
+def observation_parts(space: spaces.Space) -> list[ObservationPart] | None:
+    """The parts of a ``Dict``/``Tuple`` observation space in the order Gymnasium's
+    ``flatten`` lays them out (a ``Dict``'s own key order, sorted when it was made from a
+    plain dict); ``None`` for any other space.
+
+    :param space: the env's observation space, before flattening.
+    """
+    if not isinstance(space, spaces.Dict | spaces.Tuple):
+        return None
+    parts: list[ObservationPart] = []
+
+    def walk(node: spaces.Space, name: str, start: int) -> int:
+        if isinstance(node, spaces.Dict | spaces.Tuple):
+            items = node.spaces.items() if isinstance(node, spaces.Dict) else (
+                (f"item{index}", child) for index, child in enumerate(node.spaces))
+            for key, child in items:
+                start = walk(child, f"{name}_{key}" if name else _identifier(str(key)), start)
+            return start
+        stop = start + int(spaces.flatdim(node))
+        parts.append(ObservationPart(name, start, stop, node))
+        return stop
+
+    walk(space, "", 0)
+    return parts
+
+
+def _identifier(key: str) -> str:
+    name = "".join(character if character.isalnum() else "_" for character in key).strip("_") or "part"
+    return name if name[0].isalpha() else f"part_{name}"
 
 
 def env_module(env_id: str) -> str | None:
@@ -218,6 +272,11 @@ class GymnasiumBatchedEnv(Batched):
         )
         observation_space = self._vector.single_observation_space
         action_space = self._vector.single_action_space
+        #: the parts of a Dict/Tuple observation and their flat columns; None for other spaces
+        first = self._vector.envs[0]
+        self.observation_parts = observation_parts(
+            first.env.observation_space if isinstance(first, FlattenObservation) else observation_space
+        )
         if not isinstance(action_space, spaces.Discrete | spaces.Box):
             self._vector.close()
             raise ValueError(

@@ -170,11 +170,18 @@ def run_llm_play(args: argparse.Namespace) -> int:
         "episodes": args.episodes, "shaping": args.shaping, "history": args.history,
         "num_envs": num_envs, "max_concurrency": args.max_concurrency,
         "temperature": args.temperature, "max_tokens": args.max_tokens, "seed": args.seed,
+        "describe": args.describe,
     }  # fmt: skip
     options: dict[str, Any] = {"temperature": args.temperature, "timeout_s": args.timeout, "retries": args.retries}
     if args.max_tokens is not None:
         options["max_tokens"] = args.max_tokens
     client = make_client(args.llm, base_url=args.base_url, **options)
+    if args.describe:  # the prompt names the file's variables, with their meanings and units
+        from rewardlab import envs
+        from rewardlab.envs.description_files import load_description, use_description
+
+        envs.check_id(args.env)
+        use_description(load_description(args.describe, args.env)[1])
     codec = codec_for(args.env)
     env = make_env(args.env, num_envs, args.shaping, args.seed)
     try:
@@ -234,6 +241,9 @@ def register_llm_play(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--llm", required=True, help="PROVIDER:MODEL, e.g. openai:gpt-4o-mini or ollama:qwen2.5:7b")
     parser.add_argument("--base-url", dest="base_url", help="the OpenAI-compatible endpoint")
     parser.add_argument("--episodes", type=int, default=4, help="episodes to play (default 4)")
+    parser.add_argument("--describe", metavar="FILE",
+                        help="a TOML/JSON description file naming the observation's variables for the prompt "
+                             "(as search --describe takes it; envs without a codec of their own)")
     parser.add_argument("--shaping", default="none", choices=SHAPINGS,
                         help="builtin: the env's potential; its term reaches the prompt")  # fmt: skip
     parser.add_argument("--history", type=int, default=4, help="past steps per prompt (default 4)")

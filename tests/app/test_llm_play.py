@@ -125,3 +125,21 @@ def test_llm_play_refuses_zero_envs_rather_than_taking_the_default(tmp_path, cap
     assert code == 2
     assert "--num-envs 0 must be at least 1" in capsys.readouterr().err
     assert not (tmp_path / "x").exists()
+
+
+def test_llm_play_names_a_dict_observations_keys_and_a_description_files_variables(tmp_path, monkeypatch):
+    from user_envs import write_point_mass
+
+    monkeypatch.chdir(tmp_path)
+    env_id = write_point_mass(tmp_path, "llm_point_mass")
+    with ScriptedChatServer(lambda messages: "[0.5, 0.0]") as server:
+        common = ["llm-play", "--env", env_id, "--llm", "vllm:test-model", "--base-url", server.url,
+                  "--episodes", "1", "--retries", "0"]
+        assert main([*common, "--logdir", "generic"]) == 0
+        generic = server.requests[0][-1]["content"]
+        assert main([*common, "--describe", "pointmass.toml", "--logdir", "described"]) == 0
+        described = server.requests[-1][-1]["content"]
+    # Gymnasium flattens the Dict {pos, vel, goal} in the sorted order of its keys
+    assert "goal_0 = " in generic and "pos_1 = " in generic and "obs_0" not in generic
+    assert "pos_x = " in described and "goal_distance = " in described
+    assert json.loads((tmp_path / "described" / "seed_0" / "config.json").read_text())["describe"] == "pointmass.toml"

@@ -28,7 +28,7 @@ def test_the_searchs_printed_train_command_runs_on_a_users_env_with_a_descriptio
     tmp_path: Path, monkeypatch, capsys
 ) -> None:
     monkeypatch.chdir(tmp_path)  # the user's module sits where they run rewardlab
-    env_id = write_point_mass(tmp_path, "daily_point_mass", derived=False)
+    env_id = write_point_mass(tmp_path, "daily_point_mass")
     code = rewardlab(["search", "--env", env_id, "--task", "reach the goal, avoid the pit",
                       "--describe", "pointmass.toml", "--out", "search_run", *TINY_SEARCH])
     output = capsys.readouterr()

@@ -5,11 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from user_envs import SIZED_CORRIDOR_SOURCE, write_corridor, write_env
+from gymnasium import spaces
+from user_envs import SIZED_CORRIDOR_SOURCE, write_corridor, write_env, write_point_mass
 
 from rewardlab import envs
 from rewardlab.envs.description_files import env_source, load_description
-from rewardlab.envs.gymnasium_env import GymnasiumBatchedEnv
+from rewardlab.envs.gymnasium_env import GymnasiumBatchedEnv, observation_parts
 
 
 def test_the_adapter_steps_like_our_batched_env_from_the_same_state() -> None:
@@ -150,3 +151,66 @@ def test_minigrid_ids_are_batched_with_the_agents_view() -> None:
     obs, _ = env.reset()
     assert obs.shape == (2, 147)
     assert env.single_action_space.n == 7
+
+
+def test_a_dict_observation_keeps_its_key_names_in_gymnasiums_flatten_order() -> None:
+    space = spaces.Dict({"vel": spaces.Box(-1, 1, (2,)), "arm": spaces.Dict({"joint": spaces.Box(0, 1, (3,)),
+                         "mode": spaces.Discrete(4)}), "angle": spaces.Box(-3, 3, ())})
+    parts = observation_parts(space)
+    assert [(part.name, part.start, part.stop) for part in parts] == [
+        ("angle", 0, 1), ("arm_joint", 1, 4), ("arm_mode", 4, 8), ("vel", 8, 10)]
+    # each part's columns hold that part's values in the flat observation Gymnasium makes
+    sample = space.sample()
+    flat = spaces.flatten(space, sample)
+    assert np.allclose(flat[1:4], sample["arm"]["joint"]) and np.allclose(flat[8:10], sample["vel"])
+    assert flat[4:8].argmax() == sample["arm"]["mode"]
+    assert observation_parts(spaces.Box(0, 1, (3,))) is None
+
+
+def test_a_users_dict_env_is_described_by_its_keys_and_a_file_by_its_names(tmp_path, monkeypatch) -> None:
+    monkeypatch.syspath_prepend(str(tmp_path))
+    env_id = write_point_mass(tmp_path, "named_point_mass")
+    env = envs.make(env_id, num_envs=3, seed=0)
+    obs, _ = env.reset()
+    raw = [copy.unwrapped._obs() for copy in env.envs]
+    generic = envs.describe(env_id)
+    assert generic.state_names == ("goal_0", "goal_1", "pos_0", "pos_1", "vel_0", "vel_1")
+    assert "goal, pos, vel" in generic.to_prompt()
+    assert generic.state_tensors(obs)["pos_1"].tolist() == pytest.approx([values["pos"][1] for values in raw])
+
+    description, data = load_description(tmp_path / "pointmass.toml", env_id)
+    assert description.state_names[-2:] == ("goal_distance", "pit_distance")
+    values = description.state_tensors(obs)
+    distances = [np.linalg.norm(values["pos"] - values["goal"]) for values in raw]
+    assert values["goal_distance"].tolist() == pytest.approx(distances, rel=1e-5)
+    assert "derived: sqrt((pos_x - goal_x)**2" in description.to_prompt()
+    # the success rule reads the derived distance on the last state
+    at_goal = obs.clone()
+    at_goal[0, 2:4] = at_goal[0, 0:2]
+    flags = torch.zeros(3, dtype=torch.bool)
+    assert description.success(at_goal, flags, flags).tolist() == [True, False, False]
+
+
+@pytest.mark.parametrize("expression", [
+    "__import__('os').system('echo hi')", "pos_x.__class__", "pos_x[0]", "(lambda: 1)()", "open('f')",
+    "[pos_x]", "speed * 2", "pos_x if pos_x else 1", "x" * 600,
+])
+def test_derived_expressions_are_checked_not_evaluated(tmp_path, monkeypatch, expression) -> None:
+    monkeypatch.syspath_prepend(str(tmp_path))
+    env_id = write_point_mass(tmp_path, "hostile_point_mass", derived=False)
+    text = (tmp_path / "pointmass.toml").read_text() + f"\n[derived]\nbad = {expression!r}\n"
+    (tmp_path / "bad.toml").write_text(text)
+    with pytest.raises(ValueError, match=r"derived 'bad'"):
+        load_description(tmp_path / "bad.toml", env_id)
+
+
+def test_a_success_rule_may_combine_the_ending_with_a_comparison(tmp_path, monkeypatch) -> None:
+    monkeypatch.syspath_prepend(str(tmp_path))
+    env_id = write_point_mass(tmp_path, "ending_point_mass")
+    text = (tmp_path / "pointmass.toml").read_text().replace(
+        'success = "goal_distance < 0.15"', 'success = "terminated and not pit_distance < 0.3"')
+    (tmp_path / "rule.toml").write_text(text)
+    description, _ = load_description(tmp_path / "rule.toml", env_id)
+    final = torch.tensor([[0.5, 0.5, 0.5, 0.5, 0, 0], [0.5, 0.5, 0.0, 0.1, 0, 0], [0.5, 0.5, 0.5, 0.5, 0, 0]])
+    terminated = torch.tensor([True, True, False])
+    assert description.success(final, terminated, ~terminated).tolist() == [True, False, False]
