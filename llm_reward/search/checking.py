@@ -33,6 +33,7 @@ import resource
 import select
 import signal
 import sys
+import threading
 import time
 import traceback
 import warnings
@@ -52,7 +53,9 @@ CHECK_CPU_S = 2
 #: the wall-clock seconds the caller waits for a child that does not use its CPU time (stalled)
 CHECK_WALL_S = 30.0
 #: the memory a child may map beyond what it inherited from the caller
-CHECK_MEMORY_MB = 1024
+CHECK_MEMORY_MB = 512
+#: children at once: a search's candidates are read in parallel, and each may use its memory
+MAX_CHILDREN = 4
 #: the most bytes a child may send back (the program's source and its record)
 MAX_REPLY_BYTES = 64 * 2**20
 
@@ -122,8 +125,7 @@ def _child(work: Callable[..., dict[str, Any]], args: tuple[Any, ...], write_end
         gc.disable()
         warnings.simplefilter("ignore")
         sys.stdout = sys.stderr = None  # type: ignore[assignment]
-        os.closerange(3, write_end)  # the caller's sockets and pipes are not the child's to hold
-        os.closerange(write_end + 1, _max_fd())
+        _close_inherited(keep=write_end)
         _limit(resource.RLIMIT_CORE, 0)  # SIGXCPU dumps core by default
         _limit(resource.RLIMIT_CPU, CHECK_CPU_S, CHECK_CPU_S + 1)
         _limit(resource.RLIMIT_AS, _mapped_bytes() + CHECK_MEMORY_MB * 2**20)
@@ -143,11 +145,17 @@ def _child(work: Callable[..., dict[str, Any]], args: tuple[Any, ...], write_end
         os._exit(status)
 
 
-def _max_fd() -> int:
-    try:
-        return int(os.sysconf("SC_OPEN_MAX"))
-    except (ValueError, OSError):
-        return 1024
+def _close_inherited(keep: int) -> None:
+    """Close the caller's descriptors but the standard ones and ``keep``: its sockets and pipes
+    (the sandbox's fork server, the LLM's connections) are not the child's to hold open.
+    Listed, not ranged: the descriptor limit can be a billion."""
+    for name in os.listdir("/proc/self/fd"):
+        fd = int(name)
+        if fd > 2 and fd != keep:
+            try:
+                os.close(fd)
+            except OSError:
+                pass  # the listing's own descriptor, closed by now
 
 
 def _limit(which: int, soft: int, hard: int | None = None) -> None:
@@ -173,10 +181,18 @@ def _describe(error: BaseException) -> str:
 
 
 # ---------------------------------------------------------------- in the caller
+_CHILDREN = threading.BoundedSemaphore(MAX_CHILDREN)
+
+
 def _in_child(work: Callable[..., dict[str, Any]], text: str, description: EnvDescription) -> Checked:
     """Fork a child that runs ``work(text, description)`` and read its record back."""
     if not hasattr(os, "fork") or not os.path.exists("/proc/self/statm"):
         return _checked(_in_process(work, text, description))
+    with _CHILDREN:
+        return _fork_and_read(work, text, description)
+
+
+def _fork_and_read(work: Callable[..., dict[str, Any]], text: str, description: EnvDescription) -> Checked:
     read_end, write_end = os.pipe()
     try:
         pid = os.fork()

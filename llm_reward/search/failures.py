@@ -10,6 +10,7 @@ prompt and a 15.6 MB report before.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -40,8 +41,8 @@ MAX_DETAILS_CHARS = 2000
 MAX_FINDINGS = 20
 #: the most characters of one finding
 MAX_FINDING_CHARS = 500
-#: the most characters of a failure's kind (a word)
-MAX_KIND_CHARS = 40
+#: what a failure's kind may be: a short word
+_KIND = re.compile(r"[a-z_]{1,40}")
 
 
 def cut(text: str, limit: int) -> str:
@@ -82,7 +83,8 @@ class Failure:
     details: str = ""
 
     def __post_init__(self) -> None:
-        self.kind = cut(str(self.kind), MAX_KIND_CHARS)
+        # a kind is a word the search knows; a worker's own (markup, escapes) is not one
+        self.kind = self.kind if _KIND.fullmatch(str(self.kind)) else "error"
         self.reason = cut(str(self.reason), MAX_REASON_CHARS)
         self.traceback = cut(str(self.traceback), MAX_TRACEBACK_CHARS)
         self.details = cut(str(self.details), MAX_DETAILS_CHARS)

@@ -76,7 +76,7 @@ from rewardlab.llm_reward.search.reflection import reflect, reward_signals
 from rewardlab.llm_reward.search.report import write_outputs
 from rewardlab.llm_reward.search.store import RunStore
 from rewardlab.llm_reward.search.structured import StructuredProposer
-from rewardlab.llm_reward.search.text import fenced, prompt_line, sanitize
+from rewardlab.llm_reward.search.text import fenced, sanitize
 
 __all__ = ["SearchConfig", "SearchResult", "best_candidate", "search"]
 
@@ -493,7 +493,7 @@ class _Search:
             trained = self._evaluate(candidate)
         except Exception as error:  # noqa: BLE001 - one candidate's trouble is its failure, never the search's end
             candidate.failure = Failure(SEARCH_FAILURE, f"the search could not process this candidate "
-                                                        f"({prompt_line(_exception_text(error), 500)})")
+                                                        f"({_exception_text(error)})")
         finally:
             self.progress.finished(candidate.key, trained, candidate)
 
@@ -525,7 +525,9 @@ class _Search:
         if "usage" in record:
             candidate.usage = Usage(**record["usage"])
             candidate.cost_usd = record.get("cost_usd")
-        self.store.write_text(f"candidates/{key}/answer.md", candidate.answer or "")
+        # shown as the text it is (a Markdown viewer renders none of its HTML, links or images);
+        # the journal keeps it exactly
+        self.store.write_text(f"candidates/{key}/answer.md", "\n".join(fenced(candidate.answer or "")) + "\n")
         return True
 
     def _program(self, candidate: Candidate) -> RewardProgram | None:
@@ -692,7 +694,7 @@ class _Search:
         """The result of a training that raised instead of returning its result."""
         return EvalResult(
             env_id=self.config.env_id, ok=False, fitness=None, success_rate=None, curve=[], seeds=[],
-            failure=Failure(SEARCH_FAILURE, f"the training could not run ({prompt_line(_exception_text(error), 500)})"),
+            failure=Failure(SEARCH_FAILURE, f"the training could not run ({_exception_text(error)})"),
             steps=self.config.steps or 0, wall_s=0.0, peak_rss_mb=None, peak_vm_mb=None, cpu_s=None, run_dir=None,
             source=source,
         )  # fmt: skip
@@ -734,11 +736,13 @@ class _Search:
 
 
 def _exception_text(error: BaseException) -> str:
-    """``"TypeError: message"``, whatever the exception's ``str()`` does."""
+    """``"TypeError: message"`` on one line and without control characters, whatever the
+    exception's ``str()`` does."""
     try:
-        return f"{type(error).__name__}: {error}"
+        text = f"{type(error).__name__}: {error}"
     except Exception:  # noqa: BLE001 - an exception whose str() fails
-        return type(error).__name__
+        text = type(error).__name__
+    return " ".join(sanitize(text).split())[:500]
 
 
 def search(

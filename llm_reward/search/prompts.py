@@ -148,7 +148,7 @@ def _outcome(candidate: Candidate) -> str:
     # a program's own text, on one line: it cannot open a fence or pose as a line of the prompt
     if failure.kind == PRESCREEN_FAILURE:
         return f"{candidate.key}: not trained: {prompt_line(failure.reason)}"
-    return f"{candidate.key}: failed ({prompt_line(failure.kind)}): {prompt_line(failure.reason, LINE_CHARS)}"
+    return f"{candidate.key}: failed ({failure.kind}): {prompt_line(failure.reason, LINE_CHARS)}"
 
 
 def _best_block(best: Candidate | None) -> str:

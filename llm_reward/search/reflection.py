@@ -240,7 +240,7 @@ def describe_failure(failure: Failure) -> str:
     """
     # the reason and traceback are the program's own text: a line, or a block they cannot close
     reason = failure.reason.strip()
-    lines = [f"it failed ({prompt_line(failure.kind)}): "
+    lines = [f"it failed ({failure.kind}): "
              + (prompt_line(reason) if "\n" not in reason else "\n" + prompt_block(reason))]
     if failure.traceback.strip():
         lines += ["", prompt_block(failure.traceback)]

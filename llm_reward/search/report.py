@@ -28,7 +28,7 @@ from rewardlab.llm_reward.search.records import (
 )
 from rewardlab.llm_reward.search.report_html import HTML_FILE, html_report
 from rewardlab.llm_reward.search.store import RunStore
-from rewardlab.llm_reward.search.text import fenced, markdown_text
+from rewardlab.llm_reward.search.text import fenced, markdown_text, sanitize
 
 if TYPE_CHECKING:
     from rewardlab.llm_reward.search.loop import SearchResult
@@ -393,7 +393,7 @@ def _best_header(result: SearchResult) -> list[str]:
     assert best is not None
     lines = [
         f"Best reward program of a rewardlab search (candidate {best.key}).",
-        f"Task: {config.task}",
+        f"Task: {' '.join(sanitize(config.task).split())}",  # one comment line, whatever the task holds
         f"Search fitness: {best.fitness:.4g} after {config.steps:,} env steps (seeds "
         f"{', '.join(map(str, config.seeds))}).",
     ]

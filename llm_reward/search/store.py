@@ -13,7 +13,7 @@ Layout::
       config.json        what the run is (a resumed run must match it)
       journal.jsonl      the records, in the order they happened
       candidates/it00_s01/
-          answer.md      the LLM's answer (or the evolve proposer's program)
+          answer.md      the LLM's answer (or the evolve proposer's program), as a code block
           program.py     the program found in it
           prescreen/     the sandboxed prescreen's files
           train/         llm_reward.evaluate's run: program, result.json, TensorBoard logs
@@ -180,7 +180,8 @@ class RunStore:
         path = self.root / relative
         path.parent.mkdir(parents=True, exist_ok=True)
         temporary = path.with_name(path.name + ".tmp")
-        temporary.write_text(redact(text, self.secrets), encoding="utf-8")
+        # a lone surrogate (JSON can carry one) cannot be encoded: written as its escape, not a crash
+        temporary.write_text(redact(text, self.secrets), encoding="utf-8", errors="backslashreplace")
         os.replace(temporary, path)
         return path
 

@@ -7,7 +7,8 @@ Before any of it is shown or written:
 - everywhere, control characters (terminal escapes, carriage returns, bell, bidi
   overrides) are removed from prose (:func:`sanitize`, all a terminal needs);
 - in Markdown, prose is one line with HTML and link syntax escaped (:func:`markdown_text`);
-- in a prompt, a short text is one line (:func:`prompt_line`) and a longer one a block;
+- in a prompt, a short text is one line of inline code (:func:`prompt_line`) and a longer
+  one a block;
 - code and tracebacks, in a report or a prompt, go in a fence longer than any run of
   backticks inside them, so they cannot close it, with control characters shown as
   escapes (``\\x1b``) rather than dropped, so the code shown is the code that ran
@@ -22,8 +23,10 @@ import re
 __all__ = ["fenced", "markdown_text", "prompt_block", "prompt_line", "sanitize"]
 
 # C0 controls but tab and newline, DEL, C1 controls, the bidirectional overrides and
-# isolates, and the line and paragraph separators (str.splitlines breaks on them).
-_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+# isolates, the line and paragraph separators (str.splitlines breaks on them) and lone
+# surrogates (a JSON string may hold one; no file, terminal or request can encode it).
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069"
+                      "\ud800-\udfff]")
 # what Markdown could read as a link, an image, a table cell or an escape
 _MARKDOWN_PUNCTUATION = re.compile(r"([\\\[\]|])")
 
@@ -38,7 +41,7 @@ def sanitize(text: str) -> str:
 
 def _visible(text: str) -> str:
     """``text`` with each control character written as its escape (``\\x1b``, ``\\u202e``)."""
-    return _CONTROL.sub(lambda match: match.group().encode("unicode_escape").decode("ascii"),
+    return _CONTROL.sub(lambda match: match.group().encode("unicode_escape", "backslashreplace").decode("ascii"),
                         text.replace("\r\n", "\n"))
 
 
@@ -68,14 +71,20 @@ def fenced(text: str, indent: str = "", language: str = "") -> list[str]:
 
 
 def prompt_line(text: str, limit: int | None = None) -> str:
-    """``text`` for one line of a prompt: sanitised and on one line (it cannot start a fence
-    or pose as a line of the prompt's own), cut to ``limit`` characters.
+    """``text`` for a line of a prompt: sanitised, on one line (it cannot start a fence or
+    pose as a line of the prompt's own), cut to ``limit`` characters, and quoted as inline
+    code that it cannot close (a model reads it as quoted text; a viewer that renders the
+    prompt as Markdown shows it as code, with no tag, link or image of its own).
 
     :param text: any text.
     :param limit: the most characters (``None``: all).
     """
     one_line = " ".join(sanitize(text).split())
-    return one_line if limit is None else one_line[:limit]
+    one_line = one_line if limit is None else one_line[:limit]
+    longest = max((len(run) for run in re.findall(r"`+", one_line)), default=0)
+    quote = "`" * (longest + 1)
+    padding = " " if one_line.startswith("`") or one_line.endswith("`") else ""
+    return f"{quote}{padding}{one_line}{padding}{quote}"
 
 
 def prompt_block(text: str, language: str = "") -> str:

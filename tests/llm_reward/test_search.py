@@ -23,12 +23,26 @@ import pytest
 
 from rewardlab import llm_reward
 from rewardlab.app.cli import main as rewardlab
+from rewardlab.llm_reward.clients import ReplayClient, make_client
 from rewardlab.llm_reward.search import SearchConfig, search
+from rewardlab.llm_reward.search.evaluation import EvalResult, Failure
+from rewardlab.llm_reward.search.executors import EvalTask, Executor
+from rewardlab.llm_reward.search.failures import MAX_FINDINGS, MAX_REASON_CHARS
 from rewardlab.llm_reward.search.feedback import FeedbackSource, FileFeedback, TerminalFeedback
 from rewardlab.llm_reward.search.loop import _Search
 from rewardlab.llm_reward.search.progress import Progress
+from rewardlab.llm_reward.search.training import Checkpoint
 
 pytest.importorskip("openai")
+from hostile_answers import (  # noqa: E402
+    DEEP_DECORATOR,
+    FENCE_BREAKOUT,
+    FLOOD,
+    HELPERS,
+    HOSTILE_TEXT,
+    PLAIN,
+    UNTERMINATED_FENCE,
+)
 from llm_servers import KEY, ScriptedLLM, client_for  # noqa: E402
 
 TINY = {"steps": 256, "num_envs": 4, "ppo_kwargs": {"n_steps": 32, "n_epochs": 2}, "num_checkpoints": 2,
@@ -405,3 +419,116 @@ def test_a_search_with_escaping_candidates_finishes_with_a_clean_report(tmp_path
     assert "<script>" not in prose and "&lt;script&gt;" in prose
     journal = (result.out / "journal.jsonl").read_text()
     assert "\\u001b" not in journal and "\x1b" not in journal
+
+
+# ------------------------------------------------- answers that hurt the search itself
+class ScoredExecutor(Executor):
+    """Evaluations without training, so that a test of the search's own process is quick: a
+    program's fitness is the number on its ``# fitness N`` line; one that says ``raise here``
+    makes the evaluation raise, one that says ``hostile failure`` fails with hostile text."""
+
+    def __init__(self) -> None:
+        super().__init__(2, "test-scored")
+        self.runs = 0
+
+    def _run(self, task: EvalTask) -> EvalResult:
+        self.runs += 1
+        if "raise here" in task.source:
+            raise RuntimeError("the evaluation broke \x1b]0;owned\x07")
+        failure = None
+        if "hostile failure" in task.source:
+            failure = Failure("program", HOSTILE_TEXT + "\n" + "z" * 10**6, traceback=HOSTILE_TEXT * 3)
+        found = re.search(r"# fitness (\d+)", task.source)
+        fitness = float(found.group(1)) if found else 1.0
+        curve = [Checkpoint(step=step, fitness=fitness, success_rate=None, train_return=fitness,
+                            components={"program/upright": 0.5}, reward=0.1) for step in (128, 256)]
+        ok = failure is None
+        return EvalResult(task.env_id, ok, fitness if ok else None, None, curve if ok else [], [], failure,
+                          task.steps, 0.1, None, None, None, None, task.source)
+
+    def describe(self) -> str:
+        return "scored without training (test)"
+
+
+def scored(fitness: int, extra: str = "") -> str:
+    return fenced(f"# fitness {fitness}\n{extra}\n" + PLAIN)
+
+
+SURVIVAL_ANSWERS = [
+    DEEP_DECORATOR, UNTERMINATED_FENCE, FLOOD, "<img src=x onerror=alert(1)>\n" + scored(2, "# hostile failure"),
+    HELPERS, FENCE_BREAKOUT.replace("def compute_reward", "# fitness 9\ndef compute_reward"),
+    scored(3, "# raise here"), scored(5),                                          # iteration 2
+]
+
+
+def survival_config(answers: Path) -> SearchConfig:
+    return SearchConfig("CartPole-v1", "balance the pole", llm=f"replay:{answers}", iterations=2, samples=4,
+                        final_seeds=0, **TINY)
+
+
+def test_no_answer_ends_the_search_and_a_resumed_or_replayed_one_meets_the_same_failures(tmp_path: Path) -> None:
+    answers = tmp_path / "answers.jsonl"
+    answers.write_text("".join(json.dumps({"text": text}) + "\n" for text in SURVIVAL_ANSWERS))
+    config = survival_config(answers)
+    executor = ScoredExecutor()
+    result = search(config, tmp_path / "run", client=make_client(f"replay:{answers}"), executor=executor,
+                    llm_concurrency=1)
+    statuses = [c.status for c in result.candidates]
+    assert statuses[0] in ("check", "crash", "timeout") and statuses[1] != "ok" and statuses[2] == "check"
+    assert statuses[3] == "program" and statuses[5] == "ok" and statuses[6] == "error" and statuses[7] == "ok"
+    assert result.best is not None and result.best.key == "it01_s01"
+    flood = result.candidates[2].failure
+    assert flood is not None and len(flood.findings) == MAX_FINDINGS and len(flood.reason) <= MAX_REASON_CHARS
+    raised = result.candidates[6].failure
+    assert raised is not None and "RuntimeError" in raised.reason and "\x1b" not in raised.reason
+
+    # the second prompt: every failure named, none of them big, none able to leave its place
+    journal = [json.loads(line) for line in (result.out / "journal.jsonl").read_text().splitlines()]
+    prompt = [r for r in journal if r["type"] == "prompt"][-1]["messages"][-1]["content"]
+    assert len(prompt) < 40_000 and "it00_s02: failed (check)" in prompt
+    assert "\x1b" not in prompt and "\x07" not in prompt and "\u202e" not in prompt
+    assert_inert_markdown(prompt)
+    # the report: the best program's source and the hostile failure texts are inert
+    report = (result.out / "report.md").read_text()
+    assert len(report) < 200_000 and "\x1b" not in report and "\x07" not in report
+    assert "Verified safe" in report and assert_inert_markdown(report)
+    assert 'note = """' in report  # the best program is shown whole, in its own block
+    for answer in (result.out / "candidates").glob("*/answer.md"):
+        assert_inert_markdown(answer.read_text())
+
+    # resumed: nothing is asked or trained again but what never finished (the raising one)
+    runs = executor.runs
+    again = search(config, tmp_path / "run", client=make_client(f"replay:{answers}"), executor=executor,
+                   resume=True, llm_concurrency=1)
+    assert [c.status for c in again.candidates] == statuses and executor.runs == runs + 1
+    # replayed from the run's own journal: the same answers fail the same way
+    replayed = search(survival_config(answers), tmp_path / "replayed", client=ReplayClient(tmp_path / "run"),
+                      executor=executor, llm_concurrency=1)
+    assert [c.status for c in replayed.candidates] == statuses
+
+
+def assert_inert_markdown(text: str) -> bool:
+    """``text`` rendered as GitHub does (raw HTML allowed): no tag, link, image or heading a
+    program wrote gets out of its code block or its line."""
+    markdown_it = pytest.importorskip("markdown_it")
+    rendered = markdown_it.MarkdownIt("commonmark", {"html": True}).render(text)
+    for made in ("<script", "<img", "<a href", "Verified safe</h"):
+        assert made not in rendered, made
+    return True
+
+
+def test_the_terminal_and_the_progress_line_get_no_escape_sequence_from_a_program(tmp_path: Path) -> None:
+    escaping = fenced('# fitness 4\ndef compute_reward(next_theta):\n    title = "\x1b]0;owned\x07\x1b]52;c;eA==\x07"\n'
+                      '    return next_theta, {"theta": next_theta}\n')
+    answers = tmp_path / "answers.jsonl"
+    answers.write_text("".join(json.dumps({"text": text}) + "\n"
+                               for text in [escaping, scored(2, "# hostile failure"), scored(3), scored(5)]))
+    config = SearchConfig("CartPole-v1", "balance the pole", mode="text2reward", llm=f"replay:{answers}",
+                          iterations=2, samples=2, final_seeds=0, **TINY)
+    shown, progress = io.StringIO(), io.StringIO()
+    result = search(config, tmp_path / "run", client=make_client(f"replay:{answers}"), executor=ScoredExecutor(),
+                    feedback=TerminalFeedback(io.StringIO("keep it upright\n\n"), shown),
+                    progress=Progress(2, 2, stream=progress), llm_concurrency=1)
+    assert "Feedback for iteration 2" in shown.getvalue() and len(result.candidates) == 4
+    for text in (shown.getvalue(), progress.getvalue()):
+        assert "\x1b" not in text and "\x07" not in text and "\u202e" not in text

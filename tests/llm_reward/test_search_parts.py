@@ -122,8 +122,8 @@ def test_reflection_lists_components_and_notes() -> None:
     assert "stays nearly constant" in text and "dominates" in text
     failed = EvalResult("CartPole-v1", False, None, None, [], [], Failure("program", "it raised", "Traceback: x"),
                         1, 1.0, None, None, None, None, "")
-    # the traceback is the program's text: in a block it cannot close
-    assert reflect(failed) == "it failed (program): it raised\n\n```\nTraceback: x\n```"
+    # the reason and traceback are the program's text: quoted as code, in a block it cannot close
+    assert reflect(failed) == "it failed (program): `it raised`\n\n```\nTraceback: x\n```"
 
 
 # ------------------------------------------------------------- examples, Kendall tau
