@@ -4,8 +4,9 @@ The page holds what ``report.md`` holds, drawn: the fitness of every candidate p
 iteration with the best so far, the final re-training's learning curves of the best
 program against the human and sparse references (mean over seeds with a 95% bootstrap
 interval), the finalists' curves over all their seeds, how each candidate's own reward
-moved with the task's fitness (the correlation and the reward-hacking flags), and every
-candidate's code, status, components and feedback.
+moved with the task's fitness (the correlation and the reward-hacking flags), each
+candidate's reward components during training, and every candidate's code, status and
+feedback.
 
 One file: plots are inline SVG drawn here, styles inline, no script, nothing fetched (a
 Content-Security-Policy says so to the browser as well). Every text that came from a
@@ -408,6 +409,8 @@ def _signals_section(result: SearchResult) -> str:
         [Series("task fitness", steps, _scaled([p.fitness for p in curve]), colour=PALETTE[0]),
          Series("the program's reward per step", steps, _scaled([p.reward for p in curve]), colour=PALETTE[1])],
         "env steps", "each scaled to its range") if curve else ""
+    if best is not None:
+        lines += _components_plot(f"The best candidate ({best.key})", curve)
     flags = [f"<li><b>{text(c.key)}</b>: {text(c.signals.reason)}</li>" for c in trained
              if c.signals is not None and c.signals.hacking]
     flagged = (f"<p>Reward-hacking flags:</p><ul>{''.join(flags)}</ul>" if flags
@@ -428,6 +431,17 @@ def _components_table(curve: Sequence[Checkpoint]) -> str:
             f"<th>last checkpoint (step {last.step:,})</th></tr>{rows}</table>")
 
 
+def _components_plot(key: str, curve: Sequence[Checkpoint], width: int = 680) -> str:
+    """Each reward component's mean per step at each checkpoint of a candidate's training."""
+    names = sorted({name for point in curve for name in point.components})
+    if not curve or not names:
+        return ""
+    steps = [point.step for point in curve]
+    return line_plot(f"{key}: its reward components during training", [
+        Series(name, steps, [point.components.get(name) for point in curve]) for name in names
+    ], "env steps", "mean per step", width=width, height=260)
+
+
 def _candidate_details(c: Candidate) -> str:
     parts = [f"<summary><b>{text(c.key)}</b>: {text(c.status)}, fitness {text(number(c.fitness))}"
              + (" — reward-hacking flag" if c.signals is not None and c.signals.hacking else "") + "</summary>"]
@@ -446,15 +460,18 @@ def _candidate_details(c: Candidate) -> str:
     if c.result is not None:
         parts += [f"<p>Note: {text(note)}</p>" for note in c.result.notes]
         late = late_fitness(c.result)
-        parts.append(f"<p>Late fitness (mean of the last checkpoints): {text(number(late))}; "
-                     f"success rate {text(number(c.result.success_rate, '.2f'))}; "
-                     f"training {text(number(c.result.wall_s, '.1f'))} s.</p>")
+        if c.ok:
+            parts.append(f"<p>Late fitness (mean of the last checkpoints): {text(number(late))}; "
+                         f"success rate {text(number(c.result.success_rate, '.2f'))}; "
+                         f"training {text(number(c.result.wall_s, '.1f'))} s.</p>")
         parts.append(_components_table(c.result.curve))
+        parts.append(_components_plot(c.key, c.result.curve, width=600))
     if c.source:
         parts.append(f"<pre class=\"code\"><code>{code(c.source.rstrip())}</code></pre>")
     if c.answer and c.answer != c.source:
         parts.append(f"<details><summary>the whole answer</summary><pre>{code(c.answer)}</pre></details>")
-    return "<details class=\"candidate\">" + "".join(parts) + "</details>"
+    opened = " open" if c.failure is not None else ""  # a failure is read first
+    return f"<details class=\"candidate\"{opened}>" + "".join(parts) + "</details>"
 
 
 def _iterations_section(result: SearchResult, feedback: Mapping[int, str | None]) -> str:
