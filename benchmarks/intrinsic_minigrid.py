@@ -20,8 +20,9 @@ limit):
   new layouts (another seed), the trained policy sampling its actions as in training.
 
 Each run appends one JSON line to ``benchmarks/results/intrinsic_minigrid_runs.jsonl``
-(the machine, the command, the settings and the curve); ``--summarize`` writes
-``benchmarks/results/intrinsic_minigrid.md`` from that file::
+(the machine, the command, the settings and the curve), so that runs can be spread over
+several processes and sessions; ``--summarize`` gathers them into
+``benchmarks/results/intrinsic_minigrid.{json,md}``::
 
     python -m benchmarks.intrinsic_minigrid --tasks MiniGrid-DoorKey-16x16-v0 \\
         --methods none,episodic,noveld:rnd,episodic --seeds 0,1,2 --minutes 8
@@ -48,7 +49,7 @@ from rewardlab.envs.core import BatchedWrapper
 
 RESULTS = Path(__file__).parent / "results"
 RUNS = RESULTS / "intrinsic_minigrid_runs.jsonl"
-SUMMARY = RESULTS / "intrinsic_minigrid.md"
+SUMMARY = RESULTS / "intrinsic_minigrid"
 TASKS = (
     "MiniGrid-DoorKey-16x16-v0",
     "MiniGrid-KeyCorridorS4R3-v0",
@@ -203,7 +204,8 @@ def run(task: str, method: str, seed: int, *, num_envs: int, minutes: float, ste
 
 
 def summarize(path: Path = RUNS, out: Path = SUMMARY) -> str:
-    """Write the summary table of every recorded run; returns the Markdown."""
+    """Write every recorded run (``out.json``) and their summary table (``out.md``); returns
+    the Markdown."""
     records = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
     lines = [
         "# Intrinsic bonuses on hard MiniGrid tasks (batched MiniGrid, rewardlab PPO)",
@@ -245,7 +247,9 @@ def summarize(path: Path = RUNS, out: Path = SUMMARY) -> str:
               "", "Commands:", ""]  # fmt: skip
     lines += [f"    {c}" for c in sorted({r["command"] for r in records})]
     text = "\n".join(lines) + "\n"
-    out.write_text(text)
+    out.with_suffix(".md").write_text(text)
+    latest = max(records, key=lambda r: r["machine"]["date"])["machine"]
+    out.with_suffix(".json").write_text(json.dumps({"machine": latest, "runs": records}, indent=1) + "\n")
     return text
 
 

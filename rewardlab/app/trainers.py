@@ -101,6 +101,8 @@ class OwnPPOTrainer(Trainer):
         if potential is not None:
             env = BatchedPotentialShaping(env, potential, gamma=gamma, scale=config["shaping_scale"])
         self.intrinsic = make_intrinsic(config, env, num_envs)
+        if self.intrinsic is not None:  # --intrinsic-coef weighs the bonus's value head
+            hyperparameters.setdefault("intrinsic_coef", config["intrinsic_coef"])
         self.env = env
         self.model = PPO(
             env, seed=config["seed"], intrinsic=self.intrinsic,
