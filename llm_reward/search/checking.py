@@ -211,7 +211,7 @@ def _fork_and_read(work: Callable[..., dict[str, Any]], text: str, description: 
         os.close(read_end)
         if overrun:
             _kill(pid)
-        _, status = os.waitpid(pid, 0)
+        status = _reap(pid)
     if overrun:
         return Checked(None, None, _overrun(overrun))
     if os.WIFSIGNALED(status) and os.WTERMSIG(status) in (signal.SIGXCPU, signal.SIGKILL):
@@ -256,6 +256,14 @@ def _read_reply(fd: int, deadline: float) -> tuple[bytes, str]:
         if size > MAX_REPLY_BYTES:
             return b"", f"made a record of more than {MAX_REPLY_BYTES // 2**20} MB"
         chunks.append(chunk)
+
+
+def _reap(pid: int) -> int:
+    """The child's exit status (0 when something else in the process reaped it first)."""
+    try:
+        return os.waitpid(pid, 0)[1]
+    except ChildProcessError:
+        return 0
 
 
 def _kill(pid: int) -> None:

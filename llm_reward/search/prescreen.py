@@ -305,6 +305,8 @@ def prescreen(
     elif run.result is None:
         failure = Failure(run.error_kind or "crash", sanitize((run.error or "the prescreen returned nothing")[:8000]),
                           details=sanitize(run.log_tail))
+    elif not isinstance(run.result, dict):
+        failure = Failure("crash", "the prescreen sent back malformed data")
     else:
         raw = run.result.get("failure")
         if isinstance(raw, dict):
