@@ -46,7 +46,7 @@ __all__ = ["GUARDED", "EvolveProposer", "Guard", "Term", "focus_variables", "Mot
 
 GAMMA = 0.99
 STATE_KINDS = ("square", "linear", "gauss", "progress", "away", "speed")
-GLOBAL_KINDS = ("alive", "terminal", "action_cost", "task", "potential")
+GLOBAL_KINDS = ("alive", "terminal", "action_cost", "task", "potential", "closer")
 #: progress times the margins of the task's kept conditions (:class:`Guard`; ``--proposer
 #: evolve`` only, which reads the conditions from the description)
 GUARDED = "guarded"
@@ -152,9 +152,18 @@ class Guard:
 
 def _expression(term: Term, description: EnvDescription, task: _Borrowed | None,
                 potential: _Borrowed | None, steps: Mapping[str, float],
-                guards: Sequence[Guard] = ()) -> tuple[str, set[str]]:
+                guards: Sequence[Guard] = (), pairs: Sequence[tuple[str, str]] = ()) -> tuple[str, set[str]]:
     """The term's expression (without its weight) and the variables it reads."""
     kind, name = term.kind, term.variable
+    if kind == "closer":  # how much nearer the goal the step came: a relative quantity, never the goal alone
+        if not pairs:
+            raise ValueError("a closer term needs (coordinate, goal coordinate) pairs")
+
+        def distance(prefix: str) -> str:
+            return "torch.sqrt(" + " + ".join(f"({prefix}{v} - {prefix}{g}) ** 2" for v, g in pairs) + ")"
+
+        read = {f"{prefix}{name}" for pair in pairs for name in pair for prefix in ("", NEXT_PREFIX)}
+        return f"({distance('')} - {distance(NEXT_PREFIX)}) / {_scale(description, pairs[0][0])}", read
     if kind == GUARDED:  # progress, paid less the nearer the kept conditions are to breaking
         assert name is not None
         progress, read = _expression(Term("progress", name, 1.0), description, task, potential, steps)
@@ -202,6 +211,7 @@ def render_program(
     potential: _Borrowed | None = None,
     steps: Mapping[str, float] | None = None,
     guards: Sequence[Guard] = (),
+    pairs: Sequence[tuple[str, str]] = (),
 ) -> str:
     """The source of the program whose components are ``terms``.
 
@@ -212,11 +222,13 @@ def render_program(
     :param steps: per variable, the scale of its ``progress`` and ``away`` terms (see
         :attr:`Motion.step`); a variable not in it uses its range, as the other terms do.
     :param guards: the task's kept conditions, for ``guarded`` terms.
+    :param pairs: ``(coordinate, goal coordinate)`` pairs, for ``closer`` terms (the decrease
+        of the distance between them).
     """
     used: set[str] = set()
     lines = []
     for term in terms:
-        expression, variables = _expression(term, description, task, potential, steps or {}, guards)
+        expression, variables = _expression(term, description, task, potential, steps or {}, guards, pairs)
         used |= variables
         # Locals are prefixed so that no component shadows a helper (``potential``) or an argument.
         lines.append(f"    r_{term.name} = {term.weight!r} * ({expression})")

@@ -14,7 +14,12 @@ come from the env's description:
   ``distance_from_start <= 1`` for an ant turning on the spot), ``1 - share**2`` of the way
   from the start to the bound, so that moving on pays less the nearer a kept condition is
   to breaking, as a human writes it (``turning * (1 - distance**2)``);
-- ``alive`` and ``terminal``; ``action_cost`` for continuous actions.
+- ``alive`` and ``terminal``; ``action_cost`` for continuous actions;
+- ``closer`` on a goal-conditioned task: how much nearer the goal a step came, the distance
+  between the coordinates the agent moves and the goal's (``pos_x`` and ``goal_x``: the same
+  name after a different first word). Variables that never change within an episode under
+  random actions (the goal's own coordinates) are what the agent cannot control: they get
+  no terms of their own, only through ``closer``.
 
 Signs are not drawn at random: they follow the task. A success rule or task text that
 says ``position >= 0.5`` makes ``position``'s goal direction positive (comparisons in the
@@ -29,7 +34,13 @@ variable near 0); "backwards", "left", "down" make it negative, and a variable's
   must hop somewhere without falling): ``alive`` in every program, paying a tenth or so of
   what progress pays a step (tuned, never dropped: progress alone pays a hopper for diving
   backwards), and no ``terminal`` term, whose sign no single weight gets right for both
-  ends.
+  ends. Where success ends the episode at a goal the observation gives (a goal-conditioned
+  task, with ``closer`` pairs), a wage for staying alive is a trap: an agent that never
+  reaches the goal collects it for the whole episode (the best program of a point mass's
+  search was ``100 * env_reward + 0.1 * alive``, true return 0). So there the env's own
+  reward is in every program, ``alive`` is optional, and a whole episode of it pays at most
+  a tenth of the task term (none without one). A hopper's or an ant's task keeps its wage:
+  falling is what ends those episodes early, and the wage is what keeps them up.
 
 A variable whose direction nothing names may take either sign. ``progress`` and ``away``
 terms of a variable without a declared range are divided by its mean change in a step of
@@ -212,7 +223,10 @@ class StructuredProposer:
         self._task = _borrow_task(references.get("sparse"))
         self._potential = _borrow_potential(references.get("human"), description)
         motion = random_motion(description)  # one env made, for the scalars, the start and the scales
-        names = motion.scalars
+        static, self._episode_steps = _static_variables(description, motion.scalars)
+        #: (coordinate, goal coordinate) pairs of a goal-conditioned task, for ``closer``
+        self.pairs = goal_pairs(motion.scalars, static)
+        names = tuple(name for name in motion.scalars if name not in static)  # what the agent controls
         self.kind = task_kind(description, task)
         directions = goal_directions(description, task, names, motion.start)
         focus = [name for name in focus_variables(description) if name in names]
@@ -234,6 +248,12 @@ class StructuredProposer:
         #: reaching the goal there forfeits the rest of the episode's ``alive`` pay, so the
         #: success the env pays is weighted (tuned from 100, as the human references weigh it)
         self._task_weight = 100.0 if self.kind == REACH_ALIVE else 1.0
+        #: success ends the episode at a goal the observation gives (failing ends it too): the
+        #: env's reward is in every program, and a whole episode's ``alive`` wage stays below a
+        #: tenth of it
+        self._goal_ends = self.kind == REACH_ALIVE and bool(self.pairs)
+        if self._goal_ends:
+            self._required = {"task"} if self._task is not None else set()
         self._steps = {name: scale for name, scale in motion.step.items() if name in self.variables}
         self._continuous = description.action.dtype.startswith("float")
 
@@ -258,14 +278,17 @@ class StructuredProposer:
     def _suggest(self, trial: Any) -> list[Term]:
         """The terms one Optuna trial chooses (define-by-run: a weight only for a chosen term)."""
         terms: list[Term] = []
-        if self._task is not None and trial.suggest_categorical("task", [True, False]):
+        if self._task is not None and ("task" in self._required or trial.suggest_categorical("task", [True, False])):
             weight = _round(self._suggest_log(trial, "w_task")) if self.kind == REACH_ALIVE else 1.0
             terms.append(Term("task", None, weight))
         if self._potential is not None and trial.suggest_categorical("potential", [True, False]):
             terms.append(Term("potential", None, _round(self._suggest_log(trial, "w_potential"))))
+        if self.pairs and trial.suggest_categorical("closer", [True, False]):
+            terms.append(Term("closer", None, _round(self._suggest_log(trial, "w_closer"))))
         for kind, sign in self._end_terms:
             if kind in self._required or trial.suggest_categorical(kind, [True, False]):
                 terms.append(Term(kind, None, _round(sign * self._suggest_log(trial, f"w_{kind}"))))
+        self._cap_alive(terms)
         if self._continuous and trial.suggest_categorical("action_cost", [True, False]):
             terms.append(Term("action_cost", None, _round(self._suggest_log(trial, "w_action_cost"))))
         choices = self._slot_choices()
@@ -286,23 +309,42 @@ class StructuredProposer:
                          else Term("alive", None, self._alive_sign))
         return terms
 
+    def _cap_alive(self, terms: list[Term]) -> None:
+        """Where success ends the episode, keep a whole episode of positive ``alive`` pay below
+        a tenth of the task term's (the trap of the module's docstring)."""
+        if not self._goal_ends:
+            return
+        task = next((term for term in terms if term.kind == "task"), None)
+        # 0.099: the wage rounded to 4 digits stays under a tenth
+        cap = _round(0.099 * abs(task.weight) / self._episode_steps) if task is not None else 0.0
+        for index, term in enumerate(terms):
+            if term.kind == "alive" and term.weight > cap:
+                terms[index] = Term("alive", None, cap)
+        terms[:] = [term for term in terms if term.kind != "alive" or term.weight != 0.0]
+
     def _params(self, terms: Sequence[Term]) -> dict[str, Any]:
         """The trial parameters that :meth:`_suggest` maps to ``terms`` (for the study's history)."""
         kinds = {term.kind: term for term in terms if term.variable is None}
         params: dict[str, Any] = {}
         if self._task is not None:
-            params["task"] = "task" in kinds
+            if "task" not in self._required:
+                params["task"] = "task" in kinds
             if "task" in kinds and self.kind == REACH_ALIVE:
                 params["w_task"] = kinds["task"].weight
         if self._potential is not None:
             params["potential"] = "potential" in kinds
             if "potential" in kinds:
                 params["w_potential"] = abs(kinds["potential"].weight)
+        if self.pairs:
+            params["closer"] = "closer" in kinds
+            if "closer" in kinds:
+                params["w_closer"] = abs(kinds["closer"].weight)
         for kind in (*(kind for kind, _ in self._end_terms), *(("action_cost",) if self._continuous else ())):
             if kind not in self._required:
                 params[kind] = kind in kinds
-            if kind in kinds:
-                params[f"w_{kind}"] = abs(kinds[kind].weight)
+            if kind in kinds:  # a capped alive wage may sit below its range: the study sees the nearest
+                low, high = self._log_range(f"w_{kind}")
+                params[f"w_{kind}"] = min(max(abs(kinds[kind].weight), low), high)
         state_terms = [term for term in terms if term.variable is not None][:VARIABLE_SLOTS]
         for slot in range(VARIABLE_SLOTS):
             if slot >= len(state_terms):
@@ -320,7 +362,7 @@ class StructuredProposer:
 
         distributions: dict[str, Any] = {}
         for key in params:
-            if key in ("task", "potential", "alive", "terminal", "action_cost"):
+            if key in ("task", "potential", "closer", "alive", "terminal", "action_cost"):
                 distributions[key] = CategoricalDistribution([True, False])
             elif key.startswith("term_"):
                 distributions[key] = CategoricalDistribution(self._slot_choices())
@@ -347,6 +389,8 @@ class StructuredProposer:
         if self._potential is not None:
             structures.append([*base, Term("potential", None, 1.0)])
         alive = Term("alive", None, self._alive_sign * 0.1)
+        if self.pairs:  # nearer the goal: what a reader of a goal-conditioned task tries first
+            structures.append([*base, Term("closer", None, 1.0)])
         directed = [name for name in self.variables if self.directions[name]]
         focus = [name for name in focus_variables(self.description) if name in self.variables] or list(
             self.variables[:2])
@@ -371,12 +415,15 @@ class StructuredProposer:
             structures.append([*base, Term("action_cost", None, 0.01)])
         required = [alive] if "alive" in self._required else []
         completed = [[*terms, *(t for t in required if t not in terms)] for terms in structures]
+        for terms in completed:
+            self._cap_alive(terms)
         return list({self.render(terms): terms for terms in completed if terms}.values())
 
     # ---------------------------------------------------------------- proposing
     def render(self, terms: Sequence[Term]) -> str:
         """The source of a program made of ``terms``."""
-        return render_program(terms, self.description, self._task, self._potential, self._steps, self.guards)
+        return render_program(terms, self.description, self._task, self._potential, self._steps, self.guards,
+                              self.pairs)
 
     def propose(
         self, iteration: int, count: int, history: Sequence[Candidate]
@@ -432,7 +479,7 @@ class StructuredProposer:
 #: the log-uniform ranges Optuna tunes, by parameter name: the task-level weights (the task's
 #: own only where failing also ends episodes, else it is 1); every
 #: state term's weight (``w_term_*``) and gauss temperature (``t_term_*``) share one each
-_RANGES = {"w_task": (1.0, 1000.0), "w_potential": (0.1, 10.0), "w_alive": (0.01, 2.0), "w_terminal": (0.1, 20.0), "w_action_cost": (1e-4, 0.1)}
+_RANGES = {"w_task": (1.0, 1000.0), "w_potential": (0.1, 10.0), "w_closer": (0.1, 10.0), "w_alive": (0.01, 2.0), "w_terminal": (0.1, 20.0), "w_action_cost": (1e-4, 0.1)}
 #: where failing also ends episodes, ``alive`` is a small wage beside progress (whose weight
 #: of 1 pays about 1 a step at a random policy's pace, a few once it moves): from 0.03 it
 #: counts, up to 0.3 it stays well below progress (Hopper-Backward's human reference with
@@ -444,3 +491,59 @@ _TEMPERATURE = (0.1, 3.0)
 
 def _round(value: float) -> float:
     return float(f"{value:.4g}")
+
+
+#: first words that name a velocity, not a coordinate (``vel_x`` is no position to bring to ``goal_x``)
+_VELOCITY_WORDS = ("vel", "velocity", "speed", "v", "dot")
+
+
+def goal_pairs(names: Sequence[str], static: set[str]) -> list[tuple[str, str]]:
+    """``(coordinate, goal coordinate)`` pairs: a variable that never changes within an episode
+    and one that does, named alike but for their first word (``goal_x`` and ``pos_x``,
+    ``target_0`` and ``hand_0``), velocities left out.
+
+    :param names: the scalar variables.
+    :param static: those that never changed within an episode under random actions.
+    """
+    def split(name: str) -> tuple[str, str]:
+        first, _, rest = name.partition("_")
+        return first, rest
+
+    pairs = []
+    for goal in names:
+        if goal not in static or not split(goal)[1]:
+            continue
+        for name in names:
+            first, rest = split(name)
+            if name not in static and rest == split(goal)[1] and first != split(goal)[0] and \
+                    first.lower() not in _VELOCITY_WORDS:
+                pairs.append((name, goal))
+                break
+    return pairs
+
+
+def _static_variables(description: EnvDescription, names: Sequence[str], steps: int = 50) -> tuple[set[str], int]:
+    """The variables that never change within an episode under seeded random actions (a goal's
+    coordinates: what the agent cannot control), and the env's episode length (its time limit,
+    else ``steps``); none where the env cannot be made."""
+    from rewardlab import envs
+
+    try:
+        env = envs.make(description.env_id, num_envs=8, seed=0)
+    except ValueError:
+        return set(), steps
+    try:
+        env.action_space.seed(0)
+        obs, _ = env.reset()
+        moved = dict.fromkeys(names, False)
+        for _ in range(steps):
+            obs_next, _, _, _, info = env.step(env.action_space.sample())
+            # final_obs is the step's own next state, the true last one where an episode ended
+            before, after = description.state_tensors(obs, names), description.state_tensors(info["final_obs"], names)
+            for name in names:
+                moved[name] |= bool((before[name] != after[name]).any())
+            obs = obs_next
+        return {name for name, changed in moved.items() if not changed}, int(getattr(env, "max_episode_steps", None) or steps)
+    finally:
+        env.close()
+

@@ -242,3 +242,39 @@ def test_an_env_that_cannot_be_stepped_leaves_the_ranges_and_says_so() -> None:
     with pytest.warns(UserWarning, match="lost its licence"):
         motion = random_motion(broken)
     assert motion.start == {"x": 0.0} and motion.step == {}
+
+
+def test_a_goal_conditioned_task_gets_terms_on_what_the_agent_moves_and_no_alive_trap(tmp_path, monkeypatch) -> None:
+    from user_envs import write_point_mass
+
+    from rewardlab.envs.description_files import load_description, use_description
+    from rewardlab.llm_reward.programs.references import own_reward_program
+
+    monkeypatch.syspath_prepend(str(tmp_path))
+    env_id = write_point_mass(tmp_path, "proposer_point_mass")
+    references = {"sparse": own_reward_program()}
+    generic = StructuredProposer(llm_reward.describe(env_id), 0, references, "reach the goal, avoid the pit")
+    # the goal's coordinates never move: no term of their own, only the distance to them
+    assert generic.pairs == [("pos_0", "goal_0"), ("pos_1", "goal_1")]
+    assert not {"goal_0", "goal_1"} & set(generic.variables)
+    use_description(load_description(tmp_path / "pointmass.toml", env_id)[1])
+    described = StructuredProposer(llm_reward.describe(env_id), 0, references, "reach the goal, avoid the pit")
+    assert described.kind == REACH_ALIVE and described.pairs == [("pos_x", "goal_x"), ("pos_y", "goal_y")]
+    assert described.directions["goal_distance"] == -1  # the success rule: goal_distance < 0.15
+    history: list[Candidate] = []
+    for iteration in range(3):
+        proposals = described.propose(iteration, 6, history)
+        for genome, source in proposals:
+            terms = [Term(**term) for term in genome]
+            assert not any(term.variable in ("goal_x", "goal_y") for term in terms), source
+            task = next(term for term in terms if term.kind == "task")  # success ends the episode: always paid
+            wage = sum(term.weight for term in terms if term.kind == "alive")
+            # a whole 60-step episode of staying alive pays at most a tenth of reaching the goal
+            assert wage * 60 <= 0.1 * task.weight + 1e-6, source
+            RewardProgram.from_source(source).check(described.description)
+        history += [trained(genome, fitness=0.1 * i, sample=i, iteration=iteration)
+                    for i, (genome, _) in enumerate(proposals)]
+    first = [{term["kind"] for term in genome} for genome, _ in described.propose(0, 6, [])]
+    assert {"task", "closer"} in first
+    closer = render_program([Term("closer", None, 1.0)], described.description, pairs=described.pairs)
+    assert "torch.sqrt((pos_x - goal_x) ** 2 + (pos_y - goal_y) ** 2)" in closer
