@@ -329,7 +329,10 @@ class E3B(WhitensObservations, IntrinsicModule):
             [*self.encoder.parameters(), *self.inverse.parameters()], lr=learning_rate
         )
         self.obs_rms = RunningMeanStd((in_features,))
-        self.register_buffer("inverse_covariance", torch.zeros(0, feature_dim, feature_dim))
+        # C^-1 of each env's running episode; not saved (a loaded module starts new episodes)
+        self.register_buffer(
+            "inverse_covariance", torch.zeros(0, feature_dim, feature_dim), persistent=False
+        )
         self.generator = generator(seed)
         self.last_loss = float("nan")
 

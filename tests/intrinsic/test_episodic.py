@@ -111,6 +111,10 @@ def test_e3b_is_the_elliptical_bonus_of_the_episode_so_far_and_resets_at_its_end
     # the same state again in the same episode is worth less; after an end, as much as at first
     again = e3b.compute(obs[5:6], torch.zeros(1), obs[5:6], dones=torch.ones(1, dtype=torch.bool))
     assert again.item() < bonus[5].item()
+    restored = E3B(space, spaces.Discrete(3), num_envs=1, feature_dim=4, ridge=0.1, seed=1)
+    restored.load_state_dict(e3b.state_dict())
+    fresh = restored.compute(obs[:1], torch.zeros(1), obs[:1], dones=torch.zeros(1))
+    assert fresh.item() == pytest.approx(expected[0], rel=1e-4)  # the same embedding, a new episode
 
 
 def test_e3b_learns_its_embedding_by_inverse_dynamics():
