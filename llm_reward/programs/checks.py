@@ -493,6 +493,7 @@ _SYNONYMS = {
     "position": ("x", "pos"), "pos": ("x", "position"), "height": ("z",), "heading": ("yaw",),
     "angle": ("theta",), "velocity": ("vel", "dot", "speed"), "vel": ("velocity", "dot"),
     "speed": ("velocity", "vel"), "done": ("terminated",), "dones": ("terminated",), "actions": ("action",),
+    "theta": ("angle",), "x": ("position",),
 }
 _WORD = re.compile(r"[a-z0-9]+")
 
@@ -506,7 +507,9 @@ def _suggestion(name: str, variables: Sequence[str], meanings: Mapping[str, str]
     :param variables: the env's variables.
     :param meanings: what each state variable means.
     """
-    ratios = sorted(((difflib.SequenceMatcher(None, name, variable).ratio(), variable) for variable in variables),
+    # the state before and after stay apart: agent_position is not next_position
+    same_step = [variable for variable in variables if variable.startswith("next_") == name.startswith("next_")]
+    ratios = sorted(((difflib.SequenceMatcher(None, name, variable).ratio(), variable) for variable in same_step),
                     reverse=True)
     if ratios and ratios[0][0] >= 0.75:
         # a misspelling; two as close (velocity: x_velocity or y_velocity?) is no suggestion

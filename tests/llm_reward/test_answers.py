@@ -1,15 +1,29 @@
 """Reward code as real LLMs write it: every correct answer trains, every unsafe one is refused,
-every buggy one comes back with a message that names its line (corpus in tests/support)."""
+every buggy one comes back with a message that names its line (corpora in tests/support:
+llm_answers.py, and llm_answers_envs.py for MiniGrid, each MuJoCo task and a user's env)."""
 
 from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
 
 import pytest
 import torch
 from llm_answers import ANSWERS, Answer
+from llm_answers_envs import ENV_ANSWERS, USER_DESCRIBED, USER_SPACES
+from user_envs import CORRIDOR_SOURCE, write_corridor, write_env
 
 from rewardlab import envs, llm_reward
+from rewardlab.envs.description_files import load_description, use_description
+from rewardlab.envs.descriptions import EnvDescription
 from rewardlab.llm_reward.programs.checks import CheckError
-from rewardlab.llm_reward.programs.program import ProgramError, RewardFunction, RewardProgram
+from rewardlab.llm_reward.programs.loading import reward_file_text
+from rewardlab.llm_reward.programs.program import (
+    ProgramError,
+    RewardFunction,
+    RewardProgram,
+    find_code,
+)
 
 TRAINS = [a for a in ANSWERS if a.outcome == "trains"]
 REFUSED = [a for a in ANSWERS if a.outcome == "refused"]
@@ -140,3 +154,113 @@ def test_one_env_gets_the_reward_its_row_gets_in_a_batch(answer: Answer) -> None
             assert reward.shape == (1,)
             torch.testing.assert_close(reward[0], together[row], rtol=1e-5, atol=1e-5)
         obs = next_obs
+
+
+# ------------------------------------------- the envs the first corpus does not cover
+@pytest.fixture(scope="module")
+def user_envs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, tuple[str, EnvDescription, dict | None]]]:
+    """The corridor under its description file, and the same env known by its spaces alone."""
+    folder = tmp_path_factory.mktemp("user_envs")
+    sys.path.insert(0, str(folder))
+    try:
+        described = write_corridor(folder, "answers_corridor")
+        data = load_description(folder / "corridor.toml", described)[1]
+        plain = write_env(folder, "answers_plain_corridor", CORRIDOR_SOURCE)
+        yield {USER_DESCRIBED: (described, use_description(data), data),
+               USER_SPACES: (plain, envs.describe(plain), None)}
+    finally:
+        sys.path.remove(str(folder))
+
+
+def resolve(answer: Answer, user_envs: dict) -> tuple[str, EnvDescription, dict | None]:
+    """The env id, description and description data an answer was written for."""
+    if answer.env_id in user_envs:
+        return user_envs[answer.env_id]
+    if answer.env_id.startswith("MiniGrid"):
+        pytest.importorskip("minigrid")
+    if answer.env_id.endswith("-v5") or answer.env_id.startswith(("Ant-", "HalfCheetah-", "Hopper-")):
+        pytest.importorskip("mujoco.batch")
+    return answer.env_id, envs.describe(answer.env_id), None
+
+
+def run_on_env(answer: Answer, user_envs: dict, steps: int = 30, num_envs: int = 8) -> RewardFunction:
+    """Check the answer for its env and run it on that env's real batched transitions."""
+    env_id, description, _ = resolve(answer, user_envs)
+    program = RewardProgram.from_llm_answer(answer.text)
+    program.check(description)
+    function = RewardFunction(program, description)
+    env = envs.make(env_id, num_envs=num_envs, seed=0)
+    obs, _ = env.reset(seed=0)
+    generator = torch.Generator().manual_seed(0)
+    for _ in range(steps):
+        space = env.single_action_space
+        if hasattr(space, "n"):
+            actions = torch.randint(0, int(space.n), (num_envs,), generator=generator)
+        else:
+            actions = torch.rand((num_envs, *space.shape), generator=generator) * 2 - 1
+        next_obs, env_reward, terminated, _, info = env.step(actions)
+        reward, components = function(obs, actions, info["final_obs"], terminated, env_reward)
+        assert reward.shape == (num_envs,) and bool(torch.isfinite(reward).all())
+        assert all(value.shape == (num_envs,) for value in components.values())
+        obs = next_obs
+    return function
+
+
+def test_the_env_corpus_covers_every_task() -> None:
+    covered = {answer.env_id for answer in ENV_ANSWERS}
+    mujoco = {"HalfCheetah-v5", "Hopper-v5", "Walker2d-v5", "InvertedPendulum-v5", "Ant-TurnInPlace-v0",
+              "HalfCheetah-Backward-v0", "Hopper-Backward-v0"}  # Ant-v5 is in the first corpus
+    assert mujoco <= covered and {USER_DESCRIBED, USER_SPACES} <= covered
+    assert len({env for env in covered if env.startswith("MiniGrid")}) >= 6
+    for outcome in ("trains", "refused", "fails"):
+        assert sum(answer.outcome == outcome for answer in ENV_ANSWERS) >= 3
+    assert not {answer.name for answer in ENV_ANSWERS} & {answer.name for answer in ANSWERS}
+
+
+@pytest.mark.parametrize("answer", [a for a in ENV_ANSWERS if a.outcome == "trains"], ids=lambda a: a.name)
+def test_every_correct_env_answer_runs_and_loads_from_a_file(answer: Answer, user_envs: dict, tmp_path) -> None:
+    function = run_on_env(answer, user_envs)
+    assert function.per_state == ("per_state" in answer.name), "batched code runs batched; per-state code per env"
+    env_id, description, data = resolve(answer, user_envs)
+    path = tmp_path / "best_reward.py"
+    path.write_text(reward_file_text(function.program.source, env_id, ["from the corpus"]))
+    loaded = llm_reward.load_reward(path, description=data)
+    assert loaded.program.source.endswith(function.program.source) and loaded.env_id == env_id
+
+
+@pytest.mark.parametrize("answer", [a for a in ENV_ANSWERS if a.outcome == "refused"], ids=lambda a: a.name)
+def test_every_env_answer_with_wrong_names_is_refused_naming_its_line(answer: Answer, user_envs: dict) -> None:
+    _, description, _ = resolve(answer, user_envs)
+    with pytest.raises(CheckError) as error:
+        RewardProgram.from_llm_answer(answer.text).check(description)
+    text = str(error.value)
+    assert answer.expect in text and "line " in text, text
+    assert text.count("the variables of this environment are:") == 1
+
+
+@pytest.mark.parametrize("answer", [a for a in ENV_ANSWERS if a.outcome == "fails"], ids=lambda a: a.name)
+def test_every_buggy_env_answer_fails_naming_its_cause_and_line(answer: Answer, user_envs: dict) -> None:
+    with pytest.raises(ProgramError) as error:
+        run_on_env(answer, user_envs, steps=3)
+    message = f"{error.value.reason}\n{error.value.traceback}"
+    assert answer.expect in message and "line " in message, message
+
+
+def test_the_recommended_of_two_options_is_trained_and_said() -> None:
+    answer = next(a for a in ENV_ANSWERS if a.name == "hopper_backward_two_options")
+    found = find_code(answer.text)
+    assert "next_x_velocity" in found.source and "/ 0.0" not in found.source
+    assert found.note == ("the answer held 2 code blocks defining the reward function; the first was trained, "
+                          "the one the answer recommends (send one block: the one to train)")
+
+
+@pytest.mark.parametrize("name", ["hopper_text2reward_per_state", "halfcheetah_eureka", "user_described_eureka"])
+def test_env_answers_train_in_the_sandbox(name: str, user_envs: dict, monkeypatch: pytest.MonkeyPatch) -> None:
+    answer = next(a for a in ENV_ANSWERS if a.name == name)
+    env_id, _, data = resolve(answer, user_envs)
+    result = llm_reward.evaluate(
+        RewardProgram.from_llm_answer(answer.text), env_id, steps=128, num_envs=4,
+        ppo_kwargs={"n_steps": 32, "n_epochs": 1}, num_checkpoints=1, eval_episodes=1, timeout_s=120,
+        description=data,
+    )
+    assert result.ok, result.failure
