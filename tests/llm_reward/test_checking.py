@@ -126,3 +126,16 @@ def test_evaluate_returns_a_capped_failure_for_a_hostile_source(source: str, tmp
     result = llm_reward.evaluate(program, "CartPole-v1", steps=64, run_dir=tmp_path / "run")
     assert not result.ok and result.failure is not None and result.failure.kind in ("check", "timeout")
     assert len(result.failure.findings) <= MAX_FINDINGS and len(result.failure.reason) <= MAX_REASON_CHARS
+
+
+@pytest.mark.parametrize("source", [
+    "@" + "a." * 700 + "b\n" + PLAIN.strip() + "\n",
+    "def compute_reward(next_theta):\n    return " + "abs(" * 500 + "next_theta" + ")" * 500 + ", {}\n",
+    PLAIN + "a\n" * 3000,
+    "def compute_reward(next_theta):\n    x = '\x1b]0;t\x07\x00'\n    return next_theta, {}\n",
+], ids=["deep-decorator", "deep-calls", "flood", "control-characters"])
+def test_load_reward_raises_only_what_it_documents_on_a_hostile_file(source: str, tmp_path) -> None:
+    path = tmp_path / "best_reward.py"
+    path.write_text("# rewardlab-env: CartPole-v1\n" + source)
+    with pytest.raises(ValueError):  # as documented (CheckError is one); no RecursionError, nothing else
+        llm_reward.load_reward(path)
