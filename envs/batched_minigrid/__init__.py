@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 
+from rewardlab.envs.batched_minigrid.descriptions import register_minigrid_descriptions
 from rewardlab.envs.batched_minigrid.env import BatchedMiniGridEnv
 from rewardlab.envs.registration import register
 
@@ -59,5 +60,6 @@ BATCHED_IDS = (
 
 for _env_id in BATCHED_IDS:
     register(_env_id, functools.partial(BatchedMiniGridEnv, env_id=_env_id))
+register_minigrid_descriptions(BATCHED_IDS)
 
 __all__ = ["BATCHED_IDS", "BatchedMiniGridEnv"]
