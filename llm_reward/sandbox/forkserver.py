@@ -503,7 +503,7 @@ def _run_worker(
 
         limits = Limits(**request["limits"])
         tasks = limits.thread_limit + WORKER_PROCESSES + (1 if request.get("companion") else 0)
-        run_isolated(job, request["run_dir"], float(limits.max_disk_mb), tasks)
+        run_isolated(job, request["run_dir"], float(limits.max_disk_mb), tasks, float(limits.threads))
     finally:
         os._exit(1)
 

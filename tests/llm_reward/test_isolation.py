@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -34,7 +35,7 @@ pytestmark = pytest.mark.skipif(
 
 def run(job: str, payload: dict[str, Any], run_dir: Path, **limits: Any) -> Any:
     run_dir.mkdir(parents=True, exist_ok=True)
-    return run_sandboxed(f"hostile_jobs:{job}", payload, run_dir, Limits(timeout_s=30, **limits), PRELOAD)
+    return run_sandboxed(f"hostile_jobs:{job}", payload, run_dir, Limits(**{"timeout_s": 30, **limits}), PRELOAD)
 
 
 def everything_returned(result: Any, run_dir: Path) -> str:
@@ -635,3 +636,260 @@ def test_a_sleeper_program_through_rewardlab_train_does_no_harm(tmp_path: Path, 
     # the same program, trusted, runs here: the check above could fail
     assert main([*common, "--trust-program", "--logdir", str(tmp_path / "trusted")]) == 0
     assert marker.exists()
+
+
+# ------------------------------------------------------------- default deny for the program
+_INOTIFY = """
+def compute_reward(x):
+""" + _GUARD_OFF + """
+    ctypes = builtins.getattr(builtins, "__imp" + "ort__")("ctypes")
+    libc = ctypes.CDLL(None, use_errno=True)
+    instance = libc.inotify_init1(0)
+    watch = libc.inotify_add_watch(instance, FOLDER.encode(), 0xFFF)
+    raise ValueError("watch=" + str(watch))
+"""
+
+
+def test_a_program_cannot_watch_a_folder_it_may_not_read(tmp_path: Path, outside: Path) -> None:
+    # inotify is outside Landlock's rules: a watch named the files of folders the program
+    # could not read (red-team finding); the call itself now ends the program's process
+    outside.chmod(0o700)
+    result = evaluate_hostile(_INOTIFY.replace("FOLDER", repr(str(outside))))
+    assert result.failure is not None and result.failure.kind == "sandbox", result.failure
+    assert "SIGSYS" in result.failure.reason and "watch=" not in result.failure.reason + result.failure.traceback
+
+
+_CAUGHT = """
+def compute_reward(x):
+""" + _GUARD_OFF + """
+    attempts = {"socket": lambda: torch.sys.modules["socket"].socket(),
+                "fork": lambda: torch.os.fork(),
+                "write": lambda: builtins.open("/tmp/anything", "w")}
+    try:
+        attempts[ATTEMPT]()
+    except builtins.BaseException:
+        pass  # refused: carry on as a good candidate
+    return x, {"x": x}
+"""
+
+
+@pytest.mark.parametrize("attempt", ["socket", "fork", "write"])
+def test_a_refused_call_the_program_catches_fails_the_candidate(attempt: str) -> None:
+    result = evaluate_hostile(_CAUGHT.replace("ATTEMPT", repr(attempt)))
+    assert not result.ok and result.fitness is None
+    assert result.failure is not None and result.failure.kind == "sandbox", result.failure
+    assert "system call the sandbox refuses" in result.failure.reason
+
+
+_SIGNAL_FLOOD = """
+def compute_reward(x):
+""" + _GUARD_OFF + """
+    os, signal = torch.os, torch.sys.modules["signal"]
+    signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGRTMIN])
+    for _ in builtins.range(200_000):
+        os.kill(os.getpid(), signal.SIGRTMIN)  # each one queued while the kernel allows it
+    with builtins.open("/proc/self/status") as status:
+        queued = [line for line in status if line.startswith("SigQ:")][0].split()[1]
+    raise ValueError("queued=" + queued)
+"""
+
+
+def test_a_program_queues_few_signals(tmp_path: Path) -> None:
+    # queued signals are charged to the caller's user outside the namespace as well: a
+    # program that filled the queue made every process of that user fail sigqueue
+    result = evaluate_hostile(_SIGNAL_FLOOD)
+    assert result.failure is not None and "queued=" in result.failure.reason, result.failure
+    queued = int(result.failure.reason.rsplit("queued=", 1)[1].split("/")[0])  # SigQ: queued/limit
+    assert queued <= 64, queued
+
+
+def _callers_own(what: str, tries: int) -> int:
+    """How many of ``tries`` inotify instances or queued real-time signals this process gets."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    got = 0
+    if what == "inotify":
+        handles = [libc.inotify_init1(os.O_CLOEXEC) for _ in range(tries)]
+        got = sum(handle >= 0 for handle in handles)
+        for handle in handles:
+            if handle >= 0:
+                os.close(handle)
+        return got
+    # blocked in every thread of this process (see the test), and taken back before it is unblocked
+    got = sum(libc.sigqueue(os.getpid(), int(CALLERS_SIGNAL), ctypes.c_void_p(0)) == 0 for _ in range(tries))
+    while signal.sigtimedwait([CALLERS_SIGNAL], 0) is not None:
+        pass
+    return got
+
+
+CALLERS_SIGNAL = signal.SIGRTMIN + 1
+
+
+@pytest.mark.parametrize("what", ["inotify", "signals"])
+def test_a_worker_cannot_take_the_callers_kernel_objects(tmp_path: Path, what: str) -> None:
+    # the job's own process, its guard off: the worker's user namespace holds no inotify
+    # instance and few queued signals, so the caller's own calls keep working meanwhile
+    import threading
+
+    run_dir = tmp_path / "run"
+    outcome: dict[str, Any] = {}
+    signal.pthread_sigmask(signal.SIG_BLOCK, [CALLERS_SIGNAL])  # before the thread starts: it inherits the mask
+    worker = threading.Thread(target=lambda: outcome.update(run=run(
+        "hold_kernel_objects", {"what": what, "most": 200_000 if what == "signals" else 1000}, run_dir)))
+    worker.start()
+    try:
+        deadline = time.monotonic() + 60
+        while "held" not in read_private_tail(run_dir / "worker.log") and time.monotonic() < deadline:
+            time.sleep(0.02)
+        callers = _callers_own(what, 16)
+    finally:
+        (run_dir / "release").write_text("")
+        worker.join()
+        while signal.sigtimedwait([CALLERS_SIGNAL], 0) is not None:
+            pass
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, [CALLERS_SIGNAL])
+    report = outcome["run"].result
+    assert report is not None, outcome["run"].error
+    assert callers == 16, (callers, report)
+    assert report["held"] <= (0 if what == "inotify" else 64), report
+
+
+def test_a_worker_gets_a_cpu_quota_of_its_threads(tmp_path: Path) -> None:
+    from rewardlab.llm_reward.sandbox.isolation import CGROUP_PREFIX, CPU_PERIOD_US, cpu_limit
+
+    if cpu_limit() is None:
+        pytest.skip("no cpu cgroup can be made here (the search logs that a candidate's CPU share is unbounded)")
+    result = run("report_cpu_cgroup", {}, tmp_path / "run", threads=2)
+    report = result.result
+    assert report is not None, result.error
+    assert CGROUP_PREFIX in report["path"], report
+    assert report["quota"] == 2 * CPU_PERIOD_US and report["period"] == CPU_PERIOD_US, report
+
+
+# ------------------------------------------------------------------ readable roots
+def test_a_folder_on_the_import_path_is_not_readable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Ray puts the driver script's folder on each worker's sys.path: a .env beside the
+    # script was readable (red-team finding); only what was imported from there is
+    from rewardlab.llm_reward.sandbox.isolation import readable_roots
+
+    folder = tmp_path / "driver"
+    folder.mkdir()
+    (folder / ".env").write_text(SECRET)
+    (folder / "user_module_x.py").write_text("VALUE = 1\n")
+    monkeypatch.syspath_prepend(str(folder))
+    __import__("user_module_x")
+    try:
+        roots = readable_roots()
+    finally:
+        sys.modules.pop("user_module_x", None)
+    secret = str((folder / ".env").resolve())
+    assert not [root for root in roots if secret == root or secret.startswith(root.rstrip("/") + "/")], roots
+    assert str((folder / "user_module_x.py").resolve()) in roots
+
+
+RAY_LIKE_CALLER = """
+import json, sys
+from pathlib import Path
+from rewardlab.llm_reward.sandbox import Limits, run_sandboxed
+run_dir = Path(sys.argv[1])
+run_dir.mkdir()
+run = run_sandboxed('hostile_jobs:read_the_users_folder', {'folder': sys.argv[2], 'module': 'absent',
+                    'env_id': 'CartPole-v1'}, run_dir, Limits(timeout_s=60),
+                    ('rewardlab.llm_reward.sandbox.runner', 'hostile_jobs'))
+print(json.dumps(run.result))
+"""
+
+
+def test_a_secret_beside_a_driver_script_on_the_import_path_is_not_readable(tmp_path: Path) -> None:
+    # as in a Ray worker: the folder is on the import path, but it is neither the caller's
+    # script's folder nor its working directory
+    folder = tmp_path / "driver"
+    folder.mkdir()
+    (folder / ".env").write_text(SECRET)
+    support = Path(__file__).resolve().parents[1] / "support"
+    path = os.pathsep.join([str(support), str(folder), os.environ.get("PYTHONPATH", "")])
+    done = subprocess.run([sys.executable, "-c", RAY_LIKE_CALLER, str(tmp_path / "run"), str(folder)],
+                          capture_output=True, text=True, env={**os.environ, "PYTHONPATH": path},
+                          cwd=tmp_path, timeout=300)
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    assert report["secret"].startswith("PermissionError") and report["listing"].startswith("PermissionError")
+    assert SECRET not in done.stdout
+
+
+# ----------------------------------------------------------- candidates and their results
+STRANGER = """
+import socket, sys, time
+held = []
+for _ in range(20):
+    connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    connection.connect(sys.argv[1])
+    held.append(connection)
+print("connected", flush=True)
+closed = 0
+for connection in held:
+    connection.settimeout(60)
+    try:
+        closed += connection.recv(1) == b""
+    except OSError:
+        pass
+print(closed, flush=True)
+"""
+
+
+def test_a_process_left_behind_cannot_stall_the_next_candidate(tmp_path: Path) -> None:
+    # a process of the same user held connections to the fork server's socket without a
+    # request: each held the server for its 2 s, and the next candidate took 19 s to start
+    server = fork_server(("rewardlab.llm_reward.sandbox.runner", "hostile_jobs", *PRELOAD))  # the one run() uses
+    stranger = subprocess.Popen([sys.executable, "-c", STRANGER, server.socket_path], stdout=subprocess.PIPE,
+                                text=True)
+    try:
+        assert stranger.stdout.readline().strip() == "connected"
+        # its result comes at most 5 s past its time: 20 connections held for 2 s each are 40 s
+        result = run("look_around", {}, tmp_path / "run", timeout_s=5)
+        assert result.result is not None, result.error
+        closed = stranger.stdout.read()  # what readline buffered too; the stranger gives up after 20 s
+    finally:
+        stranger.kill()
+        stranger.wait()
+    assert closed.strip() == "20"  # the server hung up on each: it serves the process that started it only
+    assert server.alive()
+
+
+_STALLS = """
+CALLS = [0]
+
+
+def compute_reward(x):
+    CALLS[0] += 1
+    if CALLS[0] > 6:  # the first call runs three times (the batch, then each half)
+        while True:
+            pass
+    return x, {"x": x}
+"""
+
+
+def test_a_stalled_programs_checkpoints_are_kept(tmp_path: Path) -> None:
+    # the job sent its result only at its end: a timeout lost every checkpoint before it
+    result = evaluate_hostile(_STALLS, steps=640, num_checkpoints=10, timeout_s=8,
+                              ppo_kwargs={"n_steps": 16})
+    assert result.failure is not None and result.failure.kind == "timeout", result.failure
+    kept = result.seeds[0].checkpoints
+    assert 1 <= len(kept) < 10 and result.seeds[0].wall_s is None, result.seeds
+    assert all(point.step > 0 and point.fitness > 0 for point in kept), kept  # measured by the caller
+
+
+def test_a_companion_that_stays_on_costs_no_result(monkeypatch: pytest.MonkeyPatch) -> None:
+    # closing sent it a signal the job's own confinement refuses: the error escaped the job
+    # and the finished training's checkpoints were lost
+    from rewardlab.llm_reward.search import evaluation
+
+    monkeypatch.setattr(evaluation, "REWARD_COMPANION", "hostile_jobs:linger_after_close")
+    source = "def compute_reward(next_theta):\n    return -next_theta.abs()\n"
+    from rewardlab import llm_reward
+
+    result = llm_reward.evaluate(llm_reward.RewardProgram.from_source(source), "CartPole-v1", steps=128,
+                                 num_envs=4, timeout_s=60, ppo_kwargs={"n_steps": 16}, num_checkpoints=2)
+    assert result.ok, result.failure
+    assert len(result.seeds[0].checkpoints) == 2

@@ -408,3 +408,66 @@ def outlive_the_caller(payload: dict, guard: Any, **extras: Any) -> dict:
     """Run on while the caller is killed (SIGKILL runs none of its ``finally`` blocks)."""
     time.sleep(60)
     return {}
+
+
+# ------------------------------------------- kernel objects charged to the caller's user
+def hold_kernel_objects(payload: dict, guard: Any) -> dict:
+    """Take as many inotify instances (``"inotify"``) or queued real-time signals
+    (``"signals"``) as the kernel gives, up to ``payload["most"]``: both are counted per user,
+    outside the worker's namespace too. Hold them until the caller writes ``release`` into
+    the run directory, so that it can try its own meanwhile."""
+    import ctypes
+
+    _guard_off(guard)
+    libc = ctypes.CDLL(None, use_errno=True)
+    held, error = 0, 0
+    if payload["what"] == "inotify":
+        for _ in range(payload["most"]):
+            if libc.inotify_init1(os.O_CLOEXEC) < 0:
+                error = ctypes.get_errno()
+                break
+            held += 1
+    else:
+        signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGRTMIN])
+        value = ctypes.c_void_p(0)
+        for _ in range(payload["most"]):
+            if libc.sigqueue(os.getpid(), int(signal.SIGRTMIN), value) < 0:
+                error = ctypes.get_errno()
+                break
+            held += 1
+    print(f"held {held}", flush=True)
+    deadline = time.monotonic() + 60
+    while not os.path.exists("release") and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return {"held": held, "error": error}
+
+
+def report_cpu_cgroup(payload: dict, guard: Any) -> dict:
+    """The CPU quota of the cgroup this worker runs in (cgroup v1 or v2), as the worker sees it."""
+    _guard_off(guard)
+    with open("/proc/self/cgroup") as file:
+        lines = file.read().splitlines()
+    for line in lines:
+        _, controllers, path = line.split(":", 2)
+        if "cpu" in controllers.split(","):
+            for mount in (controllers, "cpu"):
+                folder = os.path.join("/sys/fs/cgroup", mount, path.lstrip("/"))
+                if os.path.isdir(folder):
+                    with open(os.path.join(folder, "cpu.cfs_quota_us")) as quota, \
+                            open(os.path.join(folder, "cpu.cfs_period_us")) as period:
+                        return {"path": path, "quota": int(quota.read()), "period": int(period.read())}
+    for line in lines:
+        if line.startswith("0::"):
+            with open(os.path.join("/sys/fs/cgroup", line[3:].lstrip("/"), "cpu.max")) as limit:
+                quota, period = limit.read().split()
+            return {"path": line[3:], "quota": int(quota), "period": int(period)}
+    return {"path": None}
+
+
+def linger_after_close(payload: dict, channel: Any, guard: Any) -> None:
+    """The evaluation's real companion, which then stays on for seconds once the job has
+    closed its channel (a program can keep its process from exiting)."""
+    from rewardlab.llm_reward.search.training import reward_companion
+
+    reward_companion(payload, channel, guard)
+    time.sleep(6)
