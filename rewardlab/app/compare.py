@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -63,30 +64,54 @@ def run_root(event_dir: Path, top: Path) -> Path:
     return event_dir
 
 
-def group_of(run_path: Path, top: Path, labels: dict[str, str]) -> str:
-    """The group of a run and its label.
+def group_of(run_path: Path, top: Path, folders: dict[str, Path]) -> str:
+    """The group of a run; ``folders`` gathers each group's folder, which names it
+    (:func:`distinct_labels`).
 
-    Runs with a ``config.json`` that differ only by seed share a group, labelled by the
+    Runs with a ``config.json`` that differ only by seed share a group, named by the
     folder above the run's; runs without one are grouped by the RUN_DIR they were
-    found under, labelled by its name.
+    found under.
     """
     config_path = run_path / "config.json"
     if config_path.exists():
         config = json.loads(config_path.read_text())
         config.pop("seed", None)
         key = json.dumps(config, sort_keys=True)
-        label = run_path.parent.name or run_path.name
+        folder = run_path.parent if run_path.parent.name else run_path
     else:
         key = str(top.resolve())
-        label = top.resolve().name
-    if key not in labels:
-        taken = set(labels.values())
-        suffix = 2
-        unique = label
-        while unique in taken:
-            unique, suffix = f"{label}-{suffix}", suffix + 1
-        labels[key] = unique
-    return labels[key]
+        folder = top
+    folders.setdefault(key, folder.resolve())
+    return key
+
+
+def distinct_labels(folders: dict[str, Path]) -> dict[str, str]:
+    """Each group's label: its folder's name, with as many folders above it as it takes to
+    tell it from the others (two searches' ``a/final/best`` and ``b/final/best``)."""
+    labels: dict[str, str] = {}
+    for key, folder in folders.items():
+        others = [other for other_key, other in folders.items() if other_key != key]
+        parts = folder.parts
+        for depth in range(1, len(parts) + 1):
+            label = "/".join(parts[-depth:])
+            if not any("/".join(other.parts[-depth:]) == label for other in others):
+                break
+        labels[key] = label
+    taken: dict[str, int] = {}
+    for key, label in labels.items():  # groups of one folder (different configs side by side)
+        taken[label] = taken.get(label, 0) + 1
+        if taken[label] > 1:
+            labels[key] = f"{label}-{taken[label]}"
+    return labels
+
+
+def env_of(run_path: Path) -> str | None:
+    """The env a run trained on, from its ``config.json`` (None without one)."""
+    config_path = run_path / "config.json"
+    if not config_path.exists():
+        return None
+    env = json.loads(config_path.read_text()).get("env")
+    return env if isinstance(env, str) else None
 
 
 def read_scalars(event_dir: Path) -> dict[str, tuple[np.ndarray, np.ndarray]]:
@@ -110,7 +135,7 @@ def load_runs(run_dirs: list[Path], tag: str) -> list[Run]:
     missing = [str(d) for d in run_dirs if not d.exists()]
     if missing:
         raise ValueError(f"run directories not found: {', '.join(missing)}")
-    labels: dict[str, str] = {}
+    folders: dict[str, Path] = {}
     runs: list[Run] = []
     empty, without_tag = [], {}
     for top in run_dirs:
@@ -135,12 +160,15 @@ def load_runs(run_dirs: list[Path], tag: str) -> list[Run]:
                 without_tag[str(root)] = sorted(series)
                 continue
             steps, values = series[tag]
-            runs.append(Run(root, group_of(root, top, labels), steps, values))
+            runs.append(Run(root, group_of(root, top, folders), steps, values))
     if empty:
         raise ValueError(f"no TensorBoard event files under: {', '.join(empty)}")
     if without_tag:
         details = "; ".join(f"{run} has {tags}" for run, tags in without_tag.items())
         raise ValueError(f"tag {tag!r} is missing from some runs: {details}")
+    labels = distinct_labels(folders)
+    for run in runs:
+        run.group = labels[run.group]
     return runs
 
 
@@ -167,6 +195,7 @@ def summarise(runs: list[Run], threshold: float | None, seed: int = 0) -> list[d
         curves = grid_values(members, grid)
         area = np.trapezoid(curves, grid, axis=1) / end if end > 0 else curves[:, -1]
         low, high = bootstrap_ci(finals, iqm, rng)
+        envs = sorted({env_of(run.path) or "?" for run in members})
         row = {
             "group": group,
             "seeds": len(members),
@@ -184,6 +213,7 @@ def summarise(runs: list[Run], threshold: float | None, seed: int = 0) -> list[d
             row["threshold"] = threshold
             row["seeds_reaching"] = len(hits)
             row["steps_to_threshold_median"] = float(np.median(hits)) if hits else None
+        row["env"] = ", ".join(envs)
         rows.append(row)
     return rows
 
@@ -227,7 +257,8 @@ def plot(runs: list[Run], tag: str, path: Path, threshold: float | None, seed: i
         mean = curves.mean(0)
         resampled = curves[rng.integers(0, len(members), size=(BOOTSTRAP_SAMPLES, len(members)))]
         low, high = np.quantile(resampled.mean(1), [0.025, 0.975], axis=0)
-        (line,) = axes.plot(grid, mean, label=f"{group} ({len(members)} seeds)", linewidth=2)
+        seeds = f"{len(members)} seed{'' if len(members) == 1 else 's'}"
+        (line,) = axes.plot(grid, mean, label=f"{group} ({seeds})", linewidth=2)
         axes.fill_between(grid, low, high, color=line.get_color(), alpha=0.25, linewidth=0)
     if threshold is not None:
         axes.axhline(threshold, color="grey", linestyle="--", linewidth=1, label=f"threshold {threshold:g}")
@@ -256,9 +287,23 @@ def compare(run_dirs: list[Path], tag: str, out: Path, threshold: float | None) 
     return rows
 
 
+def env_warning(rows: list[dict]) -> str | None:
+    """A warning when the groups trained on different envs (their returns do not compare)."""
+    by_env: dict[str, list[str]] = {}
+    for row in rows:
+        by_env.setdefault(row["env"], []).append(row["group"])
+    if len(by_env) < 2:
+        return None
+    parts = "; ".join(f"{env}: {', '.join(groups)}" for env, groups in sorted(by_env.items()))
+    return f"warning: these runs trained on different envs ({parts}); their returns are not comparable"
+
+
 def run_compare(args: argparse.Namespace) -> int:
     out = Path(args.out)
     rows = compare([Path(d) for d in args.run_dirs], args.tag, out, args.threshold)
+    warning = env_warning(rows)
+    if warning:
+        print(warning, file=sys.stderr)
     print(markdown_table(rows, args.tag))
     print(f"wrote {out / 'curves.png'}, {out / 'summary.md'}, {out / 'summary.csv'}")
     return 0

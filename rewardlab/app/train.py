@@ -4,7 +4,8 @@ Each seed gets its own run directory under ``--logdir``::
 
     runs/NAME/seed_0/
         config.json      the full resolved config: `rewardlab train --config` repeats the run
-        tb/              TensorBoard events (SB3's keys, plus reward/<c> and episode/<c>)
+        tb/              TensorBoard events (SB3's keys, plus reward/<c> and episode/<c>; eval/mean_return,
+                         the final true evaluation return, in tb/eval_1)
         model.pt|.zip    the final model
         checkpoint.*     the latest periodic checkpoint (``--resume`` continues from it)
         metrics.json     status, steps, wall time and the final true evaluation return
@@ -305,6 +306,13 @@ def train_seed(config: dict[str, Any], seed: int, run_dir: Path, resume: bool, p
             "eval_return_std": float(np.std(returns)),
             "eval_episodes": len(returns),
         }
+        from rewardlab.agents.logger import TensorBoardLogger
+
+        # beside the training curves: TensorBoard and compare --tag eval/mean_return show it
+        logger = TensorBoardLogger(run_dir / "tb", "eval")
+        logger.record({"eval/mean_return": metrics["eval_return_mean"],
+                       "eval/std_return": metrics["eval_return_std"]}, trainer.num_timesteps)
+        logger.close()
     write_json(run_dir / "metrics.json", metrics)
     if status == "interrupted":
         raise KeyboardInterrupt

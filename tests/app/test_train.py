@@ -465,7 +465,7 @@ def test_potential_shapes_a_users_env_from_the_command_line_and_the_config(tmp_p
     for logdir in ("flag", "file"):
         assert json.loads((tmp_path / logdir / "seed_0" / "config.json").read_text())["potential"] == (
             "pm_potential:closeness")
-        scalars = read_scalars(next((tmp_path / logdir / "seed_0" / "tb").iterdir()))
+        scalars = read_scalars(tmp_path / logdir / "seed_0" / "tb" / "run_1")
         assert "reward/shaping" in scalars and np.any(scalars["reward/shaping"][1] != 0)
 
 
@@ -492,3 +492,59 @@ def test_a_potential_that_fails_is_one_line_and_leaves_no_run_behind(tmp_path, m
     assert main(["train", "--env", "CartPole-v1", "--algo", "hra", "--intrinsic", "rnd", "--steps", "64",
                  "--logdir", "runs", "--no-progress"]) == 2
     assert not (tmp_path / "runs" / "seed_0").exists()
+
+
+def test_compare_labels_two_searches_apart_and_warns_of_different_envs(tmp_path, capsys):
+    write_run(tmp_path / "search_a" / "final", "best", 0, [(0, 0.0), (100, 1.0)], config={"env": "CartPole-v1"})
+    write_run(tmp_path / "search_b" / "final", "best", 0, [(0, 1.0), (100, 0.0)],
+              config={"env": "MountainCar-v0", "algo": "llm"})
+    runs = [str(tmp_path / name / "final" / "best") for name in ("search_a", "search_b")]
+    assert main(["compare", *runs, "--out", str(tmp_path / "out")]) == 0
+    captured = capsys.readouterr()
+    assert "warning: these runs trained on different envs (CartPole-v1: search_a/final/best; " \
+           "MountainCar-v0: search_b/final/best)" in captured.err
+    assert "| search_a/final/best | 1 |" in captured.out and "| search_b/final/best | 1 |" in captured.out
+    write_run(tmp_path, "same_env", 0, [(0, 0.0), (100, 1.0)], config={"env": "CartPole-v1", "algo": "y"})
+    assert main(["compare", runs[0], str(tmp_path / "same_env"), "--out", str(tmp_path / "out2")]) == 0
+    assert "warning" not in capsys.readouterr().err
+
+
+def test_the_plots_legend_counts_seeds_in_words(tmp_path, monkeypatch):
+    from rewardlab.app import compare as compare_module
+
+    write_run(tmp_path, "one", 0, [(0, 0.0), (100, 1.0)])
+    for seed in range(2):
+        write_run(tmp_path, "two", seed, [(0, 0.0), (100, 1.0)], config={"algo": "x"})
+    labels: list[str] = []
+    real_plot = compare_module.plot
+
+    def spy(runs, *args, **kwargs):
+        import matplotlib.axes
+
+        original = matplotlib.axes.Axes.plot
+
+        def record(self, *plot_args, **plot_kwargs):
+            labels.append(plot_kwargs.get("label"))
+            return original(self, *plot_args, **plot_kwargs)
+
+        monkeypatch.setattr(matplotlib.axes.Axes, "plot", record)
+        return real_plot(runs, *args, **kwargs)
+
+    monkeypatch.setattr(compare_module, "plot", spy)
+    compare([tmp_path / "one", tmp_path / "two"], "rollout/ep_rew_mean", tmp_path / "out", None)
+    assert labels == ["one (1 seed)", "two (2 seeds)"]
+
+
+def test_the_true_evaluation_return_is_in_tensorboard(tmp_path):
+    assert main(["train", "--env", "CartPole-v1", "--steps", "64", "--num-envs", "2", "--logdir", str(tmp_path),
+                 "--no-progress", "--config", str(write_small_ppo(tmp_path))]) == 0
+    metrics = json.loads((tmp_path / "seed_0" / "metrics.json").read_text())
+    series = read_scalars(tmp_path / "seed_0" / "tb" / "eval_1")
+    assert series["eval/mean_return"][1].tolist() == pytest.approx([metrics["eval_return_mean"]])
+    assert series["eval/mean_return"][0].tolist() == [metrics["num_timesteps"]]
+
+
+def write_small_ppo(folder: Path) -> Path:
+    path = folder / "small.json"
+    path.write_text(json.dumps({"hyperparameters": {"n_steps": 32, "n_epochs": 1}}))
+    return path
