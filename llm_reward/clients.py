@@ -384,11 +384,12 @@ class ReplayClient(ChatClient):
             self._next += 1
         if index >= len(self.answers):
             raise LLMCallFailed(f"replay: all {len(self.answers)} answers of {self.path} are used up", tries=1)
-        text, usage = self.answers[index]
-        return Completion(text=text, usage=usage, cost_usd=0.0, model=self.model, wall_s=0.0)
+        text, usage, finish_reason = self.answers[index]
+        return Completion(text=text, usage=usage, cost_usd=0.0, model=self.model, wall_s=0.0,
+                          finish_reason=finish_reason)
 
 
-def _replayed_answers(path: Path) -> list[tuple[str, Usage]]:
+def _replayed_answers(path: Path) -> list[tuple[str, Usage, str | None]]:
     file = path / "journal.jsonl" if path.is_dir() else path
     try:
         lines = file.read_text().splitlines()
@@ -410,8 +411,11 @@ def _replayed_answers(path: Path) -> list[tuple[str, Usage]]:
     answers = []
     for _, _, record in records:
         usage = record.get("usage") if isinstance(record.get("usage"), dict) else {}
+        # why the model stopped is replayed too: a cut-off answer gets the same note in the next prompt
+        finish_reason = record.get("finish_reason")
         answers.append((record.get("text", record.get("answer")),
-                        Usage(int(usage.get("prompt_tokens", 0)), int(usage.get("completion_tokens", 0)))))
+                        Usage(int(usage.get("prompt_tokens", 0)), int(usage.get("completion_tokens", 0))),
+                        finish_reason if isinstance(finish_reason, str) else None))
     return answers
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from rewardlab.llm_reward.clients import ReplayClient
 from rewardlab.llm_reward.search import SearchConfig, search
 
 pytest.importorskip("openai")
@@ -149,3 +150,7 @@ def test_feedback_a_model_reads_and_a_search_that_converges_on_it(tmp_path: Path
     # converged: every fix trained, and the best is one of them or the recommended program
     assert all(candidate.ok for candidate in result.candidates[5:])
     assert result.best is not None and result.best.key != "it00_s01"
+    # a replay of the run says the same: the cut-off answer is cut off there too
+    replay = ReplayClient(tmp_path / "run")
+    finish = [replay.complete([]).finish_reason for _ in range(3)]
+    assert finish == ["stop", "length", "stop"]

@@ -56,4 +56,4 @@ def test_a_search_through_replay_trains_every_correct_answer_and_replays_itself(
     assert "removed the decorator `@torch.jit.script`" in (out / "report.md").read_text()
     # the run's own journal replays the same answers, in the same order
     again = ReplayClient(out)
-    assert [text for text, _ in again.answers] == [answer.text for answer in answers]
+    assert [text for text, _, _ in again.answers] == [answer.text for answer in answers]
