@@ -20,6 +20,7 @@ so their distribution is MiniGrid's.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any
 
@@ -100,6 +101,12 @@ class Rows:
 
     def cell(self, x: int, y: int) -> int:
         """The column of grid cell ``(x, y)``."""
+        return (y + PAD) * self.padded_width + x + PAD
+
+    @functools.cached_property
+    def grid_columns(self) -> np.ndarray:
+        """The column of each cell in MiniGrid's order (``y * width + x``), int64."""
+        y, x = np.divmod(np.arange(self.width * self.height), self.width)
         return (y + PAD) * self.padded_width + x + PAD
 
     @property
@@ -190,8 +197,12 @@ def encode_layout(env: Any, rows: Rows, target: Any = None) -> np.ndarray:
         )
     values = np.full(rows.dim, NOTHING, dtype=np.int16)
     values[: rows.cells] = WALL_CODE
+    columns = rows.grid_columns
+    values[columns] = NOTHING
     for index, obj in enumerate(env.grid.grid):
-        cell = rows.cell(index % rows.width, index // rows.width)
+        if obj is None:
+            continue
+        cell = columns[index]
         values[cell] = cell_code(obj, target)
         if obj is not None and obj.type == "box":
             if not rows.boxes:
