@@ -169,3 +169,32 @@ def test_bad_arguments_are_named():
         BatchedMiniGridEnv(2, env_id="MiniGrid-Dynamic-Obstacles-5x5-v0", layouts=1)
     with pytest.raises(ValueError, match="not a MiniGrid id"):
         BatchedMiniGridEnv(2, env_id="MiniGrid-Nowhere-v0", layouts=1)
+
+
+def test_the_traced_step_is_the_eager_step():
+    """compile=True compiles the graph make_fx traces from step_values: run uncompiled, that
+    graph gives the eager step's values (no Python reading a tensor's value is baked in)."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    env = BatchedMiniGridEnv(32, env_id="MiniGrid-ObstructedMaze-1Dlhb-v0", layouts=8, seed=0)
+    env.reset()
+    generator = torch.Generator().manual_seed(1)
+    graph = make_fx(lambda state, actions: env.step_values(state, actions))(
+        env.state.clone(), torch.randint(7, (32,), generator=generator)
+    )
+    for _ in range(40):
+        actions = torch.randint(7, (32,), generator=generator)
+        for expected, got in zip(env.step_values(env.state, actions), graph(env.state, actions)):
+            assert torch.equal(expected, got)
+        env.step(actions)
+
+
+def test_actions_are_checked_and_numpy_is_taken():
+    env = envs.make("MiniGrid-Empty-5x5-v0", num_envs=3, seed=0, layouts=2)
+    env.reset()
+    with pytest.raises(ValueError, match="action 7 of env 1 is outside"):
+        env.step(torch.tensor([0, 7, 2]))
+    with pytest.raises(ValueError, match="takes shape"):
+        env.step(torch.zeros(4, dtype=torch.int64))
+    obs, *_ = env.step(np.array([2, 2, 2]))
+    assert obs.shape == (3, 147)
