@@ -15,9 +15,14 @@ the LLM that wrote the program); :func:`check_source` returns them all and
   attributes in :data:`FORBIDDEN_ATTRIBUTES` (modules such as ``torch.os``, file and
   process functions, global torch/numpy settings, frame internals);
 - no classes, decorators, ``global``/``nonlocal`` or ``async`` code;
+- source of at most :data:`MAX_SOURCE_CHARS` characters, without control characters (but
+  tab and line breaks) or bidirectional overrides, whose syntax tree nests at most
+  :data:`MAX_NESTING` levels (deeper trees overflow the recursion of ``ast.unparse`` and
+  ``compile``);
 - a reward function named ``compute_reward`` (or the one top-level function when there
   is only one) whose arguments are variables the env's description declares, which it
-  does not change in place.
+  does not change in place; a wrong argument or name gets the nearest variable of the env
+  (a close spelling, or the words of its name in a variable's name or meaning).
 
 These checks are one layer: the sandbox (:mod:`rewardlab.llm_reward.sandbox.runner`) assumes they can be
 bypassed and enforces its own limits at run time.

@@ -513,8 +513,8 @@ def _safe_import(
     numpy's and torch's C code imports its own modules lazily through the calling frame's
     ``__import__``, which for a call from the program is this one (``a.max()`` imports
     ``numpy._core._methods``): an import that is not the program's own ``import`` statement
-    gets the real import for the modules of numpy, torch and math and for modules already
-    loaded, whatever their names.
+    gets the real import for the modules of numpy, torch and math, private ones included,
+    and nothing else (``__import__('os')`` called directly stays refused).
     """
     caller = sys._getframe(1)
     code = caller.f_code
@@ -525,7 +525,7 @@ def _safe_import(
         reason = forbidden_module(name)
         for item in fromlist or ():
             reason = reason or forbidden_attribute(item)
-    elif name.split(".")[0] in ALLOWED_MODULES or name in sys.modules:
+    elif name.split(".")[0] in ALLOWED_MODULES:
         reason = None
     else:
         reason = f"imports `{name}`; reward programs may only import math, numpy and torch"
