@@ -616,8 +616,9 @@ def _hint(error: Exception) -> str:
     """How to fix an error whose message alone does not say it (empty for others)."""
     if isinstance(error, TypeError) and _NUMPY_ON_TENSOR.search(str(error)):
         return (" (a numpy reduction such as np.sum, np.mean, np.max or np.std was given a torch tensor: every "
-                "input is a torch tensor, so use torch's own with dim, e.g. x.sum(dim=-1), x.amax(dim=-1), "
-                "torch.linalg.norm(x, dim=-1))")
+                "input is a torch tensor, so use torch's own over the last dimension of (N, k) values, e.g. "
+                "x.sum(dim=-1), x.amax(dim=-1), torch.linalg.norm(x, dim=-1); an (N,) value is already one "
+                "number per env: reduce nothing)")
     return ""
 
 
