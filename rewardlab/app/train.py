@@ -276,11 +276,23 @@ def train_seed(config: dict[str, Any], seed: int, run_dir: Path, resume: bool, p
         if made:  # a run that never started leaves nothing behind to block the corrected command
             remove_run_dir(run_dir)
         raise
-    done_before = trainer.load_checkpoint() if resume else 0
+    try:
+        done_before = trainer.load_checkpoint() if resume else 0
+    except ValueError:
+        if made:
+            remove_run_dir(run_dir)
+        raise
     remaining = config["steps"] - done_before
+    # PPO trains whole rollouts: say how many steps that makes, and count to it
+    rollout = trainer.rollout_steps
+    total = done_before + -(-max(remaining, 0) // rollout) * rollout
+    if total != config["steps"] and remaining > 0:
+        print(f"seed {seed}: {config['algo']} trains whole rollouts of {rollout:,} env steps: "
+              f"{total - done_before:,} steps for --steps {config['steps']:,}" +
+              (f" (from step {done_before:,})" if done_before else ""))
     started = time.perf_counter()
     status = "complete"
-    bar = ProgressBar(config["steps"], done_before, f"seed {seed}") if progress else None
+    bar = ProgressBar(total, done_before, f"seed {seed}") if progress else None
     try:
         if remaining > 0:
             trainer.learn(remaining, resumed=done_before > 0, bar=bar)
@@ -315,8 +327,28 @@ def train_seed(config: dict[str, Any], seed: int, run_dir: Path, resume: bool, p
         logger.close()
     write_json(run_dir / "metrics.json", metrics)
     if status == "interrupted":
-        raise KeyboardInterrupt
+        raise Interrupted(run_dir, trainer.keeps_checkpoints)
     return metrics
+
+
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C stopped a seed's run; what it left behind is saved.
+
+    :param run_dir: the seed's run directory.
+    :param checkpoint: whether it holds a checkpoint that ``--resume`` continues from.
+    """
+
+    def __init__(self, run_dir: Path, checkpoint: bool):
+        super().__init__(str(run_dir))
+        self.run_dir, self.checkpoint = run_dir, checkpoint
+
+    def message(self) -> str:
+        """What the user is told."""
+        if self.checkpoint:
+            return (f"interrupted: what was logged and a checkpoint are in {self.run_dir}; "
+                    "continue with the same command and --resume")
+        return (f"interrupted: what was logged is in {self.run_dir}, but no checkpoint: a sandboxed "
+                "--reward-program run hands its policy back only at its end; start it again with another --logdir")
 
 
 
@@ -345,9 +377,8 @@ def run_train(args: argparse.Namespace) -> int:
         run_dir = run_dir_for(logdir, seed)
         try:
             metrics = train_seed(config, seed, run_dir, args.resume, progress=not args.no_progress)
-        except KeyboardInterrupt:
-            print(f"\ninterrupted: what was logged and a checkpoint are in {run_dir}; "
-                  "continue with the same command and --resume")
+        except Interrupted as interrupted:
+            print(f"\n{interrupted.message()}")
             return 130
         results.append(metrics)
         print(

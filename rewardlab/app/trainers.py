@@ -24,6 +24,7 @@ class ProgressBar:
         from tqdm.auto import tqdm
 
         self._bar = tqdm(total=total, initial=initial, desc=label, unit="step", unit_scale=True)
+        self.total = total
 
     def update(self, num_timesteps: int, episode_return: float | None) -> None:
         self._bar.update(max(num_timesteps - self._bar.n, 0))
@@ -57,10 +58,18 @@ class Trainer:
     checkpoint_file: str
     model: Any
     run_dir: Path
+    #: whether an interrupted run leaves a checkpoint that ``--resume`` continues from
+    keeps_checkpoints = True
 
     @property
     def num_timesteps(self) -> int:
         return self.model.num_timesteps
+
+    @property
+    def rollout_steps(self) -> int:
+        """Env steps the learner trains in one piece (a PPO rollout over every env): a run
+        trains a whole number of them."""
+        return int(getattr(self.model, "n_steps", 1)) * int(self.model.env.num_envs)
 
     def save_checkpoint(self) -> None:
         save_atomically(self.model.save, self.run_dir / self.checkpoint_file)
@@ -268,11 +277,15 @@ class SandboxedProgramTrainer(Trainer):
     (:func:`rewardlab.llm_reward.evaluate`): TensorBoard logs go to ``sandbox/`` in the run
     directory; the worker ships the trained policy back as plain arrays and this process,
     which never loads the program, rebuilds it as ``model.pt`` and measures its true return.
-    A stopped run starts again from the beginning (``--resume`` has no checkpoint here).
+    The policy leaves the sandbox only at the end, so a stopped run keeps no checkpoint and
+    ``--resume`` is refused; the progress bar follows the worker's TensorBoard log.
     """
 
     model_file = "model.pt"
     checkpoint_file = "model.pt"
+    keeps_checkpoints = False
+    #: seconds between two looks at the worker's TensorBoard log for the progress bar
+    poll_s = 2.0
 
     def __init__(self, config: dict[str, Any], run_dir: Path):
         if config["shaping"] != "none" or config.get("potential") or config["intrinsic"]:
@@ -289,9 +302,30 @@ class SandboxedProgramTrainer(Trainer):
     def num_timesteps(self) -> int:
         return self.steps_done
 
+    @property
+    def rollout_steps(self) -> int:
+        from rewardlab.agents.ppo import default_n_steps
+
+        num_envs = num_envs_for(self.config)
+        return int(self.config["hyperparameters"].get("n_steps") or default_n_steps(num_envs)) * num_envs
+
+    def _follow(self, bar: ProgressBar, done: Any) -> None:
+        """Move ``bar`` to the latest step of the worker's TensorBoard log until ``done`` is set."""
+        from rewardlab.app.compare import event_dirs, read_scalars
+
+        while not done.wait(self.poll_s):
+            try:
+                for folder in event_dirs(self.run_dir / "sandbox"):
+                    steps, values = read_scalars(folder).get("rollout/ep_rew_mean", ((), ()))
+                    if len(steps):
+                        bar.update(min(int(steps[-1]), bar.total), float(values[-1]))
+            except (OSError, ValueError):  # a log being written: the next look reads it
+                continue
+
     def learn(self, steps: int, resumed: bool, bar: ProgressBar | None) -> None:
+        import threading
+
         from rewardlab import envs
-        from rewardlab.llm_reward import evaluate
         from rewardlab.llm_reward.search.training import load_snapshot
 
         config = self.config
@@ -304,13 +338,13 @@ class SandboxedProgramTrainer(Trainer):
             env = envs.make(config["env"], num_envs=num_envs, device=config["device"], seed=seed)
             self.model = load_snapshot(snapshot, env, hyperparameters, seed)
 
-        result = evaluate(
-            self.reward.program, config["env"], steps=steps, seeds=(config["seed"],),
-            timeout_s=max(600.0, steps / 50.0), run_dir=self.run_dir / "sandbox", num_envs=num_envs,
-            device=config["device"], ppo_kwargs={**hyperparameters, "compile": compile},
-            num_checkpoints=max(1, min(10, steps // max(num_envs, 1))), eval_episodes=config["eval_episodes"],
-            on_final_policy=keep, description=self.reward.description_data,
-        )  # fmt: skip
+        done = threading.Event()
+        if bar is not None:
+            threading.Thread(target=self._follow, args=(bar, done), daemon=True).start()
+        try:
+            result = self._evaluate(steps, num_envs, hyperparameters, compile, keep)
+        finally:
+            done.set()
         if not result.ok or self.model is None:
             failure = result.failure
             raise ValueError(  # the CLI says it without a traceback
@@ -321,6 +355,19 @@ class SandboxedProgramTrainer(Trainer):
         if bar is not None:
             bar.update(self.steps_done, result.fitness)
 
+    def _evaluate(self, steps: int, num_envs: int, hyperparameters: dict[str, Any], compile: bool,
+                  keep: Any) -> Any:
+        from rewardlab.llm_reward import evaluate
+
+        config = self.config
+        return evaluate(
+            self.reward.program, config["env"], steps=steps, seeds=(config["seed"],),
+            timeout_s=max(600.0, steps / 50.0), run_dir=self.run_dir / "sandbox", num_envs=num_envs,
+            device=config["device"], ppo_kwargs={**hyperparameters, "compile": compile},
+            num_checkpoints=max(1, min(10, steps // max(num_envs, 1))), eval_episodes=config["eval_episodes"],
+            on_final_policy=keep, description=self.reward.description_data,
+        )  # fmt: skip
+
     def save_checkpoint(self) -> None:
         if self.model is not None:
             save_atomically(self.model.save, self.run_dir / self.model_file)
@@ -329,7 +376,10 @@ class SandboxedProgramTrainer(Trainer):
         self.save_checkpoint()
 
     def load_checkpoint(self) -> int:
-        return 0
+        raise ValueError(
+            f"--resume: a sandboxed --reward-program run keeps no checkpoint (its policy leaves the sandbox "
+            f"only at the end), so {self.run_dir} cannot be continued; start it again with another --logdir"
+        )
 
     def evaluate(self, episodes: int, seed: int) -> list[float]:
         from rewardlab.agents.evaluation import evaluate_batched

@@ -548,3 +548,60 @@ def write_small_ppo(folder: Path) -> Path:
     path = folder / "small.json"
     path.write_text(json.dumps({"hyperparameters": {"n_steps": 32, "n_epochs": 1}}))
     return path
+
+
+def test_steps_are_whole_rollouts_and_the_command_says_so(tmp_path, capsys):
+    assert main(["train", "--env", "CartPole-v1", "--steps", "100", "--num-envs", "2", "--logdir", str(tmp_path),
+                 "--no-progress", "--config", str(write_small_ppo(tmp_path))]) == 0
+    assert "ppo trains whole rollouts of 64 env steps: 128 steps for --steps 100" in capsys.readouterr().out
+    assert json.loads((tmp_path / "seed_0" / "metrics.json").read_text())["num_timesteps"] == 128
+
+
+UPRIGHT_PROGRAM = "def compute_reward(next_theta):\n    return 1 - next_theta ** 2, {}\n"
+
+
+def test_ctrl_c_in_a_sandboxed_program_run_says_no_checkpoint_exists_and_resume_is_refused(
+    tmp_path, monkeypatch, capsys
+):
+    from rewardlab.app.trainers import SandboxedProgramTrainer
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(SandboxedProgramTrainer, "_evaluate", interrupted)
+    (tmp_path / "reward.py").write_text(UPRIGHT_PROGRAM)
+    command = ["train", "--env", "CartPole-v1", "--reward-program", str(tmp_path / "reward.py"), "--steps", "64",
+               "--logdir", str(tmp_path / "runs"), "--no-progress"]
+    assert main(command) == 130
+    out = capsys.readouterr().out
+    assert "no checkpoint" in out and "--resume" not in out
+    assert json.loads((tmp_path / "runs" / "seed_0" / "metrics.json").read_text())["status"] == "interrupted"
+    assert main([*command, "--resume"]) == 2
+    assert "keeps no checkpoint" in capsys.readouterr().err
+
+
+def test_the_sandboxed_runs_progress_bar_follows_the_workers_log(tmp_path):
+    import threading
+
+    from rewardlab.app.trainers import SandboxedProgramTrainer
+
+    class Bar:
+        total = 1000
+        updates: list = []
+
+        def update(self, steps, episode_return):
+            self.updates.append((steps, episode_return))
+
+    write_run(tmp_path / "sandbox", "tensorboard", 0, [(256, -3.0), (512, -1.5)])
+    trainer = SandboxedProgramTrainer.__new__(SandboxedProgramTrainer)
+    trainer.run_dir, trainer.poll_s = tmp_path, 0.01
+    bar, done = Bar(), threading.Event()
+    follower = threading.Thread(target=trainer._follow, args=(bar, done))
+    follower.start()
+    for _ in range(500):
+        if bar.updates:
+            break
+        done.wait(0.01)
+    done.set()
+    follower.join()
+    assert bar.updates and bar.updates[-1] == (512, -1.5)
