@@ -179,14 +179,12 @@ class BatchedMiniGridEnv(BatchedEnv):
         self.dx = torch.as_tensor(ahead[:, 0], device=device)
         self.dy = torch.as_tensor(ahead[:, 1], device=device)
         self.visibility = torch.as_tensor(_visibility_table(), device=device)
-        self.row_weights = torch.tensor([1 << (VIEW + i) for i in range(VIEW)], device=device).view(1, VIEW, 1)
-        masks = torch.arange(1 << VIEW, device=device)
-        self.row_cells = (masks.unsqueeze(1) >> torch.arange(VIEW, device=device) & 1).int()
-        self.agent_cell = torch.arange(VIEW * VIEW, device=device) == AGENT_CELL
+        self.row_shifts = torch.arange(VIEW, dtype=torch.uint8, device=device).view(1, VIEW, 1)
+        self.row_weights = 1 << self.row_shifts  # bit vx of a row's mask
         self.front_cell = torch.arange(VIEW * VIEW, device=device) == AGENT_CELL - 1
         codes = torch.arange(1 << (TARGET_SHIFT + 1), device=device)
         kinds, door_states = codes & 15, codes >> STATE_SHIFT & 3
-        self.see_behind = ~((kinds == WALL) | ((kinds == DOOR) & (door_states != OPEN)))
+        self.see_behind = (~((kinds == WALL) | ((kinds == DOOR) & (door_states != OPEN)))).to(torch.uint8)
         self.decoded = torch.stack(
             [codes & 15, codes >> COLOUR_SHIFT & 7, codes >> STATE_SHIFT & 3], dim=1
         ).float()
@@ -401,8 +399,9 @@ class BatchedMiniGridEnv(BatchedEnv):
     def _image(self, cells: torch.Tensor, carrying: torch.Tensor) -> torch.Tensor:
         """The flat view from the codes under it (``(n, 49)``, int32) and the carried codes."""
         cells = self._hide_occluded(cells)
-        cells = torch.where(self.agent_cell, carrying.unsqueeze(1).int(), cells)
-        return self.decoded.index_select(0, cells.view(-1)).view(-1, VIEW * VIEW * 3)
+        cells[:, AGENT_CELL] = carrying  # a tensor of this function's own
+        # embedding is the fastest row look-up on CPU
+        return torch.nn.functional.embedding(cells.long(), self.decoded).view(-1, VIEW * VIEW * 3)
 
     def _hide_occluded(self, cells: torch.Tensor) -> torch.Tensor:
         """MiniGrid's ``process_vis``: walls and closed doors hide what lies behind them
@@ -413,7 +412,8 @@ class BatchedMiniGridEnv(BatchedEnv):
         if self.see_through_walls:
             return cells
         # one 7-bit mask per view row (vy), bit vx, shifted to the table's see_behind bits
-        see_bits = (lookup(self.see_behind, cells).view(-1, VIEW, VIEW) * self.row_weights).sum(1)
+        see = lookup(self.see_behind, cells).view(-1, VIEW, VIEW)
+        see_bits = (see * self.row_weights).sum(1, dtype=torch.uint8).long() << VIEW
         marked = torch.full_like(see_bits[:, 0], 1 << (VIEW // 2))  # the agent's cell
         visible_rows = [marked] * VIEW
         for row in reversed(range(VIEW)):
@@ -421,8 +421,9 @@ class BatchedMiniGridEnv(BatchedEnv):
             visible_rows[row] = entry
             marked = entry >> VIEW
         # (n, vy) row masks to (n, vx, vy) cells
-        visible = lookup(self.row_cells, torch.stack(visible_rows, dim=1) & (1 << VIEW) - 1).transpose(1, 2)
-        return cells * visible.reshape(-1, VIEW * VIEW)
+        visible_bits = (torch.stack(visible_rows, dim=1) & (1 << VIEW) - 1).to(torch.uint8)
+        visible = (visible_bits.unsqueeze(1) >> self.row_shifts) & 1
+        return cells * visible.view(-1, VIEW * VIEW)
 
     def advance(self, *args: Any, **kwargs: Any) -> tuple[torch.Tensor, ...]:
         """Not available: the step writes the state in place (:attr:`steps_by_advance` is
