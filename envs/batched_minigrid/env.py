@@ -93,15 +93,21 @@ class BatchedMiniGridEnv(BatchedEnv):
       order: what the Gymnasium adapter gives for the same id (``rewardlab.envs.minigrid``).
     - Actions: ``Discrete(7)``.
     - Layouts: a pool of ``layouts`` reset states made once, at construction, by MiniGrid's
-      own generator (``env.reset(seed=s)`` for ``layouts`` seeds drawn from ``seed``): the
-      distribution of rooms, doors, keys and goals is MiniGrid's, over that many layouts.
-      Each reset draws one from the pool with the env's torch generator. Making a layout
-      costs MiniGrid's reset, about half a millisecond (``benchmarks/minigrid_throughput.py``
-      reports the time for its ids), so the default 4096 take a few seconds once.
+      own generator (``env.reset(seed=s)`` for ``layouts`` seeds drawn from ``seed``): each
+      layout is exactly one of MiniGrid's, so their distribution is MiniGrid's, over that
+      many layouts (an env made with another seed has another pool: a held-out set for
+      evaluation). Each reset draws one from the pool with the env's torch generator.
+      Making a layout costs one MiniGrid reset, 0.3 to 1 ms on an idle core
+      (``benchmarks/minigrid_throughput.py`` reports the pool's time, ``pool (s)``), so the
+      default 4096 take seconds, once per env object; raise ``layouts`` for long runs where
+      a policy could learn the pool by heart.
 
-    The state of a copy is one int16 column (:class:`~rewardlab.envs.batched_minigrid.layouts.Rows`):
-    the grid's cell codes, the contents of its boxes (where the task has boxes), the
-    agent's position, direction and carried object, and MiniGrid's ``step_count``.
+    The state of a copy is one int16 row (:class:`~rewardlab.envs.batched_minigrid.layouts.Rows`,
+    :attr:`state`): the grid's cell codes padded with walls, the contents of its boxes
+    (where the task has boxes), the agent's position, direction and carried object, and
+    MiniGrid's ``step_count``. :meth:`step` writes it in place (:attr:`steps_by_advance` is
+    False) and ``compile=True`` compiles its arithmetic, :meth:`step_values`, which gives
+    the same values as the eager code on every step.
 
     Example::
 
