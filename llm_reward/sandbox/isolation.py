@@ -731,7 +731,7 @@ def confine_to_itself() -> None:
 # queues, message queues, new descriptors of any kind but files opened for reading).
 ALLOWED_SYSCALLS = (
     # memory
-    "brk", "mmap", "munmap", "mremap", "mprotect", "madvise", "msync", "mincore", "membarrier",
+    "brk", "mmap", "munmap", "mremap", "mprotect", "madvise", "msync", "mincore",
     "get_mempolicy", "set_mempolicy", "mbind",
     # threads (clone only with CLONE_THREAD, below) and waiting
     "futex", "futex_waitv", "set_robust_list", "rseq", "set_tid_address", "exit", "exit_group",
@@ -767,7 +767,7 @@ def allow_computation_only() -> None:
     """The seccomp allowlist of a process that runs untrusted code next to a job (a job's
     companion): :data:`ALLOWED_SYSCALLS`, with ``clone`` for threads only, files opened for
     reading only, ``ioctl``, ``fcntl`` and ``prctl`` for the few requests Python and its
-    libraries make, signals, limits and scheduling for itself only. Any other call kills the
+    libraries make, signals and affinity for itself only, its limits read only. Any other call kills the
     process (``SIGSYS``, see :data:`REFUSED_SIGNAL`); ``clone3`` answers ``ENOSYS`` (glibc
     then uses ``clone``, whose flags the filter reads) and ``openat2`` too (its flags are out
     of the filter's sight)."""
@@ -795,9 +795,10 @@ def allow_computation_only() -> None:
         add("prctl", seccomp.Arg(0, seccomp.EQ, option))
     for name in ("kill", "tgkill"):
         add(name, seccomp.Arg(0, seccomp.EQ, own))
-    for name in ("prlimit64", "sched_setaffinity", "get_robust_list"):
+    for name in ("sched_setaffinity", "get_robust_list"):
         add(name, seccomp.Arg(0, seccomp.EQ, 0))
-    add("setpriority", seccomp.Arg(0, seccomp.EQ, _PRIO_PROCESS), seccomp.Arg(1, seccomp.EQ, 0))
+    # its own limits, read only: raising one is refused all the same, and no longer silently
+    add("prlimit64", seccomp.Arg(0, seccomp.EQ, 0), seccomp.Arg(2, seccomp.EQ, 0))
     for name in ("clone3", "openat2"):
         _add_rule(rules, seccomp.ERRNO(errno.ENOSYS), name)
     rules.load()
