@@ -662,9 +662,11 @@ def test_a_program_cannot_watch_a_folder_it_may_not_read(tmp_path: Path, outside
 _CAUGHT = """
 def compute_reward(x):
 """ + _GUARD_OFF + """
+    resource = torch.sys.modules["resource"]
     attempts = {"socket": lambda: torch.sys.modules["socket"].socket(),
                 "fork": lambda: torch.os.fork(),
-                "write": lambda: builtins.open("/tmp/anything", "w")}
+                "write": lambda: builtins.open("/tmp/anything", "w"),
+                "raise_limit": lambda: resource.setrlimit(resource.RLIMIT_SIGPENDING, (1 << 20, 1 << 20))}
     try:
         attempts[ATTEMPT]()
     except builtins.BaseException:
@@ -673,7 +675,7 @@ def compute_reward(x):
 """
 
 
-@pytest.mark.parametrize("attempt", ["socket", "fork", "write"])
+@pytest.mark.parametrize("attempt", ["socket", "fork", "write", "raise_limit"])
 def test_a_refused_call_the_program_catches_fails_the_candidate(attempt: str) -> None:
     result = evaluate_hostile(_CAUGHT.replace("ATTEMPT", repr(attempt)))
     assert not result.ok and result.fitness is None
@@ -854,6 +856,28 @@ def test_a_process_left_behind_cannot_stall_the_next_candidate(tmp_path: Path) -
         stranger.kill()
         stranger.wait()
     assert closed.strip() == "20"  # the server hung up on each: it serves the process that started it only
+    assert server.alive()
+
+
+def test_a_slow_request_of_the_caller_holds_no_other(tmp_path: Path) -> None:
+    # requests are read side by side, each within its own 2 s: 20 half-sent ones held the
+    # server for 40 s when it read them one after another
+    server = fork_server(("rewardlab.llm_reward.sandbox.runner", "hostile_jobs", *PRELOAD))
+    held = []
+    try:
+        for _ in range(20):
+            connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            connection.connect(server.socket_path)
+            connection.sendall(b"\0\0")  # half a length: the request never comes
+            held.append(connection)
+        result = run("look_around", {}, tmp_path / "run", timeout_s=5)
+        assert result.result is not None, result.error
+        for connection in held:  # each one is closed once its time is up
+            connection.settimeout(30)
+            assert connection.recv(1) == b""
+    finally:
+        for connection in held:
+            connection.close()
     assert server.alive()
 
 
