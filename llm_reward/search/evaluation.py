@@ -168,7 +168,7 @@ class EvalResult:
 
 
 def evaluate(
-    program: RewardProgram,
+    program: RewardProgram | str,
     env_id: str,
     steps: int = 100_000,
     seeds: Sequence[int] = (0,),
@@ -197,7 +197,8 @@ def evaluate(
     it. Nothing the program does makes this function raise: failures come back in
     :attr:`EvalResult.failure`.
 
-    :param program: the reward program.
+    :param program: the reward program, or its source (read and checked here, in a child
+        process, as every program is: a caller with the text need not parse it itself).
     :param env_id: a batched env id (``rewardlab.envs.registered()``) or any Gymnasium id.
     :param steps: training env steps per seed.
     :param seeds: the seeds, trained one after another.
@@ -230,6 +231,9 @@ def evaluate(
     """
     if description is not None:
         use_description(description)
+    if isinstance(program, str) and not static_checks:
+        raise TypeError("static_checks=False runs a program unchecked: pass a RewardProgram, not its source")
+    source = program if isinstance(program, str) else program.source
     payload = _payload(program, env_id, steps, seeds, num_envs, device, ppo_kwargs,
                        num_checkpoints, eval_episodes)
     on_cuda = str(device).startswith("cuda")
@@ -241,14 +245,16 @@ def evaluate(
     directory.mkdir(parents=True, exist_ok=True)
     start = time.monotonic()
     try:
-        checked = program
         if static_checks:  # in a child: nothing in the source makes this process raise or stall
-            outcome = check_source(program.source, describe(env_id))
+            outcome = check_source(source, describe(env_id))
             if outcome.program is None:
                 assert outcome.failure is not None
                 return _failed_before_training(outcome.failure, env_id, steps, start,
-                                               directory if keep else None, program.source)
+                                               directory if keep else None, source)
             checked = outcome.program
+        else:
+            assert isinstance(program, RewardProgram)
+            checked = program
         payload["program"] = asdict(checked)
         payload["tensorboard_log"] = os.fspath(directory.resolve() / "tensorboard") if keep else None
         if keep:
@@ -278,7 +284,8 @@ def evaluate(
                          os.fspath(directory) if keep else None, checked.source, measure, payload["seeds"],
                          num_checkpoints)
         # what normalising the answer removed (noted when the program was first made) and constants
-        result.notes = list(dict.fromkeys([*program.notes, *checked.notes, *checked.constant_notes(description)]))
+        given = () if isinstance(program, str) else program.notes
+        result.notes = list(dict.fromkeys([*given, *checked.notes, *checked.constant_notes(description)]))
         if isinstance(run.result, dict) and isinstance(run.result.get("compile_note"), str):
             compile_note = compile_note or _text(run.result["compile_note"])[:600]
         result.compiled = bool(payload["ppo_kwargs"].get("compile")) and not compile_note
@@ -301,7 +308,7 @@ def evaluate(
 
 
 def _payload(
-    program: RewardProgram,
+    program: RewardProgram | str,
     env_id: str,
     steps: int,
     seeds: Sequence[int],
@@ -313,9 +320,9 @@ def _payload(
 ) -> dict[str, Any]:
     from rewardlab import envs
 
-    if not isinstance(program, RewardProgram):
+    if not isinstance(program, RewardProgram | str):
         raise TypeError(
-            f"program must be a RewardProgram (RewardProgram.from_source / from_llm_answer), got "
+            f"program must be a RewardProgram (RewardProgram.from_source / from_llm_answer) or its source, got "
             f"{type(program).__name__}"
         )
     envs.check_id(env_id)  # a batched env, or any id Gymnasium can make

@@ -23,7 +23,6 @@ from pathlib import Path
 from typing import Any
 
 from rewardlab.common.files import walk_files
-from rewardlab.llm_reward.programs.program import RewardProgram
 from rewardlab.llm_reward.sandbox.runner import remove_tree
 from rewardlab.llm_reward.search.evaluation import EvalResult, evaluate
 
@@ -77,7 +76,7 @@ def run_task(task: EvalTask, run_dir: str | os.PathLike[str] | None = None) -> E
     directory = Path(run_dir if run_dir is not None else task.run_dir)
     remove_tree(directory)
     return evaluate(
-        RewardProgram.from_source(task.source), task.env_id, steps=task.steps, seeds=task.seeds,
+        task.source, task.env_id, steps=task.steps, seeds=task.seeds,  # read and checked by evaluate, in a child
         timeout_s=task.timeout_s, run_dir=directory, num_envs=task.num_envs,
         ppo_kwargs=task.ppo_kwargs, num_checkpoints=task.num_checkpoints,
         eval_episodes=task.eval_episodes, threads=1, description=task.description,

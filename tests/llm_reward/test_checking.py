@@ -123,9 +123,10 @@ def test_whatever_the_child_does_comes_back_as_a_failure(work, kind: str) -> Non
 def test_evaluate_returns_a_capped_failure_for_a_hostile_source(source: str, tmp_path) -> None:
     # a RewardProgram made directly (not through from_source) reaches evaluate's own checks
     program = RewardProgram(source=source, function_name="compute_reward", parameters=("next_theta",))
-    result = llm_reward.evaluate(program, "CartPole-v1", steps=64, run_dir=tmp_path / "run")
-    assert not result.ok and result.failure is not None and result.failure.kind in ("check", "timeout")
-    assert len(result.failure.findings) <= MAX_FINDINGS and len(result.failure.reason) <= MAX_REASON_CHARS
+    for given in (program, source):  # a program, or its source as the search's executors pass it
+        result = llm_reward.evaluate(given, "CartPole-v1", steps=64, run_dir=tmp_path / "run")
+        assert not result.ok and result.failure is not None and result.failure.kind in ("check", "timeout")
+        assert len(result.failure.findings) <= MAX_FINDINGS and len(result.failure.reason) <= MAX_REASON_CHARS
 
 
 @pytest.mark.parametrize("source", [
