@@ -558,23 +558,30 @@ def readable_roots(extra: Iterable[str] = ()) -> list[str]:
 
 def _imported_outside(prefixes: set[str]) -> set[str]:
     """The top-level package folders and module files of the imported modules that lie
-    outside ``prefixes``: a package's folder once, not one rule per submodule."""
+    outside ``prefixes``: a package's folder once, not one rule per submodule.
+
+    Paths are taken as written, links unresolved (Landlock's rules hold for what a path
+    leads to): a module inside a prefix through a link is not added (the prefix's rule
+    covers what lies inside it, and nothing else is read through the link), one outside
+    through a link adds what it leads to only."""
     found: set[str] = set()
+    inside = tuple(prefix + os.sep for prefix in prefixes | {sys.prefix, sys.base_prefix, sys.exec_prefix})
     for module in list(sys.modules.values()):
+        # read from the module's namespace: getattr would run lazy modules' __getattr__
+        namespace = getattr(module, "__dict__", None)
+        if not isinstance(namespace, dict):
+            continue
         # __path__ of a package is a list (or a namespace path); torch's ops modules fake one
-        package = getattr(module, "__path__", None)
+        package = namespace.get("__path__")
         try:
             paths = [path for path in package if isinstance(path, str)] if package is not None else []
         except TypeError:
             paths = []
-        file = getattr(module, "__file__", None)
+        file = namespace.get("__file__")
         for path in paths or ([file] if isinstance(file, str) else []):
-            if not os.path.isabs(path):
-                continue
-            real = os.path.realpath(path)
-            if real == os.sep or any(real == prefix or real.startswith(prefix + os.sep) for prefix in prefixes):
-                continue
-            found.add(real)
+            path = os.path.normpath(path)
+            if os.path.isabs(path) and path != os.sep and not path.startswith(inside) and path not in prefixes:
+                found.add(path)
     # a package's folder covers its submodules' (rewardlab's packages map to several folders)
     return {path for path in found if not any(path.startswith(other + os.sep) for other in found)}
 
