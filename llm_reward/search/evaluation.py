@@ -383,7 +383,10 @@ def _result(
         failure = Failure(run.error_kind or "crash", _text(run.error), details=_text(run.log_tail))
     if run.violation is not None and (failure is None or failure.kind != "sandbox"):
         failure = Failure("sandbox", _text(run.violation), traceback=failure.traceback if failure else "")
-    ok = failure is None and all(seed.wall_s is not None for seed in seed_runs) and bool(seed_runs)
+    # trained means every seed ran to the end and was measured: a result without a checkpoint
+    # has no fitness, and the search's reports and prompts take a trained one's for granted
+    ok = failure is None and bool(seed_runs) and all(seed.wall_s is not None and seed.checkpoints
+                                                     for seed in seed_runs)
     if not ok and failure is None:
         failure = Failure("error", "the worker reported no complete training run")
     finals = [seed.checkpoints[-1] for seed in seed_runs if seed.checkpoints] if ok else []

@@ -110,3 +110,18 @@ def test_a_prompt_quotes_a_program_s_text_as_code_it_cannot_close() -> None:
     block = prompt_block(HOSTILE)
     fence = block.splitlines()[0]
     assert set(fence) == {"`"} and block.endswith(fence) and fence not in block[len(fence):-len(fence)]
+
+
+def test_a_worker_result_without_a_checkpoint_is_not_a_trained_candidate() -> None:
+    # it was ok with no fitness, and the next prompt's line for it raised (format of None)
+    from rewardlab.llm_reward.sandbox.runner import SandboxRun
+    from rewardlab.llm_reward.search.evaluation import _result
+    from rewardlab.llm_reward.search.prompts import candidate_line
+    from rewardlab.llm_reward.search.records import Candidate
+
+    data = {"seeds": [{"seed": 0, "checkpoints": [], "policies": [], "wall_s": 1.0}], "failure": None,
+            "peak_rss_mb": None, "peak_vm_mb": None, "cpu_s": None}
+    run = SandboxRun(result=data, violation=None, error=None, error_kind=None, wall_s=1.0, exit_code=0)
+    result = _result(run, "CartPole-v1", 64, 1.0, None, "source", lambda policy, seed: (0.0, None), [0])
+    assert not result.ok and result.failure is not None
+    assert "failed" in candidate_line(Candidate(0, 0, result=result, failure=result.failure))
