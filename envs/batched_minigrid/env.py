@@ -166,7 +166,7 @@ class BatchedMiniGridEnv(BatchedEnv):
         self.layout_seeds = np.random.default_rng(kwargs.get("seed")).integers(
             0, 2**31 - 1, size=int(layouts)
         )
-        columns, boxes = self._make_layouts(source)
+        pool, boxes = self._make_layouts(source)
         self.rows = Rows(source.width, source.height, boxes)
         super().__init__(
             num_envs,
@@ -194,18 +194,18 @@ class BatchedMiniGridEnv(BatchedEnv):
         self.decoded = torch.stack(
             [codes & 15, codes >> COLOUR_SHIFT & 7, codes >> STATE_SHIFT & 3], dim=1
         ).float()
-        self._layouts = torch.as_tensor(columns, device=device)
+        self._layouts = torch.as_tensor(pool, device=device)
         self._layout_obs = self.observe(self._layouts)
 
     def _make_layouts(self, source: Any) -> tuple[np.ndarray, bool]:
-        """The pool's columns ``(layouts, dim)`` as MiniGrid makes them, and whether any
+        """The pool's state rows ``(layouts, dim)`` as MiniGrid makes them, and whether any
         layout has a box (without boxes, the contents plane and row are left out)."""
         full = Rows(source.width, source.height, boxes=True)
-        columns = []
+        rows = []
         for layout_seed in self.layout_seeds:
             source.reset(seed=int(layout_seed))
-            columns.append(encode_layout(source, full, target_of(source, self.success)))
-        pool = np.stack(columns)
+            rows.append(encode_layout(source, full, target_of(source, self.success)))
+        pool = np.stack(rows)
         boxes = bool(np.any(pool[:, : full.cells] & 15 == BOX))
         if not boxes:
             keep = np.r_[0 : full.cells, full.agent_x : full.carried_contents, full.step_count]
