@@ -904,16 +904,32 @@ def test_a_stalled_programs_checkpoints_are_kept(tmp_path: Path) -> None:
     assert all(point.step > 0 and point.fitness > 0 for point in kept), kept  # measured by the caller
 
 
-def test_a_companion_that_stays_on_costs_no_result(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_companion_that_stays_on_costs_no_result(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # closing sent it a signal the job's own confinement refuses: the error escaped the job
     # and the finished training's checkpoints were lost
+    from rewardlab import llm_reward
     from rewardlab.llm_reward.search import evaluation
 
     monkeypatch.setattr(evaluation, "REWARD_COMPANION", "hostile_jobs:linger_after_close")
     source = "def compute_reward(next_theta):\n    return -next_theta.abs()\n"
-    from rewardlab import llm_reward
-
+    run_dir = tmp_path / "run"
     result = llm_reward.evaluate(llm_reward.RewardProgram.from_source(source), "CartPole-v1", steps=128,
-                                 num_envs=4, timeout_s=60, ppo_kwargs={"n_steps": 16}, num_checkpoints=2)
+                                 num_envs=4, timeout_s=60, ppo_kwargs={"n_steps": 16}, num_checkpoints=2,
+                                 run_dir=run_dir)
     assert result.ok, result.failure
     assert len(result.seeds[0].checkpoints) == 2
+    # nothing of the worker outlives it: the companion, whose working directory is the run
+    # directory, ended with the worker's namespaces
+    assert not _processes_in(run_dir)
+
+
+def _processes_in(folder: Path) -> list[int]:
+    """The processes of this machine whose working directory is ``folder``."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and os.readlink(entry / "cwd") == str(folder.resolve()):
+                found.append(int(entry.name))
+        except OSError:
+            continue
+    return found

@@ -24,3 +24,18 @@ def test_this_machine_reports_its_features() -> None:
     assert all(why is None or isinstance(why, str) for why in support.values())
     roots = isolation.readable_roots()
     assert "/proc" in roots and not any(root in ("/", "/etc", "/home", "/root", "/tmp") for root in roots)
+
+
+def test_an_unbounded_cpu_share_is_said_once(monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    from rewardlab.llm_reward.sandbox import runner
+
+    monkeypatch.setattr(runner, "cpu_limit", lambda: None)
+    runner._say_once_what_is_unbounded.cache_clear()
+    try:
+        with caplog.at_level("WARNING", logger=runner.__name__):
+            runner._say_once_what_is_unbounded()
+            runner._say_once_what_is_unbounded()
+        said = [record.getMessage() for record in caplog.records if "CPU share is not bounded" in record.getMessage()]
+        assert len(said) == 1, caplog.records
+    finally:
+        runner._say_once_what_is_unbounded.cache_clear()
