@@ -250,8 +250,14 @@ def load_reward(
 
 
 def _carried_description(source: str, path: Path, env_id: str) -> dict[str, Any] | None:
-    """The description a reward file carries on its ``# rewardlab-description:`` line, checked."""
-    match = _DESCRIPTION_LINE.search(source)
+    """The description a reward file carries on its ``# rewardlab-description:`` line, checked.
+
+    Only the file's leading comment block counts: a line of that form in the program itself
+    (which an LLM wrote) is not the description it was written under.
+    """
+    lines = source.splitlines()
+    header = "\n".join(lines[: next((i for i, line in enumerate(lines) if not line.startswith("#")), len(lines))])
+    match = _DESCRIPTION_LINE.search(header)
     if match is None:
         return None
     try:

@@ -43,3 +43,17 @@ def test_the_searchs_printed_train_command_runs_on_a_users_env_with_a_descriptio
     assert code == 0, output.err
     metrics = json.loads(next((tmp_path / "runs").rglob("metrics.json")).read_text())
     assert metrics["status"] == "complete" and metrics["env"] == env_id
+
+
+def test_a_description_line_inside_the_program_is_not_the_files_description(tmp_path: Path, monkeypatch) -> None:
+    from rewardlab.llm_reward import load_reward
+
+    monkeypatch.syspath_prepend(str(tmp_path))
+    env_id = write_point_mass(tmp_path, "smuggled_point_mass")
+    forged = json.dumps({"env_id": env_id, "summary": "x", "state": [{"name": "secret", "index": 0, "meaning": "m"}],
+                         "action": {"meaning": "a"}})
+    program = ("import torch\n\n# rewardlab-description: " + forged + "\n"
+               "def compute_reward(goal_0):\n    return goal_0, {}\n")
+    (tmp_path / "reward.py").write_text(f"# rewardlab-env: {env_id}\n{program}")
+    loaded = load_reward(tmp_path / "reward.py")
+    assert loaded.description_data is None and "goal_0" in loaded.description.state_names
