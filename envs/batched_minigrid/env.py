@@ -19,9 +19,11 @@ from rewardlab.envs.batched_minigrid.layouts import (
     BOX,
     CLOSED,
     COLOUR_SHIFT,
+    COMPACT_CODES,
     DOOR,
     EMPTY,
     FLOOR,
+    FULL_CODES,
     GOAL,
     KEY,
     LAVA,
@@ -102,10 +104,10 @@ class BatchedMiniGridEnv(BatchedEnv):
       default 4096 take seconds, once per env object; raise ``layouts`` for long runs where
       a policy could learn the pool by heart.
 
-    The state of a copy is one int16 row (:class:`~rewardlab.envs.batched_minigrid.layouts.Rows`,
-    :attr:`state`): the grid's cell codes padded with walls, the contents of its boxes
-    (where the task has boxes), the agent's position, direction and carried object, and
-    MiniGrid's ``step_count``. :meth:`step` writes it in place (:attr:`steps_by_advance` is
+    The state of a copy is one row of bytes (:class:`~rewardlab.envs.batched_minigrid.layouts.Rows`,
+    :attr:`state`): the grid's compact cell codes padded with walls, the contents of its
+    boxes (where the task has boxes), the agent's position, direction and carried object;
+    MiniGrid's ``step_count`` is the elapsed steps of the episode. :meth:`step` writes it in place (:attr:`steps_by_advance` is
     False) and ``compile=True`` compiles its arithmetic, :meth:`step_values`, which gives
     the same values as the eager code on every step.
 
@@ -131,7 +133,7 @@ class BatchedMiniGridEnv(BatchedEnv):
         not reproduce, or a bad ``layouts``
     """
 
-    state_dtype = torch.int16
+    state_dtype = torch.uint8
     metadata = {**BatchedEnv.metadata, "render_fps": 10}
 
     def __init__(
@@ -188,7 +190,11 @@ class BatchedMiniGridEnv(BatchedEnv):
         self.row_shifts = torch.arange(VIEW, dtype=torch.uint8, device=device).view(1, VIEW, 1)
         self.row_weights = 1 << self.row_shifts  # bit vx of a row's mask
         self.front_cell = torch.arange(VIEW * VIEW, device=device) == AGENT_CELL - 1
-        codes = torch.arange(1 << (TARGET_SHIFT + 1), device=device)
+        self.full_codes = torch.as_tensor(FULL_CODES, device=device)
+        self.compact_codes = torch.as_tensor(COMPACT_CODES, device=device)
+        # what the view needs of each compact code: whether it hides what lies behind, and
+        # MiniGrid's (object, colour, state) triple
+        codes = self.full_codes
         kinds, door_states = codes & 15, codes >> STATE_SHIFT & 3
         self.see_behind = (~((kinds == WALL) | ((kinds == DOOR) & (door_states != OPEN)))).to(torch.uint8)
         self.decoded = torch.stack(
@@ -206,16 +212,16 @@ class BatchedMiniGridEnv(BatchedEnv):
             source.reset(seed=int(layout_seed))
             rows.append(encode_layout(source, full, target_of(source, self.success)))
         pool = np.stack(rows)
-        boxes = bool(np.any(pool[:, : full.cells] & 15 == BOX))
+        boxes = bool(np.any(FULL_CODES[pool[:, : full.cells]] & 15 == BOX))
         if not boxes:
-            keep = np.r_[0 : full.cells, full.agent_x : full.carried_contents, full.step_count]
+            keep = np.r_[0 : full.cells, full.agent_x : full.carried_contents]
             pool = pool[:, keep]
         return pool, boxes
 
     # ------------------------------------------------------------- the contract
     @property
     def state(self) -> torch.Tensor:
-        """The current state as ``(num_envs, state_dim)`` int16, one row per env laid out as
+        """The current state as ``(num_envs, state_dim)`` uint8, one row per env laid out as
         :attr:`rows` says. The env's own tensor: read it, do not write to it."""
         if self._state is None:
             raise RuntimeError(f"{self} has no state yet: call reset() first")
@@ -267,7 +273,7 @@ class BatchedMiniGridEnv(BatchedEnv):
         if self.compile:
             step_values = self._compiled_advance
         rows, state = self.rows, self._state
-        front, cell, inside, agent, reward, terminated, obs = step_values(state, actions)
+        front, cell, inside, agent, reward, terminated, obs = step_values(state, self._elapsed, actions)
         state.scatter_(1, front, cell)
         if rows.boxes:
             state.scatter_(1, front + rows.contents, inside)
@@ -295,35 +301,42 @@ class BatchedMiniGridEnv(BatchedEnv):
     def _compile_step_values(self, actions: torch.Tensor) -> Callable[..., tuple[torch.Tensor, ...]]:
         """:meth:`step_values` compiled ahead of time (or loaded from the on-disk cache) for
         this env's shapes, as :class:`~rewardlab.envs.BatchedEnv` compiles its step."""
-        inputs = [self._state, actions]
+        inputs = [self._state, self._elapsed, actions]
 
-        def step_values(state: torch.Tensor, actions: torch.Tensor) -> tuple[torch.Tensor, ...]:
-            return self.step_values(state, actions)
+        def step_values(
+            state: torch.Tensor, elapsed: torch.Tensor, actions: torch.Tensor
+        ) -> tuple[torch.Tensor, ...]:
+            return self.step_values(state, elapsed, actions)
 
         graph = make_fx(step_values)(*inputs)
         options = {"cpp.threads": 1} if self.device.type == "cpu" else {}
         return load_or_compile(graph, inputs, f"{self.spec_id}-step", options)
 
     # ----------------------------------------------------------------- the task
-    def step_values(self, state: torch.Tensor, actions: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    def step_values(
+        self, state: torch.Tensor, elapsed: torch.Tensor, actions: torch.Tensor
+    ) -> tuple[torch.Tensor, ...]:
         """One step of ``MiniGridEnv.step`` (and the task's success rule) for every copy, as a
-        pure function: what changes and the observation after it.
+        pure function: what changes and the observation after it. The rules work on full
+        codes; the state holds compact ones (:mod:`~rewardlab.envs.batched_minigrid.layouts`).
 
-        :param state: int16 ``(num_envs, state_dim)``
+        :param state: uint8 ``(num_envs, state_dim)``
+        :param elapsed: int32 ``(num_envs,)``, MiniGrid's ``step_count`` before the step
         :param actions: int64 ``(num_envs,)`` in ``0..6``
         :return: ``(front, cell, inside, agent, reward, terminated, obs)``: the column of
             the cell in front of each agent ``(num_envs, 1)`` and its new code and new box
-            contents (int16 ``(num_envs, 1)``; ``inside`` is empty where the task has no
-            boxes), the new values from ``rows.agent_x`` on (int16 ``(num_envs, k)``), the
+            contents (uint8 ``(num_envs, 1)``; ``inside`` is empty where the task has no
+            boxes), the new values from ``rows.agent_x`` on (uint8 ``(num_envs, k)``), the
             float32 reward, the bool termination and the float32 ``(num_envs, 147)`` view
         """
         rows = self.rows
         x, y, direction, carrying = state[:, rows.agent_x : rows.carrying + 1].long().unbind(1)
-        step_count = state[:, rows.step_count].long() + 1
+        carrying = lookup(self.full_codes, carrying)
+        step_count = elapsed.long() + 1
 
         dx, dy = lookup(self.dx, direction), lookup(self.dy, direction)
         front = ((y + PAD + dy) * rows.padded_width + x + PAD + dx).unsqueeze(1)
-        cell = state.gather(1, front).squeeze(1).long()
+        cell = lookup(self.full_codes, state.gather(1, front).squeeze(1).long())
         kind = cell & 15
         door_state = cell >> STATE_SHIFT & 3
 
@@ -356,8 +369,8 @@ class BatchedMiniGridEnv(BatchedEnv):
         agent = [x, y, direction]
         if rows.boxes:
             opens_box = toggles & (kind == BOX)
-            inside = state.gather(1, front + rows.contents).squeeze(1).long()
-            carried_contents = state[:, rows.carried_contents].long()
+            inside = lookup(self.full_codes, state.gather(1, front + rows.contents).squeeze(1).long())
+            carried_contents = lookup(self.full_codes, state[:, rows.carried_contents].long())
             new_cell = torch.where(opens_box, inside, new_cell)
             new_inside = torch.where(picks | opens_box, NOTHING, inside)
             new_inside = torch.where(drops, carried_contents, new_inside)
@@ -365,10 +378,9 @@ class BatchedMiniGridEnv(BatchedEnv):
         else:
             new_inside = cell[:0]
         carrying = torch.where(picks, cell, torch.where(drops, NOTHING, carrying))
-        agent.append(carrying)
+        agent.append(lookup(self.compact_codes, carrying))
         if rows.boxes:
-            agent.append(carried_contents)
-        agent.append(step_count)
+            agent.append(lookup(self.compact_codes, carried_contents))
 
         success = goal
         if self.success == "pickup":
@@ -384,16 +396,17 @@ class BatchedMiniGridEnv(BatchedEnv):
         # pickup, drop and toggle change, and they neither move nor turn the agent
         seen = ((y + PAD) * rows.padded_width + x + PAD).unsqueeze(1) + lookup(self.view_steps, direction)
         changed = self.front_cell & (actions >= PICKUP).unsqueeze(1)
-        cells = torch.where(changed, new_cell.unsqueeze(1).int(), state.gather(1, seen).int())
-        obs = self._image(cells, carrying)
-        new_cell = new_cell.unsqueeze(1).short()
-        new_inside = new_inside.unsqueeze(1).short()
-        return front, new_cell, new_inside, torch.stack(agent, dim=1).short(), reward, terminated | success, obs
+        new_cell = lookup(self.compact_codes, new_cell).to(torch.uint8).unsqueeze(1)
+        new_inside = lookup(self.compact_codes, new_inside).to(torch.uint8).unsqueeze(1)
+        agent = torch.stack(agent, dim=1).to(torch.uint8)
+        cells = torch.where(changed, new_cell, state.gather(1, seen)).int()
+        obs = self._image(cells, agent[:, rows.carrying - rows.agent_x])
+        return front, new_cell, new_inside, agent, reward, terminated | success, obs
 
     def observe(self, state: torch.Tensor) -> torch.Tensor:
         """MiniGrid's ``gen_obs()["image"]`` of every copy, flattened: ``(n, 147)`` float32.
 
-        :param state: int16 ``(n, state_dim)``
+        :param state: uint8 ``(n, state_dim)``
         """
         rows = self.rows
         x, y, direction, carrying = state[:, rows.agent_x : rows.carrying + 1].long().unbind(1)
@@ -403,7 +416,7 @@ class BatchedMiniGridEnv(BatchedEnv):
         return self._image(cells, carrying)
 
     def _image(self, cells: torch.Tensor, carrying: torch.Tensor) -> torch.Tensor:
-        """The flat view from the codes under it (``(n, 49)``, int32) and the carried codes."""
+        """The flat view from the compact codes under it (``(n, 49)``, int32) and the carried ones."""
         cells = self._hide_occluded(cells)
         cells[:, AGENT_CELL] = carrying  # a tensor of this function's own
         # embedding is the fastest row look-up on CPU
@@ -413,7 +426,7 @@ class BatchedMiniGridEnv(BatchedEnv):
         """MiniGrid's ``process_vis``: walls and closed doors hide what lies behind them
         (code 0, ``unseen``), unless the task sees through walls (``Empty``).
 
-        :param cells: int32 ``(n, 49)`` codes of the view, cell ``vx * 7 + vy``
+        :param cells: int32 ``(n, 49)`` compact codes of the view, cell ``vx * 7 + vy``
         """
         if self.see_through_walls:
             return cells
@@ -444,7 +457,7 @@ class BatchedMiniGridEnv(BatchedEnv):
         :param gymnasium_env: e.g. ``gymnasium.make(env_id).unwrapped``, after reset
         :param index: which copy to copy
         """
-        decode_layout(self.state[index].cpu().numpy(), self.rows, gymnasium_env)
+        decode_layout(self.state[index].cpu().numpy(), self.rows, gymnasium_env, int(self._elapsed[index]))
 
     def read_gymnasium_state(self, gymnasium_env: gymnasium.Env, index: int) -> None:
         """Make copy ``index`` the state of an unwrapped MiniGrid env of the same task: its

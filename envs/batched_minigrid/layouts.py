@@ -1,12 +1,15 @@
 """MiniGrid's layouts as integer tensors: the cell codes of a grid and the pool of reset states.
 
-A cell of a batched MiniGrid grid is one int16 *code* that packs MiniGrid's own encoding
-(object, colour and state index, as ``Grid.encode`` writes them) and one flag:
+A cell's *full code* packs MiniGrid's own encoding (object, colour and state index, as
+``Grid.encode`` writes them) and one flag:
 
 ``code = object | colour << 4 | state << 7 | target << 9``
 
 Code 1 (object ``empty``, colour 0, state 0) is an empty cell, exactly as MiniGrid encodes
-``None``; it also stands for "carrying nothing" and "an empty box". ``target`` marks the one
+``None``; it also stands for "carrying nothing" and "an empty box". A state holds each code
+as one byte, its index in :data:`FULL_CODES` (the *compact code*: every object, colour,
+door state and flag there is, 144 of them; compact 0 is ``unseen``), so that a state is
+small enough for a step to find its cells in the processor's caches. ``target`` marks the one
 object whose pickup (or opening, for a door) ends a mission-dependent task
 (``UnlockPickup``'s box, ``KeyCorridor``'s and ``ObstructedMaze``'s ball, ``Unlock``'s door):
 MiniGrid checks the object's identity (``self.carrying == self.obj``), and a flag on the
@@ -35,6 +38,24 @@ COLOUR_SHIFT, STATE_SHIFT, TARGET_SHIFT = 4, 7, 9
 NOTHING = EMPTY  # the code of an empty cell, of an empty hand, of an empty box
 WALL_CODE = WALL | GREY << COLOUR_SHIFT  # what MiniGrid shows outside the grid
 
+
+def _full_codes() -> np.ndarray:
+    codes = [
+        kind | colour << COLOUR_SHIFT | state << STATE_SHIFT | target << TARGET_SHIFT
+        for kind in range(LAVA + 1)
+        for colour in range(6)
+        for state in (range(3) if kind == DOOR else (0,))
+        for target in (0, 1)
+    ]
+    return np.array(codes, dtype=np.int64)
+
+
+#: the full code of each compact code (a state's byte); compact code 0 is ``unseen``
+FULL_CODES = _full_codes()
+#: the compact code of each full code (0 for codes no object has)
+COMPACT_CODES = np.zeros(1 << (TARGET_SHIFT + 1), dtype=np.int64)
+COMPACT_CODES[FULL_CODES] = np.arange(len(FULL_CODES))
+
 #: the success rule of each MiniGrid class whose step adds to ``MiniGridEnv.step``
 #: (``"pickup"``: picking up the target object; ``"open"``: opening the target door)
 SUCCESS_RULES = {
@@ -58,10 +79,24 @@ def cell_code(obj: Any, target: Any = None) -> int:
     return kind | colour << COLOUR_SHIFT | state << STATE_SHIFT | int(obj is target) << TARGET_SHIFT
 
 
-def decode_code(code: int) -> Any:
-    """The MiniGrid ``WorldObj`` of a code (``None`` for an empty cell), without contents.
+def compact_code(obj: Any, target: Any = None) -> int:
+    """The compact code (a state's byte) of a MiniGrid ``WorldObj`` (``None``: an empty cell).
 
-    :param code: a cell code
+    :param obj: the object, or ``None``
+    :param target: the task's target object (compared by identity, as MiniGrid does)
+    :raises ValueError: an object no compact code stands for (MiniGrid's ``agent``)
+    """
+    code = cell_code(obj, target)
+    compact = int(COMPACT_CODES[code])
+    if FULL_CODES[compact] != code:
+        raise ValueError(f"{obj!r} (MiniGrid encoding {obj.encode()}) has no place in a batched MiniGrid grid")
+    return compact
+
+
+def decode_code(code: int) -> Any:
+    """The MiniGrid ``WorldObj`` of a full code (``None`` for an empty cell), without contents.
+
+    :param code: a full cell code
     """
     from minigrid.core.world_object import WorldObj
 
@@ -75,7 +110,8 @@ PAD = 6
 
 @dataclass(frozen=True)
 class Rows:
-    """Where each variable sits in a state row of ``Rows.dim`` int16 values (one row per env).
+    """Where each variable sits in a state row of ``Rows.dim`` bytes (one row per env): compact
+    codes for the grid, the box contents and the carried object.
 
     The grid is held padded with :data:`PAD` walls on every side: cell ``(x, y)`` at
     ``(y + PAD) * padded_width + x + PAD``.
@@ -141,14 +177,9 @@ class Rows:
         return self.agent_x + 4
 
     @property
-    def step_count(self) -> int:
-        """Column of MiniGrid's ``step_count`` (the reward needs it)."""
-        return self.agent_x + (5 if self.boxes else 4)
-
-    @property
     def dim(self) -> int:
         """How many values a state row has."""
-        return self.step_count + 1
+        return self.agent_x + (5 if self.boxes else 4)
 
 
 def success_rule(env: Any) -> str:
@@ -182,7 +213,8 @@ def target_of(env: Any, rule: str) -> Any:
 
 
 def encode_layout(env: Any, rows: Rows, target: Any = None) -> np.ndarray:
-    """One state row (int16 ``(rows.dim,)``) of an unwrapped MiniGrid env as it stands.
+    """One state row (uint8 ``(rows.dim,)``) of an unwrapped MiniGrid env as it stands (its
+    ``step_count`` is the batched env's elapsed steps, not part of the row).
 
     :param env: an unwrapped MiniGrid env, after ``reset``
     :param rows: the state's layout
@@ -195,29 +227,29 @@ def encode_layout(env: Any, rows: Rows, target: Any = None) -> np.ndarray:
             f"a {env.width} x {env.height} MiniGrid layout does not fit a state of "
             f"{rows.width} x {rows.height} cells"
         )
-    values = np.full(rows.dim, NOTHING, dtype=np.int16)
-    values[: rows.cells] = WALL_CODE
+    nothing = compact_code(None)
+    values = np.full(rows.dim, nothing, dtype=np.uint8)
+    values[: rows.cells] = COMPACT_CODES[WALL_CODE]
     columns = rows.grid_columns
-    values[columns] = NOTHING
+    values[columns] = nothing
     for index, obj in enumerate(env.grid.grid):
         if obj is None:
             continue
         cell = columns[index]
-        values[cell] = cell_code(obj, target)
-        if obj is not None and obj.type == "box":
+        values[cell] = compact_code(obj, target)
+        if obj.type == "box":
             if not rows.boxes:
                 raise ValueError("a box in a layout whose state has no contents plane")
-            values[rows.contents + cell] = cell_code(obj.contains, target)
+            values[rows.contents + cell] = compact_code(obj.contains, target)
     values[rows.agent_x], values[rows.agent_y] = (int(v) for v in env.agent_pos)
     values[rows.direction] = int(env.agent_dir)
-    values[rows.carrying] = cell_code(env.carrying, target)
+    values[rows.carrying] = compact_code(env.carrying, target)
     if rows.boxes:
-        values[rows.carried_contents] = cell_code(getattr(env.carrying, "contains", None), target)
-    values[rows.step_count] = int(env.step_count)
+        values[rows.carried_contents] = compact_code(getattr(env.carrying, "contains", None), target)
     return values
 
 
-def decode_layout(values: np.ndarray, rows: Rows, env: Any) -> None:
+def decode_layout(values: np.ndarray, rows: Rows, env: Any, step_count: int = 0) -> None:
     """Write a state row into an unwrapped MiniGrid env of the same size (reset before).
 
     The target flag is not kept: the env's own ``obj``/``door`` attribute is pointed at the
@@ -226,8 +258,9 @@ def decode_layout(values: np.ndarray, rows: Rows, env: Any) -> None:
     :param values: int ``(rows.dim,)``, one env's state row
     :param rows: the state's layout
     :param env: the unwrapped MiniGrid env to write into
+    :param step_count: its ``step_count`` (the batched env's elapsed steps)
     """
-    values = [int(v) for v in values]
+    values = [int(FULL_CODES[v]) for v in values[: rows.agent_x]] + [int(v) for v in values[rows.agent_x :]]
 
     def decode_with_contents(code: int, contents: int | None) -> Any:
         obj = decode_code(code)
@@ -249,9 +282,9 @@ def decode_layout(values: np.ndarray, rows: Rows, env: Any) -> None:
             obj.cur_pos = np.array((x, y))
     env.agent_pos = (values[rows.agent_x], values[rows.agent_y])
     env.agent_dir = values[rows.direction]
-    carried_contents = values[rows.carried_contents] if rows.boxes else None
-    env.carrying = decode_with_contents(values[rows.carrying], carried_contents)
-    env.step_count = values[rows.step_count]
+    carried_contents = int(FULL_CODES[values[rows.carried_contents]]) if rows.boxes else None
+    env.carrying = decode_with_contents(int(FULL_CODES[values[rows.carrying]]), carried_contents)
+    env.step_count = step_count
 
 
 def row_visibility_table() -> np.ndarray:

@@ -179,13 +179,14 @@ def test_the_traced_step_is_the_eager_step():
     env = BatchedMiniGridEnv(32, env_id="MiniGrid-ObstructedMaze-1Dlhb-v0", layouts=8, seed=0)
     env.reset()
     generator = torch.Generator().manual_seed(1)
-    graph = make_fx(lambda state, actions: env.step_values(state, actions))(
-        env.state.clone(), torch.randint(7, (32,), generator=generator)
+    graph = make_fx(lambda state, elapsed, actions: env.step_values(state, elapsed, actions))(
+        env.state.clone(), env._elapsed.clone(), torch.randint(7, (32,), generator=generator)
     )
     for _ in range(40):
         actions = torch.randint(7, (32,), generator=generator)
-        for expected, got in zip(env.step_values(env.state, actions), graph(env.state, actions)):
-            assert torch.equal(expected, got)
+        expected = env.step_values(env.state, env._elapsed, actions)
+        for value, traced in zip(expected, graph(env.state, env._elapsed, actions)):
+            assert torch.equal(value, traced)
         env.step(actions)
 
 

@@ -26,6 +26,10 @@ def test_codes_use_minigrids_indices():
     door = Door("blue", is_locked=True)
     assert layouts.cell_code(door) == 4 | 2 << 4 | 2 << 7
     assert layouts.cell_code(door, target=door) >> layouts.TARGET_SHIFT == 1
+    # a state's byte stands for each full code, unseen first
+    assert layouts.FULL_CODES[0] == 0 and len(layouts.FULL_CODES) <= 256
+    assert (layouts.COMPACT_CODES[layouts.FULL_CODES] == np.arange(len(layouts.FULL_CODES))).all()
+    assert layouts.FULL_CODES[layouts.compact_code(door, target=door)] == layouts.cell_code(door, door)
 
 
 @pytest.mark.parametrize(
@@ -42,7 +46,7 @@ def test_a_state_row_writes_back_into_minigrid_unchanged(env_id):
     row = layouts.encode_layout(source, rows, layouts.target_of(source, rule))
     target = gymnasium.make(env_id).unwrapped
     target.reset(seed=6)
-    layouts.decode_layout(row, rows, target)
+    layouts.decode_layout(row, rows, target, step_count=17)
     assert np.array_equal(target.grid.encode(), source.grid.encode())
     assert tuple(target.agent_pos) == tuple(source.agent_pos) and target.agent_dir == source.agent_dir
     assert target.carrying.encode() == source.carrying.encode()
