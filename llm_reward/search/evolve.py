@@ -8,8 +8,10 @@ Programs are built from the env description's terms, each a weighted component:
 - ``alive`` (``1 - terminated``), ``terminal`` (``terminated``), ``action_cost``
   (``-action**2``, continuous actions, summed over the action's dimensions);
 - ``task``: the env's own reward (the ``sparse`` reference program), and ``potential``:
-  potential-based shaping ``0.99 * phi(s') * (1 - terminated) - phi(s)`` with the formula of
-  the env's built-in potential (the ``human`` reference program's ``potential``).
+  potential-based shaping ``GAMMA * phi(s') * (1 - terminated) - phi(s)`` with the formula of
+  the env's built-in potential (the ``human`` reference program's ``potential``) and
+  ``GAMMA`` the discount the candidate trains with (the proposer's ``gamma``): at any other
+  the term would not telescope, and could change what the learner finds optimal.
 
 Descriptions with many state variables (:data:`FOCUS_MIN_VARIABLES`, the MuJoCo tasks)
 would dilute a uniform choice of variable, so half of their state terms take a variable
@@ -39,12 +41,12 @@ from dataclasses import asdict, dataclass
 
 from rewardlab.envs.descriptions import ACTION, NEXT_PREFIX, TERMINATED, EnvDescription
 from rewardlab.llm_reward.programs.program import RewardProgram
+from rewardlab.llm_reward.programs.references import default_gamma
 from rewardlab.llm_reward.search.records import Candidate
 from rewardlab.llm_reward.search.reflection import component_notes
 
 __all__ = ["GUARDED", "EvolveProposer", "Guard", "Term", "focus_variables", "Motion", "random_motion", "render_program"]
 
-GAMMA = 0.99
 STATE_KINDS = ("square", "linear", "gauss", "progress", "away", "speed")
 GLOBAL_KINDS = ("alive", "terminal", "action_cost", "task", "potential", "closer")
 #: progress times the margins of the task's kept conditions (:class:`Guard`; ``--proposer
@@ -109,12 +111,19 @@ def _borrow_task(program: RewardProgram | None) -> _Borrowed | None:
     return None
 
 
-def _borrow_potential(program: RewardProgram | None, description: EnvDescription) -> _Borrowed | None:
-    """The human reference's constants and ``potential`` function, if it has one over state variables."""
+def _borrow_potential(program: RewardProgram | None, description: EnvDescription,
+                      gamma: float) -> _Borrowed | None:
+    """The human reference's constants and ``potential`` function, if it has one over state
+    variables, with ``GAMMA = gamma`` (the reference's own ``GAMMA``, if any, left out).
+
+    :param gamma: the discount the candidate trains with.
+    """
     if program is None:
         return None
     tree = ast.parse(program.source)
-    constants = [node for node in tree.body if isinstance(node, ast.Assign | ast.AnnAssign)]
+    own_gamma = ast.parse(f"GAMMA = {float(gamma)!r}").body[0]
+    constants = [own_gamma, *(node for node in tree.body if isinstance(node, ast.Assign | ast.AnnAssign)
+                              and ast.unparse(node).split("=")[0].split(":")[0].strip() != "GAMMA")]
     for node in tree.body:
         if isinstance(node, ast.FunctionDef) and node.name == "potential":
             parameters = tuple(argument.arg for argument in node.args.args)
@@ -163,7 +172,9 @@ def _expression(term: Term, description: EnvDescription, task: _Borrowed | None,
             return "torch.sqrt(" + " + ".join(f"({prefix}{v} - {prefix}{g}) ** 2" for v, g in pairs) + ")"
 
         read = {f"{prefix}{name}" for pair in pairs for name in pair for prefix in ("", NEXT_PREFIX)}
-        return f"({distance('')} - {distance(NEXT_PREFIX)}) / {_scale(description, pairs[0][0])}", read
+        # divided by a coordinate's own step where one was measured: a weight of 1 pays about 1 a step
+        scale = steps.get(pairs[0][0], _scale(description, pairs[0][0]))
+        return f"({distance('')} - {distance(NEXT_PREFIX)}) / {scale}", read
     if kind == GUARDED:  # progress, paid less the nearer the kept conditions are to breaking
         assert name is not None
         progress, read = _expression(Term("progress", name, 1.0), description, task, potential, steps)
@@ -199,7 +210,7 @@ def _expression(term: Term, description: EnvDescription, task: _Borrowed | None,
         assert potential is not None
         now = ", ".join(potential.parameters)
         after = ", ".join(NEXT_PREFIX + p for p in potential.parameters)
-        return (f"{GAMMA} * potential({after}) * (1.0 - {TERMINATED}.float()) - potential({now})",
+        return (f"GAMMA * potential({after}) * (1.0 - {TERMINATED}.float()) - potential({now})",
                 {*potential.parameters, *(NEXT_PREFIX + p for p in potential.parameters), TERMINATED})
     raise ValueError(f"unknown term kind {kind!r}")
 
@@ -331,6 +342,8 @@ class EvolveProposer:
     :param seed: seeds the proposals (with the iteration number).
     :param references: the env's reference programs (``{"sparse", "human"}``), which give
         the ``task`` and ``potential`` terms; without them those terms are not used.
+    :param gamma: the discount the candidates train with (their learner's config's
+        ``discount("potential")``), for the ``potential`` term; None: PPO's default.
     """
 
     def __init__(
@@ -338,12 +351,14 @@ class EvolveProposer:
         description: EnvDescription,
         seed: int = 0,
         references: dict[str, RewardProgram] | None = None,
+        gamma: float | None = None,
     ):
         self.description = description
         self.seed = seed
         references = references or {}
         self._task = _borrow_task(references.get("sparse"))
-        self._potential = _borrow_potential(references.get("human"), description)
+        self._potential = _borrow_potential(references.get("human"), description,
+                                            default_gamma() if gamma is None else gamma)
         kinds = ["alive", "terminal"]
         if description.action.dtype.startswith("float"):
             kinds.append("action_cost")

@@ -4,8 +4,8 @@ Like R* and URDP, a program is a *structure* (which terms it has) and *weights*.
 come from the env's description:
 
 - ``task`` (the env's own reward) and ``potential`` (potential-based shaping with the env's
-  built-in potential, when it has one): progress toward the goal that cannot change
-  which policy is optimal;
+  built-in potential, when it has one, at the discount the candidate trains with): progress
+  toward the goal that cannot change which policy is optimal;
 - per state variable with one value per env: ``progress`` (``(v' - v) / s``) and
   ``linear`` (``v' / s``) in the variable's goal direction, ``away`` (``(|v'| - |v|) / s``,
   building energy, or damping it), ``square`` and ``gauss`` (staying near 0);
@@ -67,6 +67,7 @@ from typing import Any
 
 from rewardlab.envs.descriptions import EnvDescription, success_if_terminated, success_if_truncated
 from rewardlab.llm_reward.programs.program import RewardProgram
+from rewardlab.llm_reward.programs.references import default_gamma
 from rewardlab.llm_reward.search.evolve import (
     GUARDED,
     Guard,
@@ -208,6 +209,8 @@ class StructuredProposer:
     :param references: the env's reference programs (``sparse``, ``human``), for the
         ``task`` and ``potential`` terms.
     :param task: the task text, for the signs.
+    :param gamma: the discount the candidates train with (their learner's config's
+        ``discount("potential")``), for the ``potential`` term; None: PPO's default.
     """
 
     def __init__(
@@ -216,14 +219,16 @@ class StructuredProposer:
         seed: int,
         references: Mapping[str, RewardProgram] | None = None,
         task: str = "",
+        gamma: float | None = None,
     ):
         self.description = description
         self.seed = seed
         references = references or {}
         self._task = _borrow_task(references.get("sparse"))
-        self._potential = _borrow_potential(references.get("human"), description)
+        self._potential = _borrow_potential(references.get("human"), description,
+                                            default_gamma() if gamma is None else gamma)
         motion = random_motion(description)  # one env made, for the scalars, the start and the scales
-        static, self._episode_steps = _static_variables(description, motion.scalars)
+        static, moves, self._episode_steps = _static_variables(description, motion.scalars)
         #: (coordinate, goal coordinate) pairs of a goal-conditioned task, for ``closer``
         self.pairs = goal_pairs(motion.scalars, static)
         names = tuple(name for name in motion.scalars if name not in static)  # what the agent controls
@@ -255,6 +260,8 @@ class StructuredProposer:
         if self._goal_ends:
             self._required = {"task"} if self._task is not None else set()
         self._steps = {name: scale for name, scale in motion.step.items() if name in self.variables}
+        # closer is divided by the coordinates' own pace, as progress is where no range is declared
+        self._steps |= {name: _round(moves[name]) for name, _ in self.pairs if moves.get(name)}
         self._continuous = description.action.dtype.startswith("float")
 
     # ---------------------------------------------------------------- the space
@@ -522,28 +529,33 @@ def goal_pairs(names: Sequence[str], static: set[str]) -> list[tuple[str, str]]:
     return pairs
 
 
-def _static_variables(description: EnvDescription, names: Sequence[str], steps: int = 50) -> tuple[set[str], int]:
+def _static_variables(
+    description: EnvDescription, names: Sequence[str], steps: int = 50
+) -> tuple[set[str], dict[str, float], int]:
     """The variables that never change within an episode under seeded random actions (a goal's
-    coordinates: what the agent cannot control), and the env's episode length (its time limit,
-    else ``steps``); none where the env cannot be made."""
+    coordinates: what the agent cannot control), every variable's mean absolute change in a
+    step, and the env's episode length (its time limit, else ``steps``); none where the env
+    cannot be made."""
     from rewardlab import envs
 
     try:
         env = envs.make(description.env_id, num_envs=8, seed=0)
     except ValueError:
-        return set(), steps
+        return set(), {}, steps
     try:
         env.action_space.seed(0)
         obs, _ = env.reset()
-        moved = dict.fromkeys(names, False)
+        totals = dict.fromkeys(names, 0.0)
         for _ in range(steps):
             obs_next, _, _, _, info = env.step(env.action_space.sample())
             # final_obs is the step's own next state, the true last one where an episode ended
             before, after = description.state_tensors(obs, names), description.state_tensors(info["final_obs"], names)
             for name in names:
-                moved[name] |= bool((before[name] != after[name]).any())
+                totals[name] += float((after[name].float() - before[name].float()).abs().mean())
             obs = obs_next
-        return {name for name, changed in moved.items() if not changed}, int(getattr(env, "max_episode_steps", None) or steps)
+        moves = {name: total / steps for name, total in totals.items()}
+        episode_steps = int(getattr(env, "max_episode_steps", None) or steps)
+        return {name for name, move in moves.items() if move == 0.0}, moves, episode_steps
     finally:
         env.close()
 
