@@ -90,6 +90,17 @@ class LearnerConfig:
         """The config of :meth:`to_dict`'s data (missing names keep their defaults)."""
         return cls().replace(**data)
 
+    def discount(self, component: str) -> float:
+        """The discount the reward component ``component`` is learned with: the config's
+        ``gamma`` (a learner with value heads of their own discounts says which one).
+
+        Potential-based shaping ``gamma * phi(s') - phi(s)`` telescopes only at this discount,
+        so whatever shapes a reward for this learner asks it here.
+
+        :param component: a reward component's name (``"shaping"``).
+        """
+        return float(self.gamma)  # type: ignore[attr-defined]
+
 
 class HyperparameterCheck:
     """The values of a config and the tests its checker applies, each naming what is wrong.

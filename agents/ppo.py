@@ -473,6 +473,17 @@ class PPOConfig(LearnerConfig):
         object.__setattr__(self, "net_arch", _plain_net_arch(self.net_arch))
         object.__setattr__(self, "value_heads", _plain_value_heads(self.value_heads))
 
+    def discount(self, component: str) -> float:
+        """The discount of the value head that learns ``component`` (its own ``gamma`` in
+        ``value_heads``), else ``gamma``.
+
+        :param component: a reward component's name (``"shaping"``).
+        """
+        for head in _parse_value_heads(self.value_heads, self.gamma):
+            if head.component == component:
+                return float(head.gamma)
+        return float(self.gamma)
+
 
 def _check_config(config: PPOConfig) -> None:
     """Check every hyperparameter, naming the one that is wrong."""

@@ -59,7 +59,7 @@ class RandomPolicy:
 
 def measure(client: Any, env_id: str, shaping: str, args: argparse.Namespace) -> dict[str, Any]:
     """One env and shaping: the LLM's episodes and the random policy's on the same seeds."""
-    env = make_env(env_id, args.episodes, shaping, args.seed)
+    env = make_env(env_id, args.episodes, shaping, args.seed, gamma=LLMPolicy.gamma)
     policy = LLMPolicy(
         client, codec_for(env_id), history=args.history, max_concurrency=args.max_concurrency,
         fatal_errors=(EndpointError,),
@@ -70,7 +70,7 @@ def measure(client: Any, env_id: str, shaping: str, args: argparse.Namespace) ->
     finally:
         policy.close()
     wall = time.perf_counter() - started
-    random_env = make_env(env_id, args.episodes, "none", args.seed)
+    random_env = make_env(env_id, args.episodes, "none", args.seed, gamma=LLMPolicy.gamma)
     space = getattr(random_env, "single_action_space", None) or random_env.action_space
     random_episodes = play(RandomPolicy(space, args.seed), random_env, args.episodes, seed=args.seed)
     env.close()

@@ -34,7 +34,8 @@ from typing import Any
 
 from benchmarks.machine import describe_machine, recorded_args
 from rewardlab.llm_reward import evaluate, reference_programs
-from rewardlab.llm_reward.search.budgets import default_budget
+from rewardlab.llm_reward.programs.references import SHAPING
+from rewardlab.llm_reward.search.budgets import default_budget, learner_discount
 
 RESULTS = Path(__file__).parent / "results"
 CLASSIC = ("CartPole-v1", "Acrobot-v1", "MountainCar-v0", "Pendulum-v1")
@@ -47,7 +48,7 @@ MODES = {"on": (True,), "off": (False,), "both": (False, True)}
 
 def train(env_id: str, label: str, seed: int, compile: bool, steps: int | None = None) -> dict[str, Any]:
     budget = default_budget(env_id)
-    program = reference_programs(env_id)[label]
+    program = reference_programs(env_id, learner_discount(budget.ppo_kwargs, SHAPING))[label]
     start = time.monotonic()
     result = evaluate(program, env_id, steps=steps or budget.steps, seeds=[seed], num_envs=budget.num_envs,
                       ppo_kwargs={**budget.ppo_kwargs, "compile": compile}, num_checkpoints=5, eval_episodes=10,

@@ -15,7 +15,7 @@ Example::
     from rewardlab.shaping import BatchedPotentialShaping, potentials
 
     env = BatchedPotentialShaping(envs.make("MountainCar-v0", num_envs=4, seed=0),
-                                  potentials.for_env("MountainCar-v0"), gamma=0.99)
+                                  potentials.for_env("MountainCar-v0"), gamma=LLMPolicy.gamma)
     policy = LLMPolicy(make_client("ollama:qwen2.5:7b"), codec_for("MountainCar-v0"), history=4)
     obs, info = env.reset()
     for _ in range(200):
@@ -33,7 +33,7 @@ import time
 from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
@@ -91,6 +91,11 @@ class LLMPolicy:
     :param fatal_errors: exception types that are raised instead of falling back (e.g. an
         unreachable endpoint, where every request would fail).
     """
+
+    #: the discount of the return the policy is asked to maximise: the task's total reward,
+    #: undiscounted (``DEFAULT_SYSTEM_PROMPT``). Shaping for it uses this discount, at which
+    #: an episode's shaping terms sum to ``phi(s_T) - phi(s_0)`` (``phi(s_T) = 0`` when terminated).
+    gamma: ClassVar[float] = 1.0
 
     def __init__(
         self,

@@ -9,8 +9,10 @@ form, so they go through the same checks, sandbox and training as any candidate:
   ``F = gamma * phi(s') * (1 - terminated) - phi(s)`` with the formula of the env's built-in
   potential in ``rewardlab.shaping.potentials`` (cart-pole margin, mountain-car energy, acrobot tip
   height, pendulum energy; weights 1, 100 (continuous: 10, goal at 0.45), 10 and 5) and
-  ``gamma = 0.99``, PPO's default discount; components ``"task"`` and ``"shaping"``.
-  Shaping of this form leaves the optimal policy unchanged.
+  ``GAMMA`` the discount of the learner that trains on it (``reference_programs(env_id,
+  gamma)``; a source writes ``$gamma`` where it goes); components ``"task"`` and ``"shaping"``.
+  Shaping of this form leaves the optimal policy unchanged, at that discount only: at any
+  other, the term no longer telescopes and is a dense bonus of its own.
 
 MuJoCo tasks (Gymnasium's v5 locomotion): ``"human"`` is Gymnasium's own dense reward, so
 it is the ``"sparse"`` one. The observation holds the velocities at the end of each step,
@@ -36,19 +38,29 @@ Other issues add theirs with :func:`register_reference_programs`.
 
 from __future__ import annotations
 
+import re
 import textwrap
 
+from rewardlab.agents.ppo import PPOConfig
 from rewardlab.envs.mujoco.behaviours import AntTurnInPlaceEnv, HopperBackwardEnv
 from rewardlab.llm_reward.programs.program import RewardProgram
 
-__all__ = ["own_reward_program", "reference_programs", "register_reference_programs", "registered_reference_programs"]
+__all__ = [
+    "SHAPING", "own_reward_program", "reference_programs", "register_reference_programs",
+    "registered_reference_programs",
+]
+
+#: the component of a human reference that holds its potential-based shaping term
+SHAPING = "shaping"
+#: where a reference source writes the learner's discount
+_GAMMA = re.compile(r"\$gamma\b")
 
 _CARTPOLE_HUMAN = '''
 import math
 
 import torch
 
-GAMMA = 0.99
+GAMMA = $gamma
 THETA_MAX = 12 * 2 * math.pi / 360
 X_MAX = 2.4
 
@@ -72,7 +84,7 @@ import math
 
 import torch
 
-GAMMA = 0.99
+GAMMA = $gamma
 GRAVITY = 0.0025
 GOAL_POSITION = {goal}
 WEIGHT = {weight}
@@ -96,7 +108,7 @@ def compute_reward(position, velocity, next_position, next_velocity, action, ter
 _ACROBOT_HUMAN = '''
 import torch
 
-GAMMA = 0.99
+GAMMA = $gamma
 WEIGHT = 10.0
 
 
@@ -115,7 +127,7 @@ def compute_reward(tip_height, next_tip_height, terminated):
 _PENDULUM_HUMAN = '''
 import torch
 
-GAMMA = 0.99
+GAMMA = $gamma
 WEIGHT = 5.0
 UPRIGHT_ENERGY = 3 * 10.0 / (2 * 1.0)
 
@@ -304,7 +316,9 @@ def register_reference_programs(env_id: str, sparse: str, human: str, overwrite:
 
     :param env_id: the env id.
     :param sparse: source of a program reproducing the env's own reward.
-    :param human: source of a human-written dense reward program.
+    :param human: source of a human-written dense reward program; where it writes
+        ``$gamma`` (``GAMMA = $gamma``), :func:`reference_programs` puts the discount of the
+        learner that trains on it.
     :param overwrite: replace programs already registered for ``env_id``.
     :raises ValueError: ``env_id`` has programs and ``overwrite`` is False.
     :raises llm_reward.CheckError: a source fails the static checks.
@@ -312,7 +326,7 @@ def register_reference_programs(env_id: str, sparse: str, human: str, overwrite:
     if env_id in _SOURCES and not overwrite:
         raise ValueError(f"reference programs of {env_id!r} are registered; pass overwrite=True")
     for source in (sparse, human):
-        RewardProgram.from_source(textwrap.dedent(source)).check(env_id)
+        _program(source, default_gamma()).check(env_id)
     _SOURCES[env_id] = {"sparse": sparse, "human": human}
 
 
@@ -324,18 +338,29 @@ def registered_reference_programs() -> list[str]:
     return sorted(_SOURCES)
 
 
-def reference_programs(env_id: str) -> dict[str, RewardProgram]:
+def default_gamma() -> float:
+    """The discount of the shaping term when no learner's is given: rewardlab's PPO's default."""
+    return PPOConfig().discount(SHAPING)
+
+
+def reference_programs(env_id: str, gamma: float | None = None) -> dict[str, RewardProgram]:
     """``{"sparse": ..., "human": ...}``: the env's own reward and a human-written dense one.
 
     :param env_id: an env id with reference programs (:func:`registered_reference_programs`).
-    :raises ValueError: there are none for ``env_id``.
+    :param gamma: the discount of the learner that trains on them (its config's
+        ``discount("shaping")``): the human reference's shaping term telescopes at it alone;
+        None: :func:`default_gamma`.
+    :raises ValueError: there are none for ``env_id``, or ``gamma`` is not in [0, 1].
     """
     if env_id not in _SOURCES:
         raise ValueError(
             f"no reference programs for env_id={env_id!r}; known: "
             f"{', '.join(registered_reference_programs())}"
         )
-    return {kind: _program(source) for kind, source in _SOURCES[env_id].items()}
+    gamma = default_gamma() if gamma is None else gamma
+    if isinstance(gamma, bool) or not isinstance(gamma, int | float) or not 0.0 <= gamma <= 1.0:
+        raise ValueError(f"gamma must be a number in [0, 1] (the learner's discount), got gamma={gamma!r}")
+    return {kind: _program(source, float(gamma)) for kind, source in _SOURCES[env_id].items()}
 
 
 def own_reward_program() -> RewardProgram:
@@ -343,8 +368,9 @@ def own_reward_program() -> RewardProgram:
     env itself pays (a reward program's ``env_reward``), so that a search on a user's env
     compares its best program with the env's own reward, and the evolve proposer can build
     on it."""
-    return _program(_OWN_REWARD)
+    return _program(_OWN_REWARD, default_gamma())
 
 
-def _program(source: str) -> RewardProgram:
-    return RewardProgram.from_source(textwrap.dedent(source).lstrip("\n"))
+def _program(source: str, gamma: float) -> RewardProgram:
+    """The program of a reference source, with ``gamma`` written where it says ``$gamma``."""
+    return RewardProgram.from_source(_GAMMA.sub(repr(gamma), textwrap.dedent(source).lstrip("\n")))

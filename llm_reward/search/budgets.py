@@ -21,10 +21,13 @@ and the report repeats it.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["BUDGETS", "GENERIC", "Budget", "default_budget"]
+from rewardlab.agents.ppo import PPOConfig
+
+__all__ = ["BUDGETS", "GENERIC", "Budget", "default_budget", "learner_discount"]
 
 
 @dataclass(frozen=True)
@@ -89,3 +92,14 @@ def default_budget(env_id: str) -> Budget:
         return Budget(300_000, 16, dict(_MUJOCO),
                       note="the MuJoCo default: 300,000 steps over 16 envs with the PPO paper's settings")
     return GENERIC
+
+
+def learner_discount(ppo_kwargs: Mapping[str, Any], component: str) -> float:
+    """The discount a candidate trained with ``ppo_kwargs`` learns the reward component
+    ``component`` with, as its learner's config says: what a potential-based term written for
+    that candidate must use to telescope (a budget's ``gamma`` differs from PPO's default).
+
+    :param ppo_kwargs: ``rewardlab.agents.PPO`` settings (a budget's, or the search's).
+    :param component: the component that holds the shaping term.
+    """
+    return PPOConfig.from_dict(ppo_kwargs).discount(component)

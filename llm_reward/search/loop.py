@@ -40,12 +40,13 @@ from rewardlab.envs.descriptions import EnvDescription, describe, registered_des
 from rewardlab.llm_reward.clients import ChatClient, Completion, LLMCallFailed, Usage
 from rewardlab.llm_reward.programs.program import RewardProgram
 from rewardlab.llm_reward.programs.references import (
+    SHAPING,
     own_reward_program,
     reference_programs,
     registered_reference_programs,
 )
 from rewardlab.llm_reward.search import board
-from rewardlab.llm_reward.search.budgets import default_budget
+from rewardlab.llm_reward.search.budgets import default_budget, learner_discount
 from rewardlab.llm_reward.search.checking import check_answer
 from rewardlab.llm_reward.search.evaluation import EvalResult, Failure
 from rewardlab.llm_reward.search.evolve import EvolveProposer
@@ -356,8 +357,10 @@ class _Search:
         self.description = searchable_description(config.env_id, config.description)
         has_references = config.env_id in registered_reference_programs()
         # an env without reference programs of its own is compared with the reward it pays
-        self.references = (reference_programs(config.env_id) if has_references else
-                           {"sparse": own_reward_program()})
+        # potential-based terms use the discount the candidates train with, or they do not telescope
+        training = config.training_kwargs()
+        self.references = (reference_programs(config.env_id, learner_discount(training, SHAPING))
+                           if has_references else {"sparse": own_reward_program()})
         if config.prescreen != "off" and "human" not in self.references:
             raise ValueError(
                 f"--prescreen trains a policy on {config.env_id}'s human reference reward, and it has "
@@ -377,9 +380,11 @@ class _Search:
         self._llm_pool = ThreadPoolExecutor(llm_concurrency, thread_name_prefix="rewardlab-llm") if client else None
         self._evolve: EvolveProposer | StructuredProposer | None = None
         if config.proposer == "evolve":
-            self._evolve = StructuredProposer(self.description, config.seed, self.references, config.task)
+            self._evolve = StructuredProposer(self.description, config.seed, self.references, config.task,
+                                              gamma=learner_discount(training, "potential"))
         elif config.proposer == "evolve-random":
-            self._evolve = EvolveProposer(self.description, config.seed, self.references)
+            self._evolve = EvolveProposer(self.description, config.seed, self.references,
+                                          gamma=learner_discount(training, "potential"))
         examples = most_similar(config.task, config.env_id, config.shots) if config.mode == "text2reward" else []
         show_source = config.env_source == "always" or (config.env_source == "auto" and not built_in)
         source = env_source(config.env_id) if show_source else ""

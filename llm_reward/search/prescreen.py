@@ -159,14 +159,16 @@ def collect_trajectories(
     from rewardlab import envs
     from rewardlab.agents.ppo import PPO
     from rewardlab.envs.descriptions import describe
-    from rewardlab.llm_reward.programs.references import reference_programs
+    from rewardlab.llm_reward.programs.references import SHAPING, reference_programs
     from rewardlab.llm_reward.programs.wrapper import ProgramReward
+    from rewardlab.llm_reward.search.budgets import learner_discount
 
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
         description = describe(env_id)
-        human = RewardFunction(reference_programs(env_id)["human"], description)
+        gamma = learner_discount(ppo_kwargs or {}, SHAPING)  # the learner's: its shaping telescopes
+        human = RewardFunction(reference_programs(env_id, gamma)["human"], description)
         env = ProgramReward(envs.make(env_id, num_envs=num_envs, seed=seed), human)
         model = PPO(env, seed=seed, **dict(ppo_kwargs or {}))
         trajectories = _rollouts(env_id, lambda obs, env: _random_action(env), episodes, seed + 1, "random")

@@ -33,7 +33,7 @@ SHAPINGS = ("none", "builtin")
 EPISODE_WINDOW = 100  # rollout/ep_rew_mean averages the last 100 episodes, as SB3 does
 
 
-def make_env(env_id: str, num_envs: int, shaping: str, seed: int, gamma: float = 0.99) -> Any:
+def make_env(env_id: str, num_envs: int, shaping: str, seed: int, gamma: float) -> Any:
     """The env the policy plays: a batched env (optionally shaped), or MiniGrid as a vector env.
 
     :param env_id: a batched env id (``rewardlab.envs.registered()``), a MiniGrid id (the agent's
@@ -41,7 +41,7 @@ def make_env(env_id: str, num_envs: int, shaping: str, seed: int, gamma: float =
     :param num_envs: how many copies.
     :param shaping: ``"none"`` or ``"builtin"`` (the env's potential, ``rewardlab.shaping.potentials``).
     :param seed: seeds the env.
-    :param gamma: the discount of the shaping term.
+    :param gamma: the discount of the shaping term: the player's (``LLMPolicy.gamma``).
     :raises ValueError: an unknown env or shaping.
     """
     from rewardlab import envs
@@ -183,7 +183,7 @@ def run_llm_play(args: argparse.Namespace) -> int:
         envs.check_id(args.env)
         use_description(load_description(args.describe, args.env)[1])
     codec = codec_for(args.env)
-    env = make_env(args.env, num_envs, args.shaping, args.seed)
+    env = make_env(args.env, num_envs, args.shaping, args.seed, gamma=LLMPolicy.gamma)
     try:
         client.check()
     except LLMError as error:

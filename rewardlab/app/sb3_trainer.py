@@ -73,7 +73,8 @@ class SB3Trainer(Trainer):
         algo_name = config["algo"]
         self.algorithm = sb3_algorithm(algo_name)
         hyperparameters = dict(config["hyperparameters"])
-        gamma = hyperparameters.setdefault("gamma", 0.99)
+        # the algorithm's own discount unless set: shaping telescopes at it alone
+        gamma = hyperparameters.get("gamma", inspect.signature(self.algorithm).parameters["gamma"].default)
         num_envs = num_envs_for(config, 8 if algo_name in ON_POLICY else 1)
         potential = potential_for(config)
         on_policy = algo_name in ON_POLICY

@@ -88,7 +88,7 @@ class OwnPPOTrainer(Trainer):
         import torch
 
         from rewardlab import envs
-        from rewardlab.agents.ppo import PPO
+        from rewardlab.agents.ppo import PPO, PPOConfig
         from rewardlab.shaping import BatchedPotentialShaping
 
         self.config, self.run_dir = config, run_dir
@@ -105,9 +105,9 @@ class OwnPPOTrainer(Trainer):
         )  # fmt: skip
         if config["reward_program"]:  # --trust-program: in this process (else SandboxedProgramTrainer)
             env = load_program(config).wrap(env, trusted=True)
-        gamma = hyperparameters.get("gamma", 0.99)
         potential = potential_for(config)
-        if potential is not None:
+        if potential is not None:  # at the discount the learner gives the shaping component
+            gamma = PPOConfig.from_dict(hyperparameters).discount("shaping")
             env = BatchedPotentialShaping(env, potential, gamma=gamma, scale=config["shaping_scale"])
         self.intrinsic = make_intrinsic(config, env, num_envs)
         if self.intrinsic is not None:  # --intrinsic-coef weighs the bonus's value head
@@ -162,7 +162,7 @@ class HRATrainer(OwnPPOTrainer):
         import torch
 
         from rewardlab import envs
-        from rewardlab.agents.hra import HRA
+        from rewardlab.agents.hra import HRA, HRAConfig
         from rewardlab.shaping import BatchedPotentialShaping
 
         if config["intrinsic"]:
@@ -177,7 +177,8 @@ class HRATrainer(OwnPPOTrainer):
         potential = potential_for(config)
         if potential is not None:
             env = BatchedPotentialShaping(
-                env, potential, gamma=hyperparameters.get("gamma", 0.99), scale=config["shaping_scale"]
+                env, potential, gamma=HRAConfig.from_dict(hyperparameters).discount("shaping"),
+                scale=config["shaping_scale"],
             )
         self.env = env
         self.model = HRA(

@@ -605,3 +605,30 @@ def test_the_sandboxed_runs_progress_bar_follows_the_workers_log(tmp_path):
     done.set()
     follower.join()
     assert bar.updates and bar.updates[-1] == (512, -1.5)
+
+
+@pytest.mark.parametrize("algo, hyperparameters, gamma", [
+    ("ppo", {}, 0.99),  # PPOConfig's default
+    ("ppo", {"gamma": 0.9}, 0.9),
+    ("ppo", {"gamma": 0.9, "value_heads": {"extrinsic": {}, "shaping": {"gamma": 0.8}}}, 0.8),
+    ("hra", {"gamma": 0.7}, 0.7),
+    ("sb3-a2c", {"gamma": 0.6}, 0.6),
+    ("sb3-ppo", {}, 0.99),  # SB3's PPO's default
+])  # fmt: skip
+def test_shaping_takes_the_discount_of_the_learners_config(tmp_path, algo, hyperparameters, gamma):
+    # potential-based shaping telescopes only at the learner's own discount
+    from rewardlab.app.train import DEFAULTS, make_trainer
+
+    config = {**DEFAULTS, "env": "CartPole-v1", "algo": algo, "shaping": "builtin", "seed": 0,
+              "hyperparameters": hyperparameters, "num_envs": 2}
+    config.pop("seeds")
+    trainer = make_trainer(config, tmp_path)
+    if algo.startswith("sb3"):
+        shaping = trainer.venv
+        while type(shaping).__name__ != "VecPotentialShaping":
+            shaping = shaping.venv
+        assert trainer.model.gamma == gamma
+    else:
+        shaping = trainer.env
+        assert trainer.model.config.discount("shaping") == gamma
+    assert shaping.tracker.gamma == gamma

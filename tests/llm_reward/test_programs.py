@@ -18,9 +18,10 @@ from rewardlab.envs.descriptions import ActionVariable, EnvDescription, StateVar
 from rewardlab.llm_reward.programs.checks import CheckError, check_source
 from rewardlab.llm_reward.programs.loading import GymnasiumProgramReward
 from rewardlab.llm_reward.programs.program import ProgramError, RewardFunction, extract_code
-from rewardlab.llm_reward.programs.references import registered_reference_programs
+from rewardlab.llm_reward.programs.references import SHAPING, registered_reference_programs
 from rewardlab.llm_reward.programs.wrapper import ProgramReward
 from rewardlab.llm_reward.sandbox.forkserver import ForkServer
+from rewardlab.llm_reward.search.budgets import default_budget, learner_discount
 from rewardlab.shaping import potentials
 
 SHIPPED = ["CartPole-v1", "MountainCar-v0", "MountainCarContinuous-v0", "Acrobot-v1", "Pendulum-v1"]
@@ -310,6 +311,62 @@ def test_reference_programs_reproduce_the_env_and_the_potentials(env_id: str) ->
         torch.testing.assert_close(parts["shaping"], shaping_of(env_id, obs, final, terminated))
         torch.testing.assert_close(human_reward, parts["task"] + parts["shaping"])
         obs = next_obs
+
+
+def telescoping_gaps(env_id: str, written_gamma: float, learner_gamma: float) -> torch.Tensor:
+    """Per recorded episode (random actions, 4 envs, each until it has ended once), how far
+    the discounted sum of the human reference's shaping, written at ``written_gamma``, is from
+    ``learner_gamma**T * phi(s_T) * (not terminated) - phi(s_0)``: what the term telescopes to
+    when the learner discounts at ``learner_gamma``."""
+    human = RewardFunction(llm_reward.reference_programs(env_id, written_gamma)["human"], llm_reward.describe(env_id))
+    phi = HUMAN_POTENTIALS[env_id]()
+    env = envs.make(env_id, num_envs=4, seed=2)
+    env.action_space.seed(2)
+    obs, _ = env.reset()
+    start, discounted, discount = phi(obs).double(), torch.zeros(4, dtype=torch.float64), torch.ones(4, dtype=torch.float64)
+    gaps, ended = [], torch.zeros(4, dtype=torch.bool)
+    while not ended.all():
+        actions = random_actions(env)
+        next_obs, _, terminated, truncated, info = env.step(actions)
+        final = info["final_obs"]
+        _, parts = human(obs, actions, final, terminated)
+        discounted += discount * parts[SHAPING].double()
+        discount *= learner_gamma
+        done = terminated | truncated
+        expected = discount * phi(final).double() * (~terminated) - start
+        gaps.append((discounted - expected)[done].abs())
+        ended |= done
+        start = torch.where(done, phi(next_obs).double(), start)
+        discounted, discount = discounted.masked_fill(done, 0.0), discount.masked_fill(done, 1.0)
+        obs = next_obs
+    env.close()
+    return torch.cat(gaps)
+
+
+@pytest.mark.parametrize("env_id", sorted(HUMAN_POTENTIALS))
+def test_human_shaping_telescopes_at_the_default_budgets_discount(env_id: str) -> None:
+    # The learner's config owns gamma: a search candidate trains with its budget's PPO
+    # settings (CartPole at 0.98, Pendulum at 0.9), and the reference is written at the
+    # discount they give, so its shaping changes no episode's value beyond -phi(s0).
+    gamma = learner_discount(default_budget(env_id).ppo_kwargs, SHAPING)
+    gaps = telescoping_gaps(env_id, gamma, gamma)
+    assert len(gaps) >= 4
+    assert gaps.max() < 1e-3 * (1 + HUMAN_POTENTIALS[env_id]().weight)
+
+
+@pytest.mark.parametrize("env_id", ["CartPole-v1", "Pendulum-v1"])
+def test_human_shaping_written_at_another_discount_does_not_telescope(env_id: str) -> None:
+    gamma = learner_discount(default_budget(env_id).ppo_kwargs, SHAPING)
+    assert gamma != 0.99  # the budgets this guards: PPO's default discount is not theirs
+    assert telescoping_gaps(env_id, 0.99, gamma).max() > 0.05
+
+
+def test_reference_programs_take_the_learners_discount() -> None:
+    source = llm_reward.reference_programs("Pendulum-v1", 0.9)["human"].source
+    assert "GAMMA = 0.9\n" in source and "$gamma" not in source
+    assert "GAMMA = 0.99\n" in llm_reward.reference_programs("Pendulum-v1")["human"].source  # PPO's default
+    with pytest.raises(ValueError, match="gamma must be a number in \\[0, 1\\].*gamma=1.5"):
+        llm_reward.reference_programs("Pendulum-v1", 1.5)
     with pytest.raises(ValueError, match="no reference programs"):
         llm_reward.reference_programs("DeepSea-v0")
 

@@ -73,6 +73,28 @@ def test_evolve_programs_pass_the_checks_and_repeat_with_the_seed(env_id: str) -
     assert again.propose(0, 12, []) == proposals
 
 
+def test_both_offline_proposers_write_the_potential_term_at_the_discount_candidates_train_with() -> None:
+    # A reference written at PPO's default discount, a learner at Pendulum's budget's 0.9:
+    # the proposer's GAMMA replaces the reference's, so the term telescopes for that learner.
+    from rewardlab.llm_reward.search.structured import StructuredProposer
+    from rewardlab.shaping import potentials
+
+    description = llm_reward.describe("Pendulum-v1")
+    references = llm_reward.reference_programs("Pendulum-v1")
+    for proposer in (EvolveProposer(description, seed=0, references=references, gamma=0.9),
+                     StructuredProposer(description, 0, references, gamma=0.9)):
+        source = proposer.render([Term("potential", None, 1.0)])
+        assert [line for line in source.splitlines() if line.startswith("GAMMA")] == ["GAMMA = 0.9"]
+        function = RewardFunction(llm_reward.RewardProgram.from_source(source), description)
+        env = envs.make("Pendulum-v1", num_envs=4, seed=0)
+        obs, _ = env.reset()
+        action = torch.as_tensor(env.action_space.sample()).float()
+        _, _, terminated, _, info = env.step(action)
+        _, components = function(obs, action, info["final_obs"], terminated)
+        phi = potentials.PendulumEnergy(weight=5.0)
+        torch.testing.assert_close(components["potential"], 0.9 * phi(info["final_obs"]) - phi(obs))
+
+
 def test_evolve_children_come_from_the_fittest_and_drop_constant_components() -> None:
     description = llm_reward.describe("CartPole-v1")
     proposer = EvolveProposer(description, seed=0, references=llm_reward.reference_programs("CartPole-v1"))
