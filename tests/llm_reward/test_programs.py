@@ -421,8 +421,8 @@ def test_evaluate_rejects_bad_arguments() -> None:
         llm_reward.evaluate(program, "CartPole-v1", steps=0)
     with pytest.raises(ValueError, match="JSON"):
         llm_reward.evaluate(program, "CartPole-v1", ppo_kwargs={"net_arch": object()})
-    with pytest.raises(TypeError, match="RewardProgram"):
-        llm_reward.evaluate(program.source, "CartPole-v1")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="RewardProgram"):  # a program, or its source (read in a child)
+        llm_reward.evaluate(42, "CartPole-v1")  # type: ignore[arg-type]
 
 
 def test_evaluate_without_a_run_dir() -> None:
