@@ -233,9 +233,9 @@ def evaluate(
         use_description(description)
     if isinstance(program, str) and not static_checks:
         raise TypeError("static_checks=False runs a program unchecked: pass a RewardProgram, not its source")
-    source = program if isinstance(program, str) else program.source
     payload = _payload(program, env_id, steps, seeds, num_envs, device, ppo_kwargs,
                        num_checkpoints, eval_episodes)
+    source = program if isinstance(program, str) else program.source
     on_cuda = str(device).startswith("cuda")
     limits = Limits(timeout_s=timeout_s, memory_mb=None if on_cuda else memory_mb, cpu_s=cpu_s,
                     threads=threads, gpu=on_cuda)
