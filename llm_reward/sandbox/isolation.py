@@ -11,7 +11,8 @@ four processes, forked from the fork server (see :func:`run_isolated`):
    every capability: being uid 0 of its namespace gives it nothing the caller's user
    lacks, and Landlock decides what of that user's files it may touch;
 3. the namespace's **init** (PID 1): a private mount of a fresh ``/proc`` (no other
-   process of the machine is visible, nor its ``environ``); it runs
+   process of the machine is visible, nor its ``environ``), and the user namespace's
+   inotify, fanotify and namespace counters set to 0 (:data:`ZEROED_COUNTERS`); it runs
 4. the **job** (PID 2), which ends in :func:`confine`: Landlock rules for reads as well
    as writes, all capabilities dropped, ``PR_SET_NO_NEW_PRIVS`` and a seccomp filter.
 

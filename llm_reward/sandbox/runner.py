@@ -13,7 +13,9 @@ modules imported, and with a minimal environment). The worker
    standard output and error to ``<run_dir>/worker.log``;
 3. sets OS limits: CPU time (``RLIMIT_CPU``), address space (``RLIMIT_AS``), open files
    (``RLIMIT_NOFILE``), file size (``RLIMIT_FSIZE``), threads (``RLIMIT_NPROC``, and a
-   ``pids`` cgroup of the worker's own where the caller may make one), no core dumps;
+   ``pids`` cgroup of the worker's own where the caller may make one), a CPU quota of its
+   ``threads`` CPUs (a ``cpu`` cgroup, likewise), queued signals (``RLIMIT_SIGPENDING``), no
+   POSIX message queues, no core dumps;
 4. imports what the job needs, then :func:`~rewardlab.llm_reward.sandbox.isolation.confine`:
    Landlock (reads only of Python, its libraries, rewardlab and system libraries; writes
    only beneath the run directory; no TCP, no signals out), no capabilities,
@@ -24,8 +26,10 @@ modules imported, and with a minimal environment). The worker
 
 A job that must not run the untrusted code itself (training on a reward program: the job
 ships the policy the caller scores) names a companion: the worker forks it before step 4,
-and the companion alone runs the code, confined further, talking to the job over one
-socket pair (:func:`_start_companion`, :mod:`~rewardlab.llm_reward.sandbox.reward_process`).
+and the companion alone runs the code, confined further (a seccomp allowlist: any call
+outside it kills the companion, see
+:func:`~rewardlab.llm_reward.sandbox.isolation.allow_computation_only`), talking to the job
+over one socket pair (:func:`_start_companion`, :mod:`~rewardlab.llm_reward.sandbox.reward_process`).
 
 The caller waits for the result with a wall-clock timeout and kills the worker's tree
 (SIGKILL) when time is up or once the result is in. The result travels as JSON over the
