@@ -163,17 +163,21 @@ def import_user_module(module: str, what: str) -> Any:
         ) from error
 
 
+class UnknownGymnasiumId(ValueError):
+    """Gymnasium cannot make the id: the registry above (``rewardlab.envs.make``) adds its own
+    ids to the message."""
+
+
 def check_gymnasium_id(env_id: str) -> None:
     """Raise a clear error unless Gymnasium can make ``env_id`` (after importing its module).
 
-    :raises ValueError: naming the id, and the import or install it may need.
+    :raises ValueError: naming the id, and the import or install it may need
+        (:class:`UnknownGymnasiumId` where the id's module imports and Gymnasium has no such id).
     """
     import_env_module(env_id)
     try:
         gymnasium.spec(env_id.partition(":")[2] if env_module(env_id) else env_id)
     except gymnasium.error.Error as error:
-        from rewardlab.envs.registration import registered
-
         # a missing package was reported by import_env_module: here it is installed
         packages = [packages[0] for prefix, (packages, _) in ID_PACKAGES.items() if env_id.startswith(prefix)]
         hint = (
@@ -182,10 +186,7 @@ def check_gymnasium_id(env_id: str) -> None:
             else "for an env of your own use 'module:EnvName-v0', where importing module registers "
             "EnvName-v0 (gymnasium.register)"
         )
-        raise ValueError(
-            f"unknown env {env_id!r}: Gymnasium cannot make it ({error}); {hint}. Batched envs: "
-            f"{', '.join(registered())}"
-        ) from None
+        raise UnknownGymnasiumId(f"unknown env {env_id!r}: Gymnasium cannot make it ({error}); {hint}") from None
 
 
 def make_one(env_id: str, kwargs: dict[str, Any] | None = None) -> gymnasium.Env:

@@ -1,4 +1,9 @@
-"""The registry of batched envs: :func:`register`, :func:`registered` and :func:`make`."""
+"""The registry of batched envs: :func:`register`, :func:`registered` and :func:`make`.
+
+Ids it does not know go to :class:`~rewardlab.envs.gymnasium_env.GymnasiumBatchedEnv`, the
+layer below, which knows nothing of this registry: when Gymnasium cannot make an id either,
+the error it raises gets the registry's ids added here.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +13,12 @@ from typing import Any
 import torch
 
 from rewardlab.envs.core import BatchedEnv
+from rewardlab.envs.gymnasium_env import (
+    GymnasiumBatchedEnv,
+    UnknownGymnasiumId,
+    check_gymnasium_id,
+    construction_error,
+)
 
 EnvFactory = Callable[..., BatchedEnv]
 
@@ -41,9 +52,10 @@ def check_id(env_id: str) -> None:
     :raises ValueError: naming the id and the import or install it may need.
     """
     if env_id not in _REGISTRY:
-        from rewardlab.envs.gymnasium_env import check_gymnasium_id
-
-        check_gymnasium_id(env_id)
+        try:
+            check_gymnasium_id(env_id)
+        except UnknownGymnasiumId as error:
+            raise _unknown(error) from None
 
 
 def make(
@@ -77,16 +89,20 @@ def make(
         does not take (or that make it fail), ``num_envs < 1`` or an unavailable device
     """
     if env_id not in _REGISTRY:
-        from rewardlab.envs.gymnasium_env import GymnasiumBatchedEnv
-
-        return GymnasiumBatchedEnv(env_id, num_envs, device=device, seed=seed, compile=compile, **kwargs)
+        try:
+            return GymnasiumBatchedEnv(env_id, num_envs, device=device, seed=seed, compile=compile, **kwargs)
+        except UnknownGymnasiumId as error:
+            raise _unknown(error) from None
     try:
         env = _REGISTRY[env_id](num_envs, device=device, seed=seed, compile=compile, **kwargs)
     except TypeError as error:
         if not kwargs:
             raise  # our own checks of the arguments above (num_envs=2.0)
-        from rewardlab.envs.gymnasium_env import construction_error
-
         raise construction_error(env_id, kwargs, error) from error  # one the env does not take
     env.spec_id = env_id
     return env
+
+
+def _unknown(error: UnknownGymnasiumId) -> ValueError:
+    """Gymnasium's refusal of an id, with the batched ids :func:`make` knows."""
+    return ValueError(f"{error}. Batched envs: {', '.join(registered())}")
