@@ -59,11 +59,12 @@ def make_sb3_env(
     import gymnasium as gym
 
     from rewardlab import envs
+    from rewardlab.envs.adapters import SB3VecEnv
     from rewardlab.envs.gymnasium_env import make_one
 
     env_kwargs = dict(env_kwargs or {})
     if env_id in envs.registered() and env_id not in gym.registry:
-        venv: VecEnv = envs.make(env_id, num_envs=n_envs, seed=seed, **env_kwargs).to_sb3()
+        venv: VecEnv = SB3VecEnv(envs.make(env_id, num_envs=n_envs, seed=seed, **env_kwargs))
     else:
         envs.check_id(env_id)  # imports a "module:Env-v0" id's module, minigrid for MiniGrid ids
         venv = make_vec_env(lambda: make_one(env_id, env_kwargs), n_envs=n_envs, seed=seed)

@@ -1,20 +1,22 @@
 """Adapters that show a batched env to Gymnasium and Stable-Baselines3 tools, numpy at the boundary.
 
-Use them through :meth:`rewardlab.envs.BatchedEnv.to_gymnasium` and :meth:`rewardlab.envs.BatchedEnv.to_sb3`.
+Wrap an env as Gymnasium's and SB3's vector wrappers are used: ``GymnasiumVectorEnv(env)``,
+``SB3VecEnv(env)``, with ``env`` a batched env or any stack of batched wrappers (a shaped or
+reward-program env stays shaped through the adapter). They sit above the batched-env
+contract (``rewardlab.envs.core``), which knows nothing of them.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import gymnasium
 import numpy as np
 import torch
 from stable_baselines3.common.vec_env.base_vec_env import VecEnv, VecEnvIndices
 
-if TYPE_CHECKING:
-    from rewardlab.envs.core import BatchedEnv, BatchedWrapper
+from rewardlab.envs.core import Batched
 
 
 def _to_numpy(tensor: torch.Tensor) -> np.ndarray:
@@ -37,14 +39,15 @@ class GymnasiumVectorEnv(gymnasium.vector.VectorEnv):
     Example::
 
         >>> from rewardlab import envs
-        >>> vec = envs.make("CartPole-v1", num_envs=8, seed=0).to_gymnasium()
+        >>> from rewardlab.envs.adapters import GymnasiumVectorEnv
+        >>> vec = GymnasiumVectorEnv(envs.make("CartPole-v1", num_envs=8, seed=0))
         >>> obs, info = vec.reset()
         >>> obs, reward, terminated, truncated, info = vec.step(vec.action_space.sample())
 
     :param env: the batched env (or wrapper) to adapt
     """
 
-    def __init__(self, env: BatchedEnv | BatchedWrapper):
+    def __init__(self, env: Batched):
         self.env = env
         self.num_envs = env.num_envs
         self.single_observation_space = env.single_observation_space
@@ -124,14 +127,15 @@ class SB3VecEnv(VecEnv):
     Example::
 
         >>> from rewardlab import envs
+        >>> from rewardlab.envs.adapters import SB3VecEnv
         >>> from stable_baselines3 import PPO
-        >>> venv = envs.make("CartPole-v1", num_envs=8, seed=0).to_sb3()
+        >>> venv = SB3VecEnv(envs.make("CartPole-v1", num_envs=8, seed=0))
         >>> model = PPO("MlpPolicy", venv).learn(10_000)
 
     :param env: the batched env (or wrapper) to adapt
     """
 
-    def __init__(self, env: BatchedEnv | BatchedWrapper):
+    def __init__(self, env: Batched):
         self.env = env
         super().__init__(env.num_envs, env.single_observation_space, env.single_action_space)
         self._actions: np.ndarray | None = None

@@ -139,21 +139,6 @@ class Batched:
         its rollout."""
         return False
 
-    def to_gymnasium(self) -> gymnasium.vector.VectorEnv:
-        """This env (with every wrapper it is) as a Gymnasium ``VectorEnv``: numpy at the
-        boundary, same-step autoreset."""
-        # adapters.py imports SB3's VecEnv, which is slow to import: only when asked
-        from rewardlab.envs.adapters import GymnasiumVectorEnv
-
-        return GymnasiumVectorEnv(self)
-
-    def to_sb3(self) -> Any:
-        """This env (with every wrapper it is) as a Stable-Baselines3 ``VecEnv`` (reset
-        inside ``step``)."""
-        from rewardlab.envs.adapters import SB3VecEnv
-
-        return SB3VecEnv(self)
-
 
 class BatchedEnv(Batched):
     """``num_envs`` copies of one environment, stepped together as torch tensors on ``device``.
@@ -697,8 +682,8 @@ class BatchedWrapper(Batched):
     """Base class of wrappers around a batched env.
 
     Unknown attributes and methods are looked up on the wrapped env, so a wrapper that only
-    changes the reward overrides :meth:`step` and nothing else; ``to_gymnasium`` and
-    ``to_sb3`` adapt the wrapper itself, and wrappers stack in any order.
+    changes the reward overrides :meth:`step` and nothing else; the adapters
+    (``rewardlab.envs.adapters``) adapt the wrapper itself, and wrappers stack in any order.
 
     Example::
 

@@ -15,6 +15,7 @@ from stable_baselines3.common.utils import check_for_correct_spaces
 from stable_baselines3.common.vec_env import VecCheckNan, VecEnv, VecMonitor, VecNormalize
 
 from rewardlab import envs
+from rewardlab.envs.adapters import GymnasiumVectorEnv, SB3VecEnv
 
 CLASSIC_IDS = [
     "CartPole-v1",
@@ -39,7 +40,7 @@ def check_vector_step(vec: gymnasium.vector.VectorEnv, step: tuple) -> None:
 
 @pytest.mark.parametrize("env_id", CLASSIC_IDS)
 def test_gymnasium_view_passes_vector_env_checks(env_id: str) -> None:
-    vec = envs.make(env_id, 16, seed=0, max_episode_steps=20).to_gymnasium()
+    vec = GymnasiumVectorEnv(envs.make(env_id, 16, seed=0, max_episode_steps=20))
     assert isinstance(vec, gymnasium.vector.VectorEnv)
     assert vec.metadata["autoreset_mode"] == AutoresetMode.SAME_STEP
     reference = gymnasium.make_vec(env_id, 16, vectorization_mode="sync")
@@ -70,7 +71,7 @@ def test_gymnasium_view_passes_vector_env_checks(env_id: str) -> None:
 
 def test_gymnasium_view_is_deterministic_given_a_seed() -> None:
     def rollout() -> list:
-        vec = envs.make("Acrobot-v1", 4, max_episode_steps=10).to_gymnasium()
+        vec = GymnasiumVectorEnv(envs.make("Acrobot-v1", 4, max_episode_steps=10))
         steps = [vec.reset(seed=42)[0]]
         actions = np.random.default_rng(0).integers(0, 3, (30, 4))
         steps += [vec.step(action)[:4] for action in actions]
@@ -83,7 +84,7 @@ def test_gymnasium_vector_wrappers_run_on_the_view() -> None:
     """Gymnasium's wrappers that support same-step autoreset (its observation wrappers
     accept only next-step autoreset and refuse any same-step vector env)."""
     vec = RecordEpisodeStatistics(
-        NormalizeReward(envs.make("CartPole-v1", 8, seed=0).to_gymnasium())
+        NormalizeReward(GymnasiumVectorEnv(envs.make("CartPole-v1", 8, seed=0)))
     )
     vec.reset(seed=0)
     lengths = np.zeros(8, dtype=int)
@@ -103,7 +104,7 @@ def test_gymnasium_vector_wrappers_run_on_the_view() -> None:
 @pytest.mark.parametrize("env_id", CLASSIC_IDS)
 def test_sb3_view_reports_terminal_observations(env_id: str) -> None:
     env = envs.make(env_id, 8, seed=0, max_episode_steps=15)
-    venv = VecCheckNan(VecMonitor(env.to_sb3()), raise_exception=True)
+    venv = VecCheckNan(VecMonitor(SB3VecEnv(env)), raise_exception=True)
     assert isinstance(venv.unwrapped, VecEnv)
     check_for_correct_spaces(venv, env.single_observation_space, env.single_action_space)
     obs = venv.reset()
@@ -125,13 +126,13 @@ def test_sb3_view_reports_terminal_observations(env_id: str) -> None:
 
 
 def test_sb3_view_truncation_flags_follow_sb3() -> None:
-    venv = envs.make("Pendulum-v1", 4, seed=0, max_episode_steps=3).to_sb3()
+    venv = SB3VecEnv(envs.make("Pendulum-v1", 4, seed=0, max_episode_steps=3))
     venv.reset()
     for _ in range(3):
         _, _, dones, infos = venv.step(np.zeros((4, 1), dtype=np.float32))
     assert dones.all() and all(info["TimeLimit.truncated"] for info in infos)
 
-    venv = envs.make("CartPole-v1", 4, seed=0).to_sb3()
+    venv = SB3VecEnv(envs.make("CartPole-v1", 4, seed=0))
     venv.reset()
     for _ in range(50):
         _, _, dones, infos = venv.step(np.ones(4, dtype=np.int64))
@@ -141,7 +142,7 @@ def test_sb3_view_truncation_flags_follow_sb3() -> None:
 
 
 def test_sb3_view_seeds_the_next_reset() -> None:
-    venv = envs.make("CartPole-v1", 4).to_sb3()
+    venv = SB3VecEnv(envs.make("CartPole-v1", 4))
     venv.seed(5)
     first = venv.reset()
     venv.seed(5)
@@ -152,7 +153,7 @@ def test_sb3_view_seeds_the_next_reset() -> None:
 
 
 def test_sb3_vec_normalize_runs_on_the_view() -> None:
-    venv = VecNormalize(envs.make("MountainCarContinuous-v0", 8, seed=0).to_sb3())
+    venv = VecNormalize(SB3VecEnv(envs.make("MountainCarContinuous-v0", 8, seed=0)))
     venv.reset()
     for _ in range(20):
         obs, reward, _, _ = venv.step(np.zeros((8, 1), dtype=np.float32))
@@ -171,7 +172,7 @@ def one_thread():
 
 def test_sb3_ppo_learns_cartpole(one_thread: None) -> None:
     """About 15 s on two cores; a random policy averages ~22."""
-    train = VecMonitor(envs.make("CartPole-v1", 8, seed=0).to_sb3())
+    train = VecMonitor(SB3VecEnv(envs.make("CartPole-v1", 8, seed=0)))
     model = PPO(
         "MlpPolicy",
         train,
@@ -187,6 +188,6 @@ def test_sb3_ppo_learns_cartpole(one_thread: None) -> None:
         policy_kwargs={"net_arch": [64, 64]},
     )
     model.learn(30_000)
-    evaluation = VecMonitor(envs.make("CartPole-v1", 8, seed=1).to_sb3())
+    evaluation = VecMonitor(SB3VecEnv(envs.make("CartPole-v1", 8, seed=1)))
     mean_return, _ = evaluate_policy(model, evaluation, n_eval_episodes=16, deterministic=True)
     assert mean_return > 150

@@ -8,6 +8,7 @@ import torch
 pytest.importorskip("mujoco.batch")
 
 from rewardlab import envs  # noqa: E402
+from rewardlab.envs.adapters import GymnasiumVectorEnv  # noqa: E402
 from rewardlab.envs.mujoco import TASKS  # noqa: E402
 
 STEPS = 120
@@ -145,7 +146,7 @@ def test_adapters_and_gymnasium_kwargs():
     assert env.single_observation_space.shape == (18,)
     obs, _ = env.reset()
     torch.testing.assert_close(obs[:, 0], env.qpos[:, 0].float())
-    vec = envs.make("Hopper-v5", num_envs=3, seed=0).to_gymnasium()
+    vec = GymnasiumVectorEnv(envs.make("Hopper-v5", num_envs=3, seed=0))
     obs, _ = vec.reset()
     assert obs.shape == (3, 11)
     obs, reward, terminated, truncated, info = vec.step(vec.action_space.sample())

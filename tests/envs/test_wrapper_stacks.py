@@ -13,6 +13,7 @@ import pytest
 import torch
 
 from rewardlab import envs, llm_reward
+from rewardlab.envs.adapters import GymnasiumVectorEnv, SB3VecEnv
 from rewardlab.envs.core import Batched
 from rewardlab.llm_reward.programs.loading import reward_file_text
 from rewardlab.shaping import BatchedPotentialShaping, potentials
@@ -40,7 +41,7 @@ def test_a_shaped_env_is_a_batched_wrapper() -> None:
 
 
 def test_sb3_adapter_of_a_shaped_env_keeps_the_shaping() -> None:
-    venv = shaped().to_sb3()
+    venv = SB3VecEnv(shaped())
     venv.reset()
     _, rewards, _, infos = venv.step(np.full(4, 2))
     components = [info["reward_components"] for info in infos]
@@ -50,7 +51,7 @@ def test_sb3_adapter_of_a_shaped_env_keeps_the_shaping() -> None:
 
 
 def test_gymnasium_adapter_of_a_shaped_env_keeps_the_shaping() -> None:
-    vector = shaped().to_gymnasium()
+    vector = GymnasiumVectorEnv(shaped())
     vector.reset(seed=0)
     _, rewards, _, _, info = vector.step(np.full(4, 2))
     components = info["reward_components"]
@@ -81,7 +82,7 @@ def test_program_reward_and_shaping_stack_in_either_order(tmp_path: Path, progra
         expected = program_total
     torch.testing.assert_close(total, expected.to(total.dtype), rtol=1e-5, atol=1e-6)
     # and the stack still adapts as a whole
-    venv = env.to_sb3()
+    venv = SB3VecEnv(env)
     venv.reset()
     _, _, _, infos = venv.step(np.full(3, 2))
     assert set(infos[0]["reward_components"]) == set(components)
