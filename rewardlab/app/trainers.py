@@ -377,6 +377,11 @@ class SandboxedProgramTrainer(Trainer):
         self.save_checkpoint()
 
     def load_checkpoint(self) -> int:
+        import json
+
+        metrics = self.run_dir / "metrics.json"
+        if metrics.exists() and json.loads(metrics.read_text()).get("status") == "complete":
+            raise ValueError(f"--resume: {self.run_dir} holds a complete run (model.pt, metrics.json): nothing to continue")
         raise ValueError(
             f"--resume: a sandboxed --reward-program run keeps no checkpoint (its policy leaves the sandbox "
             f"only at the end), so {self.run_dir} cannot be continued; start it again with another --logdir"
