@@ -101,6 +101,9 @@ class GymnasiumProgramReward(gymnasium.Wrapper):
         super().__init__(env)
         self.reward_function = reward_function
         self._obs: torch.Tensor | None = None
+        # a Dict/Tuple observation reaches the program flat, as the batched env of its id lays it out
+        space = env.observation_space
+        self._space = space if isinstance(space, gymnasium.spaces.Dict | gymnasium.spaces.Tuple) else None
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
         """Reset the env and remember the first observation.
@@ -109,7 +112,7 @@ class GymnasiumProgramReward(gymnasium.Wrapper):
         :param options: reset options, or ``None``.
         """
         obs, info = self.env.reset(seed=seed, options=options)
-        self._obs = _batch(obs)
+        self._obs = _batch(obs, self._space)
         return obs, info
 
     def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
@@ -121,7 +124,7 @@ class GymnasiumProgramReward(gymnasium.Wrapper):
         if self._obs is None:
             raise RuntimeError("GymnasiumProgramReward.step was called before reset()")
         obs, reward, terminated, truncated, info = self.env.step(action)
-        next_obs = _batch(obs)
+        next_obs = _batch(obs, self._space)
         action_batch = torch.as_tensor(np.asarray(action))[None]
         if action_batch.dtype.is_floating_point:
             action_batch = action_batch.float()
@@ -139,7 +142,9 @@ class GymnasiumProgramReward(gymnasium.Wrapper):
         return obs, float(program_reward[0]), terminated, truncated, info
 
 
-def _batch(obs: Any) -> torch.Tensor:
+def _batch(obs: Any, space: gymnasium.spaces.Space | None = None) -> torch.Tensor:
+    if space is not None:
+        obs = gymnasium.spaces.flatten(space, obs)
     return torch.as_tensor(np.asarray(obs, dtype=np.float32))[None]
 
 

@@ -6,6 +6,8 @@ import json
 import shlex
 from pathlib import Path
 
+import numpy as np
+import pytest
 from user_envs import write_point_mass
 
 from rewardlab.app.cli import main as rewardlab
@@ -57,3 +59,24 @@ def test_a_description_line_inside_the_program_is_not_the_files_description(tmp_
     (tmp_path / "reward.py").write_text(f"# rewardlab-env: {env_id}\n{program}")
     loaded = load_reward(tmp_path / "reward.py")
     assert loaded.description_data is None and "goal_0" in loaded.description.state_names
+
+
+def test_a_found_program_wraps_the_users_gymnasium_env_with_its_dict_observation(tmp_path: Path, monkeypatch) -> None:
+    import gymnasium
+
+    from rewardlab.envs.description_files import load_description, use_description
+    from rewardlab.llm_reward import load_reward
+    from rewardlab.llm_reward.programs.loading import reward_file_text
+
+    monkeypatch.syspath_prepend(str(tmp_path))
+    env_id = write_point_mass(tmp_path, "wrapped_point_mass")
+    use_description(load_description(tmp_path / "pointmass.toml", env_id)[1])  # as the search does
+    program = ("def compute_reward(goal_distance, next_goal_distance):\n"
+               "    closer = goal_distance - next_goal_distance\n    return closer, {'closer': closer}\n")
+    (tmp_path / "best_reward.py").write_text(reward_file_text(program, env_id, []))
+    env = load_reward(tmp_path / "best_reward.py").wrap(gymnasium.make(env_id.partition(":")[2]), trusted=True)
+    obs, _ = env.reset(seed=0)
+    before = np.linalg.norm(obs["pos"] - obs["goal"])
+    obs, reward, *_, info = env.step(np.array([1.0, 0.0], dtype=np.float32))
+    assert reward == pytest.approx(before - np.linalg.norm(obs["pos"] - obs["goal"]), abs=1e-5)
+    assert info["reward_components"]["program/closer"] == pytest.approx(reward)
