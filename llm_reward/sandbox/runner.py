@@ -173,6 +173,7 @@ class SandboxRun:
     :param log_tail: the end of ``worker.log`` when the job failed, for debugging.
     :param progress: what the job sent through its ``progress`` function, in order (untrusted
         data), kept also when the job sent no result.
+    :param stopped: the caller's ``on_progress`` stopped the job (``error_kind`` ``"stopped"``).
     """
 
     result: dict[str, Any] | None
@@ -183,6 +184,7 @@ class SandboxRun:
     exit_code: int | None
     log_tail: str = ""
     progress: list[Any] = field(default_factory=list)
+    stopped: bool = False
 
 
 def run_sandboxed(
@@ -194,6 +196,7 @@ def run_sandboxed(
     warm: Sequence[tuple[str, str]] = (),
     temporary: bool = False,
     companion: str | None = None,
+    on_progress: Callable[[Any], bool] | None = None,
 ) -> SandboxRun:
     """Run ``job(payload, guard)`` in a sandboxed worker and return what came back.
 
@@ -220,6 +223,9 @@ def run_sandboxed(
         in a process the worker forks before it confines itself, and confined further
         (:func:`_start_companion`); the job is then called as ``job(payload, guard,
         companion=(channel, pid))``, its end of the socket pair and the companion's pid.
+    :param on_progress: called with each progress message (untrusted data) as it arrives; when
+        it returns True the worker is killed then, and the run comes back with ``stopped``
+        (what it sent so far in ``progress``): a caller stops a job that is not worth finishing.
     """
     limits = limits or Limits()
     module_name, _, function_name = job.partition(":")
@@ -246,11 +252,14 @@ def run_sandboxed(
     connection = server.connect(request)
     progress: list[Any] = []
     try:
-        envelope, exit_code, timed_out = _follow_worker(connection, start + limits.timeout_s, progress)
+        envelope, exit_code, timed_out, stopped = _follow_worker(connection, start + limits.timeout_s, progress,
+                                                                 on_progress)
     finally:
         connection.close()
     run = _outcome(envelope, timed_out, time.monotonic() - start, exit_code, run_dir, limits)
     run.progress = progress
+    if stopped and envelope is None:  # killed on the caller's word: not a crash or a limit
+        run.stopped, run.error, run.error_kind = True, "stopped by the caller", "stopped"
     return run
 
 
@@ -263,14 +272,18 @@ def _say_once_what_is_unbounded() -> None:
                      "program's busy threads can slow the candidates beside it")
 
 
-def _follow_worker(connection: Any, deadline: float, progress: list[Any]) -> tuple[Any, int | None, bool]:
-    """Read the worker's messages until the server reports its exit; kill it on timeout.
+def _follow_worker(
+    connection: Any, deadline: float, progress: list[Any], on_progress: Callable[[Any], bool] | None = None
+) -> tuple[Any, int | None, bool, bool]:
+    """Read the worker's messages until the server reports its exit; kill it on timeout, or
+    when ``on_progress`` says so.
 
     :param progress: gets the job's progress messages, up to :data:`MAX_PROGRESS_BYTES`.
-    :return: ``(envelope or None, exit code or None, timed out)``.
+    :param on_progress: see :func:`run_sandboxed`.
+    :return: ``(envelope or None, exit code or None, timed out, stopped)``.
     """
     pid = envelope = exit_code = None
-    timed_out = killed = False
+    timed_out = killed = stopped = False
     sizes: list[int] = []
     try:
         while exit_code is None:
@@ -295,8 +308,13 @@ def _follow_worker(connection: Any, deadline: float, progress: list[Any]) -> tup
             elif "exit" in message and isinstance(message["exit"], int):
                 exit_code = message["exit"]
             elif set(message) == {"progress"}:
-                if envelope is None and sum(sizes) <= MAX_PROGRESS_BYTES:
+                if envelope is None and sum(sizes) <= MAX_PROGRESS_BYTES and not stopped:
                     progress.append(message["progress"])
+                    if on_progress is not None and on_progress(message["progress"]):
+                        stopped = True
+                        if pid is not None:
+                            kill_group(pid)
+                        killed, deadline = True, min(deadline, time.monotonic() + EXIT_GRACE_S)
             elif envelope is None:
                 envelope = message
                 deadline = min(deadline, time.monotonic() + EXIT_GRACE_S)
@@ -305,7 +323,7 @@ def _follow_worker(connection: Any, deadline: float, progress: list[Any]) -> tup
         # a finished one is gone anyway; the caller removes the run directory next.
         if pid is not None:
             kill_group(pid)
-    return envelope, exit_code, timed_out
+    return envelope, exit_code, timed_out, stopped
 
 
 def _outcome(

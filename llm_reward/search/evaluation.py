@@ -18,6 +18,7 @@ Example::
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -41,6 +42,7 @@ from rewardlab.llm_reward.sandbox.runner import (
 )
 from rewardlab.llm_reward.search.checking import check_source
 from rewardlab.llm_reward.search.failures import Failure
+from rewardlab.llm_reward.search.stopping import STOPPED, Stop, StopRule
 from rewardlab.llm_reward.search.text import sanitize
 from rewardlab.llm_reward.search.training import (
     Checkpoint,
@@ -105,6 +107,8 @@ class EvalResult:
         removed, constants, per-state execution), for the report and the next prompt.
     :param compiled: whether the worker trained with PPO's compiled graphs.
     :param compile_note: why it trained eagerly although asked to compile ("" otherwise).
+    :param stopped: where and why it was stopped early (its failure's kind is ``"stopped"``),
+        or ``None``.
     """
 
     env_id: str
@@ -124,6 +128,7 @@ class EvalResult:
     notes: list[str] = field(default_factory=list)
     compiled: bool = False
     compile_note: str = ""
+    stopped: Stop | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The record as plain data."""
@@ -164,6 +169,7 @@ class EvalResult:
             notes=list(data.get("notes", [])),
             compiled=bool(data.get("compiled", False)),
             compile_note=str(data.get("compile_note", "")),
+            stopped=Stop.from_dict(data["stopped"]) if data.get("stopped") else None,
         )
 
 
@@ -186,6 +192,7 @@ def evaluate(
     static_checks: bool = True,
     on_final_policy: Callable[[int, Any], None] | None = None,
     description: dict[str, Any] | None = None,
+    stop_rule: StopRule | None = None,
 ) -> EvalResult:
     """Check ``program``, then train ``rewardlab.agents.PPO`` on its reward in the sandbox and measure fitness.
 
@@ -227,6 +234,11 @@ def evaluate(
     :param description: the data of a description file for the env
         (:func:`rewardlab.envs.description_files.load_description`), used here and in the
         worker; ``None``: the description in use for ``env_id``.
+    :param stop_rule: stop the training early (:mod:`~rewardlab.llm_reward.search.stopping`):
+        the fitness of the first seed's checkpoints at the rule's rungs is measured here as
+        they stream in, and a training the rule stops is killed there; its result is not
+        ``ok``, has the failure kind ``"stopped"``, :attr:`EvalResult.stopped`, and the
+        checkpoints up to the rung. ``None``: train to the end.
     :raises ValueError: bad arguments (unknown env, non-positive budget, non-JSON ``ppo_kwargs``).
     """
     if description is not None:
@@ -268,21 +280,34 @@ def evaluate(
             else:
                 warm.append(compiled_warm_up(payload, threads))
                 payload["compile_warm"] = warm[0][1]
-        run = run_sandboxed(EVALUATION_JOB, payload, directory, limits, preload_for(env_id), warm,
-                            temporary=not keep, companion=REWARD_COMPANION)
         description = describe(env_id)
 
         last: dict[int, Any] = {}
+        measured: dict[tuple[int, str], tuple[float, float | None]] = {}
 
         def measure(policy: Any, seed: int) -> tuple[float, float | None]:
-            # here, in the caller, which never loaded the program (the same seed as in place)
+            # here, in the caller, which never loaded the program (the same seed as in place);
+            # a rung's checkpoint was measured as it came, and the same policy measures the same
             last[seed] = policy
-            return measure_snapshot(policy, description, payload["ppo_kwargs"], eval_episodes,
-                                    device, seed + 10_000)
+            key = (seed, hashlib.sha256(json.dumps(policy, sort_keys=True).encode()).hexdigest())
+            if key not in measured:
+                measured[key] = measure_snapshot(policy, description, payload["ppo_kwargs"], eval_episodes,
+                                                 device, seed + 10_000)
+            return measured[key]
 
+        watch = _RungWatch(stop_rule, payload["seeds"][0], measure) if stop_rule is not None else None
+        run = run_sandboxed(EVALUATION_JOB, payload, directory, limits, preload_for(env_id), warm,
+                            temporary=not keep, companion=REWARD_COMPANION,
+                            on_progress=watch)
+        if watch is not None and watch.stop is not None and run.stopped:
+            # what it sent up to the rung, whatever came in before the kill landed
+            run.progress = run.progress[:watch.stop.checkpoint + 1]
         result = _result(run, env_id, steps, time.monotonic() - start,
                          os.fspath(directory) if keep else None, checked.source, measure, payload["seeds"],
                          num_checkpoints)
+        if watch is not None and watch.stop is not None and run.stopped:
+            result.stopped = watch.stop
+            result.failure = Failure(STOPPED, watch.stop.reason)
         # what normalising the answer removed (noted when the program was first made) and constants
         given = () if isinstance(program, str) else program.notes
         result.notes = list(dict.fromkeys([*given, *checked.notes, *checked.constant_notes(description)]))
@@ -305,6 +330,40 @@ def evaluate(
     finally:
         if not keep:
             remove_tree(directory)  # what the worker made there: folders nested past any recursion limit
+
+
+class _RungWatch:
+    """``run_sandboxed``'s ``on_progress`` for early stopping: measures the first seed's
+    checkpoints at the rule's rungs as they stream in and asks the candidate's stopper.
+
+    :param rule: the stopping rule.
+    :param seed: the first seed (its checkpoints are the ones the rule compares).
+    :param measure: ``measure(policy, seed) -> (fitness, success_rate)``.
+    """
+
+    def __init__(self, rule: StopRule, seed: int, measure: Callable[[Any, int], tuple[float, float | None]]):
+        self.stopper = rule.stopper()
+        self.seed = seed
+        self.measure = measure
+        self.count = 0
+        self.stop: Stop | None = None
+
+    def __call__(self, message: Any) -> bool:
+        # untrusted data: anything malformed ends the watch (the result's parsing reports it)
+        if not isinstance(message, dict) or message.get("seed") != self.seed or self.count < 0:
+            self.count = -1  # the first seed is over (or the stream is broken): nothing more to decide
+            return False
+        index, self.count = self.count, self.count + 1
+        if index not in self.stopper.rule.rungs:
+            return False
+        try:
+            checkpoint = _parse_checkpoint(message["checkpoint"])
+            fitness, _ = self.measure(message["policy"], self.seed)
+        except Exception:  # noqa: BLE001 - a checkpoint that cannot be read is the result's failure, not this
+            self.count = -1
+            return False
+        self.stop = self.stopper.at(index, checkpoint.step, fitness)
+        return self.stop is not None
 
 
 def _payload(

@@ -25,6 +25,7 @@ from typing import Any
 from rewardlab.common.files import walk_files
 from rewardlab.llm_reward.sandbox.runner import remove_tree
 from rewardlab.llm_reward.search.evaluation import EvalResult, evaluate
+from rewardlab.llm_reward.search.stopping import StopRule
 
 __all__ = ["EvalTask", "Executor", "LocalExecutor", "RayExecutor", "make_executor", "run_task"]
 
@@ -48,6 +49,9 @@ class EvalTask:
     :param eval_episodes: evaluation episodes per measurement.
     :param timeout_s: wall-clock limit of the evaluation.
     :param description: the data of the env's description file, if the search has one.
+    :param stop_rule: its early-stopping rule as JSON data
+        (:meth:`~rewardlab.llm_reward.search.stopping.StopRule.to_dict`), or ``None``: trained
+        to the end.
     """
 
     key: str
@@ -62,6 +66,7 @@ class EvalTask:
     eval_episodes: int = 10
     timeout_s: float = 1800.0
     description: dict[str, Any] | None = None
+    stop_rule: dict[str, Any] | None = None
 
 
 def run_task(task: EvalTask, run_dir: str | os.PathLike[str] | None = None) -> EvalResult:
@@ -80,6 +85,7 @@ def run_task(task: EvalTask, run_dir: str | os.PathLike[str] | None = None) -> E
         timeout_s=task.timeout_s, run_dir=directory, num_envs=task.num_envs,
         ppo_kwargs=task.ppo_kwargs, num_checkpoints=task.num_checkpoints,
         eval_episodes=task.eval_episodes, threads=1, description=task.description,
+        stop_rule=StopRule.from_dict(task.stop_rule) if task.stop_rule is not None else None,
     )  # fmt: skip
 
 

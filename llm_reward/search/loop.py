@@ -75,6 +75,7 @@ from rewardlab.llm_reward.search.records import (
 )
 from rewardlab.llm_reward.search.reflection import reflect, reward_signals
 from rewardlab.llm_reward.search.report import write_outputs
+from rewardlab.llm_reward.search.stopping import StopRule, population, rung_indices
 from rewardlab.llm_reward.search.store import RunStore
 from rewardlab.llm_reward.search.structured import StructuredProposer
 from rewardlab.llm_reward.search.text import fenced, sanitize
@@ -138,6 +139,10 @@ class SearchConfig:
         first search of a budget on a machine compiles them into the cache (tens of
         seconds), later ones load them. The same training as eagerly up to float rounding,
         which a long run amplifies: a seed's numbers differ between the two.
+    :param early_stopping: stop a candidate whose fitness at a rung of its budget (about a
+        ninth, then a third) is in the bottom half of the earlier iterations' candidates that
+        got there (:mod:`~rewardlab.llm_reward.search.stopping`); the finalists' seeds and the
+        final re-training always train to the end.
     """
 
     env_id: str
@@ -165,6 +170,7 @@ class SearchConfig:
     description: dict[str, Any] | None = None
     env_source: str = "auto"
     compile: bool = True
+    early_stopping: bool = True
     #: where the budget came from when ``steps``, ``num_envs`` or ``ppo_kwargs`` were left to the
     #: env's default (:func:`~rewardlab.llm_reward.search.budgets.default_budget`), for the report
     budget_note: str = ""
@@ -216,8 +222,9 @@ class SearchConfig:
             raise ValueError(f"prescreen_tau is a Kendall tau in [-1, 1], got {self.prescreen_tau!r}")
         if self.env_source not in ENV_SOURCE_MODES:
             raise ValueError(f"unknown env_source {self.env_source!r}; choose from {', '.join(ENV_SOURCE_MODES)}")
-        if not isinstance(self.compile, bool):
-            raise ValueError(f"compile must be True or False, got compile={self.compile!r}")
+        for name in ("compile", "early_stopping"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"{name} must be True or False, got {name}={getattr(self, name)!r}")
         if not self.timeout_s > 0:
             raise ValueError(f"timeout_s must be positive, got {self.timeout_s!r}")
         try:
@@ -390,6 +397,7 @@ class _Search:
         source = env_source(config.env_id) if show_source else ""
         self._first_prompt = task_prompt(self.description, config.task, examples, source)
         self._trajectories: list[dict[str, Any]] | None = None
+        self._stop_rule: StopRule | None = None
 
     # ------------------------------------------------------------------ the run
     def run(self) -> SearchResult:
@@ -421,6 +429,7 @@ class _Search:
         samples = self.config.samples
         self.progress.start_iteration(iteration, samples)
         candidates = [Candidate(iteration, sample) for sample in range(samples)]
+        self._stop_rule = self._rule(history)
         if self._evolve is not None:
             proposals = [_Proposal(genome=genome, source=source)
                          for genome, source in self._evolve.propose(iteration, samples, history)]
@@ -443,6 +452,22 @@ class _Search:
             if error is not None:
                 raise error
         return candidates
+
+    def _rule(self, history: list[Candidate]) -> StopRule | None:
+        """The early-stopping rule of the next iteration's candidates: compared with the earlier
+        iterations' (all finished by now, so the rule is the same in a resumed search)."""
+        if not self.config.early_stopping:
+            return None
+        rungs = rung_indices(self.config.num_checkpoints)
+        curves = []
+        for candidate in history:
+            result = candidate.result
+            if result is None:
+                continue
+            # the first seed's checkpoints: what each candidate's own stopper saw
+            points = result.seeds[0].checkpoints if result.seeds else result.curve
+            curves.append([point.fitness for point in points])
+        return StopRule(rungs, population(curves, rungs), self.config.num_checkpoints)
 
     def _ask(self, messages: list[dict[str, str]]) -> Completion:
         assert self.client is not None
@@ -560,13 +585,16 @@ class _Search:
         candidate.prescreen = score
         return score
 
-    def _task(self, key: str, source: str, seeds: Sequence[int], run_dir: Path) -> EvalTask:
+    def _task(
+        self, key: str, source: str, seeds: Sequence[int], run_dir: Path, stop_rule: StopRule | None = None
+    ) -> EvalTask:
         config = self.config
         return EvalTask(
             key=key, source=source, env_id=config.env_id, steps=config.steps, seeds=tuple(seeds),
             run_dir=os.fspath(run_dir), num_envs=config.num_envs, ppo_kwargs=self.config.training_kwargs(),
             num_checkpoints=config.num_checkpoints, eval_episodes=config.eval_episodes,
             timeout_s=config.timeout_s, description=config.description,
+            stop_rule=stop_rule.to_dict() if stop_rule is not None else None,
         )  # fmt: skip
 
     def _evaluate(self, candidate: Candidate) -> bool:
@@ -577,8 +605,9 @@ class _Search:
             result = EvalResult.from_dict(record["result"])
         else:
             assert candidate.source is not None
+            # only the search's candidates may stop early: _train_seeds (finalists, final) never does
             task = self._task(candidate.key, candidate.source, self.config.seeds,
-                              self.store.path("candidates", candidate.key, "train"))
+                              self.store.path("candidates", candidate.key, "train"), self._stop_rule)
             result = self.executor.submit(task, self.progress.started).result()
             self.store.append({"type": "evaluation", "key": candidate.key, "result": result.to_dict()})
         candidate.result = result

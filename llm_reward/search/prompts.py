@@ -23,6 +23,7 @@ from rewardlab.llm_reward.programs.program import code_choice_note
 from rewardlab.llm_reward.search.examples import Example
 from rewardlab.llm_reward.search.records import PRESCREEN_FAILURE, Candidate
 from rewardlab.llm_reward.search.reflection import describe_failure, reflect, tips
+from rewardlab.llm_reward.search.stopping import STOPPED
 from rewardlab.llm_reward.search.text import prompt_block, prompt_line
 
 __all__ = [
@@ -148,6 +149,8 @@ def _outcome(candidate: Candidate) -> str:
     # a program's own text, on one line: it cannot open a fence or pose as a line of the prompt
     if failure.kind == PRESCREEN_FAILURE:
         return f"{candidate.key}: not trained: {prompt_line(failure.reason)}"
+    if failure.kind == STOPPED:  # "stopped at a third of the budget with fitness f ..."
+        return f"{candidate.key}: {prompt_line(failure.reason, LINE_CHARS)}"
     return f"{candidate.key}: failed ({failure.kind}): {prompt_line(failure.reason, LINE_CHARS)}"
 
 

@@ -135,10 +135,42 @@ def summary(result: SearchResult) -> dict[str, Any]:
         "llm_failures": result.llm_failures,
         "llm_retries": result.llm_retries,
         "prescreen": prescreen_summary(result),
+        "early_stopping": early_stopping_summary(result),
         "reward_hacking_flags": sum(bool(c.signals and c.signals.hacking) for c in result.candidates),
         "executor": result.executor,
         "wall_s": result.wall_s,
     }
+
+
+def early_stopping_summary(result: SearchResult) -> dict[str, Any]:
+    """Which candidates stopped early, where, why and with what fitness, and the training
+    steps that saved (of the candidates' whole budget).
+
+    :param result: the search's result.
+    """
+    config = result.config
+    budget = (config.steps or 0) * len(config.seeds)
+    stopped = [(c, c.result.stopped) for c in result.candidates if c.result is not None and c.result.stopped]
+    return {
+        "on": config.early_stopping,
+        "stopped": [{"key": c.key, **stop.to_dict(), "reason": stop.reason} for c, stop in stopped],
+        "steps_saved": sum(budget - stop.step for _, stop in stopped),
+        "steps_budget": budget * sum(c.result is not None for c in result.candidates),
+    }
+
+
+def _early_stopping_line(result: SearchResult) -> str:
+    data = early_stopping_summary(result)
+    if not data["on"]:
+        return "Early stopping: off (every candidate trained its whole budget)."
+    if not data["stopped"]:
+        return "Early stopping: on; no candidate stopped early."
+    where = "; ".join(f"{item['key']} at {item['share']} (step {item['step']:,}, fitness {item['fitness']:.4g})"
+                      for item in data["stopped"])
+    share = data["steps_saved"] / data["steps_budget"] if data["steps_budget"] else 0.0
+    return (f"Early stopping: {len(data['stopped'])} candidate(s) stopped, in the bottom half of the earlier "
+            f"iterations' candidates at a rung: {markdown_text(where)}; {data['steps_saved']:,} training steps "
+            f"saved ({share:.0%} of the trained candidates' budget).")
 
 
 def _candidate_row(candidate: Candidate) -> str:
@@ -290,6 +322,7 @@ def _report(result: SearchResult, feedback: dict[int, str | None]) -> str:
         lines += ["Some token counts are estimates (4 characters a token): the server reported no usage.", ""]
     if result.failures:
         lines += ["Failures by kind: " + ", ".join(f"{kind} {n}" for kind, n in sorted(result.failures.items())), ""]
+    lines += [_early_stopping_line(result), ""]
     screen = prescreen_summary(result)
     if screen is not None:
         lines += [_prescreen_text(screen, config.steps, len(config.seeds)), ""]

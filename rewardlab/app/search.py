@@ -76,7 +76,7 @@ def _config(args: argparse.Namespace) -> SearchConfig:
         prescreen_tau=args.prescreen_tau, prescreen_steps=args.prescreen_steps, seed=args.seed,
         num_envs=args.num_envs, ppo_kwargs=args.ppo, num_checkpoints=args.checkpoints,
         eval_episodes=args.eval_episodes, timeout_s=args.timeout, description=description,
-        env_source=args.env_source, compile=args.compile,
+        env_source=args.env_source, compile=args.compile, early_stopping=args.early_stopping,
     )  # fmt: skip
 
 
@@ -234,4 +234,8 @@ def register_search(subparsers: argparse._SubParsersAction) -> None:
     run.add_argument("--no-compile", dest="compile", action="store_false",
                      help="train candidates with PPO's eager update instead of its compiled one (which the "
                           "first search of a budget compiles for tens of seconds, then loads from the cache)")
+    run.add_argument("--early-stopping", action=argparse.BooleanOptionalAction, default=True,
+                     help="stop a candidate whose fitness at a ninth or a third of its budget is in the bottom "
+                          "half of the earlier iterations' candidates there (default: on; the finalists and "
+                          "the final re-training always train to the end)")
     parser.set_defaults(func=run_search)

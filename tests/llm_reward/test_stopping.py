@@ -1,0 +1,258 @@
+"""Early stopping of search candidates: the rule (Optuna's successive halving on the fitness at
+rungs of the budget), the search around it (only candidates stop; finalists and the final
+re-training never do; the report, the journal and the next prompt know who stopped, where and
+with what fitness; a search resumed after a kill mid-rung stops the same candidates), and the
+real evaluation killing a sandboxed training at its rung."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from rewardlab.app.cli import main as rewardlab
+from rewardlab.llm_reward.clients import make_client
+from rewardlab.llm_reward.search import SearchConfig, search
+from rewardlab.llm_reward.search.evaluation import EvalResult, SeedRun, evaluate
+from rewardlab.llm_reward.search.executors import EvalTask, Executor
+from rewardlab.llm_reward.search.stopping import STOPPED, StopRule, population, rung_indices
+from rewardlab.llm_reward.search.training import Checkpoint
+
+pytest.importorskip("openai")
+from hostile_answers import PLAIN  # noqa: E402
+
+CHECKPOINTS = 10
+RISING = (1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0)
+
+
+# ------------------------------------------------------------------------------ the rule
+def earlier(*first: float) -> StopRule:
+    """A rule whose earlier candidates had ``first`` at the first rung and rose after."""
+    curves = [[value + step for step in range(CHECKPOINTS)] for value in first]
+    rungs = rung_indices(CHECKPOINTS)
+    return StopRule(rungs, population(curves, rungs), CHECKPOINTS)
+
+
+def test_the_rungs_are_a_ninth_and_a_third_of_the_default_checkpoints_and_never_the_last() -> None:
+    assert rung_indices(10) == (0, 2)
+    assert rung_indices(30) == (2, 9)
+    assert rung_indices(1) == ()  # the only checkpoint is the end: nothing to save
+    assert all(index < n - 1 for n in range(1, 40) for index in rung_indices(n))
+
+
+def test_a_flat_curve_stops_at_the_first_rung_and_a_good_one_never() -> None:
+    rule = earlier(2.0, 3.0, 4.0, 5.0)
+    flat = rule.stopper()
+    stop = flat.at(0, 1_000, 0.0)
+    assert stop is not None and stop.rung == 0 and stop.checkpoint == 0 and stop.fitness == 0.0
+    assert stop.compared == 4 and stop.kept == 2 and stop.kept_from == 4.0
+    assert stop.reason.startswith("stopped at a ninth of the budget (step 1,000) with fitness 0")
+    good = rule.stopper()
+    assert [good.at(index, 1_000 * (index + 1), 20.0 + index) for index in range(CHECKPOINTS)] == [None] * CHECKPOINTS
+
+
+def test_a_candidate_that_stalls_after_the_first_rung_stops_at_the_second() -> None:
+    rule = earlier(2.0, 3.0, 4.0, 5.0)
+    stalled = rule.stopper()
+    assert stalled.at(0, 1_000, 4.5) is None  # the better half at a ninth
+    stop = stalled.at(2, 3_000, 4.5)  # the others reached 6-7 by a third
+    assert stop is not None and stop.rung == 1 and stop.share == "a third" and stop.compared == 4
+    assert stop.kept_from == 6.0 and stop.fitness == 4.5
+
+
+def test_too_few_to_compare_with_stops_nobody_and_ties_go_on() -> None:
+    assert earlier(5.0, 6.0).stopper().at(0, 1_000, -100.0) is None  # 2 earlier: below MIN_POPULATION
+    assert StopRule((0, 2), (), CHECKPOINTS).stopper().at(0, 1_000, -100.0) is None  # the first iteration
+    # all at the same floor (every candidate still at -200 on MountainCar): none is worse
+    assert earlier(0.0, 0.0, 0.0, 0.0).stopper().at(0, 1_000, 0.0) is None
+
+
+def test_the_rule_travels_as_json_and_decides_the_same() -> None:
+    rule = earlier(2.0, 3.0, 4.0, 5.0)
+    again = StopRule.from_dict(json.loads(json.dumps(rule.to_dict())))
+    assert again == rule and again.stopper().at(0, 10, 1.0) == rule.stopper().at(0, 10, 1.0)
+
+
+# ------------------------------------------------------------------------- the search
+class CurveExecutor(Executor):
+    """Evaluations without training: a program's fitness curve is its ``# curve a b c ...``
+    line; the task's stop rule is applied to it as the real evaluation applies it to the
+    streamed checkpoints (the first seed's, up to the rung where it stops)."""
+
+    def __init__(self) -> None:
+        super().__init__(2, "test-curves")
+        self.tasks: list[EvalTask] = []
+
+    def _run(self, task: EvalTask) -> EvalResult:
+        self.tasks.append(task)
+        found = re.search(r"# curve ([-\d. ]+)", task.source)
+        values = [float(v) for v in found.group(1).split()] if found else list(RISING)
+        points = [Checkpoint(step=(index + 1) * task.steps // len(values), fitness=value, success_rate=None,
+                             train_return=value, components={"program/upright": 0.5}, reward=0.1)
+                  for index, value in enumerate(values)]
+        stop = None
+        if task.stop_rule is not None:
+            stopper = StopRule.from_dict(task.stop_rule).stopper()
+            for index, point in enumerate(points):
+                stop = stopper.at(index, point.step, point.fitness)
+                if stop is not None:
+                    points = points[:index + 1]
+                    break
+        seeds = [SeedRun(task.seeds[0], points, None if stop else 1.0)]
+        if stop is not None:
+            from rewardlab.llm_reward.search.evaluation import Failure
+
+            return EvalResult(task.env_id, False, None, None, points, seeds, Failure(STOPPED, stop.reason),
+                              task.steps, 0.1, None, None, None, None, task.source, stopped=stop)
+        return EvalResult(task.env_id, True, values[-1], None, points, seeds, None, task.steps, 0.1, None,
+                          None, None, None, task.source)
+
+    def describe(self) -> str:
+        return "scripted curves (test)"
+
+
+def program(*curve: float) -> str:
+    return f"```python\n# curve {' '.join(str(v) for v in curve)}\n{PLAIN}\n```\n"
+
+
+FLAT = (0.0,) * CHECKPOINTS
+STALLED = (4.5, 4.5, 4.5, 4.5, 4.5, 4.5, 4.5, 4.5, 4.5, 4.5)
+GOOD = tuple(20.0 + index for index in range(CHECKPOINTS))
+ANSWERS = [
+    program(*(2.0 + s for s in range(CHECKPOINTS))), program(*(3.0 + s for s in range(CHECKPOINTS))),
+    program(*(4.0 + s for s in range(CHECKPOINTS))), program(*(5.0 + s for s in range(CHECKPOINTS))),
+    program(*FLAT), program(*GOOD), program(*STALLED), program(*FLAT),                     # iteration 2
+    program(*FLAT), program(*GOOD), program(*FLAT), program(*FLAT),                        # iteration 3
+]
+
+
+def curve_config(answers: Path, **changes: object) -> SearchConfig:
+    settings = {"steps": 900, "num_envs": 4, "ppo_kwargs": {"n_steps": 32}, "num_checkpoints": CHECKPOINTS,
+                "eval_episodes": 2, "compile": False, "finalists": 3, "finalist_seeds": 1, "final_seeds": 1,
+                **changes}
+    return SearchConfig("CartPole-v1", "balance the pole", llm=f"replay:{answers}", iterations=3, samples=4,
+                        **settings)  # type: ignore[arg-type]
+
+
+def run_curves(tmp_path: Path, out: str, resume: bool = False, **changes: object) -> tuple[object, CurveExecutor]:
+    answers = tmp_path / "answers.jsonl"
+    answers.write_text("".join(json.dumps({"text": text}) + "\n" for text in ANSWERS))
+    executor = CurveExecutor()
+    result = search(curve_config(answers, **changes), tmp_path / out, client=make_client(f"replay:{answers}"),
+                    executor=executor, llm_concurrency=1, resume=resume)
+    return result, executor
+
+
+def stops(result: object) -> dict[str, tuple[int, float]]:
+    return {c.key: (c.result.stopped.rung, c.result.stopped.fitness)  # type: ignore[attr-defined]
+            for c in result.candidates if c.result is not None and c.result.stopped}  # type: ignore[attr-defined]
+
+
+def test_the_search_stops_flat_candidates_never_the_references_or_finalists(tmp_path: Path) -> None:
+    result, executor = run_curves(tmp_path, "run")
+    statuses = [c.status for c in result.candidates]  # type: ignore[attr-defined]
+    assert statuses[:4] == ["ok"] * 4  # the first iteration has no one to be compared with
+    assert statuses[4:] == ["stopped", "ok", "stopped", "stopped", "stopped", "ok", "stopped", "stopped"]
+    assert stops(result) == {"it01_s00": (0, 0.0), "it01_s02": (1, 4.5), "it01_s03": (0, 0.0),
+                             "it02_s00": (0, 0.0), "it02_s02": (0, 0.0), "it02_s03": (0, 0.0)}
+    # every candidate's task carried a rule; no finalist's and no final training's did
+    by_key = {task.key: task for task in executor.tasks}
+    assert all(by_key[c.key].stop_rule is not None for c in result.candidates)  # type: ignore[attr-defined]
+    others = [task for task in executor.tasks if "/seed_" in task.key]
+    assert others and all(task.stop_rule is None for task in others)
+    assert {task.key.split("/")[0] for task in others} >= {"sparse", "human"}  # the references trained in full
+    assert result.best is not None and result.best.key == "it01_s01"  # type: ignore[attr-defined]
+
+    # the journal, the report and the next prompt know who stopped, where and with what fitness
+    journal = [json.loads(line) for line in (result.out / "journal.jsonl").read_text().splitlines()]  # type: ignore[attr-defined]
+    stopped = {r["key"]: r["result"]["stopped"] for r in journal if r["type"] == "evaluation"
+               and r["result"].get("stopped")}
+    assert stopped["it01_s02"]["share"] == "a third" and stopped["it01_s02"]["fitness"] == 4.5
+    summary = json.loads((result.out / "summary.json").read_text())  # type: ignore[attr-defined]
+    assert [item["key"] for item in summary["early_stopping"]["stopped"]] == sorted(stops(result))
+    assert summary["early_stopping"]["steps_saved"] > 0
+    report = (result.out / "report.md").read_text()  # type: ignore[attr-defined]
+    assert "Early stopping: 6 candidate(s) stopped" in report and "it01_s02 at a third" in report
+    prompt = [r for r in journal if r["type"] == "prompt"][-1]["messages"][-1]["content"]
+    assert "it01_s02: `stopped at a third of the budget (step 270) with fitness 4.5" in prompt
+    assert "it01_s00: `stopped at a ninth of the budget (step 90) with fitness 0" in prompt
+
+
+def test_without_early_stopping_every_candidate_trains_to_the_end(tmp_path: Path) -> None:
+    result, executor = run_curves(tmp_path, "run", early_stopping=False)
+    assert all(task.stop_rule is None for task in executor.tasks)
+    assert [c.status for c in result.candidates] == ["ok"] * 12  # type: ignore[attr-defined]
+    assert "Early stopping: off" in (result.out / "report.md").read_text()  # type: ignore[attr-defined]
+
+
+def test_a_search_resumed_after_a_kill_mid_rung_stops_and_continues_the_same_candidates(tmp_path: Path) -> None:
+    straight, _ = run_curves(tmp_path, "straight")
+    # the journal of a search killed while iteration 2's candidates were training: two had
+    # been journaled, the others were mid-rung, so nothing of their training was
+    killed = tmp_path / "killed"
+    shutil.copytree(straight.out, killed)  # type: ignore[attr-defined]
+    kept, journaled = [], []
+    for line in (killed / "journal.jsonl").read_text().splitlines():
+        record = json.loads(line)
+        if record["type"] in ("finalist", "final") or (record["type"] == "evaluation" and (
+                record["key"].startswith("it02") or (record["key"].startswith("it01") and len(journaled) == 2))):
+            continue
+        if record["type"] == "evaluation" and record["key"].startswith("it01"):
+            journaled.append(record["key"])
+        kept.append(line)
+    (killed / "journal.jsonl").write_text("\n".join(kept) + "\n")
+    for name in ("report.md", "summary.json"):
+        (killed / name).unlink(missing_ok=True)
+    resumed, executor = run_curves(tmp_path, "killed", resume=True)
+    assert stops(resumed) == stops(straight)
+    assert [c.status for c in resumed.candidates] == [c.status for c in straight.candidates]  # type: ignore[attr-defined]
+    # trained again: what was not journaled (iteration 2's other two, iteration 3, finalists, final)
+    retrained = {task.key for task in executor.tasks if "/" not in task.key and ":" not in task.key}
+    assert retrained == {f"it01_s{s:02d}" for s in range(4)} - set(journaled) | {f"it02_s{s:02d}" for s in range(4)}
+    assert resumed.best.key == straight.best.key  # type: ignore[attr-defined]
+
+
+def test_the_cli_switches_early_stopping(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from rewardlab.app.search import _config
+
+    parser_args = ["search", "--env", "CartPole-v1", "--task", "x", "--proposer", "evolve", "--out", "o"]
+    import argparse
+
+    from rewardlab.app.search import register_search
+
+    parser = argparse.ArgumentParser()
+    register_search(parser.add_subparsers())
+    assert _config(parser.parse_args(parser_args)).early_stopping is True
+    assert _config(parser.parse_args([*parser_args, "--no-early-stopping"])).early_stopping is False
+    with pytest.raises(SystemExit):
+        rewardlab(["search", "--help"])
+    assert "--no-early-stopping" in capsys.readouterr().out
+
+
+# -------------------------------------------------------------- the real evaluation
+BALANCE = '''
+def compute_reward(next_theta, next_x):
+    upright = 1.0 - (next_theta / 0.2095) ** 2
+    return upright, {"upright": upright}
+'''
+
+
+@pytest.mark.parametrize("bar", [1e6, -1e6])
+def test_the_sandboxed_training_is_killed_at_its_rung_when_the_rule_says_so(tmp_path: Path, bar: float) -> None:
+    rule = StopRule(rung_indices(5), ((bar, bar),) * 3, 5)  # three earlier candidates far above (or below)
+    result = evaluate(BALANCE, "CartPole-v1", steps=640, seeds=(0, 1), num_envs=4, num_checkpoints=5,
+                      eval_episodes=2, ppo_kwargs={"n_steps": 32, "n_epochs": 1}, run_dir=tmp_path / "run",
+                      stop_rule=rule, timeout_s=120.0)
+    if bar > 0:
+        assert not result.ok and result.failure is not None and result.failure.kind == STOPPED
+        assert result.stopped is not None and result.stopped.rung == 0 and result.stopped.checkpoint == 0
+        assert result.failure.reason.startswith("stopped at 1/5 of the budget")
+        # only the first seed, up to the rung: the kill landed before the rest trained
+        assert [len(run.checkpoints) for run in result.seeds] == [1]
+        assert result.seeds[0].checkpoints[0].fitness == result.stopped.fitness
+        assert EvalResult.from_dict(json.loads(result.to_json())).stopped == result.stopped
+    else:
+        assert result.ok and result.stopped is None and [len(run.checkpoints) for run in result.seeds] == [5, 5]
