@@ -13,6 +13,10 @@ candidates train on PPO's compiled graphs, the search's default (``--no-compile`
 
     python -m benchmarks.search_defaults
     python -m benchmarks.search_defaults --envs MountainCar-v0 --proposers evolve
+    python -m benchmarks.search_defaults --envs CartPole-v1 --proposers evolve --early-stopping both
+
+``--early-stopping both`` runs each search without and then with early stopping of candidates
+(the same seeds, one after the other, env by env), to compare wall time and final score.
 
 Writes ``benchmarks/results/search_defaults.{json,md}``.
 """
@@ -46,8 +50,8 @@ TASKS = {
 SOLVED = {"CartPole-v1": 475.0, "MountainCar-v0": -150.0, "Acrobot-v1": -100.0, "Pendulum-v1": -400.0}
 
 
-def run(env_id: str, proposer: str, args: argparse.Namespace) -> dict[str, Any]:
-    out = Path(args.out) / f"{env_id}.{proposer}"
+def run(env_id: str, proposer: str, args: argparse.Namespace, early_stopping: bool = True) -> dict[str, Any]:
+    out = Path(args.out) / f"{env_id}.{proposer}{'' if early_stopping else '.no_early_stopping'}"
     shutil.rmtree(out, ignore_errors=True)
     task = TASKS.get(env_id, "Maximise the episode return.")
     client = None
@@ -62,11 +66,11 @@ def run(env_id: str, proposer: str, args: argparse.Namespace) -> dict[str, Any]:
         client = make_client(f"replay:{corpus}")
         config = SearchConfig(env_id=env_id, task=task, proposer="llm", llm=f"replay:{corpus}", iterations=1,
                               samples=len(answers), final_seeds=args.final_seeds, seed=args.seed,
-                              compile=args.compile)
+                              compile=args.compile, early_stopping=early_stopping)
     else:
         config = SearchConfig(env_id=env_id, task=task, proposer=proposer, iterations=args.iterations,
                               samples=args.samples, final_seeds=args.final_seeds, seed=args.seed,
-                              compile=args.compile)
+                              compile=args.compile, early_stopping=early_stopping)
     start = time.perf_counter()
     result = search(config, out, client=client, workers=args.workers)
     data = summary(result)
@@ -74,7 +78,7 @@ def run(env_id: str, proposer: str, args: argparse.Namespace) -> dict[str, Any]:
     data["best_source"] = result.best.source if result.best else None
     data["proposer"] = proposer
     data["compile"] = config.compile
-    print(f"{env_id} {proposer}: best {data['final'].get('best', {}).get('mean')}, normalised "
+    print(f"{env_id} {proposer} (early stopping {'on' if early_stopping else 'off'}): best {data['final'].get('best', {}).get('mean')}, normalised "
           f"{data['normalized_score']}, {data['wall_s']:.0f} s", flush=True)
     return data
 
@@ -99,6 +103,16 @@ def _finalists(row: dict[str, Any]) -> str:
     return f"{len(finalists)} x {len(finalists[0]['seeds'])} seeds"
 
 
+def _early_stopping(row: dict[str, Any]) -> str:
+    data = row.get("early_stopping")
+    if not data:
+        return "-"  # a run before early stopping existed
+    if not data["on"]:
+        return "off"
+    share = data["steps_saved"] / data["steps_budget"] if data["steps_budget"] else 0.0
+    return f"on: {len(data['stopped'])} stopped, {share:.0%} of steps saved"
+
+
 def markdown(rows: list[dict[str, Any]], args: argparse.Namespace, machine: dict[str, Any], total_s: float) -> str:
     lines = [
         "# The reward search at its defaults: evolve vs evolve-random",
@@ -113,9 +127,9 @@ def markdown(rows: list[dict[str, Any]], args: argparse.Namespace, machine: dict
         f"deterministic episodes. {args.workers} evaluations at a time; total {total_s / 60:.1f} min.",
         f"Machine: {machine['summary']}.",
         "",
-        "| env | proposer | PPO | finalists | trained | steps x envs | best, 5 seeds | solves | human, 5 seeds | sparse, 5 seeds | normalised "
+        "| env | proposer | PPO | early stopping | finalists | trained | steps x envs | best, 5 seeds | solves | human, 5 seeds | sparse, 5 seeds | normalised "
         "score | IQM best [95% CI] | P(best > human) | wall min | candidates/min |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for row in rows:
         stats = row.get("final_statistics", {})
@@ -130,7 +144,7 @@ def markdown(rows: list[dict[str, Any]], args: argparse.Namespace, machine: dict
         rate = row["cost"]["candidates_per_minute"]
         lines.append(
             f"| {row['env_id']} | {row['proposer']} | {'compiled' if row.get('compile') else 'eager'} | "
-            f"{_finalists(row)} | "
+            f"{_early_stopping(row)} | {_finalists(row)} | "
             f"{row['trained']} of {row['candidates']} | "
             f"{row['steps']:,} x {row['num_envs']} | {_mean(row, 'best')} | "
             f"{solves} | {_mean(row, 'human')} | {_mean(row, 'sparse')} | {'-' if score is None else f'{score:.2f}'} | "
@@ -145,7 +159,8 @@ def markdown(rows: list[dict[str, Any]], args: argparse.Namespace, machine: dict
         "(ties half).",
         "",
         "Reproduce: `python -m benchmarks.search_defaults " + " ".join(
-            ["--envs", *args.envs, "--proposers", *args.proposers, *([] if args.compile else ["--no-compile"])])
+            ["--envs", *args.envs, "--proposers", *args.proposers, *([] if args.compile else ["--no-compile"]),
+             *([] if getattr(args, "early_stopping", "on") == "on" else ["--early-stopping", args.early_stopping])])
         + "`.",
         "",
     ]
@@ -154,13 +169,14 @@ def markdown(rows: list[dict[str, Any]], args: argparse.Namespace, machine: dict
 
 def merge(args: argparse.Namespace) -> None:
     """Combine results files (``--merge A B``): B's (env, proposer) rows replace A's."""
-    rows: dict[tuple[str, str], dict[str, Any]] = {}
+    rows: dict[tuple[str, str, bool | None], dict[str, Any]] = {}
     sources = []
     for name in args.merge:
         data = json.loads((RESULTS / f"{name}.json").read_text())
         sources.append(data)
         for row in data.get("searches", []):
-            rows[(row["env_id"], row["proposer"])] = row
+            stopping = (row.get("early_stopping") or {}).get("on")
+            rows[(row["env_id"], row["proposer"], stopping)] = row
     # a merged file (``runs``) brings the runs it was merged from
     runs = [run for name, data in zip(args.merge, sources) for run in data.get("runs") or [
         {"name": name, "args": data["args"], "total_s": data["total_s"]}]]
@@ -193,6 +209,9 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--no-compile", dest="compile", action="store_false",
                         help="train the candidates with PPO's eager update (the search's default compiles it)")
+    parser.add_argument("--early-stopping", choices=("on", "off", "both"), default="on",
+                        help="early stopping of candidates (the search's default: on); both: each search "
+                             "off, then on")
     parser.add_argument("--out", default="runs/bench_search_defaults")
     parser.add_argument("--name", default="search_defaults", help="results file name")
     parser.add_argument("--merge", nargs="+", metavar="NAME",
@@ -203,8 +222,9 @@ def main() -> None:
         merge(args)
         return
     start = time.perf_counter()
-    rows = [run(env_id, proposer, args) for env_id in args.envs for proposer in args.proposers
-            if proposer != "replay" or _has_corpus(env_id)]
+    settings = {"on": (True,), "off": (False,), "both": (False, True)}[args.early_stopping]
+    rows = [run(env_id, proposer, args, early_stopping) for env_id in args.envs for proposer in args.proposers
+            if proposer != "replay" or _has_corpus(env_id) for early_stopping in settings]
     total_s = time.perf_counter() - start
     machine = describe_machine()
     RESULTS.mkdir(exist_ok=True)

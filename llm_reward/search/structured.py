@@ -452,12 +452,16 @@ class StructuredProposer:
             )
         study = optuna.create_study(direction="maximize", sampler=sampler)
         trained = [c for c in history if c.genome is not None]
-        ranked = sorted(trained, key=rank_key)  # the study sees ranks: fitness, success, training return
+        # the study sees ranks: fitness, success, training return; a candidate stopped early
+        # ranks below every trained one, by how far it got and its fitness there (as a
+        # failure it would teach the study nothing about where not to look)
+        ranked = sorted(trained, key=_stopped_or_rank)
         rank = {c.key: index for index, c in enumerate(ranked)}
         for candidate in trained:
             terms = [Term(**term) for term in candidate.genome or []]
             params = self._params(terms)
-            ok = candidate.result is not None and candidate.result.fitness is not None
+            ok = candidate.result is not None and (candidate.result.fitness is not None
+                                                   or candidate.result.stopped is not None)
             study.add_trial(optuna.trial.create_trial(
                 params=params, distributions=self._distributions(params),
                 value=float(rank[candidate.key]) if ok else None,
@@ -481,6 +485,15 @@ class StructuredProposer:
             seen.add(source)
             proposals.append(([asdict(term) for term in terms], source))
         return proposals
+
+
+def _stopped_or_rank(candidate: Candidate) -> tuple[int, tuple[float, ...]]:
+    """A candidate's place among those the study learns from: trained ones by :func:`rank_key`,
+    above those stopped early (by the rung they reached, then their fitness there)."""
+    stop = candidate.result.stopped if candidate.result is not None else None
+    if stop is not None:
+        return 0, (float(stop.rung), stop.fitness)
+    return 1, rank_key(candidate)
 
 
 #: the log-uniform ranges Optuna tunes, by parameter name: the task-level weights (the task's

@@ -256,3 +256,28 @@ def test_the_sandboxed_training_is_killed_at_its_rung_when_the_rule_says_so(tmp_
         assert EvalResult.from_dict(json.loads(result.to_json())).stopped == result.stopped
     else:
         assert result.ok and result.stopped is None and [len(run.checkpoints) for run in result.seeds] == [5, 5]
+
+
+def test_the_offline_proposer_learns_from_a_stopped_candidate_as_worse_than_any_trained_one() -> None:
+    from rewardlab.llm_reward.search.records import Candidate
+    from rewardlab.llm_reward.search.structured import _stopped_or_rank
+
+    def candidate(sample: int, curve: tuple[float, ...], stop_at: int | None) -> Candidate:
+        points = [Checkpoint(step=index, fitness=value, success_rate=None, train_return=value)
+                  for index, value in enumerate(curve)]
+        stop = None
+        if stop_at is not None:
+            stop = earlier(2.0, 3.0, 4.0, 5.0).stopper()
+            found = [stop.at(index, index, value) for index, value in enumerate(curve[:stop_at + 1])][-1]
+            assert found is not None
+            stop = found
+        ok = stop is None
+        result = EvalResult("CartPole-v1", ok, curve[-1] if ok else None, None, points, [], None, 10, 0.1, None,
+                            None, None, None, "", stopped=stop)
+        return Candidate(1, sample, result=result)
+
+    trained_low = candidate(0, (1.0,) * CHECKPOINTS, None)
+    stopped_late = candidate(1, STALLED[:3], 2)
+    stopped_early = candidate(2, FLAT[:1], 0)
+    ranked = sorted([trained_low, stopped_early, stopped_late], key=_stopped_or_rank)
+    assert [c.sample for c in ranked] == [2, 1, 0]
