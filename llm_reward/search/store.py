@@ -39,6 +39,11 @@ CONFIG_FILE = "config.json"
 JOURNAL_FILE = "journal.jsonl"
 
 
+#: config keys a run saved before they existed does not hold, with the value such a run had
+#: (it trained every candidate to the end: ``--no-early-stopping`` resumes it)
+SAVED_BEFORE = {"early_stopping": False}
+
+
 class RunStore:
     """Append-only journal and files of one search run.
 
@@ -84,6 +89,7 @@ class RunStore:
         if config_path.exists() and _started(root):
             saved = json.loads(config_path.read_text())
             current = json.loads(json.dumps(dict(config)))
+            saved = {**SAVED_BEFORE, **saved}
             changed = sorted(key for key in identity if saved.get(key) != current.get(key))
             if changed:
                 details = "; ".join(f"{key}: {saved.get(key)!r} there, {current.get(key)!r} now" for key in changed)

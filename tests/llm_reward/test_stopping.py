@@ -281,3 +281,15 @@ def test_the_offline_proposer_learns_from_a_stopped_candidate_as_worse_than_any_
     stopped_early = candidate(2, FLAT[:1], 0)
     ranked = sorted([trained_low, stopped_early, stopped_late], key=_stopped_or_rank)
     assert [c.sample for c in ranked] == [2, 1, 0]
+
+
+def test_a_run_saved_before_early_stopping_existed_resumes_without_it(tmp_path: Path) -> None:
+    result, _ = run_curves(tmp_path, "old", early_stopping=False)
+    config_file = result.out / "config.json"  # type: ignore[attr-defined]
+    saved = json.loads(config_file.read_text())
+    del saved["early_stopping"]
+    config_file.write_text(json.dumps(saved))
+    with pytest.raises(ValueError, match="early_stopping: False there, True now"):
+        run_curves(tmp_path, "old", resume=True)
+    resumed, executor = run_curves(tmp_path, "old", resume=True, early_stopping=False)
+    assert executor.tasks == [] and [c.status for c in resumed.candidates] == ["ok"] * 12  # type: ignore[attr-defined]
