@@ -63,9 +63,10 @@ class Failure:
 
     :param kind: ``"no_code"`` (no program in the answer), ``"check"`` (static checks),
         ``"program"`` (the program raised, returned something malformed or non-finite, or
-        changed its inputs), ``"sandbox"`` (the guard refused something), ``"timeout"``,
-        ``"limit"`` (CPU time, memory or file size), ``"crash"`` (the worker died) or
-        ``"error"`` (training failed for another reason).
+        changed its inputs), ``"sandbox"`` (the guard refused something, or the kernel
+        killed the program's process for a system call outside its allowlist, caught or
+        not), ``"timeout"``, ``"limit"`` (CPU time, memory or file size), ``"crash"`` (the
+        worker died) or ``"error"`` (training failed for another reason).
     :param reason: what went wrong, in words fit to send back to an LLM
         (:data:`MAX_REASON_CHARS`).
     :param traceback: the traceback cut to the program's own lines (file
