@@ -476,10 +476,7 @@ def evaluation_job(
         failure = _failure_from_exception(error)
     finally:
         if reward_function is not None:
-            try:
-                reward_function.close()
-            except Exception:  # noqa: S110 - closing must never cost the result
-                pass
+            reward_function.close()  # never raises: a companion that stays on is left to the teardown
     if guard.violation is not None:
         failure = {"kind": "sandbox", "reason": guard.violation,
                    "traceback": failure["traceback"] if failure else ""}
