@@ -102,9 +102,10 @@ def result_tables(name: str, link: str) -> str:
 
 
 # ---------------------------------------------------------------- the MkDocs events
-def on_config(config: Any) -> Any:
+def on_startup(command: str, dirty: bool) -> None:
+    # before any plugin reads its configuration: mkdocstrings drops a search path that does
+    # not exist yet when it sets up its handler, so a fresh checkout's first build found no API
     stage_api_sources()
-    return config
 
 
 def on_files(files: Any, config: Any) -> Any:
