@@ -17,7 +17,14 @@ import numpy as np
 import pytest
 
 from rewardlab.llm_reward.search import SearchConfig, search
-from rewardlab.llm_reward.search.report_html import HTML_FILE, Series, bar_plot, line_plot, nice_ticks, text
+from rewardlab.llm_reward.search.report_html import (
+    HTML_FILE,
+    Series,
+    bar_plot,
+    line_plot,
+    nice_ticks,
+    text,
+)
 
 pytest.importorskip("openai")
 from llm_servers import ScriptedLLM, client_for  # noqa: E402
