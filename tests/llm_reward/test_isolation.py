@@ -665,7 +665,7 @@ def compute_reward(x):
     resource = torch.sys.modules["resource"]
     attempts = {"socket": lambda: torch.sys.modules["socket"].socket(),
                 "fork": lambda: torch.os.fork(),
-                "write": lambda: builtins.open("/tmp/anything", "w"),
+                "write": lambda: builtins.open("planted.txt", "w"),
                 "raise_limit": lambda: resource.setrlimit(resource.RLIMIT_SIGPENDING, (1 << 20, 1 << 20))}
     try:
         attempts[ATTEMPT]()
