@@ -58,11 +58,11 @@ import numpy as np
 import torch
 from torch import nn
 
+from rewardlab.agents.base import Learner
 from rewardlab.agents.common import (
     HyperparameterCheck,
     LearnerConfig,
     check_batched,
-    read_saved,
     steps_bar,
 )
 from rewardlab.agents.logger import TensorBoardLogger
@@ -70,7 +70,6 @@ from rewardlab.common.networks import mlp
 
 EXTRINSIC = "extrinsic"
 BOOTSTRAPS = ("max", "mean")
-FORMAT = "rewardlab.agents.HRA/1"
 
 ComponentFunction = Callable[
     [torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, Mapping[str, Any]],
@@ -360,7 +359,7 @@ def _check_config(config: HRAConfig) -> None:
         fail("net_arch", "a list of positive layer sizes (may be empty: linear heads)")
 
 
-class HRA:
+class HRA(Learner):
     """Hybrid Reward Architecture: a DQN with one Q head per reward component.
 
     Hyperparameters keep SB3's DQN names. Steps count transitions summed over the batched
@@ -392,6 +391,10 @@ class HRA:
     :param hyperparameters: changes to ``config`` by name (``HRA(env, gamma=0.9)``), as
         :meth:`HRAConfig.replace` takes them.
     """
+
+    learner: ClassVar[str] = "HRA"
+    sb3_alternative: ClassVar[str] = "DQN"
+    file_format: ClassVar[str] = "rewardlab.agents.HRA/1"
 
     def __init__(
         self,
@@ -541,26 +544,9 @@ class HRA:
         self._attach(env, *_probe(env, self.reward_components, self.seed))
 
     def _check_env(self, env: Any) -> None:
-        """Check the env's kind, device, spaces and size against the model."""
-        check_batched(env, "HRA", "DQN")
-        if torch.device(env.device) != self.device:
-            raise ValueError(
-                f"the env lives on {env.device} but the model on {self.device}; load the "
-                "model with device=env.device or make the env on the model's device"
-            )
-        obs_shape = tuple(env.single_observation_space.shape)
-        action_space = env.single_action_space
-        if obs_shape != self.obs_shape:
-            raise ValueError(
-                f"the env's observations have shape {obs_shape}, the model's {self.obs_shape}"
-            )
-        if (
-            not isinstance(action_space, gymnasium.spaces.Discrete)
-            or int(action_space.n) != self.num_actions
-        ):
-            raise ValueError(
-                f"the env's action space {action_space} differs from the model's {self.action_space}"
-            )
+        """Check the env's kind, device and spaces against the model (:meth:`Learner.check_env`),
+        and that one step of it fits the replay buffer."""
+        self.check_env(env)
         if self.config.buffer_size < env.num_envs:
             raise ValueError(
                 f"buffer_size={self.config.buffer_size} is smaller than one step of the env's "
@@ -781,119 +767,63 @@ class HRA:
         window.clear()
         return logged
 
-    def predict(
-        self,
-        observation: np.ndarray | torch.Tensor,
-        state: Any = None,
-        episode_start: Any = None,
-        deterministic: bool = True,
-    ) -> tuple[np.ndarray | torch.Tensor, Any]:
-        """Actions for one observation or a batch, returned in the form given (SB3's signature).
-
-        Numpy in, numpy out; a tensor in, a tensor out on the model's device. Greedy on the
-        weighted sum of the heads; ``deterministic=False`` takes a uniformly random action
-        with probability ``exploration_rate`` (torch's global generator).
-
-        :param observation: ``obs_shape`` or ``(B, *obs_shape)``.
-        :param state: ignored (no recurrent state); returned as is.
-        :param episode_start: ignored; accepted for SB3's ``evaluate_policy``.
-        :param deterministic: act greedily.
-        :return: ``(actions, state)``.
-        """
-        del episode_start
-        as_numpy = not isinstance(observation, torch.Tensor)
-        obs = torch.as_tensor(np.asarray(observation) if as_numpy else observation)
-        obs = obs.to(device=self.device, dtype=torch.float32)
-        single = tuple(obs.shape) == self.obs_shape
-        if single:
-            obs = obs.unsqueeze(0)
-        if tuple(obs.shape[1:]) != self.obs_shape:
-            raise ValueError(
-                f"observation has shape {tuple(obs.shape)}; expected {self.obs_shape} or "
-                f"(batch, *{self.obs_shape})"
-            )
+    def _act(self, obs: torch.Tensor, deterministic: bool) -> torch.Tensor:
+        """Greedy on the weighted sum of the heads; ``deterministic=False`` takes a uniformly
+        random action with probability ``exploration_rate`` (:meth:`Learner.predict` is the
+        public side)."""
         actions = self._greedy(self.q_values(obs))
         if not deterministic:
             explore = torch.rand(len(obs), device=self.device) < self.exploration_rate
             random_actions = torch.randint(self.num_actions, (len(obs),), device=self.device)
             actions = torch.where(explore, random_actions, actions)
-        if single:
-            actions = actions[0]
-        return (actions.cpu().numpy() if as_numpy else actions), state
+        return actions
 
-    def save(self, path: str | os.PathLike[str]) -> None:
-        """Write the model (hyperparameters, heads, weights, masks, networks, optimiser) to ``path``.
-
-        The replay buffer and a ``reward_components`` function are not saved: pass the
-        function again to ``HRA.load``.
-
-        :param path: file to write (a ``torch.save`` archive of plain data and tensors).
-        """
-        torch.save(
-            {
-                "format": FORMAT,
-                "seed": self.seed,
-                "heads": self.heads,
-                "head_weights": self._head_weights.cpu(),
-                "feature_masks": (
-                    None
-                    if self.feature_masks is None
-                    else {n: m.cpu() for n, m in self.feature_masks.items()}
-                ),
-                "hyperparameters": self.config.to_dict(),
-                "observation_space": {
-                    "low": torch.as_tensor(self.observation_space.low),
-                    "high": torch.as_tensor(self.observation_space.high),
-                },
-                "num_actions": self.num_actions,
-                "q_network": self.q_network.state_dict(),
-                "target_network": self.target_network.state_dict(),
-                "optimizer": self.optimizer.state_dict(),
-                "num_timesteps": self.num_timesteps,
-                "n_updates": self._n_updates,
-                "exploration_rate": self.exploration_rate,
+    def _saved_state(self) -> dict[str, Any]:
+        """Heads, weights, masks, networks, optimiser and exploration rate; the replay buffer
+        and a ``reward_components`` function are not saved: pass the function again to
+        ``HRA.load(path, env, reward_components=...)``."""
+        return {
+            "heads": self.heads,
+            "head_weights": self._head_weights.cpu(),
+            "feature_masks": (
+                None
+                if self.feature_masks is None
+                else {n: m.cpu() for n, m in self.feature_masks.items()}
+            ),
+            "observation_space": {
+                "low": torch.as_tensor(self.observation_space.low),
+                "high": torch.as_tensor(self.observation_space.high),
             },
-            path,
-        )
+            "num_actions": self.num_actions,
+            "q_network": self.q_network.state_dict(),
+            "target_network": self.target_network.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "exploration_rate": self.exploration_rate,
+        }
 
-    @classmethod
-    def load(
-        cls,
-        path: str | os.PathLike[str],
-        env: Any = None,
-        device: torch.device | str | None = None,
+    def _restore(
+        self,
+        data: dict[str, Any],
+        device: torch.device | str,
         reward_components: ComponentFunction | None = None,
-    ) -> HRA:
-        """Load a model written by ``save``.
-
-        :param path: the file.
-        :param env: a batched env to continue training in (optional for ``predict``).
-        :param device: where to put the model (default: the env's device, else the CPU).
-        :param reward_components: the components function, if the model was trained with one.
-        """
-        data, device = read_saved(path, FORMAT, "HRA", env, device)
+    ) -> None:
+        """Rebuild from a saved file, with the components function the model was trained
+        with, if any."""
         space = data["observation_space"]
         observation_space = gymnasium.spaces.Box(
             space["low"].numpy(), space["high"].numpy(), dtype=np.float32
         )
-        model = cls.__new__(cls)
-        model.reward_components = reward_components
-        model._build(
+        self.reward_components = reward_components
+        self._build(
             observation_space, gymnasium.spaces.Discrete(data["num_actions"]), device,
             data["seed"], data["heads"], HRAConfig.from_dict(data["hyperparameters"]),
             data["feature_masks"],
         )  # fmt: skip
-        model.tensorboard_log = None
-        model.q_network.load_state_dict(data["q_network"])
-        model.target_network.load_state_dict(data["target_network"])
-        model.optimizer.load_state_dict(data["optimizer"])
-        model._head_weights = data["head_weights"].to(model.device)
-        model.num_timesteps = data["num_timesteps"]
-        model._n_updates = data["n_updates"]
-        model.exploration_rate = data["exploration_rate"]
-        if env is not None:
-            model.set_env(env)
-        return model
+        self.q_network.load_state_dict(data["q_network"])
+        self.target_network.load_state_dict(data["target_network"])
+        self.optimizer.load_state_dict(data["optimizer"])
+        self._head_weights = data["head_weights"].to(self.device)
+        self.exploration_rate = data["exploration_rate"]
 
 
 class _Window:

@@ -47,11 +47,11 @@ import numpy as np
 import torch
 from torch import nn
 
+from rewardlab.agents.base import Learner
 from rewardlab.agents.common import (
     HyperparameterCheck,
     LearnerConfig,
     check_batched,
-    read_saved,
     steps_bar,
 )
 from rewardlab.agents.logger import TensorBoardLogger
@@ -573,7 +573,7 @@ MUJOCO_CONFIG = PPOConfig(
 )  # fmt: skip
 
 
-class PPO:
+class PPO(Learner):
     """PPO for batched torch environments (``rewardlab.envs.make`` and wrappers around them).
 
     Hyperparameters keep SB3's names and, where they still make sense for hundreds of
@@ -613,6 +613,10 @@ class PPO:
     ``policy`` is the :class:`ActorCritic`, ``heads`` its value heads in output order, and
     ``obs_rms`` / ``reward_rms`` the running statistics.
     """
+
+    learner: ClassVar[str] = "PPO"
+    sb3_alternative: ClassVar[str] = "PPO"
+    file_format: ClassVar[str] = "rewardlab.agents.PPO/1"
 
     def __init__(
         self,
@@ -705,18 +709,7 @@ class PPO:
 
         :param env: a batched env, as for the constructor.
         """
-        check_batched(env, "PPO", "PPO")
-        if torch.device(env.device) != self.device:
-            raise ValueError(
-                f"the env lives on {env.device} but the model on {self.device}; load the "
-                "model with device=env.device or make the env on the model's device"
-            )
-        for kind, mine, theirs in (
-            ("observation", self.observation_space, env.single_observation_space),
-            ("action", self.action_space, env.single_action_space),
-        ):
-            if not _same_space(mine, theirs):
-                raise ValueError(f"the env's {kind} space {theirs} differs from the model's {mine}")
+        self.check_env(env)
         #: steps per env per rollout: the config's, or chosen from num_envs
         self.n_steps = self.config.n_steps or default_n_steps(env.num_envs)
         rollout_size = self.n_steps * env.num_envs
@@ -1416,103 +1409,44 @@ class PPO:
             )  # fmt: skip
         return self._fused if self._fused.fits(batch) else None
 
-    def predict(
+    def _act(self, obs: torch.Tensor, deterministic: bool) -> torch.Tensor:
+        """The policy's actions on a batch (its mean or a sample), Box actions clipped to the
+        action bounds (:meth:`Learner.predict` is the public side)."""
+        actions = self.policy.act(self._normalize_obs(obs), None, deterministic)
+        if not self.policy.discrete:
+            actions = torch.maximum(torch.minimum(actions, self._action_high), self._action_low)
+        return actions
+
+    def _saved_state(self) -> dict[str, Any]:
+        """Spaces, networks, optimiser and statistics; the intrinsic module and ``reward_fn``
+        are not saved: pass them again to ``PPO.load(path, env, intrinsic=..., reward_fn=...)``."""
+        return {
+            "observation_space": _space_to_dict(self.observation_space),
+            "action_space": _space_to_dict(self.action_space),
+            "policy": self.policy.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "obs_rms": self.obs_rms.state_dict(),
+            "reward_rms": self.reward_rms.state_dict(),
+        }
+
+    def _restore(
         self,
-        observation: np.ndarray | torch.Tensor,
-        state: Any = None,
-        episode_start: Any = None,
-        deterministic: bool = True,
-    ) -> tuple[np.ndarray | torch.Tensor, Any]:
-        """Actions for one observation or a batch, returned in the form given (SB3's signature).
-
-        Numpy in, numpy out (on the CPU); a tensor in, a tensor out on the model's device.
-        Box actions are clipped to the action bounds. Random actions
-        (``deterministic=False``) use torch's global generator, not the training stream.
-
-        :param observation: ``obs_shape`` or ``(B, *obs_shape)``.
-        :param state: ignored (no recurrent state); returned as is.
-        :param episode_start: ignored; accepted for SB3's ``evaluate_policy``.
-        :param deterministic: take the most likely action instead of sampling.
-        :return: ``(actions, state)``.
-        """
-        del episode_start
-        as_numpy = not isinstance(observation, torch.Tensor)
-        obs = torch.as_tensor(np.asarray(observation) if as_numpy else observation)
-        obs = obs.to(device=self.device, dtype=torch.float32)
-        obs_shape = tuple(self.observation_space.shape)
-        single = tuple(obs.shape) == obs_shape
-        if single:
-            obs = obs.unsqueeze(0)
-        if tuple(obs.shape[1:]) != obs_shape:
-            raise ValueError(
-                f"observation has shape {tuple(obs.shape)}; expected {obs_shape} or (batch, *{obs_shape})"
-            )
-        with torch.no_grad():
-            actions = self.policy.act(self._normalize_obs(obs), None, deterministic)
-            if not self.policy.discrete:
-                actions = torch.maximum(torch.minimum(actions, self._action_high), self._action_low)
-        if single:
-            actions = actions[0]
-        return (actions.cpu().numpy() if as_numpy else actions), state
-
-    def save(self, path: str | os.PathLike[str]) -> None:
-        """Write the model (hyperparameters, networks, optimiser, statistics) to ``path``.
-
-        The intrinsic module and ``reward_fn`` are not saved: pass them again to ``PPO.load``.
-
-        :param path: file to write (a ``torch.save`` archive of plain data and tensors).
-        """
-        torch.save(
-            {
-                "format": "rewardlab.agents.PPO/1",
-                "seed": self.seed,
-                "hyperparameters": self.config.to_dict(),
-                "observation_space": _space_to_dict(self.observation_space),
-                "action_space": _space_to_dict(self.action_space),
-                "policy": self.policy.state_dict(),
-                "optimizer": self.optimizer.state_dict(),
-                "obs_rms": self.obs_rms.state_dict(),
-                "reward_rms": self.reward_rms.state_dict(),
-                "num_timesteps": self.num_timesteps,
-                "n_updates": self._n_updates,
-            },
-            path,
-        )
-
-    @classmethod
-    def load(
-        cls,
-        path: str | os.PathLike[str],
-        env: Any = None,
-        device: torch.device | str | None = None,
+        data: dict[str, Any],
+        device: torch.device | str,
         intrinsic: IntrinsicModule | None = None,
         reward_fn: RolloutReward | None = None,
-    ) -> PPO:
-        """Load a model written by ``save``.
-
-        :param path: the file.
-        :param env: a batched env to continue training in (optional for ``predict``).
-        :param device: where to put the model (default: the env's device, else the CPU).
-        :param intrinsic: the intrinsic module, if the model was trained with one.
-        :param reward_fn: the per-rollout reward, if the model was trained with one.
-        """
-        data, device = read_saved(path, "rewardlab.agents.PPO/1", "PPO", env, device)
-        model = cls.__new__(cls)
-        model._build(
+    ) -> None:
+        """Rebuild from a saved file, with the intrinsic module and per-rollout reward the
+        model was trained with, if any."""
+        self._build(
             _space_from_dict(data["observation_space"]), _space_from_dict(data["action_space"]),
             device, data["seed"], PPOConfig.from_dict(data["hyperparameters"]), intrinsic,
         )  # fmt: skip
-        model.tensorboard_log = None
-        model.reward_fn = reward_fn
-        model.policy.load_state_dict(data["policy"])
-        model.optimizer.load_state_dict(data["optimizer"])
-        model.obs_rms.load_state_dict(data["obs_rms"])
-        model.reward_rms.load_state_dict(data["reward_rms"])
-        model.num_timesteps = data["num_timesteps"]
-        model._n_updates = data["n_updates"]
-        if env is not None:
-            model.set_env(env)
-        return model
+        self.reward_fn = reward_fn
+        self.policy.load_state_dict(data["policy"])
+        self.optimizer.load_state_dict(data["optimizer"])
+        self.obs_rms.load_state_dict(data["obs_rms"])
+        self.reward_rms.load_state_dict(data["reward_rms"])
 
 
 def explained_variance(predictions: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
@@ -1535,12 +1469,6 @@ def _check_spaces(
             raise ValueError(f"PPO needs Discrete actions starting at 0, got {action_space}")
     elif not (isinstance(action_space, gymnasium.spaces.Box) and len(action_space.shape) == 1):
         raise ValueError(f"PPO supports Discrete and 1-D Box action spaces, got {action_space}")
-
-
-def _same_space(a: gymnasium.spaces.Space, b: gymnasium.spaces.Space) -> bool:
-    if isinstance(a, gymnasium.spaces.Discrete):
-        return isinstance(b, gymnasium.spaces.Discrete) and int(a.n) == int(b.n)
-    return type(a) is type(b) and tuple(a.shape) == tuple(b.shape)
 
 
 def _parse_value_heads(value_heads: Any, gamma: float) -> list[ValueHead]:

@@ -1,0 +1,195 @@
+"""What every rewardlab learner shares, written once (the role of SB3's ``BaseAlgorithm``).
+
+:class:`Learner` owns ``predict`` (one observation or a batch, numpy or torch, returned in
+the form given), ``save`` and ``load`` (a ``torch.save`` archive of plain data and tensors,
+read back with ``weights_only=True``) and the checks of an env against the model (its kind,
+device and spaces). A learner writes what is its own: how it acts on a batch
+(``_act``), what it saves beyond the shared entries (``_saved_state``) and how it is
+rebuilt from them (``_restore``).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, ClassVar, TypeVar
+
+import gymnasium
+import numpy as np
+import torch
+
+from rewardlab.agents.common import check_batched, read_saved
+
+__all__ = ["Learner", "same_space"]
+
+L = TypeVar("L", bound="Learner")
+
+
+def same_space(a: gymnasium.spaces.Space, b: gymnasium.spaces.Space) -> bool:
+    """Whether a model made for space ``a`` can act in ``b``: Discrete with as many actions,
+    or Boxes (a subclass such as ``WholeNumberBox`` included) or another kind of space alike
+    with the same shape."""
+    if isinstance(a, gymnasium.spaces.Discrete):
+        return isinstance(b, gymnasium.spaces.Discrete) and int(a.n) == int(b.n)
+    if isinstance(a, gymnasium.spaces.Box):
+        return isinstance(b, gymnasium.spaces.Box) and tuple(a.shape) == tuple(b.shape)
+    return type(a) is type(b) and tuple(a.shape) == tuple(b.shape)
+
+
+class Learner:
+    """The base of rewardlab's own learners (``PPO``, ``HRA``).
+
+    A subclass sets the class attributes below and, once built, ``observation_space``,
+    ``action_space``, ``device``, ``seed``, ``config`` (a ``LearnerConfig``),
+    ``num_timesteps``, ``_n_updates`` and ``tensorboard_log``.
+    """
+
+    #: the learner's name, in messages
+    learner: ClassVar[str]
+    #: the SB3 algorithm to use on a plain ``gymnasium.Env`` instead, in messages
+    sb3_alternative: ClassVar[str]
+    #: the ``"format"`` entry of the files ``save`` writes
+    file_format: ClassVar[str]
+
+    observation_space: gymnasium.spaces.Box
+    action_space: gymnasium.spaces.Space
+    device: torch.device
+    seed: int
+    config: Any
+    num_timesteps: int
+    _n_updates: int
+    tensorboard_log: str | os.PathLike[str] | None
+
+    # ------------------------------------------------------------------ acting
+    def _act(self, obs: torch.Tensor, deterministic: bool) -> torch.Tensor:
+        """Actions for a batch of observations ``(B, *obs_shape)`` (float32, on the model's
+        device, gradients off), within the action space.
+
+        :param obs: the batch.
+        :param deterministic: the learner's best action instead of an exploring one.
+        """
+        raise NotImplementedError
+
+    def predict(
+        self,
+        observation: np.ndarray | torch.Tensor,
+        state: Any = None,
+        episode_start: Any = None,
+        deterministic: bool = True,
+    ) -> tuple[np.ndarray | torch.Tensor, Any]:
+        """Actions for one observation or a batch, returned in the form given (SB3's signature).
+
+        Numpy in, numpy out (on the CPU); a tensor in, a tensor out on the model's device.
+        Random choices (``deterministic=False``) use torch's global generator, not the
+        training stream.
+
+        :param observation: ``obs_shape`` or ``(B, *obs_shape)``.
+        :param state: ignored (no recurrent state); returned as is.
+        :param episode_start: ignored; accepted for SB3's ``evaluate_policy``.
+        :param deterministic: the learner's best action instead of an exploring one.
+        :return: ``(actions, state)``.
+        """
+        del episode_start
+        as_numpy = not isinstance(observation, torch.Tensor)
+        obs = torch.as_tensor(np.asarray(observation) if as_numpy else observation)
+        obs = obs.to(device=self.device, dtype=torch.float32)
+        obs_shape = tuple(self.observation_space.shape)
+        single = tuple(obs.shape) == obs_shape
+        if single:
+            obs = obs.unsqueeze(0)
+        if tuple(obs.shape[1:]) != obs_shape:
+            raise ValueError(
+                f"observation has shape {tuple(obs.shape)}; expected {obs_shape} or (batch, *{obs_shape})"
+            )
+        with torch.no_grad():
+            actions = self._act(obs, deterministic)
+        if single:
+            actions = actions[0]
+        return (actions.cpu().numpy() if as_numpy else actions), state
+
+    # ------------------------------------------------------------------ envs
+    def check_env(self, env: Any) -> None:
+        """Raise unless the model can train in ``env``: a batched env on the model's device
+        whose spaces are the model's.
+
+        :param env: a batched env.
+        :raises TypeError: not a batched env.
+        :raises ValueError: another device or other spaces, naming both.
+        """
+        check_batched(env, self.learner, self.sb3_alternative)
+        if torch.device(env.device) != self.device:
+            raise ValueError(
+                f"the env lives on {env.device} but the model on {self.device}; load the "
+                "model with device=env.device or make the env on the model's device"
+            )
+        for kind, mine, theirs in (
+            ("observation", self.observation_space, env.single_observation_space),
+            ("action", self.action_space, env.single_action_space),
+        ):
+            if not same_space(mine, theirs):
+                raise ValueError(f"the env's {kind} space {theirs} differs from the model's {mine}")
+
+    def set_env(self, env: Any) -> None:
+        """Attach a batched env to train in (:meth:`check_env` first).
+
+        :param env: a batched env.
+        """
+        raise NotImplementedError
+
+    # ------------------------------------------------------------------ files
+    def _saved_state(self) -> dict[str, Any]:
+        """What ``save`` writes beyond the seed, hyperparameters and counters: plain data
+        and tensors."""
+        raise NotImplementedError
+
+    def _restore(self, data: dict[str, Any], device: torch.device | str, **extras: Any) -> None:
+        """Build this (unbuilt) model from a saved file's ``data`` on ``device``.
+
+        :param data: what ``save`` wrote.
+        :param device: where to put the model.
+        :param extras: what ``load`` was given that the file does not hold.
+        """
+        raise NotImplementedError
+
+    def save(self, path: str | os.PathLike[str]) -> None:
+        """Write the model to ``path`` (a ``torch.save`` archive of plain data and tensors).
+
+        :param path: file to write.
+        """
+        torch.save(
+            {
+                "format": self.file_format,
+                "seed": self.seed,
+                "hyperparameters": self.config.to_dict(),
+                **self._saved_state(),
+                "num_timesteps": self.num_timesteps,
+                "n_updates": self._n_updates,
+            },
+            path,
+        )
+
+    @classmethod
+    def load(
+        cls: type[L],
+        path: str | os.PathLike[str],
+        env: Any = None,
+        device: torch.device | str | None = None,
+        **extras: Any,
+    ) -> L:
+        """Load a model written by ``save``.
+
+        :param path: the file.
+        :param env: a batched env to continue training in (optional for ``predict``).
+        :param device: where to put the model (default: the env's device, else the CPU).
+        :param extras: what the file does not hold and the learner takes again (PPO:
+            ``intrinsic``, ``reward_fn``; HRA: ``reward_components``).
+        :raises ValueError: the file is not one this learner's ``save`` wrote.
+        """
+        data, device = read_saved(path, cls.file_format, cls.learner, env, device)
+        model = cls.__new__(cls)
+        model._restore(data, device, **extras)
+        model.tensorboard_log = None
+        model.num_timesteps = data["num_timesteps"]
+        model._n_updates = data["n_updates"]
+        if env is not None:
+            model.set_env(env)
+        return model

@@ -1,0 +1,58 @@
+"""The learner base: predict, save and load, and the env checks, written once for PPO and HRA."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import gymnasium
+import numpy as np
+import pytest
+import torch
+
+from rewardlab import envs
+from rewardlab.agents.base import Learner
+from rewardlab.agents.hra import HRA
+from rewardlab.agents.ppo import PPO
+
+LEARNERS: dict[str, Callable[[], Learner]] = {
+    "PPO": lambda: PPO(envs.make("CartPole-v1", num_envs=4, seed=0), seed=0, n_steps=16),
+    "HRA": lambda: HRA(envs.make("FruitCollection-v0", num_envs=4, seed=0), seed=0, net_arch=[16]),
+}
+# The entries of each learner's files, as the versions before the base wrote them: a file
+# saved then still loads.
+SAVED_KEYS = {
+    "PPO": {"format", "seed", "hyperparameters", "observation_space", "action_space", "policy", "optimizer",
+            "obs_rms", "reward_rms", "num_timesteps", "n_updates"},
+    "HRA": {"format", "seed", "hyperparameters", "heads", "head_weights", "feature_masks", "observation_space",
+            "num_actions", "q_network", "target_network", "optimizer", "num_timesteps", "n_updates",
+            "exploration_rate"},
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", sorted(LEARNERS))
+def test_every_learner_predicts_saves_and_checks_envs_through_the_base(name: str, tmp_path: Path) -> None:
+    model = LEARNERS[name]()
+    assert isinstance(model, Learner)
+    obs = model.env.reset(seed=3)[0]
+    batch, _ = model.predict(obs)
+    assert isinstance(batch, torch.Tensor) and batch.shape[0] == 4
+    single, state = model.predict(obs[1].cpu().numpy(), state="kept")
+    assert isinstance(single, np.ndarray) and state == "kept"
+    np.testing.assert_array_equal(single, batch[1].cpu().numpy())
+    with pytest.raises(ValueError, match=r"observation has shape \(4, 3\); expected"):
+        model.predict(np.zeros((4, 3)))
+
+    model.save(tmp_path / "model.pt")
+    data = torch.load(tmp_path / "model.pt", weights_only=True)
+    assert set(data) == SAVED_KEYS[name] and data["format"] == f"rewardlab.agents.{name}/1"
+    loaded = type(model).load(tmp_path / "model.pt")
+    assert torch.equal(loaded.predict(obs)[0], batch)
+    assert loaded.num_timesteps == model.num_timesteps and loaded.tensorboard_log is None
+    with pytest.raises(TypeError, match="unexpected keyword argument 'unknown'"):
+        type(model).load(tmp_path / "model.pt", unknown=1)
+
+    with pytest.raises(ValueError, match="the env's observation space .* differs from the model's"):
+        loaded.set_env(envs.make("Acrobot-v1", num_envs=4))
+    with pytest.raises(TypeError, match=f"{name} needs a batched torch env"):
+        loaded.set_env(gymnasium.make("CartPole-v1"))
