@@ -136,7 +136,7 @@ def test_the_own_env_guide_runs_as_written(tmp_path: Path, monkeypatch: pytest.M
 
     page = (DOCS / "guides" / "your-env.md").read_text()
     (module_source,) = re.findall(r"^```python\n(.*?)^```", page, re.M | re.S)
-    (description,) = re.findall(r"^```toml\n(.*?)^```", page, re.M | re.S)
+    description = re.findall(r"^```toml\n(.*?)^```", page, re.M | re.S)[0]  # the corridor's
     (tmp_path / "my_corridor.py").write_text(module_source)
     (tmp_path / "corridor.toml").write_text(description)
     monkeypatch.chdir(tmp_path)
