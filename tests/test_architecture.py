@@ -123,8 +123,6 @@ def test_layers_are_kept(tmp_path: Path) -> None:
 # listed fails the test, and so does a listed one that no longer exists, so that its entry
 # is removed with the fix.
 KNOWN_CIRCLES = {
-    # train builds trainers and loads sb3_trainer; trainers and sb3_trainer import train's helpers
-    frozenset({"rewardlab.app.train", "rewardlab.app.trainers", "rewardlab.app.sb3_trainer"}),
     # the fork server starts runner's workers; runner imports the server's client side
     frozenset({"rewardlab.llm_reward.sandbox.forkserver", "rewardlab.llm_reward.sandbox.runner"}),
     # the report types its argument with loop's SearchResult, which loop writes with it

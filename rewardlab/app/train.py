@@ -33,6 +33,7 @@ from rewardlab.app.trainers import (
     OwnPPOTrainer,
     ProgressBar,
     SandboxedProgramTrainer,
+    is_mujoco,
     load_program,
     potential_for,
 )
@@ -87,13 +88,6 @@ def resolve_config(args: argparse.Namespace) -> dict[str, Any]:
 
         config["hyperparameters"] = {**MUJOCO_CONFIG.to_dict(), **config["hyperparameters"]}
     return config
-
-
-def is_mujoco(env_id: str) -> bool:
-    """Whether ``env_id`` is one of the batched MuJoCo tasks or behaviours."""
-    from rewardlab.envs.mujoco import BEHAVIOURS, TASKS
-
-    return env_id in TASKS or env_id in BEHAVIOURS
 
 
 def read_config_file(path: str) -> dict[str, Any]:

@@ -78,6 +78,13 @@ class Trainer:
         save_atomically(self.model.save, self.run_dir / self.model_file)
 
 
+def is_mujoco(env_id: str) -> bool:
+    """Whether ``env_id`` is one of the batched MuJoCo tasks or behaviours."""
+    from rewardlab.envs.mujoco import BEHAVIOURS, TASKS
+
+    return env_id in TASKS or env_id in BEHAVIOURS
+
+
 class OwnPPOTrainer(Trainer):
     """Trains rewardlab's PPO on a batched env, with shaping and intrinsic rewards."""
 
@@ -96,8 +103,6 @@ class OwnPPOTrainer(Trainer):
         num_envs = num_envs_for(config)
         hyperparameters = dict(config["hyperparameters"])
         compile = bool(config.get("compile")) or bool(hyperparameters.pop("compile", False))
-        from rewardlab.app.train import is_mujoco  # train imports this module at its top
-
         compile_env = compile and not is_mujoco(config["env"])  # MuJoCo's physics is not torch's
         env = envs.make(
             config["env"], num_envs=num_envs, device=config["device"], seed=config["seed"],
