@@ -193,6 +193,7 @@ def evaluate(
     on_final_policy: Callable[[int, Any], None] | None = None,
     description: dict[str, Any] | None = None,
     stop_rule: StopRule | None = None,
+    on_checkpoint: Callable[[int, int, Any], None] | None = None,
 ) -> EvalResult:
     """Check ``program``, then train ``rewardlab.agents.PPO`` on its reward in the sandbox and measure fitness.
 
@@ -239,6 +240,9 @@ def evaluate(
         they stream in, and a training the rule stops is killed there; its result is not
         ``ok``, has the failure kind ``"stopped"``, :attr:`EvalResult.stopped`, and the
         checkpoints up to the rung. ``None``: train to the end.
+    :param on_checkpoint: called as ``on_checkpoint(seed, step, snapshot)`` with each
+        checkpoint's policy as it streams in, before the training ends (so a caller stopped
+        mid-run keeps the latest); the snapshot is untrusted, as ``on_final_policy``'s is.
     :raises ValueError: bad arguments (unknown env, non-positive budget, non-JSON ``ppo_kwargs``).
     """
     if description is not None:
@@ -296,9 +300,20 @@ def evaluate(
             return measured[key]
 
         watch = _RungWatch(stop_rule, payload["seeds"][0], measure) if stop_rule is not None else None
+
+        def on_progress(message: Any) -> bool:
+            if on_checkpoint is not None:
+                try:
+                    seed, step = int(message["seed"]), _parse_checkpoint(message["checkpoint"]).step
+                except Exception:  # noqa: BLE001 - untrusted: the result's parsing reports what is malformed
+                    pass
+                else:
+                    on_checkpoint(seed, step, message["policy"])
+            return watch is not None and watch(message)
+
         run = run_sandboxed(EVALUATION_JOB, payload, directory, limits, preload_for(env_id), warm,
                             temporary=not keep, companion=REWARD_COMPANION,
-                            on_progress=watch)
+                            on_progress=on_progress if watch is not None or on_checkpoint is not None else None)
         if watch is not None and watch.stop is not None and run.stopped:
             # what it sent up to the rung, whatever came in before the kill landed
             run.progress = run.progress[:watch.stop.checkpoint + 1]

@@ -341,26 +341,12 @@ class Interrupted(KeyboardInterrupt):
         if self.checkpoint:
             return (f"interrupted: what was logged and a checkpoint are in {self.run_dir}; "
                     "continue with the same command and --resume")
-        return (f"interrupted: what was logged is in {self.run_dir}, but no checkpoint: a sandboxed "
-                "--reward-program run hands its policy back only at its end; start it again with another --logdir")
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
+        if (self.run_dir / "model.pt").exists():
+            return (f"interrupted: what was logged and the latest checkpoint's policy (model.pt) are in "
+                    f"{self.run_dir}; a sandboxed --reward-program run cannot continue from it: to train "
+                    "further, start it again with another --logdir")
+        return (f"interrupted: what was logged is in {self.run_dir}, but no checkpoint: none had come back "
+                "from the sandbox yet; start it again with another --logdir")
 
 
 def run_train(args: argparse.Namespace) -> int:

@@ -283,8 +283,9 @@ class SandboxedProgramTrainer(Trainer):
     (:func:`rewardlab.llm_reward.evaluate`): TensorBoard logs go to ``sandbox/`` in the run
     directory; the worker ships the trained policy back as plain arrays and this process,
     which never loads the program, rebuilds it as ``model.pt`` and measures its true return.
-    The policy leaves the sandbox only at the end, so a stopped run keeps no checkpoint and
-    ``--resume`` is refused; the progress bar follows the worker's TensorBoard log.
+    Each checkpoint's policy streams back as it is made, so a run stopped with Ctrl-C keeps the
+    latest as ``model.pt``; the training cannot continue from it in the sandbox, so ``--resume``
+    is refused. The progress bar follows the worker's TensorBoard log.
     """
 
     model_file = "model.pt"
@@ -303,6 +304,8 @@ class SandboxedProgramTrainer(Trainer):
         self.reward = load_program(config)
         self.model: Any = None
         self.steps_done = 0
+        #: the latest checkpoint that streamed back, ``(seed, snapshot)``, rebuilt only if kept
+        self._latest: tuple[int, Any] | None = None
 
     @property
     def num_timesteps(self) -> int:
@@ -344,11 +347,16 @@ class SandboxedProgramTrainer(Trainer):
             env = envs.make(config["env"], num_envs=num_envs, device=config["device"], seed=seed)
             self.model = load_snapshot(snapshot, env, hyperparameters, seed)
 
+        def streamed(seed: int, step: int, snapshot: Any) -> None:
+            self._latest, self.steps_done = (seed, snapshot), step
+
+        self._keep = keep
+
         done = threading.Event()
         if bar is not None:
             threading.Thread(target=self._follow, args=(bar, done), daemon=True).start()
         try:
-            result = self._evaluate(steps, num_envs, hyperparameters, compile, keep)
+            result = self._evaluate(steps, num_envs, hyperparameters, compile, keep, streamed)
         finally:
             done.set()
         if not result.ok or self.model is None:
@@ -362,7 +370,7 @@ class SandboxedProgramTrainer(Trainer):
             bar.update(self.steps_done, result.fitness)
 
     def _evaluate(self, steps: int, num_envs: int, hyperparameters: dict[str, Any], compile: bool,
-                  keep: Any) -> Any:
+                  keep: Any, streamed: Any) -> Any:
         from rewardlab.llm_reward import evaluate
 
         config = self.config
@@ -371,10 +379,15 @@ class SandboxedProgramTrainer(Trainer):
             timeout_s=max(600.0, steps / 50.0), run_dir=self.run_dir / "sandbox", num_envs=num_envs,
             device=config["device"], ppo_kwargs={**hyperparameters, "compile": compile},
             num_checkpoints=max(1, min(10, steps // max(num_envs, 1))), eval_episodes=config["eval_episodes"],
-            on_final_policy=keep, description=self.reward.description_data,
+            on_final_policy=keep, on_checkpoint=streamed, description=self.reward.description_data,
         )  # fmt: skip
 
     def save_checkpoint(self) -> None:
+        if self.model is None and self._latest is not None:  # stopped mid-run: the latest that came
+            try:
+                self._keep(*self._latest)
+            except ValueError as error:  # not a policy of this model (untrusted data): nothing kept
+                print(f"the latest checkpoint could not be rebuilt ({error}); no model.pt kept")
         if self.model is not None:
             save_atomically(self.model.save, self.run_dir / self.model_file)
 
@@ -388,8 +401,8 @@ class SandboxedProgramTrainer(Trainer):
         if metrics.exists() and json.loads(metrics.read_text()).get("status") == "complete":
             raise ValueError(f"--resume: {self.run_dir} holds a complete run (model.pt, metrics.json): nothing to continue")
         raise ValueError(
-            f"--resume: a sandboxed --reward-program run keeps no checkpoint (its policy leaves the sandbox "
-            f"only at the end), so {self.run_dir} cannot be continued; start it again with another --logdir"
+            f"--resume: a sandboxed --reward-program run cannot continue from a checkpoint (its training "
+            f"starts afresh in the sandbox), so {self.run_dir} cannot be continued; start it again with another --logdir"
         )
 
     def evaluate(self, episodes: int, seed: int) -> list[float]:

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from torch.utils.tensorboard import SummaryWriter
 
+from rewardlab import envs
 from rewardlab.app.cli import main
 from rewardlab.app.compare import compare, iqm, load_runs, read_scalars
 
@@ -577,7 +578,36 @@ def test_ctrl_c_in_a_sandboxed_program_run_says_no_checkpoint_exists_and_resume_
     assert "no checkpoint" in out and "--resume" not in out
     assert json.loads((tmp_path / "runs" / "seed_0" / "metrics.json").read_text())["status"] == "interrupted"
     assert main([*command, "--resume"]) == 2
-    assert "keeps no checkpoint" in capsys.readouterr().err
+    assert "cannot continue from a checkpoint" in capsys.readouterr().err
+
+
+def test_ctrl_c_in_a_sandboxed_program_run_keeps_the_latest_streamed_policy(tmp_path, monkeypatch, capsys):
+    from rewardlab.agents import PPO
+    from rewardlab.app.trainers import SandboxedProgramTrainer
+
+    evaluate, steps = SandboxedProgramTrainer._evaluate, []
+
+    def stopped_after_the_first_checkpoint(self, *args):
+        *head, streamed = args
+
+        def then_ctrl_c(seed, step, snapshot):
+            streamed(seed, step, snapshot)
+            steps.append(step)
+            raise KeyboardInterrupt  # as a Ctrl-C landing while the sandbox trains
+
+        return evaluate(self, *head, then_ctrl_c)
+
+    monkeypatch.setattr(SandboxedProgramTrainer, "_evaluate", stopped_after_the_first_checkpoint)
+    (tmp_path / "reward.py").write_text(UPRIGHT_PROGRAM)
+    run_dir = tmp_path / "runs" / "seed_0"
+    assert main(["train", "--env", "CartPole-v1", "--reward-program", str(tmp_path / "reward.py"), "--steps", "1024",
+                 "--num-envs", "4", "--logdir", str(tmp_path / "runs"), "--no-progress",
+                 "--config", str(write_small_ppo(tmp_path))]) == 130
+    assert "the latest checkpoint's policy (model.pt)" in capsys.readouterr().out
+    metrics = json.loads((run_dir / "metrics.json").read_text())
+    assert metrics["status"] == "interrupted" and metrics["num_timesteps"] == steps[0] < 1024
+    model = PPO.load(run_dir / "model.pt", envs.make("CartPole-v1", num_envs=4, seed=0))
+    assert model.predict(np.zeros((4, 4), dtype=np.float32))[0].shape == (4,)
 
 
 def test_the_sandboxed_runs_progress_bar_follows_the_workers_log(tmp_path):
