@@ -203,9 +203,14 @@ def run(task: str, method: str, seed: int, *, num_envs: int, minutes: float, ste
     }
 
 
-def summarize(path: Path = RUNS, out: Path = SUMMARY) -> str:
+def summarize(path: Path = RUNS, out: Path = SUMMARY, note: str = "") -> str:
     """Write every recorded run (``out.json``) and their summary table (``out.md``); returns
-    the Markdown."""
+    the Markdown.
+
+    :param path: the runs, one JSON line each
+    :param out: the result's path, without suffix
+    :param note: a paragraph to print under the table (what the runs alone do not say)
+    """
     records = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
     lines = [
         "# Intrinsic bonuses on hard MiniGrid tasks (batched MiniGrid, rewardlab PPO)",
@@ -239,6 +244,8 @@ def summarize(path: Path = RUNS, out: Path = SUMMARY) -> str:
             f"{solved}/{len(runs)} | {np.mean([r['env_steps'] for r in runs]) / 1e6:.1f} | "
             f"{np.mean([r['wall_s'] for r in runs]) / 60:.1f} | {' '.join(firsts)} |"
         )
+    if note:
+        lines += ["", note]
     machines = sorted({r["machine"]["summary"] for r in records})
     commits = sorted({r["machine"]["commit"] for r in records})
     lines += ["", f"PPO settings: `{json.dumps(records[0]['settings'])}`, "
@@ -249,7 +256,8 @@ def summarize(path: Path = RUNS, out: Path = SUMMARY) -> str:
     text = "\n".join(lines) + "\n"
     out.with_suffix(".md").write_text(text)
     latest = max(records, key=lambda r: r["machine"]["date"])["machine"]
-    out.with_suffix(".json").write_text(json.dumps({"machine": latest, "runs": records}, indent=1) + "\n")
+    result = {"machine": latest, "note": note, "runs": records}
+    out.with_suffix(".json").write_text(json.dumps(result, indent=1) + "\n")
     return text
 
 
@@ -267,9 +275,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--set", default="{}", help="PPO settings to change, as JSON")
     parser.add_argument("--runs", type=Path, default=RUNS, help="the JSON-lines file runs append to")
     parser.add_argument("--summarize", action="store_true")
+    parser.add_argument("--note", default="", help="with --summarize: a paragraph under the table")
     args = parser.parse_args(argv)
     if args.summarize:
-        print(summarize(args.runs))
+        print(summarize(args.runs, note=args.note))
         return
     torch.set_num_threads(1)
     settings = {**PPO_SETTINGS, **json.loads(args.set)}
