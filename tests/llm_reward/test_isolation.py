@@ -736,6 +736,9 @@ def test_a_worker_cannot_take_the_callers_kernel_objects(tmp_path: Path, what: s
 
     run_dir = tmp_path / "run"
     outcome: dict[str, Any] = {}
+    # the signals are sent to the whole process: a thread an earlier test left running (TensorBoard's
+    # writers, thread pools) does not block them, so they need a handler there or they end the process
+    previous = signal.signal(CALLERS_SIGNAL, lambda *_: None)
     signal.pthread_sigmask(signal.SIG_BLOCK, [CALLERS_SIGNAL])  # before the thread starts: it inherits the mask
     worker = threading.Thread(target=lambda: outcome.update(run=run(
         "hold_kernel_objects", {"what": what, "most": 200_000 if what == "signals" else 1000}, run_dir)))
@@ -751,6 +754,7 @@ def test_a_worker_cannot_take_the_callers_kernel_objects(tmp_path: Path, what: s
         while signal.sigtimedwait([CALLERS_SIGNAL], 0) is not None:
             pass
         signal.pthread_sigmask(signal.SIG_UNBLOCK, [CALLERS_SIGNAL])
+        signal.signal(CALLERS_SIGNAL, previous)
     report = outcome["run"].result
     assert report is not None, outcome["run"].error
     assert callers == 16, (callers, report)
