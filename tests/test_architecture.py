@@ -125,9 +125,6 @@ def test_layers_are_kept(tmp_path: Path) -> None:
 KNOWN_CIRCLES = {
     # the fork server starts runner's workers; runner imports the server's client side
     frozenset({"rewardlab.llm_reward.sandbox.forkserver", "rewardlab.llm_reward.sandbox.runner"}),
-    # the report types its argument with loop's SearchResult, which loop writes with it
-    frozenset({"rewardlab.llm_reward.search.loop", "rewardlab.llm_reward.search.report",
-               "rewardlab.llm_reward.search.report_html"}),
 }
 
 # The strongly connected components of rewardlab's import graph (grimp, which import-linter

@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from rewardlab.llm_reward.clients import Usage
+from rewardlab.llm_reward.search.config import SearchConfig
 from rewardlab.llm_reward.search.evaluation import EvalResult
 from rewardlab.llm_reward.search.failures import Failure
 from rewardlab.llm_reward.search.reflection import RewardSignals
 
-__all__ = ["Candidate", "FinalScore", "PrescreenScore", "candidate_key"]
+__all__ = ["Candidate", "FinalScore", "PrescreenScore", "SearchResult", "candidate_key"]
 
 # Failure kinds a candidate can have besides those of reading its answer
 # (rewardlab.llm_reward.search.failures) and of its evaluation.
@@ -204,3 +207,47 @@ def best_of(candidates: Sequence[Candidate]) -> Candidate | None:
         return None
     best = max(rank_key(c) for c in trained)
     return min((c for c in trained if rank_key(c) == best), key=lambda c: (c.iteration, c.sample))
+
+
+@dataclass
+class SearchResult:
+    """What a search found and spent.
+
+    :param config: the search's config.
+    :param out: its run directory.
+    :param candidates: every candidate, in (iteration, sample) order.
+    :param best: the best trained candidate (``None``: none trained).
+    :param final: the final re-training per label (``best``, ``sparse``, ``human``).
+    :param normalized_score: Eureka's ``(best - sparse) / |human - sparse|`` of the final
+        means (``None`` without both references or when they are equal).
+    :param usage: tokens of all LLM answers of the run (earlier sessions included).
+    :param cost_usd: their cost, as far as the prices are known.
+    :param cost_unknown: some call's price was unknown.
+    :param llm_calls: answers received.
+    :param llm_failures: requests that failed for good.
+    :param llm_retries: retried tries, over all requests.
+    :param executor: where evaluations ran.
+    :param llm: the endpoint and model, if any.
+    :param wall_s: this session's wall time.
+    """
+
+    config: SearchConfig
+    out: Path
+    candidates: list[Candidate]
+    best: Candidate | None
+    final: dict[str, FinalScore]
+    normalized_score: float | None
+    usage: Usage
+    cost_usd: float
+    cost_unknown: bool
+    llm_calls: int
+    llm_failures: int
+    llm_retries: int
+    executor: str
+    llm: str | None
+    wall_s: float
+
+    @property
+    def failures(self) -> Counter[str]:
+        """How many candidates failed (or were rejected), by kind."""
+        return Counter(candidate.status for candidate in self.candidates if not candidate.ok)

@@ -31,7 +31,7 @@ from rewardlab.llm_reward.search.store import RunStore
 from rewardlab.llm_reward.search.text import fenced, markdown_text, sanitize
 
 if TYPE_CHECKING:
-    from rewardlab.llm_reward.search.loop import SearchResult
+    from rewardlab.llm_reward.search.records import SearchResult
 
 __all__ = ["prescreen_summary", "summary", "write_outputs"]
 

@@ -33,7 +33,7 @@ from rewardlab.llm_reward.search.text import fenced, sanitize
 from rewardlab.llm_reward.search.training import Checkpoint
 
 if TYPE_CHECKING:
-    from rewardlab.llm_reward.search.loop import SearchResult
+    from rewardlab.llm_reward.search.records import SearchResult
 
 __all__ = ["HTML_FILE", "Series", "bar_plot", "html_report", "line_plot"]
 

@@ -43,13 +43,14 @@ from rewardlab.app.arguments import int_list, json_object, plain_text
 
 if TYPE_CHECKING:
     from rewardlab.llm_reward.clients import OpenAICompatibleClient
-    from rewardlab.llm_reward.search.loop import SearchConfig, SearchResult
+    from rewardlab.llm_reward.search.config import SearchConfig
+    from rewardlab.llm_reward.search.records import SearchResult
 
 __all__ = ["register_search", "run_search"]
 
 
 def _config(args: argparse.Namespace) -> SearchConfig:
-    from rewardlab.llm_reward.search.loop import SearchConfig
+    from rewardlab.llm_reward.search.config import SearchConfig
 
     if args.llm is None and not args.proposer.startswith("evolve"):
         raise ValueError("pass --llm PROVIDER:MODEL (e.g. openai:gpt-4o, ollama:qwen2.5-coder:7b), or "

@@ -17,11 +17,11 @@ from rewardlab.app.cli import main as rewardlab
 from rewardlab.llm_reward.clients import Usage
 from rewardlab.llm_reward.programs.loading import reward_file_text
 from rewardlab.llm_reward.programs.program import RewardFunction
+from rewardlab.llm_reward.search import SearchConfig, SearchResult, best_candidate
 from rewardlab.llm_reward.search.evaluation import EvalResult, Failure
 from rewardlab.llm_reward.search.evolve import STATE_KINDS, EvolveProposer, Term
 from rewardlab.llm_reward.search.examples import EXAMPLES, most_similar
 from rewardlab.llm_reward.search.executors import EvalTask
-from rewardlab.llm_reward.search.loop import SearchConfig, SearchResult, best_candidate
 from rewardlab.llm_reward.search.prescreen import kendall_tau_b
 from rewardlab.llm_reward.search.records import Candidate, PrescreenScore
 from rewardlab.llm_reward.search.reflection import component_notes, reflect, reward_signals
