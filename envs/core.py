@@ -347,14 +347,7 @@ class BatchedEnv(Batched):
         generation = len(self._ended_since_refill)
         fresh = self._pool[:, generation * self.num_envs : (generation + 1) * self.num_envs]
         inputs = (self._state, self._elapsed, actions, fresh)
-        advance = self._advance
-        if self.compile and self._compiled_advance is None:
-            try:
-                self._compiled_advance = self._compile_advance(inputs)
-            except NotLoadedError:  # a confined process that was not handed this env's step
-                self.compile = False
-        if self.compile:
-            advance = self._compiled_advance
+        advance = self._compiled_step(self._advance, inputs) or self._advance
         (state, elapsed, obs, reward, terminated, truncated, done, final_obs, invalid) = advance(
             *inputs
         )
@@ -612,33 +605,35 @@ class BatchedEnv(Batched):
             self._pool.index_copy_(1, taken, self._draw_reset_states(taken.numel()))
         self._ended_since_refill = []
 
-    def _compile_advance(
-        self, inputs: tuple[torch.Tensor, ...]
-    ) -> Callable[..., tuple[torch.Tensor, ...]]:
-        """Compile :meth:`_advance` (or load it compiled) for these inputs' shapes, dtypes and device.
+    def _compiled_step(
+        self, function: Callable[..., tuple[torch.Tensor, ...]], inputs: Sequence[torch.Tensor]
+    ) -> Callable[..., tuple[torch.Tensor, ...]] | None:
+        """The env's step ``function`` compiled (or loaded compiled) for these inputs' shapes,
+        dtypes and device, made once; ``None`` without ``compile=True`` or where this process
+        was not handed it (a confined one), which then steps eagerly.
 
         The step is traced to one graph and compiled without Dynamo: Dynamo would check its
         guards on every call, about 20 us of Python on a slow CPU, as long as the whole step
         of a thousand envs takes. Nothing the guards would check can change here: every input
         keeps the shape, dtype, device and memory layout it has now, and the env's
         constants are fixed at construction.
+
+        :param function: a pure function of ``inputs`` returning tensors (:meth:`_advance`, or
+            an env's own step that overrides :meth:`step`).
+        :param inputs: the tensors it is called with.
         """
-
-        def advance(
-            state: torch.Tensor,
-            elapsed: torch.Tensor,
-            actions: torch.Tensor,
-            fresh: torch.Tensor,
-        ) -> tuple[torch.Tensor, ...]:
-            return self._advance(state, elapsed, actions, fresh)
-
-        options = {"cpp.threads": 1} if self.device.type == "cpu" else {}
-        self._tracing = True
-        try:
-            graph = make_fx(advance)(*inputs)
-        finally:
-            self._tracing = False
-        return load_or_compile(graph, list(inputs), f"{self.spec_id}-step", options)
+        if self.compile and self._compiled_advance is None:
+            options = {"cpp.threads": 1} if self.device.type == "cpu" else {}
+            self._tracing = True
+            try:
+                graph = make_fx(lambda *tensors: function(*tensors))(*inputs)
+            finally:
+                self._tracing = False
+            try:
+                self._compiled_advance = load_or_compile(graph, list(inputs), f"{self.spec_id}-step", options)
+            except NotLoadedError:  # a confined process that was not handed this env's step
+                self.compile = False
+        return self._compiled_advance if self.compile else None
 
     def _advance(
         self,

@@ -4,16 +4,13 @@ tensor code over all envs, the layouts from MiniGrid's own generator."""
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
 from typing import Any
 
 import gymnasium
 import numpy as np
 import torch
 from gymnasium import spaces
-from torch.fx.experimental.proxy_tensor import make_fx
 
-from rewardlab.common.compiled import NotLoadedError, load_or_compile
 from rewardlab.envs.batched_minigrid.layouts import (
     BALL,
     BOX,
@@ -264,14 +261,7 @@ class BatchedMiniGridEnv(BatchedEnv):
             smallest, largest = torch.aminmax(actions)
             if smallest < 0 or largest > DONE:
                 self._raise_out_of_range(actions, 0, DONE)
-        step_values = self.step_values
-        if self.compile and self._compiled_advance is None:
-            try:
-                self._compiled_advance = self._compile_step_values(actions)
-            except NotLoadedError:  # a confined process that was not handed this env's step
-                self.compile = False
-        if self.compile:
-            step_values = self._compiled_advance
+        step_values = self._compiled_step(self.step_values, (self._state, self._elapsed, actions)) or self.step_values
         rows, state = self.rows, self._state
         front, cell, inside, agent, reward, terminated, obs = step_values(state, self._elapsed, actions)
         state.scatter_(1, front, cell)
@@ -297,20 +287,6 @@ class BatchedMiniGridEnv(BatchedEnv):
         return torch.randint(
             self._layouts.shape[0], (count,), generator=self.generator, device=self.device
         )
-
-    def _compile_step_values(self, actions: torch.Tensor) -> Callable[..., tuple[torch.Tensor, ...]]:
-        """:meth:`step_values` compiled ahead of time (or loaded from the on-disk cache) for
-        this env's shapes, as :class:`~rewardlab.envs.BatchedEnv` compiles its step."""
-        inputs = [self._state, self._elapsed, actions]
-
-        def step_values(
-            state: torch.Tensor, elapsed: torch.Tensor, actions: torch.Tensor
-        ) -> tuple[torch.Tensor, ...]:
-            return self.step_values(state, elapsed, actions)
-
-        graph = make_fx(step_values)(*inputs)
-        options = {"cpp.threads": 1} if self.device.type == "cpu" else {}
-        return load_or_compile(graph, inputs, f"{self.spec_id}-step", options)
 
     # ----------------------------------------------------------------- the task
     def step_values(
