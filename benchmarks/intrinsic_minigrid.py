@@ -7,7 +7,9 @@ Methods (``--methods``): ``none`` (plain PPO), one bonus (``episodic``, ``rnd``,
 non-episodic intrinsic value head (RND's two streams), weighted ``--coef`` against the env's
 reward head (weight 1).
 
-A run stops at ``--minutes`` of wall time or ``--steps`` env steps, whichever comes first.
+A run's budget is ``--steps`` env steps, so that a seed gives the same figures on a quiet
+machine and a loaded one; ``--minutes`` of wall time is only a safety cap (a run it stops
+is marked ``stopped: wall``). Each run records its wall time and the load average.
 An episode succeeds when its return is positive (MiniGrid pays ``1 - 0.9 * steps /
 max_steps`` for the goal, 0 otherwise). Two measures, neither biased towards short episodes
 (the last episodes to *end* are mostly the successful ones when failures run to the time
@@ -19,13 +21,14 @@ limit):
 - ``final_success``: after training, one fresh episode in each of ``--num-envs`` envs of
   new layouts (another seed), the trained policy sampling its actions as in training.
 
-Each run appends one JSON line to ``benchmarks/results/intrinsic_minigrid_runs.jsonl``
-(the machine, the command, the settings and the curve), so that runs can be spread over
-several processes and sessions; ``--summarize`` gathers them into
-``benchmarks/results/intrinsic_minigrid.{json,md}``::
+Each run appends one JSON line to ``--runs`` (default
+``benchmarks/results/intrinsic_minigrid_runs.jsonl``: the machine, the command, the
+settings and the curve), so that runs can be spread over several processes and sessions;
+``--summarize`` gathers them into ``benchmarks/results/intrinsic_minigrid.{json,md}``. The
+JSON keeps every run, so ``--summarize`` without a runs file rewrites the table from it::
 
     python -m benchmarks.intrinsic_minigrid --tasks MiniGrid-DoorKey-16x16-v0 \\
-        --methods none,episodic,noveld:rnd,episodic --seeds 0,1,2 --minutes 8
+        --methods 'none;episodic' --seeds 0,1,2 --steps 5000000 --coef 0.5
     python -m benchmarks.intrinsic_minigrid --summarize
 """
 
@@ -33,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shlex
 import sys
 import time
@@ -147,7 +151,9 @@ def parse_method(method: str) -> tuple[str | None, str]:
     if ":" in method:
         fusion, modules = method.split(":", 1)
         if fusion not in intrinsic.FUSIONS:
-            raise ValueError(f"unknown fusion {fusion!r} in method {method!r}; choose from {intrinsic.FUSIONS}")
+            raise ValueError(
+                f"unknown fusion {fusion!r} in method {method!r}; choose from {intrinsic.FUSIONS}"
+            )
         return modules, fusion
     return method, "sum"
 
@@ -160,12 +166,13 @@ def run(task: str, method: str, seed: int, *, num_envs: int, minutes: float, ste
     :param method: see the module docstring
     :param seed: seeds the env's layouts and resets, the networks and the bonus
     :param num_envs: envs stepped in parallel
-    :param minutes: the wall-time budget
+    :param minutes: the wall-time cap
     :param steps: the env-step budget
     :param coef: the intrinsic head's advantage weight
     :param bin_steps: env steps per bin of the curve
     :param settings: PPO's hyperparameters
     """
+    load_before = os.getloadavg()[0]
     started = time.perf_counter()
     env = EpisodeLog(envs.make(task, num_envs=num_envs, seed=seed))
     made_env = time.perf_counter() - started
@@ -194,8 +201,12 @@ def run(task: str, method: str, seed: int, *, num_envs: int, minutes: float, ste
         "num_envs": num_envs,
         "coef": coef,
         "settings": settings,
+        "budget_steps": steps,
+        "cap_minutes": minutes,
+        "stopped": "steps" if model.num_timesteps >= steps else "wall",
         "env_steps": model.num_timesteps,
         "wall_s": round(wall, 1),
+        "load_average": [round(load_before, 1), round(os.getloadavg()[0], 1)],
         "env_made_s": round(made_env, 1),
         "steps_per_s": round(model.num_timesteps / wall),
         "final_success": final,
@@ -203,15 +214,38 @@ def run(task: str, method: str, seed: int, *, num_envs: int, minutes: float, ste
     }
 
 
+def load_runs(path: Path, out: Path = SUMMARY) -> list[dict[str, Any]]:
+    """The recorded runs: the JSON lines of ``path`` or, when it does not exist, the runs kept
+    in the summary ``out.json``.
+
+    :param path: the runs, one JSON line each
+    :param out: the summary's path, without suffix
+    """
+    if path.exists():
+        return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    kept = out.with_suffix(".json")
+    if not kept.exists():
+        raise FileNotFoundError(f"no runs: neither {path} nor {kept} exists; run a task first")
+    return json.loads(kept.read_text())["runs"]
+
+
+def budget(record: dict[str, Any]) -> str:
+    """A run's budget as the table prints it: env steps (M), or wall minutes for runs made
+    before the budget was counted in steps."""
+    if "budget_steps" in record:
+        return f"{record['budget_steps'] / 1e6:g}M steps"
+    return "wall time"
+
+
 def summarize(path: Path = RUNS, out: Path = SUMMARY, note: str = "") -> str:
     """Write every recorded run (``out.json``) and their summary table (``out.md``); returns
     the Markdown.
 
-    :param path: the runs, one JSON line each
+    :param path: the runs, one JSON line each (see :func:`load_runs`)
     :param out: the result's path, without suffix
     :param note: a paragraph to print under the table (what the runs alone do not say)
     """
-    records = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    records = load_runs(path, out)
     lines = [
         "# Intrinsic bonuses on hard MiniGrid tasks (batched MiniGrid, rewardlab PPO)",
         "",
@@ -222,16 +256,16 @@ def summarize(path: Path = RUNS, out: Path = SUMMARY, note: str = "") -> str:
         "end of the first bin of training episodes, grouped by the step they started at, "
         "whose success rate reached 0.9 (`-`: none did).",
         "",
-        "| task | method | coef | seeds | final success per seed | seeds >= 0.9 | env steps (M) | "
-        "wall (min) | first >= 0.9 (M steps / min) |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| task | method | coef | budget | seeds | final success per seed | seeds >= 0.9 | "
+        "env steps (M) | wall (min) | steps/s (k) | first >= 0.9 (M steps / min) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     groups: dict[tuple, list[dict]] = {}
     for r in records:
-        groups.setdefault((r["task"], r["method"], r["coef"]), []).append(r)
+        groups.setdefault((r["task"], r["method"], r["coef"], budget(r)), []).append(r)
     if len({json.dumps(r["settings"], sort_keys=True) for r in records}) > 1:
         raise ValueError(f"{path} holds runs with different PPO settings; summarise them apart")
-    for (task, method, coef), runs in sorted(groups.items()):
+    for (task, method, coef, spent), runs in sorted(groups.items()):
         runs.sort(key=lambda r: r["seed"])
         finals = " ".join(f"{r['final_success']:.2f}" for r in runs)
         solved = sum(r["final_success"] >= 0.9 for r in runs)
@@ -240,9 +274,11 @@ def summarize(path: Path = RUNS, out: Path = SUMMARY, note: str = "") -> str:
             hit = next((point for point in r["curve"] if point[2] >= 0.9), None)
             firsts.append("-" if hit is None else f"{hit[0] / 1e6:.1f}/{hit[1] / 60:.1f}")
         lines.append(
-            f"| {task.removeprefix('MiniGrid-')} | {method} | {coef} | {len(runs)} | {finals} | "
-            f"{solved}/{len(runs)} | {np.mean([r['env_steps'] for r in runs]) / 1e6:.1f} | "
-            f"{np.mean([r['wall_s'] for r in runs]) / 60:.1f} | {' '.join(firsts)} |"
+            f"| {task.removeprefix('MiniGrid-')} | {method} | {coef} | {spent} | {len(runs)} | "
+            f"{finals} | {solved}/{len(runs)} | "
+            f"{np.mean([r['env_steps'] for r in runs]) / 1e6:.1f} | "
+            f"{np.mean([r['wall_s'] for r in runs]) / 60:.1f} | "
+            f"{np.mean([r['steps_per_s'] for r in runs]) / 1e3:.1f} | {' '.join(firsts)} |"
         )
     if note:
         lines += ["", note]
@@ -264,16 +300,26 @@ def summarize(path: Path = RUNS, out: Path = SUMMARY, note: str = "") -> str:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--tasks", default=",".join(TASKS[:1]))
-    parser.add_argument("--methods", default=";".join(METHODS),
-                        help="methods separated by ';' (a fusion's modules by ',')")
+    parser.add_argument(
+        "--methods",
+        default=";".join(METHODS),
+        help="methods separated by ';' (a fusion's modules by ',')",
+    )
     parser.add_argument("--seeds", default="0")
     parser.add_argument("--num-envs", type=int, default=512)
-    parser.add_argument("--minutes", type=float, default=8.0)
-    parser.add_argument("--steps", type=int, default=100_000_000)
+    parser.add_argument("--steps", type=int, default=5_000_000, help="env steps per run")
+    parser.add_argument(
+        "--minutes",
+        type=float,
+        default=15.0,
+        help="wall-time cap per run (a safety stop; the budget is --steps)",
+    )
     parser.add_argument("--coef", type=float, default=1.0)
     parser.add_argument("--bin", type=int, default=500_000, help="env steps per bin of the curve")
     parser.add_argument("--set", default="{}", help="PPO settings to change, as JSON")
-    parser.add_argument("--runs", type=Path, default=RUNS, help="the JSON-lines file runs append to")
+    parser.add_argument(
+        "--runs", type=Path, default=RUNS, help="the JSON-lines file runs append to"
+    )
     parser.add_argument("--summarize", action="store_true")
     parser.add_argument("--note", default="", help="with --summarize: a paragraph under the table")
     args = parser.parse_args(argv)
