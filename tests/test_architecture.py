@@ -117,18 +117,11 @@ def test_layers_are_kept(tmp_path: Path) -> None:
     assert "broken" in result.stdout and " 0 broken" in result.stdout, result.stdout
 
 
-# Import circles that remain, each a set of modules that import one another (directly or
-# through each other; imports inside functions and under TYPE_CHECKING count: they are
-# dependencies a reader follows all the same). This list may only shrink: a circle not
-# listed fails the test, and so does a listed one that no longer exists, so that its entry
-# is removed with the fix.
-KNOWN_CIRCLES = {
-    # the fork server starts runner's workers; runner imports the server's client side
-    frozenset({"rewardlab.llm_reward.sandbox.forkserver", "rewardlab.llm_reward.sandbox.runner"}),
-}
-
 # The strongly connected components of rewardlab's import graph (grimp, which import-linter
-# uses), printed as JSON: run in the built package, where every folder is mapped.
+# uses), printed as JSON: run in the built package, where every folder is mapped. There must
+# be none: no module imports one that imports it back, directly or through others (imports
+# inside functions and under TYPE_CHECKING count: they are dependencies a reader follows all
+# the same).
 CIRCLES = """
 import json, sys
 import grimp
@@ -166,7 +159,7 @@ print(json.dumps({"modules": len(imports), "circles": circles}))
 
 
 @pytest.mark.skipif(not LINT_IMPORTS.exists(), reason="grimp comes with import-linter, in the dev extra")
-def test_no_import_circles_but_the_known_ones(built: Path) -> None:
+def test_no_import_circles(built: Path) -> None:
     import json
 
     result = subprocess.run(
@@ -176,8 +169,4 @@ def test_no_import_circles_but_the_known_ones(built: Path) -> None:
     assert result.returncode == 0, result.stderr
     found = json.loads(result.stdout)
     assert found["modules"] > 50  # the whole package was read, not a stand-in
-    circles = [frozenset(circle) for circle in found["circles"]]
-    new = [sorted(c) for c in circles if not any(c <= known for known in KNOWN_CIRCLES)]
-    assert not new, f"import circles (a module imports one that imports it back): {new}"
-    gone = [sorted(k) for k in KNOWN_CIRCLES if not any(c <= k for c in circles)]
-    assert not gone, f"these circles are gone: remove them from KNOWN_CIRCLES: {gone}"
+    assert not found["circles"], f"import circles (a module imports one that imports it back): {found['circles']}"

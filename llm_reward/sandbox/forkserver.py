@@ -25,7 +25,6 @@ import atexit
 import importlib
 import json
 import os
-import re
 import select
 import signal
 import socket
@@ -38,131 +37,27 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-__all__ = ["ForkServer", "fork_server", "kill_group", "read_message", "send_message", "strict_json"]
+from rewardlab.llm_reward.sandbox.protocol import (
+    KEPT_ENVIRONMENT,
+    MAX_MESSAGE_BYTES,
+    MESSAGE_HEADER,
+    WORKER_PROCESSES,
+    Limits,
+    resolve,
+    send_message,
+    strict_json,
+)
 
-MAX_MESSAGE_BYTES = 16 * 2**20
+__all__ = ["ForkServer", "fork_server", "kill_group"]
+
 READY = b"ready\n"
-# The worker's processes that its task limits count besides the job's threads: the
-# namespace holder and init (see rewardlab.llm_reward.sandbox.isolation), and the job's
-# companion where it has one (rewardlab.llm_reward.sandbox.reward_process).
-WORKER_PROCESSES = 2
 STARTUP_TIMEOUT_S = 300.0
-# Kept from the caller's environment for the server: where Python and the libraries are,
-# the locale and the GPUs; everything else (tokens, keys) stays behind.
-KEPT_ENVIRONMENT = ("PATH", "VIRTUAL_ENV", "LANG", "LC_ALL", "CUDA_VISIBLE_DEVICES")
-_HEADER = struct.Struct(">I")
 # Not ``python -m rewardlab.llm_reward.sandbox.forkserver``: importing the package imports this module first,
 # and runpy would then run a second copy of it as __main__.
 _SERVER_COMMAND = ("import sys, json; from rewardlab.llm_reward.sandbox.forkserver import serve; "
                    "serve(sys.argv[1], sys.argv[3:], json.loads(sys.argv[2]))")
 #: the longest a server may take to start when it warms up (a first compile of PPO's graphs)
 WARM_STARTUP_TIMEOUT_S = 1800.0
-
-
-def send_message(write: Callable[[bytes], Any], message: dict[str, Any]) -> None:
-    """Frame ``message`` as a 4-byte length and JSON and hand it to ``write``.
-
-    :param write: e.g. ``socket.sendall``.
-    :param message: JSON data.
-    """
-    data = json.dumps(message).encode()
-    write(_HEADER.pack(len(data)) + data)
-
-
-def read_message(connection: socket.socket, deadline: float, sizes: list[int] | None = None) -> dict[str, Any] | None:
-    """The next framed message, or ``None`` when the peer closed or ``deadline`` passed.
-
-    :param connection: a connected stream socket.
-    :param deadline: a ``time.monotonic()`` value.
-    :param sizes: gets the size in bytes of each message read.
-    :raises ValueError: the bytes are not a framed JSON object (a malformed or oversized
-        message from an untrusted worker).
-    """
-    header = _read_exactly(connection, _HEADER.size, deadline)
-    if header is None:
-        return None
-    (size,) = _HEADER.unpack(header)
-    if size > MAX_MESSAGE_BYTES:
-        raise ValueError(f"a message of {size} bytes is larger than {MAX_MESSAGE_BYTES}")
-    if sizes is not None:
-        sizes.append(size)
-    data = _read_exactly(connection, size, deadline)
-    if data is None:
-        return None
-    message = strict_json(data)
-    if not isinstance(message, dict):
-        raise ValueError("a message is not a JSON object")
-    return message
-
-
-MAX_DEPTH = 32
-MAX_ITEMS = 200_000
-
-
-def _refuse_constant(name: str) -> None:
-    raise ValueError(f"{name} is not a JSON number")
-
-
-_JSON_STRING = re.compile(rb'"(?:[^"\\]++|\\.)*+"')
-
-
-def _values_bound(raw: bytes) -> int:
-    """At least the number of values in the JSON text ``raw``: its commas and opened arrays
-    and objects, plus one; those inside strings are dropped when they would matter."""
-
-    def bound(text: bytes) -> int:
-        return text.count(b",") + text.count(b"[") + text.count(b"{") + 1
-
-    found = bound(raw)
-    # a string is a value or a key: with more quotes than twice that, there are too many
-    if found <= MAX_ITEMS or raw.count(b'"') > 4 * MAX_ITEMS:
-        return found
-    return bound(_JSON_STRING.sub(b'""', raw))
-
-
-def strict_json(data: bytes | str) -> Any:
-    """Parse JSON from an untrusted peer: no ``NaN``/``Infinity``, at most ``MAX_DEPTH``
-    levels of nesting and ``MAX_ITEMS`` values in all.
-
-    :raises ValueError: for anything else, deep nesting included (never ``RecursionError``).
-    """
-    # counted before parsing: a 16 MB frame of empty lists took the caller 785 MB and 8 s to
-    # build before it was refused (red-team finding)
-    if _values_bound(data.encode() if isinstance(data, str) else data) > MAX_ITEMS:
-        raise ValueError(f"the JSON holds more than {MAX_ITEMS} values")
-    try:
-        value = json.loads(data, parse_constant=_refuse_constant)
-    except RecursionError as error:
-        raise ValueError("the JSON is nested too deeply") from error
-    pending, items = [(value, 1)], 0
-    while pending:
-        node, depth = pending.pop()
-        items += 1
-        if depth > MAX_DEPTH or items > MAX_ITEMS:
-            raise ValueError(f"the JSON is nested deeper than {MAX_DEPTH} or holds more than {MAX_ITEMS} values")
-        if isinstance(node, dict):
-            pending.extend((child, depth + 1) for child in node.values())
-        elif isinstance(node, list):
-            pending.extend((child, depth + 1) for child in node)
-    return value
-
-
-def _read_exactly(connection: socket.socket, size: int, deadline: float) -> bytes | None:
-    chunks, received = [], 0
-    while received < size:
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            return None
-        connection.settimeout(remaining)
-        try:
-            chunk = connection.recv(min(size - received, 2**20))
-        except (TimeoutError, OSError):
-            return None
-        if not chunk:
-            return None
-        chunks.append(chunk)
-        received += len(chunk)
-    return b"".join(chunks)
 
 
 class ForkServer:
@@ -304,9 +199,8 @@ def serve(socket_path: str, preload: Sequence[str], warm: Sequence[Sequence[str]
         os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
         try:
             for function, argument in warm:
-                module_name, _, name = function.partition(":")
                 try:
-                    getattr(importlib.import_module(module_name), name)(argument)
+                    resolve(function)(argument)
                 except Exception as error:  # the jobs find out for themselves; the server still serves
                     print(f"rewardlab: the sandbox's fork server could not warm up with {function}: "
                           f"{type(error).__name__}: {error}", file=sys.stderr, flush=True)
@@ -314,9 +208,9 @@ def serve(socket_path: str, preload: Sequence[str], warm: Sequence[Sequence[str]
             sys.stdout.flush()
             os.dup2(stdout, sys.stdout.fileno())
             os.close(stdout)
-    # Imported here, in the server only: sandbox imports this module for the client side.
+    # Imported here, in the server only: the caller imports this module for the client side.
     from rewardlab.llm_reward.sandbox.isolation import process_handle, run_isolated
-    from rewardlab.llm_reward.sandbox.runner import worker_main
+    from rewardlab.llm_reward.sandbox.worker import worker_main
 
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(socket_path)
@@ -393,8 +287,8 @@ def serve(socket_path: str, preload: Sequence[str], warm: Sequence[Sequence[str]
 
 def _remove_orphaned(run_dirs: dict[int, str]) -> None:
     """Reap the killed workers ``run_dirs`` names, then remove their run directories."""
+    from rewardlab.llm_reward.sandbox.files import remove_tree
     from rewardlab.llm_reward.sandbox.isolation import remove_keeper_cgroup
-    from rewardlab.llm_reward.sandbox.runner import remove_tree
 
     for pid, run_dir in run_dirs.items():
         try:
@@ -436,7 +330,7 @@ class _Request:
 
     def receive(self, connection: socket.socket) -> None:
         """Take what the connection holds now; done once the request is whole, closed or too long."""
-        needed = _HEADER.size + (_HEADER.unpack_from(self.data)[0] if len(self.data) >= _HEADER.size else 0)
+        needed = MESSAGE_HEADER.size + (MESSAGE_HEADER.unpack_from(self.data)[0] if len(self.data) >= MESSAGE_HEADER.size else 0)
         try:
             chunk = connection.recv(min(max(needed - len(self.data), 1), 2**20))
         except BlockingIOError:
@@ -447,19 +341,19 @@ class _Request:
             self.done = True
             return
         self.data += chunk
-        if len(self.data) >= _HEADER.size:
-            size = _HEADER.unpack_from(self.data)[0]
-            self.done = size > MAX_MESSAGE_BYTES or len(self.data) >= _HEADER.size + size
+        if len(self.data) >= MESSAGE_HEADER.size:
+            size = MESSAGE_HEADER.unpack_from(self.data)[0]
+            self.done = size > MAX_MESSAGE_BYTES or len(self.data) >= MESSAGE_HEADER.size + size
 
     def request(self) -> dict[str, Any] | None:
         """The request, or None when it is incomplete, too long or not a JSON object."""
-        if len(self.data) < _HEADER.size:
+        if len(self.data) < MESSAGE_HEADER.size:
             return None
-        size = _HEADER.unpack_from(self.data)[0]
-        if size > MAX_MESSAGE_BYTES or len(self.data) != _HEADER.size + size:
+        size = MESSAGE_HEADER.unpack_from(self.data)[0]
+        if size > MAX_MESSAGE_BYTES or len(self.data) != MESSAGE_HEADER.size + size:
             return None
         try:
-            request = strict_json(bytes(self.data[_HEADER.size:]))
+            request = strict_json(bytes(self.data[MESSAGE_HEADER.size:]))
         except ValueError:
             return None
         return request if isinstance(request, dict) else None
@@ -498,8 +392,6 @@ def _run_worker(
         def job() -> None:
             worker_main(request["job"], request["payload"], request["run_dir"], request["limits"],
                         tuple(request["preload"]), write, request.get("companion"))
-
-        from rewardlab.llm_reward.sandbox.runner import Limits
 
         limits = Limits(**request["limits"])
         tasks = limits.thread_limit + WORKER_PROCESSES + (1 if request.get("companion") else 0)

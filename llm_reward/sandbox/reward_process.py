@@ -26,7 +26,6 @@ whether the program loaded.
 from __future__ import annotations
 
 import functools
-import json
 import math
 import os
 import resource
@@ -34,7 +33,7 @@ import signal
 import socket
 import struct
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -49,8 +48,8 @@ from rewardlab.llm_reward.programs.program import (
     RewardProgram,
     program_traceback,
 )
-from rewardlab.llm_reward.sandbox.forkserver import strict_json
 from rewardlab.llm_reward.sandbox.isolation import REFUSED_SIGNAL
+from rewardlab.llm_reward.sandbox.protocol import Frames
 
 __all__ = ["RemoteReward", "serve_rewards"]
 
@@ -65,50 +64,6 @@ MODULE_CHECK_EVERY = 64
 _KINDS = ("program", "limit", "sandbox")
 _DTYPES = {"float32": torch.float32, "float64": torch.float64, "int64": torch.int64, "int32": torch.int32,
            "bool": torch.bool, "uint8": torch.uint8}
-
-
-class _Frames:
-    """Frames over one stream socket: sent in one system call, read with as few as the
-    data allows (a frame that fits the socket's buffer arrives whole). A frame with an
-    empty header means "as in the last header": a step's request and answer are then only
-    lengths and raw values.
-
-    :param channel: a connected stream socket.
-    """
-
-    def __init__(self, channel: socket.socket):
-        self.channel = channel
-        self._pending = bytearray()
-
-    def send(self, header: Mapping[str, Any] | None, block: bytes = b"") -> None:
-        data = json.dumps(header).encode() if header is not None else b""
-        self.channel.sendall(_LENGTHS.pack(len(data), len(block)) + data + block)
-
-    def receive(self) -> tuple[Any, bytes] | None:
-        """The next frame's parsed header (None when empty) and block; None when the peer closed.
-
-        :raises ValueError: a malformed or oversized frame.
-        """
-        if not self._fill(_LENGTHS.size):
-            return None
-        header_size, block_size = _LENGTHS.unpack_from(self._pending)
-        if header_size > MAX_HEADER_BYTES or block_size > MAX_BLOCK_BYTES:
-            raise ValueError(f"a frame of {header_size} + {block_size} bytes is larger than allowed")
-        end = _LENGTHS.size + header_size + block_size
-        if not self._fill(end):
-            return None
-        header = strict_json(bytes(self._pending[_LENGTHS.size:_LENGTHS.size + header_size])) if header_size else None
-        block = bytes(self._pending[_LENGTHS.size + header_size:end])
-        del self._pending[:end]
-        return header, block
-
-    def _fill(self, size: int) -> bool:
-        while len(self._pending) < size:
-            chunk = self.channel.recv(max(1 << 12, size - len(self._pending)))
-            if not chunk:
-                return False
-            self._pending += chunk
-        return True
 
 
 # ------------------------------------------------------------------ the job's side
@@ -130,7 +85,7 @@ class RemoteReward:
         self.per_state = False
         self.per_state_mode = ""
         self.per_state_reason = ""
-        self._frames = _Frames(channel)
+        self._frames = Frames(channel)
         self._pid = pid
         self._layout: list[list[Any]] | None = None  # of the last request sent
         self._names: list[str] | None = None  # of the last answer with a header
@@ -289,7 +244,7 @@ def serve_rewards(load: Callable[[], RewardFunction], channel: socket.socket, gu
     :param channel: the companion's end of the socket pair.
     :param guard: the companion's installed guard, its modules snapshot taken.
     """
-    frames = _Frames(channel)
+    frames = Frames(channel)
 
     def loaded() -> RewardFunction:
         function = load()
@@ -325,7 +280,7 @@ def serve_rewards(load: Callable[[], RewardFunction], channel: socket.socket, gu
         answered = described
 
 
-def _reported(frames: _Frames, doing: str, call: Callable[[], Any]) -> Any:
+def _reported(frames: Frames, doing: str, call: Callable[[], Any]) -> Any:
     """``call()``'s result, or None once its failure is sent to the job as the answer."""
     try:
         return call()

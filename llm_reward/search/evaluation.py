@@ -47,16 +47,18 @@ from rewardlab.llm_reward.search.text import sanitize
 from rewardlab.llm_reward.search.training import (
     Checkpoint,
     compiled_warm_up,
+    evaluation_job,
     measure_snapshot,
     partial_result,
     preload_for,
+    reward_companion,
 )
 
 __all__ = ["EvalResult", "Failure", "SeedRun", "evaluate"]
 
-EVALUATION_JOB = "rewardlab.llm_reward.search.training:evaluation_job"
+EVALUATION_JOB = evaluation_job
 #: the process that loads the program, beside the job (see run_sandboxed's ``companion``)
-REWARD_COMPANION = "rewardlab.llm_reward.search.training:reward_companion"
+REWARD_COMPANION = reward_companion
 RESULT_FILE = "result.json"
 PER_STATE_NOTE = (
     "the program is written for one state at a time ({where}), so it ran once per env ({how}); "

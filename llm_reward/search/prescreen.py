@@ -41,7 +41,6 @@ from rewardlab.llm_reward.search.training import preload_for
 
 __all__ = ["collect_trajectories", "kendall_tau_b", "prescreen", "score_job"]
 
-SCORE_JOB = "rewardlab.llm_reward.search.prescreen:score_job"
 MIN_PAIRS = 10
 DIGITS = 6
 
@@ -248,6 +247,10 @@ def score_job(payload: Mapping[str, Any], guard: Guard, companion: tuple[socket.
 
 
 _LARGEST = sys.float_info.max
+
+
+#: the sandboxed job that scores a program (a module constant, so that a test can swap it)
+SCORE_JOB = score_job
 
 
 def _finite_numbers(value: Any, length: int) -> list[float]:

@@ -96,13 +96,12 @@ _REWARD_PREFIX = "reward/"
 # depend on the reward program: the fork server (trusted, before any worker exists) loads
 # them for the budget at hand, compiling them into the cache the first time, and every
 # worker it forks inherits them (rewardlab.common.compiled.loaded_only).
-WARM_FUNCTION = f"{__name__}:warm_compiled"
 #: what warm_compiled made of each argument in this process (the fork server; the workers
 #: inherit it): "" when the graphs are loaded, else why not
 _WARMED: dict[str, str] = {}
 
 
-def compiled_warm_up(payload: Mapping[str, Any], threads: int) -> tuple[str, str]:
+def compiled_warm_up(payload: Mapping[str, Any], threads: int) -> tuple[Callable[[str], None], str]:
     """The fork server's warm-up (``run_sandboxed``'s ``warm``) that loads PPO's compiled
     graphs for an evaluation payload with ``ppo_kwargs["compile"]``.
 
@@ -115,7 +114,7 @@ def compiled_warm_up(payload: Mapping[str, Any], threads: int) -> tuple[str, str
         "ppo_kwargs": payload["ppo_kwargs"], "threads": threads,
         "cache": os.fspath(compiled.cache_folder().parent),
     }  # fmt: skip
-    return WARM_FUNCTION, json.dumps(spec, sort_keys=True)
+    return warm_compiled, json.dumps(spec, sort_keys=True)
 
 
 def warm_compiled(argument: str) -> None:

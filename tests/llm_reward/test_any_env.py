@@ -8,6 +8,7 @@ import json
 import re
 from pathlib import Path
 
+import hostile_jobs
 import pytest
 from llm_servers import ScriptedLLM, client_for
 from user_envs import SECRET, write_corridor
@@ -65,8 +66,8 @@ def test_the_worker_reads_the_users_module_and_nothing_else_in_its_folder(tmp_pa
     env_id = write_corridor(folder, "private_corridor")
     run_dir = tmp_path / "run"
     run_dir.mkdir()
-    preload = ("rewardlab.llm_reward.sandbox.runner", "hostile_jobs", *preload_for(env_id))
-    run = run_sandboxed("hostile_jobs:read_the_users_folder",
+    preload = ("rewardlab.llm_reward.sandbox.worker", "hostile_jobs", *preload_for(env_id))
+    run = run_sandboxed(hostile_jobs.read_the_users_folder,
                         {"folder": str(folder), "module": "private_corridor", "env_id": env_id},
                         run_dir, Limits(timeout_s=60), preload)
     result = run.result

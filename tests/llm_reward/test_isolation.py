@@ -18,15 +18,17 @@ import time
 from pathlib import Path
 from typing import Any
 
+import hostile_jobs
 import pytest
 
 from rewardlab.llm_reward.sandbox import Limits, run_sandboxed
-from rewardlab.llm_reward.sandbox.forkserver import WORKER_PROCESSES, fork_server, strict_json
+from rewardlab.llm_reward.sandbox.files import read_private_tail, write_private
+from rewardlab.llm_reward.sandbox.forkserver import fork_server
 from rewardlab.llm_reward.sandbox.isolation import directory_bytes, kernel_support, task_limit
-from rewardlab.llm_reward.sandbox.runner import read_private_tail, write_private
+from rewardlab.llm_reward.sandbox.protocol import WORKER_PROCESSES, strict_json
 
 SECRET = "sk-caller-secret-5b7e9d"
-PRELOAD = ("rewardlab.llm_reward.sandbox.runner", "hostile_jobs")
+PRELOAD = ("rewardlab.llm_reward.sandbox.worker", "hostile_jobs")
 
 pytestmark = pytest.mark.skipif(
     any(kernel_support().values()), reason=f"the kernel lacks isolation features: {kernel_support()}"
@@ -35,7 +37,7 @@ pytestmark = pytest.mark.skipif(
 
 def run(job: str, payload: dict[str, Any], run_dir: Path, **limits: Any) -> Any:
     run_dir.mkdir(parents=True, exist_ok=True)
-    return run_sandboxed(f"hostile_jobs:{job}", payload, run_dir, Limits(**{"timeout_s": 30, **limits}), PRELOAD)
+    return run_sandboxed(getattr(hostile_jobs, job), payload, run_dir, Limits(**{"timeout_s": 30, **limits}), PRELOAD)
 
 
 def everything_returned(result: Any, run_dir: Path) -> str:
@@ -107,8 +109,9 @@ def test_the_callers_script_folder_is_not_readable(tmp_path: Path) -> None:
         "from rewardlab.llm_reward.sandbox import Limits, run_sandboxed\n"
         "run_dir = Path(sys.argv[1])\n"
         "run_dir.mkdir()\n"
-        "run = run_sandboxed('hostile_jobs:read_the_users_folder', {'folder': sys.argv[2], 'module': 'caller', "
-        "'env_id': 'CartPole-v1'}, run_dir, Limits(timeout_s=60), ('rewardlab.llm_reward.sandbox.runner', "
+        "import hostile_jobs\n"
+        "run = run_sandboxed(hostile_jobs.read_the_users_folder, {'folder': sys.argv[2], 'module': 'caller', "
+        "'env_id': 'CartPole-v1'}, run_dir, Limits(timeout_s=60), ('rewardlab.llm_reward.sandbox.worker', "
         "'hostile_jobs'))\n"
         "print(json.dumps(run.result))\n"
     )
@@ -478,7 +481,7 @@ def test_an_evaluation_taken_over_by_its_program_does_not_break_the_caller(
     from rewardlab.llm_reward.search import board, evaluation
     from rewardlab.llm_reward.search.reflection import reward_signals
 
-    monkeypatch.setattr(evaluation, "EVALUATION_JOB", f"hostile_jobs:{job}")
+    monkeypatch.setattr(evaluation, "EVALUATION_JOB", getattr(hostile_jobs, job))
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # where evaluate makes its run directory
     program = llm_reward.RewardProgram.from_source("def compute_reward(next_theta):\n    return -next_theta.abs()\n")
     # evaluate raised TypeError (an unhashable per-state mode) and RecursionError (removing
@@ -505,7 +508,8 @@ import sys, tempfile
 from rewardlab import llm_reward
 from rewardlab.llm_reward.search import evaluation
 
-evaluation.EVALUATION_JOB = "hostile_jobs:outlive_the_caller"
+import hostile_jobs
+evaluation.EVALUATION_JOB = hostile_jobs.outlive_the_caller
 tempfile.tempdir = sys.argv[1]
 program = llm_reward.RewardProgram.from_source("def compute_reward(next_theta):\\n    return -next_theta.abs()\\n")
 llm_reward.evaluate(program, "CartPole-v1", steps=128, num_envs=4, timeout_s=60)
@@ -540,7 +544,7 @@ def test_a_ray_node_ships_a_run_whose_worker_nested_folders_deeply(
     from rewardlab.llm_reward.search import evaluation
     from rewardlab.llm_reward.search.executors import EvalTask, evaluate_remotely
 
-    monkeypatch.setattr(evaluation, "EVALUATION_JOB", "hostile_jobs:nest_folders_deeply")
+    monkeypatch.setattr(evaluation, "EVALUATION_JOB", hostile_jobs.nest_folders_deeply)
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     task = EvalTask(key="k", source="def compute_reward(next_theta):\n    return -next_theta.abs()\n",
                     env_id="CartPole-v1", steps=64, seeds=(0,), run_dir=str(tmp_path / "unused"), num_envs=4,
@@ -560,7 +564,7 @@ def test_prescreen_text_from_the_worker_loses_its_control_characters(
     from rewardlab.llm_reward.search.prompts import candidate_line
     from rewardlab.llm_reward.search.records import Candidate
 
-    monkeypatch.setattr(prescreen, "SCORE_JOB", "hostile_jobs:escape_in_prescreen")
+    monkeypatch.setattr(prescreen, "SCORE_JOB", hostile_jobs.escape_in_prescreen)
     program = llm_reward.RewardProgram.from_source("def compute_reward(next_theta):\n    return -next_theta.abs()\n")
     stored = [{"states": [[0.0] * 4], "actions": [0], "rewards": [1.0], "terminated": [False], "return": 1.0}]
     score = prescreen.prescreen(program, "CartPole-v1", stored, tmp_path / "prescreen", 0.2)
@@ -579,7 +583,7 @@ def test_prescreen_returns_no_float_holds_are_that_programs_failure(
     from rewardlab import llm_reward
     from rewardlab.llm_reward.search import prescreen
 
-    monkeypatch.setattr(prescreen, "SCORE_JOB", "hostile_jobs:huge_integers_in_prescreen")
+    monkeypatch.setattr(prescreen, "SCORE_JOB", hostile_jobs.huge_integers_in_prescreen)
     program = llm_reward.RewardProgram.from_source("def compute_reward(next_theta):\n    return -next_theta.abs()\n")
     stored = [{"states": [[0.0] * 4], "actions": [0], "rewards": [1.0], "terminated": [False], "return": 1.0}] * 2
     score = prescreen.prescreen(program, "CartPole-v1", stored, tmp_path / "prescreen", 0.2)  # raised OverflowError
@@ -587,7 +591,7 @@ def test_prescreen_returns_no_float_holds_are_that_programs_failure(
 
 
 def test_remove_tree_removes_what_rmtree_cannot(tmp_path: Path) -> None:
-    from rewardlab.llm_reward.sandbox.runner import remove_tree
+    from rewardlab.llm_reward.sandbox.files import remove_tree
 
     folder = tmp_path / "run"
     folder.mkdir()
@@ -800,9 +804,10 @@ from pathlib import Path
 from rewardlab.llm_reward.sandbox import Limits, run_sandboxed
 run_dir = Path(sys.argv[1])
 run_dir.mkdir()
-run = run_sandboxed('hostile_jobs:read_the_users_folder', {'folder': sys.argv[2], 'module': 'absent',
+import hostile_jobs
+run = run_sandboxed(hostile_jobs.read_the_users_folder, {'folder': sys.argv[2], 'module': 'absent',
                     'env_id': 'CartPole-v1'}, run_dir, Limits(timeout_s=60),
-                    ('rewardlab.llm_reward.sandbox.runner', 'hostile_jobs'))
+                    ('rewardlab.llm_reward.sandbox.worker', 'hostile_jobs'))
 print(json.dumps(run.result))
 """
 
@@ -847,7 +852,7 @@ print(closed, flush=True)
 def test_a_process_left_behind_cannot_stall_the_next_candidate(tmp_path: Path) -> None:
     # a process of the same user held connections to the fork server's socket without a
     # request: each held the server for its 2 s, and the next candidate took 19 s to start
-    server = fork_server(("rewardlab.llm_reward.sandbox.runner", "hostile_jobs", *PRELOAD))  # the one run() uses
+    server = fork_server(("rewardlab.llm_reward.sandbox.worker", "hostile_jobs", *PRELOAD))  # the one run() uses
     stranger = subprocess.Popen([sys.executable, "-c", STRANGER, server.socket_path], stdout=subprocess.PIPE,
                                 text=True)
     try:
@@ -866,7 +871,7 @@ def test_a_process_left_behind_cannot_stall_the_next_candidate(tmp_path: Path) -
 def test_a_slow_request_of_the_caller_holds_no_other(tmp_path: Path) -> None:
     # requests are read side by side, each within its own 2 s: 20 half-sent ones held the
     # server for 40 s when it read them one after another
-    server = fork_server(("rewardlab.llm_reward.sandbox.runner", "hostile_jobs", *PRELOAD))
+    server = fork_server(("rewardlab.llm_reward.sandbox.worker", "hostile_jobs", *PRELOAD))
     held = []
     try:
         for _ in range(20):
@@ -914,7 +919,7 @@ def test_a_companion_that_stays_on_costs_no_result(tmp_path: Path, monkeypatch: 
     from rewardlab import llm_reward
     from rewardlab.llm_reward.search import evaluation
 
-    monkeypatch.setattr(evaluation, "REWARD_COMPANION", "hostile_jobs:linger_after_close")
+    monkeypatch.setattr(evaluation, "REWARD_COMPANION", hostile_jobs.linger_after_close)
     source = "def compute_reward(next_theta):\n    return -next_theta.abs()\n"
     run_dir = tmp_path / "run"
     result = llm_reward.evaluate(llm_reward.RewardProgram.from_source(source), "CartPole-v1", steps=128,
