@@ -27,9 +27,9 @@ class SearchConfig:
     :param mode: ``"eureka"`` (reward reflection) or ``"text2reward"`` (few-shot examples
         and human feedback).
     :param proposer: ``"llm"``, ``"evolve"`` (no LLM: structures from the description,
-        weights tuned by Optuna, :mod:`~rewardlab.llm_reward.search.structured`) or
+        weights tuned by Optuna, :mod:`~rewardlab.llm_reward.search.evolve`) or
         ``"evolve-random"`` (no LLM: random terms and signs, mutated;
-        :mod:`~rewardlab.llm_reward.search.evolve`, the earlier baseline).
+        :mod:`~rewardlab.llm_reward.search.evolve_random`, the earlier baseline).
     :param llm: ``"PROVIDER:MODEL"``, for the record (the client is given to :func:`search`).
     :param iterations: rounds of proposals.
     :param samples: programs per round.

@@ -1,347 +1,214 @@
-"""``--proposer evolve-random``: a reward-program search that needs no LLM (random terms and signs, mutated; the baseline of ``--proposer evolve``).
+"""``--proposer evolve``: structures from the description, weights tuned by Optuna (no LLM).
 
-Programs are built from the env description's terms, each a weighted component:
+Like R* and URDP, a program is a *structure* (which terms it has) and *weights*. The terms
+come from the env's description:
 
-- per state variable ``v`` (scaled by its range ``s``): ``-(v'/s)**2`` (stay near 0),
-  ``v'/s`` (push it one way), ``exp(-(v'/s)**2 / T)`` (closeness with a temperature),
-  ``(v' - v)/s`` (progress), ``(|v'| - |v|)/s`` (move away from 0), ``|v'/s|`` (speed);
-- ``alive`` (``1 - terminated``), ``terminal`` (``terminated``), ``action_cost``
-  (``-action**2``, continuous actions, summed over the action's dimensions);
-- ``task``: the env's own reward (the ``sparse`` reference program), and ``potential``:
-  potential-based shaping ``GAMMA * phi(s') * (1 - terminated) - phi(s)`` with the formula of
-  the env's built-in potential (the ``human`` reference program's ``potential``) and
-  ``GAMMA`` the discount the candidate trains with (the proposer's ``gamma``): at any other
-  the term would not telescope, and could change what the learner finds optimal.
+- ``task`` (the env's own reward) and ``potential`` (potential-based shaping with the env's
+  built-in potential, when it has one, at the discount the candidate trains with): progress
+  toward the goal that cannot change which policy is optimal;
+- per state variable with one value per env: ``progress`` (``(v' - v) / s``) and
+  ``linear`` (``v' / s``) in the variable's goal direction, ``away`` (``(|v'| - |v|) / s``,
+  building energy, or damping it), ``square`` and ``gauss`` (staying near 0);
+- ``guarded`` progress: progress times the margin of each condition the task keeps
+  (a comparison in the success rule that episodes start in, such as
+  ``distance_from_start <= 1`` for an ant turning on the spot), ``1 - share**2`` of the way
+  from the start to the bound, so that moving on pays less the nearer a kept condition is
+  to breaking, as a human writes it (``turning * (1 - distance**2)``);
+- ``alive`` and ``terminal``; ``action_cost`` for continuous actions;
+- ``closer`` on a goal-conditioned task: how much nearer the goal a step came, the distance
+  between the coordinates the agent moves and the goal's (``pos_x`` and ``goal_x``: the same
+  name after a different first word). Variables that never change within an episode under
+  random actions (the goal's own coordinates) are what the agent cannot control: they get
+  no terms of their own, only through ``closer``.
 
-Descriptions with many state variables (:data:`FOCUS_MIN_VARIABLES`, the MuJoCo tasks)
-would dilute a uniform choice of variable, so half of their state terms take a variable
-that the task's summary or success metric names (``x`` for running backwards, ``turned``
-for turning in place), as a reader of the description would.
+Signs are not drawn at random: they follow the task. A success rule or task text that
+says ``position >= 0.5`` makes ``position``'s goal direction positive (comparisons in the
+sentences that say how an episode fails are not goals, and ``|angle| < 0.2`` keeps a
+variable near 0); "backwards", "left", "down" make it negative, and a variable's velocity
+(``x_velocity`` of ``x``) follows it. What ``terminated`` means sets the rest:
 
-The first iteration samples random programs (its first sample is the env's own reward
-alone, when there is one: the search can always fall back to it). Later iterations
-select parents by task fitness (tournaments among the best half of everything trained so
-far), recombine their terms and mutate weights, temperatures, variables and terms. The
-reflection data steer the mutations: a component that stayed constant is dropped or
-scaled up, a dominating one scaled down, and a parent flagged for reward hacking loses a
-term. Every program is rendered as source text that passes the static checks and is
-evaluated like an LLM's. Given the same seed and history, proposals are the same, so a
-resumed search proposes what the interrupted one would have.
+- ``survive`` (the success rule is lasting until the time limit, or the text says
+  balance/keep/stay): pay ``alive``, penalise ``terminal`` and ``away``;
+- ``reach`` (the episode ends at the goal, and only there): the other way round;
+- ``reach_alive`` (the episode ends at the goal or when the agent fails, as a hopper that
+  must hop somewhere without falling): ``alive`` in every program, paying a tenth or so of
+  what progress pays a step (tuned, never dropped: progress alone pays a hopper for diving
+  backwards), and no ``terminal`` term, whose sign no single weight gets right for both
+  ends. Where success ends the episode at a goal the observation gives (a goal-conditioned
+  task, with ``closer`` pairs), a wage for staying alive is a trap: an agent that never
+  reaches the goal collects it for the whole episode (the best program of a point mass's
+  search was ``100 * env_reward + 0.1 * alive``, true return 0). So there the env's own
+  reward is in every program, ``alive`` is optional, and a whole episode of it pays at most
+  a tenth of the task term (none without one). A hopper's or an ant's task keeps its wage:
+  falling is what ends those episodes early, and the wage is what keeps them up.
+
+A variable whose direction nothing names may take either sign. ``progress`` and ``away``
+terms of a variable without a declared range are divided by its mean change in a step of
+random actions (:func:`~rewardlab.llm_reward.search.evolve_random.random_motion`), so that a weight
+of 1 means about as much on a MuJoCo robot's x as on MountainCar's position.
+
+One Optuna study (TPE, multivariate, with constant liar for the batch in flight) searches
+the structure (whether each task-level term is in, and which state term fills each of
+:data:`VARIABLE_SLOTS` slots: small programs) and the weights (log-uniform) jointly;
+each iteration the study is rebuilt from every candidate trained so far, so that the same
+seed and history give the same proposals and a resumed search proposes what the
+interrupted one would have. Candidates are ranked by task fitness, then success rate, then
+the mean return of their training episodes (which tells apart candidates that all score
+the floor, such as -200 on MountainCar before any evaluation episode reaches the flag).
 """
 
 from __future__ import annotations
 
-import ast
-import math
-import random
 import re
 import warnings
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
+from typing import Any
 
-from rewardlab.envs.descriptions import ACTION, NEXT_PREFIX, TERMINATED, EnvDescription
+from rewardlab.envs.descriptions import EnvDescription, success_if_terminated, success_if_truncated
 from rewardlab.llm_reward.programs.program import RewardProgram
 from rewardlab.llm_reward.programs.references import default_gamma
-from rewardlab.llm_reward.search.records import Candidate
-from rewardlab.llm_reward.search.reflection import component_notes
+from rewardlab.llm_reward.search.evolve_random import (
+    GUARDED,
+    Guard,
+    Term,
+    _borrow_potential,
+    _borrow_task,
+    focus_variables,
+    random_motion,
+    render_program,
+)
+from rewardlab.llm_reward.search.records import Candidate, rank_key
 
-__all__ = ["GUARDED", "EvolveProposer", "Guard", "Term", "focus_variables", "Motion", "random_motion", "render_program"]
+__all__ = ["REACH", "REACH_ALIVE", "SURVIVE", "EvolveProposer", "goal_directions", "kept_conditions",
+           "task_kind", "velocity_of"]
 
-STATE_KINDS = ("square", "linear", "gauss", "progress", "away", "speed")
-GLOBAL_KINDS = ("alive", "terminal", "action_cost", "task", "potential", "closer")
-#: progress times the margins of the task's kept conditions (:class:`Guard`; ``--proposer
-#: evolve`` only, which reads the conditions from the description)
-GUARDED = "guarded"
-MAX_TERMS = 6
-MAX_TRIES = 50
-POOL_SIZE = 8
-FOCUS_MIN_VARIABLES = 10
+#: the most state variables that get term slots (the task's own first)
+MAX_VARIABLES = 8
+#: candidates before TPE models the history (the first round's structures are given)
+STARTUP_TRIALS = 4
+#: state-variable terms a program may have, besides the task, potential, alive, terminal
+#: and action-cost terms (larger programs were rarely better and often did not train)
+VARIABLE_SLOTS = 2
+_NEGATIVE = re.compile(r"\b(backwards?|left|down|downwards|lower|decrease|negative|reverse)\b", re.I)
+_POSITIVE = re.compile(r"\b(forwards?|right|up|upwards|higher|height|increase|positive|reach|top|flag|goal)\b", re.I)
+_SURVIVE = re.compile(r"\b(balance|balanced|keep|stay|upright|as long as possible|survive|avoid falling)\b", re.I)
+#: ``name >= 1``, ``|name| < 0.2`` (the bars: keep it near 0, no direction)
+_COMPARISON = re.compile(r"(\|?)\b([A-Za-z_]\w*)\|?\s*(>=|<=|>|<)\s*(-?\d+(?:\.\d+)?)")
+#: a sentence or ``terminated`` meaning that speaks of success, or of failing
+_SUCCEEDS = re.compile(r"\b(succe(ss|ssful|ssfully|eds?|eded)|reach(es|ed)? (the |its )?(goal|target)|at the goal)\b",
+                       re.I)
+_FAILS = re.compile(r"\b(without success|unhealthy|fails?|failed|failure|falls?|fell|fallen|crash\w*|left the|"
+                    r"leaves|out of bounds)\b", re.I)
+_SENTENCE = re.compile(r"(?<=[.;!?])\s+(?=[A-Z(])")
+#: how a variable's velocity is named after it (``x`` -> ``x_velocity``)
+_VELOCITY_NAMES = ("{}_velocity", "{}_vel", "{}_dot", "{}_rate")
+
+#: the kinds of task, by what ends an episode (see the module)
+SURVIVE, REACH, REACH_ALIVE = "survive", "reach", "reach_alive"
 
 
-@dataclass(frozen=True)
-class Term:
-    """One weighted component of an evolved program.
+def task_kind(description: EnvDescription, task: str) -> str:
+    """``"survive"`` (last until the time limit), ``"reach"`` (end the episode at a goal) or
+    ``"reach_alive"`` (end it at a goal, where failing also ends it)."""
+    if description.success is success_if_truncated:
+        return SURVIVE
+    if description.success is success_if_terminated:
+        return REACH
+    meaning = description.terminated_meaning
+    if _SUCCEEDS.search(meaning):
+        return REACH_ALIVE if _FAILS.search(meaning) else REACH
+    text = f"{task} {description.summary} {description.success_metric}"
+    return SURVIVE if _SURVIVE.search(text) else REACH
 
-    :param kind: one of :data:`STATE_KINDS` (with a variable) or :data:`GLOBAL_KINDS`.
-    :param variable: the state variable of a state term, else ``None``.
-    :param weight: the component's weight.
-    :param temperature: the temperature of ``gauss`` terms.
+
+def goal_directions(
+    description: EnvDescription, task: str, names: Sequence[str], start: Mapping[str, float] | None = None
+) -> dict[str, int]:
+    """Per variable: +1 (the task wants it larger), -1 (smaller) or 0 (nothing says).
+
+    Comparisons in the success rule or the text (``position >= 0.5``) decide first, except
+    where a sentence speaks of failing (``it ends without success when torso_z <= 0.7``); a
+    comparison of a magnitude (``|torso_angle| < 0.2``), and one that the episodes' start
+    already meets (``torso_z > 0.7`` for a hopper that starts at 1.25: a condition to keep,
+    not a goal to move towards), leave the variable at 0. Then
+    direction words ("backwards", "up") in the task, for the variables the task or the
+    description's summary names, and last a named velocity follows its variable.
+
+    :param start: per variable, its value where episodes start (:class:`Motion`'s ``start``).
     """
-
-    kind: str
-    variable: str | None
-    weight: float
-    temperature: float = 1.0
-
-    @property
-    def name(self) -> str:
-        """The component's name: ``kind`` or ``kind_variable``."""
-        return self.kind if self.variable is None else f"{self.kind}_{self.variable}"
-
-
-def _round(value: float) -> float:
-    return float(f"{value:.4g}")
-
-
-def _scale(description: EnvDescription, name: str) -> float:
-    for variable in description.state:
-        if variable.name == name:
-            bounds = [abs(b) for b in (variable.low, variable.high) if b is not None and math.isfinite(b)]
-            return _round(max(bounds)) if bounds and max(bounds) > 0 else 1.0
-    raise ValueError(f"{name!r} is not a state variable of {description.env_id}")
+    directions = dict.fromkeys(names, 0)
+    decided: set[str] = set()
+    for bars, name, symbol, bound in _goal_comparisons(description, task):
+        if name in directions and name not in decided:
+            kept = start is not None and name in start and _holds(start[name], symbol, bound)
+            directions[name] = 0 if bars or kept else 1 if symbol.startswith(">") else -1
+            decided.add(name)
+    if task_kind(description, task) == SURVIVE:
+        return directions  # "swing up and balance": up is where it should stay, not a direction
+    named = set(focus_variables(description)) | {n for n in names if re.search(rf"(?<!\w){n}(?!\w)", task)}
+    words = -1 if _NEGATIVE.search(task) else 1 if _POSITIVE.search(task) else 0
+    for name in names:
+        if name not in decided and name in named:
+            directions[name] = words
+            decided.add(name)
+    for name in names:
+        of = velocity_of(name, names)
+        if of is not None and name not in decided:
+            directions[name] = directions[of]
+    return directions
 
 
-@dataclass(frozen=True)
-class _Borrowed:
-    """A function taken from a reference program: its source and parameters."""
+def kept_conditions(
+    description: EnvDescription, task: str, names: Sequence[str], start: Mapping[str, float]
+) -> list[Guard]:
+    """The comparisons of the success rule or the text that episodes start in (as
+    :func:`goal_directions` reads them, the first per variable): conditions the task keeps,
+    such as ``distance_from_start <= 1`` for an ant that must turn on the spot. Magnitudes
+    (``|angle| < 0.2``) are left out."""
+    guards: list[Guard] = []
+    seen: set[str] = set()
+    for bars, name, symbol, bound in _goal_comparisons(description, task):
+        if name in seen or name not in names or name not in start:
+            continue
+        seen.add(name)
+        if not bars and start[name] != bound and _holds(start[name], symbol, bound):
+            guards.append(Guard(name, _round(start[name]), bound))
+    return guards
 
-    source: str
-    parameters: tuple[str, ...]
+
+def _goal_comparisons(description: EnvDescription, task: str) -> list[tuple[str, str, str, float]]:
+    """``(bars, name, symbol, bound)`` of every comparison in the task text, the summary and
+    the success metric, in order, except those in a sentence's part about failing."""
+    found = []
+    for sentence in _SENTENCE.split(f"{task} {description.summary} {description.success_metric}"):
+        failing = _FAILS.search(sentence)  # what follows it in the sentence is how episodes fail
+        for bars, name, symbol, bound in _COMPARISON.findall(sentence[: failing.start() if failing else None]):
+            found.append((bars, name, symbol, float(bound)))
+    return found
 
 
-def _borrow_task(program: RewardProgram | None) -> _Borrowed | None:
-    """The sparse reference's reward function, renamed ``task_reward``."""
-    if program is None:
-        return None
-    tree = ast.parse(program.source)
-    for node in tree.body:
-        if isinstance(node, ast.FunctionDef) and node.name == program.function_name:
-            node.name = "task_reward"
-            return _Borrowed(ast.unparse(node), program.parameters)
+def _holds(value: float, symbol: str, bound: float) -> bool:
+    return {">=": value >= bound, "<=": value <= bound, ">": value > bound, "<": value < bound}[symbol]
+
+
+def velocity_of(name: str, names: Sequence[str]) -> str | None:
+    """The variable of ``names`` whose velocity ``name`` is (``x`` for ``x_velocity``), if any."""
+    for pattern in _VELOCITY_NAMES:
+        suffix = pattern.format("")
+        if name.endswith(suffix) and name[: -len(suffix)] in names:
+            return name[: -len(suffix)]
     return None
-
-
-def _borrow_potential(program: RewardProgram | None, description: EnvDescription,
-                      gamma: float) -> _Borrowed | None:
-    """The human reference's constants and ``potential`` function, if it has one over state
-    variables, with ``GAMMA = gamma`` (the reference's own ``GAMMA``, if any, left out).
-
-    :param gamma: the discount the candidate trains with.
-    """
-    if program is None:
-        return None
-    tree = ast.parse(program.source)
-    own_gamma = ast.parse(f"GAMMA = {float(gamma)!r}").body[0]
-    constants = [own_gamma, *(node for node in tree.body if isinstance(node, ast.Assign | ast.AnnAssign)
-                              and ast.unparse(node).split("=")[0].split(":")[0].strip() != "GAMMA")]
-    for node in tree.body:
-        if isinstance(node, ast.FunctionDef) and node.name == "potential":
-            parameters = tuple(argument.arg for argument in node.args.args)
-            if parameters and all(name in description.state_names for name in parameters):
-                node.body = [
-                    statement for index, statement in enumerate(node.body)
-                    if not (index == 0 and isinstance(statement, ast.Expr))  # drop its docstring
-                ] or [ast.Pass()]
-                source = "\n".join(ast.unparse(statement) for statement in [*constants, node])
-                return _Borrowed(source, parameters)
-    return None
-
-
-@dataclass(frozen=True)
-class Guard:
-    """A condition the task keeps and episodes start in: ``variable`` must stay on the start's
-    side of ``bound`` (``distance_from_start <= 1`` for an ant that starts at 0).
-
-    :param variable: the state variable.
-    :param start: its value where episodes start.
-    :param bound: where the condition breaks.
-    """
-
-    variable: str
-    start: float
-    bound: float
-
-    def margin(self) -> tuple[str, str]:
-        """``1 - f**2`` (0 past the bound), ``f`` the share of the way from the start to the
-        bound that the next state has gone (0 on the far side of the start), and the variable read."""
-        after = NEXT_PREFIX + self.variable
-        share = f"torch.clamp(({after} - {self.start!r}) / {self.bound - self.start!r}, min=0.0)"
-        return f"torch.clamp(1.0 - {share} ** 2, min=0.0)", after
-
-
-def _expression(term: Term, description: EnvDescription, task: _Borrowed | None,
-                potential: _Borrowed | None, steps: Mapping[str, float],
-                guards: Sequence[Guard] = (), pairs: Sequence[tuple[str, str]] = ()) -> tuple[str, set[str]]:
-    """The term's expression (without its weight) and the variables it reads."""
-    kind, name = term.kind, term.variable
-    if kind == "closer":  # how much nearer the goal the step came: a relative quantity, never the goal alone
-        if not pairs:
-            raise ValueError("a closer term needs (coordinate, goal coordinate) pairs")
-
-        def distance(prefix: str) -> str:
-            return "torch.sqrt(" + " + ".join(f"({prefix}{v} - {prefix}{g}) ** 2" for v, g in pairs) + ")"
-
-        read = {f"{prefix}{name}" for pair in pairs for name in pair for prefix in ("", NEXT_PREFIX)}
-        # divided by a coordinate's own step where one was measured: a weight of 1 pays about 1 a step
-        scale = steps.get(pairs[0][0], _scale(description, pairs[0][0]))
-        return f"({distance('')} - {distance(NEXT_PREFIX)}) / {scale}", read
-    if kind == GUARDED:  # progress, paid less the nearer the kept conditions are to breaking
-        assert name is not None
-        progress, read = _expression(Term("progress", name, 1.0), description, task, potential, steps)
-        margins = [guard.margin() for guard in guards if guard.variable != name]
-        if not margins:
-            raise ValueError(f"a guarded term of {name!r} needs a kept condition on another variable")
-        return " * ".join([f"({progress})", *(m for m, _ in margins)]), read | {v for _, v in margins}
-    if kind in STATE_KINDS:
-        assert name is not None
-        scale, after = _scale(description, name), NEXT_PREFIX + name
-        step = steps.get(name, scale)  # the changes' own scale, where one was measured
-        expressions = {
-            "square": (f"-(({after} / {scale}) ** 2)", {after}),
-            "linear": (f"{after} / {scale}", {after}),
-            "gauss": (f"torch.exp(-(({after} / {scale}) ** 2) / {term.temperature})", {after}),
-            "progress": (f"({after} - {name}) / {step}", {after, name}),
-            "away": (f"({after}.abs() - {name}.abs()) / {step}", {after, name}),
-            "speed": (f"({after} / {scale}).abs()", {after}),
-        }
-        return expressions[kind]
-    if kind == "alive":
-        return f"1.0 - {TERMINATED}.float()", {TERMINATED}
-    if kind == "terminal":
-        return f"{TERMINATED}.float()", {TERMINATED}
-    if kind == "action_cost":
-        total = ".sum(dim=-1)" if description.action.shape else ""
-        return f"-({ACTION}.float() ** 2){total}", {ACTION}
-    if kind == "task":
-        assert task is not None
-        arguments = ", ".join(f"{p}={p}" for p in task.parameters)
-        return f"task_reward({arguments})[0]", set(task.parameters)
-    if kind == "potential":
-        assert potential is not None
-        now = ", ".join(potential.parameters)
-        after = ", ".join(NEXT_PREFIX + p for p in potential.parameters)
-        return (f"GAMMA * potential({after}) * (1.0 - {TERMINATED}.float()) - potential({now})",
-                {*potential.parameters, *(NEXT_PREFIX + p for p in potential.parameters), TERMINATED})
-    raise ValueError(f"unknown term kind {kind!r}")
-
-
-def render_program(
-    terms: Sequence[Term],
-    description: EnvDescription,
-    task: _Borrowed | None = None,
-    potential: _Borrowed | None = None,
-    steps: Mapping[str, float] | None = None,
-    guards: Sequence[Guard] = (),
-    pairs: Sequence[tuple[str, str]] = (),
-) -> str:
-    """The source of the program whose components are ``terms``.
-
-    :param terms: the weighted components (distinct names).
-    :param description: the env's description (variable names and ranges).
-    :param task: the env's own reward function, for ``task`` terms.
-    :param potential: the built-in potential, for ``potential`` terms.
-    :param steps: per variable, the scale of its ``progress`` and ``away`` terms (see
-        :attr:`Motion.step`); a variable not in it uses its range, as the other terms do.
-    :param guards: the task's kept conditions, for ``guarded`` terms.
-    :param pairs: ``(coordinate, goal coordinate)`` pairs, for ``closer`` terms (the decrease
-        of the distance between them).
-    """
-    used: set[str] = set()
-    lines = []
-    for term in terms:
-        expression, variables = _expression(term, description, task, potential, steps or {}, guards, pairs)
-        used |= variables
-        # Locals are prefixed so that no component shadows a helper (``potential``) or an argument.
-        lines.append(f"    r_{term.name} = {term.weight!r} * ({expression})")
-    parameters = [name for name in description.variables if name in used]
-    components = ", ".join(f'"{term.name}": r_{term.name}' for term in terms)
-    header = ['"""Reward program written by rewardlab\'s evolve proposer."""', "", "import math", "",
-              "import torch", ""]
-    helpers = [borrowed.source for borrowed, kind in ((task, "task"), (potential, "potential"))
-               if borrowed is not None and any(term.kind == kind for term in terms)]
-    body = [
-        *header,
-        *(f"\n{helper}\n" for helper in helpers),
-        "",
-        f"def compute_reward({', '.join(parameters)}):",
-        *lines,
-        f"    reward = {' + '.join('r_' + term.name for term in terms)}",
-        f"    return reward, {{{components}}}",
-    ]
-    return "\n".join(body) + "\n"
-
-
-def scalar_variables(description: EnvDescription) -> tuple[str, ...]:
-    """The state variables with one value per env, read from one observation of the env."""
-    return random_motion(description, steps=0).scalars
-
-
-@dataclass(frozen=True)
-class Motion:
-    """How an env's state variables start and move under random actions.
-
-    :param scalars: the state variables with one value per env (terms of a whole image make
-        no sense); all of them where the env cannot be made.
-    :param start: per scalar variable, its mean over the envs' first observations.
-    :param step: per scalar variable without a declared range, its mean change in one step:
-        a ``progress`` term divided by it pays about 1 a step for moving as fast as random
-        actions move the variable, whatever its unit and the env's step time (a Hopper's
-        x changes by millimetres a step, so ``(x' - x) / range`` would pay almost nothing
-        beside any other term). Variables with a range keep it, as the other terms do.
-    """
-
-    scalars: tuple[str, ...]
-    start: dict[str, float]
-    step: dict[str, float]
-
-
-def random_motion(description: EnvDescription, steps: int = 100) -> Motion:
-    """The :class:`Motion` of the description's variables, measured on 8 copies of the env
-    from seed 0 with seeded random actions, so that the same description gives the same
-    figures; no figures where the env cannot be made.
-
-    :param description: the env's description.
-    :param steps: how many steps to measure the changes over (0: the first observations only).
-    """
-    from rewardlab import envs
-
-    try:
-        env = envs.make(description.env_id, num_envs=8, seed=0)
-    except ValueError:
-        return Motion(description.state_names, {}, {})
-    try:
-        env.action_space.seed(0)
-        obs, _ = env.reset()
-        first = {name: value for name, value in description.state_tensors(obs).items()
-                 if tuple(value.shape) == (env.num_envs,)}
-        start = {name: float(value.float().mean()) for name, value in first.items()}
-        unbounded = [variable.name for variable in description.state if variable.name in first
-                     and not any(b is not None and math.isfinite(b) for b in (variable.low, variable.high))]
-        totals = dict.fromkeys(unbounded, 0.0)
-        try:
-            for _ in range(steps if unbounded else 0):
-                obs_next, _, _, _, info = env.step(env.action_space.sample())
-                before = description.state_tensors(obs, unbounded)
-                after = description.state_tensors(info["final_obs"], unbounded)  # the true next state
-                for name in unbounded:
-                    totals[name] += float((after[name] - before[name]).abs().float().mean()) / steps
-                obs = obs_next
-        except Exception as error:  # the search goes on; the training will meet the env's own error
-            warnings.warn(f"{description.env_id} could not be stepped with random actions ({type(error).__name__}: "
-                          f"{error}); progress terms of variables without a range divide by 1", stacklevel=2)
-            totals = {}
-    finally:
-        env.close()
-    step = {name: _round(total) for name, total in totals.items() if math.isfinite(total) and total > 0}
-    return Motion(tuple(first), {name: value for name, value in start.items() if math.isfinite(value)}, step)
-
-
-def focus_variables(description: EnvDescription) -> tuple[str, ...]:
-    """The state variables that the description's summary or success metric names, in order.
-
-    :param description: the env's description.
-    """
-    text = f"{description.summary} {description.success_metric}"
-    return tuple(name for name in description.state_names if re.search(rf"(?<![\w.]){name}(?!\w)", text))
 
 
 class EvolveProposer:
-    """Proposes reward programs by mutation and recombination of the fittest (see the module).
+    """Proposes programs from the description's terms with Optuna-tuned structure and weights.
 
     :param description: the env's description.
-    :param seed: seeds the proposals (with the iteration number).
-    :param references: the env's reference programs (``{"sparse", "human"}``), which give
-        the ``task`` and ``potential`` terms; without them those terms are not used.
+    :param seed: seeds the study's sampler.
+    :param references: the env's reference programs (``sparse``, ``human``), for the
+        ``task`` and ``potential`` terms.
+    :param task: the task text, for the signs.
     :param gamma: the discount the candidates train with (their learner's config's
         ``discount("potential")``), for the ``potential`` term; None: PPO's default.
     """
@@ -349,8 +216,9 @@ class EvolveProposer:
     def __init__(
         self,
         description: EnvDescription,
-        seed: int = 0,
-        references: dict[str, RewardProgram] | None = None,
+        seed: int,
+        references: Mapping[str, RewardProgram] | None = None,
+        task: str = "",
         gamma: float | None = None,
     ):
         self.description = description
@@ -359,137 +227,348 @@ class EvolveProposer:
         self._task = _borrow_task(references.get("sparse"))
         self._potential = _borrow_potential(references.get("human"), description,
                                             default_gamma() if gamma is None else gamma)
-        kinds = ["alive", "terminal"]
-        if description.action.dtype.startswith("float"):
-            kinds.append("action_cost")
+        motion = random_motion(description)  # one env made, for the scalars, the start and the scales
+        static, moves, self._episode_steps = _static_variables(description, motion.scalars)
+        #: (coordinate, goal coordinate) pairs of a goal-conditioned task, for ``closer``
+        self.pairs = goal_pairs(motion.scalars, static)
+        names = tuple(name for name in motion.scalars if name not in static)  # what the agent controls
+        self.kind = task_kind(description, task)
+        directions = goal_directions(description, task, names, motion.start)
+        focus = [name for name in focus_variables(description) if name in names]
+        directed = [name for name in names if directions[name]]  # a focus variable's velocity, too
+        self.variables = tuple(dict.fromkeys([*focus, *directed, *names]))[:MAX_VARIABLES]
+        self.directions = {name: directions[name] for name in self.variables}
+        #: the conditions the task keeps, whose margins scale ``guarded`` progress
+        self.guards = kept_conditions(description, task, names, motion.start)
+        #: ``alive`` pays where an episode's end is bad news: survival, and failing on the way
+        self._alive_sign = -1.0 if self.kind == REACH else 1.0
+        #: the episode-end terms the study may choose, with their signs: ``terminal`` is
+        #: success and failure at once where both end episodes, and no sign fits it there
+        self._end_terms = (("alive", self._alive_sign), ("terminal", -self._alive_sign))[
+            : 1 if self.kind == REACH_ALIVE else 2]
+        #: the terms every program has, their weights tuned: where failing ends episodes
+        #: early, progress without ``alive`` pays for falling the right way
+        self._required = {"alive"} if self.kind == REACH_ALIVE else set()
+        self._ranges = {**_RANGES, **(_REACH_ALIVE_RANGES if self.kind == REACH_ALIVE else {})}
+        #: reaching the goal there forfeits the rest of the episode's ``alive`` pay, so the
+        #: success the env pays is weighted (tuned from 100, as the human references weigh it)
+        self._task_weight = 100.0 if self.kind == REACH_ALIVE else 1.0
+        #: success ends the episode at a goal the observation gives (failing ends it too): the
+        #: env's reward is in every program, and a whole episode's ``alive`` wage stays below a
+        #: tenth of it
+        self._goal_ends = self.kind == REACH_ALIVE and bool(self.pairs)
+        if self._goal_ends:
+            self._required = {"task"} if self._task is not None else set()
+        self._steps = {name: scale for name, scale in motion.step.items() if name in self.variables}
+        # closer is divided by the coordinates' own pace, as progress is where no range is declared
+        self._steps |= {name: _round(moves[name]) for name, _ in self.pairs if moves.get(name)}
+        self._continuous = description.action.dtype.startswith("float")
+
+    # ---------------------------------------------------------------- the space
+    def _shapes(self, name: str) -> list[str]:
+        """The term kinds variable ``name`` may get, each with its sign."""
+        direction = self.directions[name]
+        signs = ("+", "-") if direction == 0 else ("+" if direction > 0 else "-",)
+        away = {REACH: ("+",), SURVIVE: ("-",)}.get(self.kind, ("+", "-"))
+        guarded = [f"{GUARDED}{s}" for s in signs] if direction and self._guarded(name) else []
+        return [*(f"progress{s}" for s in signs), *guarded, *(f"linear{s}" for s in signs),
+                *(f"away{s}" for s in away), "square+", "gauss+"]
+
+    def _guarded(self, name: str) -> bool:
+        """Whether ``name``'s progress can be guarded: a kept condition is on another variable."""
+        return any(guard.variable != name for guard in self.guards)
+
+    def _slot_choices(self) -> list[str]:
+        """What one state-term slot may hold: ``none`` or ``kind<sign>:variable``."""
+        return ["none", *(f"{shape}:{name}" for name in self.variables for shape in self._shapes(name))]
+
+    def _suggest(self, trial: Any) -> list[Term]:
+        """The terms one Optuna trial chooses (define-by-run: a weight only for a chosen term)."""
+        terms: list[Term] = []
+        if self._task is not None and ("task" in self._required or trial.suggest_categorical("task", [True, False])):
+            weight = _round(self._suggest_log(trial, "w_task")) if self.kind == REACH_ALIVE else 1.0
+            terms.append(Term("task", None, weight))
+        if self._potential is not None and trial.suggest_categorical("potential", [True, False]):
+            terms.append(Term("potential", None, _round(self._suggest_log(trial, "w_potential"))))
+        if self.pairs and trial.suggest_categorical("closer", [True, False]):
+            terms.append(Term("closer", None, _round(self._suggest_log(trial, "w_closer"))))
+        for kind, sign in self._end_terms:
+            if kind in self._required or trial.suggest_categorical(kind, [True, False]):
+                terms.append(Term(kind, None, _round(sign * self._suggest_log(trial, f"w_{kind}"))))
+        self._cap_alive(terms)
+        if self._continuous and trial.suggest_categorical("action_cost", [True, False]):
+            terms.append(Term("action_cost", None, _round(self._suggest_log(trial, "w_action_cost"))))
+        choices = self._slot_choices()
+        for slot in range(VARIABLE_SLOTS):  # a few state terms: small programs train and transfer best
+            choice = trial.suggest_categorical(f"term_{slot}", choices)
+            if choice == "none":
+                continue
+            shape, name = choice.split(":")
+            weight = self._suggest_log(trial, f"w_term_{slot}")
+            temperature = 1.0
+            if shape.startswith("gauss"):
+                temperature = _round(self._suggest_log(trial, f"t_term_{slot}"))
+            term = Term(shape[:-1], name, _round((1.0 if shape.endswith("+") else -1.0) * weight), temperature)
+            if all(other.name != term.name for other in terms):
+                terms.append(term)
+        if not terms:  # an empty program pays nothing: fall back to the env's own reward, or survival
+            terms.append(Term("task", None, self._task_weight) if self._task is not None
+                         else Term("alive", None, self._alive_sign))
+        return terms
+
+    def _cap_alive(self, terms: list[Term]) -> None:
+        """Where success ends the episode, keep a whole episode of positive ``alive`` pay below
+        a tenth of the task term's (the trap of the module's docstring)."""
+        if not self._goal_ends:
+            return
+        task = next((term for term in terms if term.kind == "task"), None)
+        # 0.099: the wage rounded to 4 digits stays under a tenth
+        cap = _round(0.099 * abs(task.weight) / self._episode_steps) if task is not None else 0.0
+        for index, term in enumerate(terms):
+            if term.kind == "alive" and term.weight > cap:
+                terms[index] = Term("alive", None, cap)
+        terms[:] = [term for term in terms if term.kind != "alive" or term.weight != 0.0]
+
+    def _params(self, terms: Sequence[Term]) -> dict[str, Any]:
+        """The trial parameters that :meth:`_suggest` maps to ``terms`` (for the study's history)."""
+        kinds = {term.kind: term for term in terms if term.variable is None}
+        params: dict[str, Any] = {}
         if self._task is not None:
-            kinds.append("task")
+            if "task" not in self._required:
+                params["task"] = "task" in kinds
+            if "task" in kinds and self.kind == REACH_ALIVE:
+                params["w_task"] = kinds["task"].weight
         if self._potential is not None:
-            kinds.append("potential")
-        self._global_kinds = tuple(kinds)
-        self._focus = focus_variables(description) if len(description.state) >= FOCUS_MIN_VARIABLES else ()
-        #: the state variables with one value per env (terms of a whole image make no sense)
-        self._names = scalar_variables(description)
-        self._focus = tuple(name for name in self._focus if name in self._names)
+            params["potential"] = "potential" in kinds
+            if "potential" in kinds:
+                params["w_potential"] = abs(kinds["potential"].weight)
+        if self.pairs:
+            params["closer"] = "closer" in kinds
+            if "closer" in kinds:
+                params["w_closer"] = abs(kinds["closer"].weight)
+        for kind in (*(kind for kind, _ in self._end_terms), *(("action_cost",) if self._continuous else ())):
+            if kind not in self._required:
+                params[kind] = kind in kinds
+            if kind in kinds:  # a capped alive wage may sit below its range: the study sees the nearest
+                low, high = self._log_range(f"w_{kind}")
+                params[f"w_{kind}"] = min(max(abs(kinds[kind].weight), low), high)
+        state_terms = [term for term in terms if term.variable is not None][:VARIABLE_SLOTS]
+        for slot in range(VARIABLE_SLOTS):
+            if slot >= len(state_terms):
+                params[f"term_{slot}"] = "none"
+                continue
+            term = state_terms[slot]
+            params[f"term_{slot}"] = f"{term.kind}{'+' if term.weight >= 0 else '-'}:{term.variable}"
+            params[f"w_term_{slot}"] = abs(term.weight)
+            if term.kind == "gauss":
+                params[f"t_term_{slot}"] = term.temperature
+        return params
 
+    def _distributions(self, params: Mapping[str, Any]) -> dict[str, Any]:
+        from optuna.distributions import CategoricalDistribution, FloatDistribution
+
+        distributions: dict[str, Any] = {}
+        for key in params:
+            if key in ("task", "potential", "closer", "alive", "terminal", "action_cost"):
+                distributions[key] = CategoricalDistribution([True, False])
+            elif key.startswith("term_"):
+                distributions[key] = CategoricalDistribution(self._slot_choices())
+            else:
+                distributions[key] = FloatDistribution(*self._log_range(key), log=True)
+        return distributions
+
+    def _log_range(self, name: str) -> tuple[float, float]:
+        """The log-uniform range Optuna tunes parameter ``name`` in."""
+        return _TEMPERATURE if name.startswith("t_") else self._ranges.get(name, _STATE_WEIGHT)
+
+    def _suggest_log(self, trial: Any, name: str) -> float:
+        return trial.suggest_float(name, *self._log_range(name), log=True)
+
+    def canonical(self) -> list[list[Term]]:
+        """The first round's structures, in order: the env's own reward; with the built-in
+        potential as shaping; with progress along the task's directions (goal tasks; where
+        failing also ends episodes, along each direction alone first, as which of them
+        carries the task is unknown) or staying near 0 (survival tasks); building (or
+        damping) energy; ``alive`` and ``terminal``. Each has the terms every program has,
+        with a small ``alive``."""
+        base = [Term("task", None, self._task_weight)] if self._task is not None else []
+        structures = [base] if base else []
+        if self._potential is not None:
+            structures.append([*base, Term("potential", None, 1.0)])
+        alive = Term("alive", None, self._alive_sign * 0.1)
+        if self.pairs:  # nearer the goal: what a reader of a goal-conditioned task tries first
+            structures.append([*base, Term("closer", None, 1.0)])
+        directed = [name for name in self.variables if self.directions[name]]
+        focus = [name for name in focus_variables(self.description) if name in self.variables] or list(
+            self.variables[:2])
+        if self.kind != SURVIVE and directed:
+            # progress along a position, the velocity itself for a velocity (x_velocity of x)
+            progress = [Term("linear" if velocity_of(name, self.variables) else "progress", name,
+                             1.0 * self.directions[name]) for name in directed[:VARIABLE_SLOTS]]
+            alone = [[term] for term in progress] if self.kind == REACH_ALIVE and len(progress) > 1 else []
+            structures.extend([*base, *terms] for terms in [*alone, progress])
+            # the same progress, paid less the nearer the kept conditions are to breaking
+            guarded = [Term(GUARDED, t.variable, t.weight) if t.kind == "progress" and self._guarded(t.variable or "")
+                       else t for t in progress]
+            if guarded != progress:
+                structures.append([*base, *guarded])
+        elif focus:
+            structures.append([*base, *(Term("square", name, 0.5) for name in focus[:2])])
+        if self.variables and self.kind != REACH_ALIVE:  # whether to build or damp energy is unknown there
+            sign = 1.0 if self.kind == REACH else -1.0
+            structures.append([*base, *(Term("away", name, sign * 1.0) for name in self.variables[:2])])
+        structures.append([*base, alive, *(Term(kind, None, sign * 1.0) for kind, sign in self._end_terms[1:])])
+        if self._continuous:
+            structures.append([*base, Term("action_cost", None, 0.01)])
+        required = [alive] if "alive" in self._required else []
+        completed = [[*terms, *(t for t in required if t not in terms)] for terms in structures]
+        for terms in completed:
+            self._cap_alive(terms)
+        return list({self.render(terms): terms for terms in completed if terms}.values())
+
+    # ---------------------------------------------------------------- proposing
     def render(self, terms: Sequence[Term]) -> str:
-        """The source of a program made of ``terms``.
-
-        :param terms: the components.
-        """
-        return render_program(terms, self.description, self._task, self._potential)
+        """The source of a program made of ``terms``."""
+        return render_program(terms, self.description, self._task, self._potential, self._steps, self.guards,
+                              self.pairs)
 
     def propose(
         self, iteration: int, count: int, history: Sequence[Candidate]
     ) -> list[tuple[list[dict[str, object]], str]]:
         """``count`` new programs for ``iteration``, as ``(genome, source)`` pairs.
 
-        :param iteration: 0-based iteration (seeds the proposals with :attr:`seed`).
+        :param iteration: 0-based iteration.
         :param count: how many.
         :param history: every candidate of the earlier iterations, with its results.
         """
-        rng = random.Random(f"evolve:{self.seed}:{iteration}")
-        parents = sorted(
-            (c for c in history if c.ok and c.genome is not None),
-            key=lambda c: (-(c.fitness or 0.0), c.iteration, c.sample),
-        )
-        parents = parents[: max(2, min(POOL_SIZE, math.ceil(len(parents) / 2)))]
+        import optuna
+
+        optuna.logging.set_verbosity(optuna.logging.WARNING)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            sampler = optuna.samplers.TPESampler(
+                seed=self.seed * 1_000 + iteration, n_startup_trials=STARTUP_TRIALS, multivariate=True,
+                group=True, constant_liar=True,
+            )
+        study = optuna.create_study(direction="maximize", sampler=sampler)
+        trained = [c for c in history if c.genome is not None]
+        # the study sees ranks: fitness, success, training return; a candidate stopped early
+        # ranks below every trained one, by how far it got and its fitness there (as a
+        # failure it would teach the study nothing about where not to look)
+        ranked = sorted(trained, key=_stopped_or_rank)
+        rank = {c.key: index for index, c in enumerate(ranked)}
+        for candidate in trained:
+            terms = [Term(**term) for term in candidate.genome or []]
+            params = self._params(terms)
+            ok = candidate.result is not None and (candidate.result.fitness is not None
+                                                   or candidate.result.stopped is not None)
+            study.add_trial(optuna.trial.create_trial(
+                params=params, distributions=self._distributions(params),
+                value=float(rank[candidate.key]) if ok else None,
+                state=optuna.trial.TrialState.COMPLETE if ok else optuna.trial.TrialState.FAIL,
+            ))
         seen = {c.source for c in history if c.source}
+        if not trained:  # the first round: the structures a reader of the description would try
+            for terms in self.canonical()[:count]:
+                study.enqueue_trial(self._params(terms))
         proposals: list[tuple[list[dict[str, object]], str]] = []
-        for index in range(count):
-            for _ in range(MAX_TRIES):
-                if parents:
-                    terms = self._child(rng, parents)
-                elif iteration == 0 and index == 0 and self._task is not None:
-                    terms = [Term("task", None, 1.0)]  # the env's own reward: a safe fallback
-                else:
-                    terms = self._random_terms(rng)
-                source = self.render(terms)
-                if source not in seen:
-                    break
+        for _ in range(count):
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+                for _ in range(20):  # a proposal seen before teaches the study nothing new
+                    trial = study.ask()
+                    terms = self._suggest(trial)
+                    if self.render(terms) not in seen:
+                        break
+                    study.tell(trial, state=optuna.trial.TrialState.PRUNED)
+            source = self.render(terms)
             seen.add(source)
             proposals.append(([asdict(term) for term in terms], source))
         return proposals
 
-    def _random_term(self, rng: random.Random) -> Term:
-        if self._names and rng.random() < 0.6:
-            names = self._focus if self._focus and rng.random() < 0.5 else self._names
-            kind, variable = rng.choice(STATE_KINDS), rng.choice(names)
-        else:
-            kind, variable = rng.choice(self._global_kinds), None
-        magnitude = _round(math.exp(rng.uniform(math.log(0.05), math.log(5.0))))
-        sign = 1.0 if kind in ("task", "potential", "action_cost") else rng.choice((-1.0, 1.0))
-        if kind == "action_cost":
-            magnitude = _round(magnitude * 0.01)
-        temperature = _round(math.exp(rng.uniform(math.log(0.1), math.log(3.0)))) if kind == "gauss" else 1.0
-        return Term(kind, variable, sign * magnitude, temperature)
 
-    def _random_terms(self, rng: random.Random) -> list[Term]:
-        terms: dict[str, Term] = {}
-        if self._task is not None and rng.random() < 0.5:
-            terms["task"] = Term("task", None, 1.0)
-        for _ in range(rng.randint(1, 3)):
-            term = self._random_term(rng)
-            terms.setdefault(term.name, term)
-        return list(terms.values())
+def _stopped_or_rank(candidate: Candidate) -> tuple[int, tuple[float, ...]]:
+    """A candidate's place among those the study learns from: trained ones by :func:`rank_key`,
+    above those stopped early (by the rung they reached, then their fitness there)."""
+    stop = candidate.result.stopped if candidate.result is not None else None
+    if stop is not None:
+        return 0, (float(stop.rung), stop.fitness)
+    return 1, rank_key(candidate)
 
-    @staticmethod
-    def _tournament(rng: random.Random, parents: Sequence[Candidate]) -> Candidate:
-        first, second = rng.choice(parents), rng.choice(parents)
-        return first if (first.fitness or 0.0) >= (second.fitness or 0.0) else second
 
-    def _child(self, rng: random.Random, parents: Sequence[Candidate]) -> list[Term]:
-        mother = self._tournament(rng, parents)
-        terms = {term.name: term for term in self._guided(rng, mother)}
-        if len(parents) > 1 and rng.random() < 0.5:
-            father = self._tournament(rng, parents)
-            for term in father.genome or []:
-                candidate = Term(**term)
-                if rng.random() < 0.5:
-                    terms[candidate.name] = candidate
-        for _ in range(rng.randint(1, 2)):
-            terms = self._mutate(rng, terms)
-        if not terms:
-            terms = {term.name: term for term in self._random_terms(rng)}
-        return list(terms.values())[:MAX_TERMS]
+#: the log-uniform ranges Optuna tunes, by parameter name: the task-level weights (the task's
+#: own only where failing also ends episodes, else it is 1); every
+#: state term's weight (``w_term_*``) and gauss temperature (``t_term_*``) share one each
+_RANGES = {"w_task": (1.0, 1000.0), "w_potential": (0.1, 10.0), "w_closer": (0.1, 10.0), "w_alive": (0.01, 2.0), "w_terminal": (0.1, 20.0), "w_action_cost": (1e-4, 0.1)}
+#: where failing also ends episodes, ``alive`` is a small wage beside progress (whose weight
+#: of 1 pays about 1 a step at a random policy's pace, a few once it moves): from 0.03 it
+#: counts, up to 0.3 it stays well below progress (Hopper-Backward's human reference with
+#: Hopper's own healthy reward, 1 a step beside the backward speed in m/s, stood still)
+_REACH_ALIVE_RANGES = {"w_alive": (0.03, 0.3)}
+_STATE_WEIGHT = (0.01, 10.0)
+_TEMPERATURE = (0.1, 3.0)
 
-    def _guided(self, rng: random.Random, parent: Candidate) -> list[Term]:
-        """The parent's terms, changed where its reflection found a problem."""
-        terms = [Term(**term) for term in parent.genome or []]
-        assert parent.result is not None
-        notes = {note.component: note.kind for note in component_notes(parent.result.curve)}
-        changed = []
-        for term in terms:
-            kind = notes.get(term.name)
-            if kind == "constant":
-                if rng.random() < 0.7 and len(terms) > 1:
-                    continue
-                term = Term(term.kind, term.variable, _round(term.weight * 3.0), term.temperature)
-            elif kind == "dominant":
-                term = Term(term.kind, term.variable, _round(term.weight * 0.3), term.temperature)
-            changed.append(term)
-        if parent.signals is not None and parent.signals.hacking and len(changed) > 1:
-            changed.pop(rng.randrange(len(changed)))
-        return changed or terms
 
-    def _mutate(self, rng: random.Random, terms: dict[str, Term]) -> dict[str, Term]:
-        terms = dict(terms)
-        operation = rng.random()
-        if operation < 0.45 and terms:
-            name = rng.choice(sorted(terms))
-            term = terms[name]
-            weight = term.weight * math.exp(rng.gauss(0.0, 0.5))
-            if term.kind not in ("task", "potential") and rng.random() < 0.1:
-                weight = -weight
-            temperature = _round(term.temperature * math.exp(rng.gauss(0.0, 0.5))) if term.kind == "gauss" else 1.0
-            terms[name] = Term(term.kind, term.variable, _round(weight), temperature)
-        elif operation < 0.7 and len(terms) < MAX_TERMS:
-            term = self._random_term(rng)
-            terms.setdefault(term.name, term)
-        elif operation < 0.85 and len(terms) > 1:
-            del terms[rng.choice(sorted(terms))]
-        elif terms:
-            del terms[rng.choice(sorted(terms))]
-            new = self._random_term(rng)
-            terms.setdefault(new.name, new)
-        return terms
+def _round(value: float) -> float:
+    return float(f"{value:.4g}")
+
+
+#: first words that name a velocity, not a coordinate (``vel_x`` is no position to bring to ``goal_x``)
+_VELOCITY_WORDS = ("vel", "velocity", "speed", "v", "dot")
+
+
+def goal_pairs(names: Sequence[str], static: set[str]) -> list[tuple[str, str]]:
+    """``(coordinate, goal coordinate)`` pairs: a variable that never changes within an episode
+    and one that does, named alike but for their first word (``goal_x`` and ``pos_x``,
+    ``target_0`` and ``hand_0``), velocities left out.
+
+    :param names: the scalar variables.
+    :param static: those that never changed within an episode under random actions.
+    """
+    def split(name: str) -> tuple[str, str]:
+        first, _, rest = name.partition("_")
+        return first, rest
+
+    pairs = []
+    for goal in names:
+        if goal not in static or not split(goal)[1]:
+            continue
+        for name in names:
+            first, rest = split(name)
+            if name not in static and rest == split(goal)[1] and first != split(goal)[0] and \
+                    first.lower() not in _VELOCITY_WORDS:
+                pairs.append((name, goal))
+                break
+    return pairs
+
+
+def _static_variables(
+    description: EnvDescription, names: Sequence[str], steps: int = 50
+) -> tuple[set[str], dict[str, float], int]:
+    """The variables that never change within an episode under seeded random actions (a goal's
+    coordinates: what the agent cannot control), every variable's mean absolute change in a
+    step, and the env's episode length (its time limit, else ``steps``); none where the env
+    cannot be made."""
+    from rewardlab import envs
+
+    try:
+        env = envs.make(description.env_id, num_envs=8, seed=0)
+    except ValueError:
+        return set(), {}, steps
+    try:
+        env.action_space.seed(0)
+        obs, _ = env.reset()
+        totals = dict.fromkeys(names, 0.0)
+        for _ in range(steps):
+            obs_next, _, _, _, info = env.step(env.action_space.sample())
+            # final_obs is the step's own next state, the true last one where an episode ended
+            before, after = description.state_tensors(obs, names), description.state_tensors(info["final_obs"], names)
+            for name in names:
+                totals[name] += float((after[name].float() - before[name].float()).abs().mean())
+            obs = obs_next
+        moves = {name: total / steps for name, total in totals.items()}
+        episode_steps = int(getattr(env, "max_episode_steps", None) or steps)
+        return {name for name, move in moves.items() if move == 0.0}, moves, episode_steps
+    finally:
+        env.close()
+

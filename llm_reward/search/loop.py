@@ -49,6 +49,7 @@ from rewardlab.llm_reward.search.checking import check_answer
 from rewardlab.llm_reward.search.config import IDENTITY, SearchConfig
 from rewardlab.llm_reward.search.evaluation import EvalResult, Failure
 from rewardlab.llm_reward.search.evolve import EvolveProposer
+from rewardlab.llm_reward.search.evolve_random import EvolveRandomProposer
 from rewardlab.llm_reward.search.examples import most_similar
 from rewardlab.llm_reward.search.executors import EvalTask, Executor, LocalExecutor
 from rewardlab.llm_reward.search.feedback import FeedbackSource
@@ -77,7 +78,6 @@ from rewardlab.llm_reward.search.reflection import reflect, reward_signals
 from rewardlab.llm_reward.search.report import write_outputs
 from rewardlab.llm_reward.search.stopping import StopRule, population, rung_indices
 from rewardlab.llm_reward.search.store import RunStore
-from rewardlab.llm_reward.search.structured import StructuredProposer
 from rewardlab.llm_reward.search.text import fenced, sanitize
 
 __all__ = ["SearchConfig", "SearchResult", "best_candidate", "search"]
@@ -181,12 +181,12 @@ class _Search:
         self._own_executor = executor is None
         self.executor = executor or LocalExecutor(max(1, os.cpu_count() or 1) if workers is None else workers)
         self._llm_pool = ThreadPoolExecutor(llm_concurrency, thread_name_prefix="rewardlab-llm") if client else None
-        self._evolve: EvolveProposer | StructuredProposer | None = None
+        self._evolve: EvolveRandomProposer | EvolveProposer | None = None
         if config.proposer == "evolve":
-            self._evolve = StructuredProposer(self.description, config.seed, self.references, config.task,
+            self._evolve = EvolveProposer(self.description, config.seed, self.references, config.task,
                                               gamma=learner_discount(training, "potential"))
         elif config.proposer == "evolve-random":
-            self._evolve = EvolveProposer(self.description, config.seed, self.references,
+            self._evolve = EvolveRandomProposer(self.description, config.seed, self.references,
                                           gamma=learner_discount(training, "potential"))
         examples = most_similar(config.task, config.env_id, config.shots) if config.mode == "text2reward" else []
         show_source = config.env_source == "always" or (config.env_source == "auto" and not built_in)

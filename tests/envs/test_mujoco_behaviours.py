@@ -19,7 +19,12 @@ from rewardlab import (
 )
 from rewardlab.envs.mujoco import BEHAVIOURS, TASKS  # noqa: E402
 from rewardlab.llm_reward.programs.program import RewardFunction  # noqa: E402
-from rewardlab.llm_reward.search.evolve import STATE_KINDS, EvolveProposer, Term, focus_variables  # noqa: E402
+from rewardlab.llm_reward.search.evolve_random import (  # noqa: E402
+    STATE_KINDS,
+    EvolveRandomProposer,
+    Term,
+    focus_variables,
+)
 
 ALL = sorted(TASKS) + sorted(BEHAVIOURS)
 ANT_FEET = (4, 7, 10, 13)
@@ -237,7 +242,7 @@ def test_reference_programs_run_and_the_sparse_one_tracks_the_env_reward(env_id:
 @pytest.mark.parametrize("env_id", sorted(BEHAVIOURS))
 def test_evolve_programs_run_on_the_behaviours(env_id: str) -> None:
     description = llm_reward.describe(env_id)
-    proposer = EvolveProposer(description, seed=0, references=llm_reward.reference_programs(env_id))
+    proposer = EvolveRandomProposer(description, seed=0, references=llm_reward.reference_programs(env_id))
     assert "x" in focus_variables(description) or "turned" in focus_variables(description)
     for _, source in proposer.propose(0, 8, []):
         llm_reward.RewardProgram.from_source(source).check(env_id)

@@ -19,7 +19,7 @@ from rewardlab.llm_reward.programs.loading import reward_file_text
 from rewardlab.llm_reward.programs.program import RewardFunction
 from rewardlab.llm_reward.search import SearchConfig, SearchResult, best_candidate
 from rewardlab.llm_reward.search.evaluation import EvalResult, Failure
-from rewardlab.llm_reward.search.evolve import STATE_KINDS, EvolveProposer, Term
+from rewardlab.llm_reward.search.evolve_random import STATE_KINDS, EvolveRandomProposer, Term
 from rewardlab.llm_reward.search.examples import EXAMPLES, most_similar
 from rewardlab.llm_reward.search.executors import EvalTask
 from rewardlab.llm_reward.search.prescreen import kendall_tau_b
@@ -52,7 +52,7 @@ def trained(genome: list[Term], points: list[Checkpoint], fitness: float, sample
 # ------------------------------------------------------------------- evolve proposer
 @pytest.mark.parametrize("env_id", DESCRIBED)
 def test_evolve_programs_pass_the_checks_and_repeat_with_the_seed(env_id: str) -> None:
-    proposer = EvolveProposer(llm_reward.describe(env_id), seed=3, references=llm_reward.reference_programs(env_id))
+    proposer = EvolveRandomProposer(llm_reward.describe(env_id), seed=3, references=llm_reward.reference_programs(env_id))
     proposals = proposer.propose(0, 12, [])
     for _, source in proposals:
         llm_reward.RewardProgram.from_source(source).check(env_id)
@@ -69,20 +69,20 @@ def test_evolve_programs_pass_the_checks_and_repeat_with_the_seed(env_id: str) -
     reward, components = function(obs, action, info["final_obs"], terminated)
     assert reward.shape == (3,) and set(components) == {term.name for term in every_kind}
     assert proposals[0][0] == [{"kind": "task", "variable": None, "weight": 1.0, "temperature": 1.0}]
-    again = EvolveProposer(llm_reward.describe(env_id), seed=3, references=llm_reward.reference_programs(env_id))
+    again = EvolveRandomProposer(llm_reward.describe(env_id), seed=3, references=llm_reward.reference_programs(env_id))
     assert again.propose(0, 12, []) == proposals
 
 
 def test_both_offline_proposers_write_the_potential_term_at_the_discount_candidates_train_with() -> None:
     # A reference written at PPO's default discount, a learner at Pendulum's budget's 0.9:
     # the proposer's GAMMA replaces the reference's, so the term telescopes for that learner.
-    from rewardlab.llm_reward.search.structured import StructuredProposer
+    from rewardlab.llm_reward.search.evolve import EvolveProposer
     from rewardlab.shaping import potentials
 
     description = llm_reward.describe("Pendulum-v1")
     references = llm_reward.reference_programs("Pendulum-v1")
-    for proposer in (EvolveProposer(description, seed=0, references=references, gamma=0.9),
-                     StructuredProposer(description, 0, references, gamma=0.9)):
+    for proposer in (EvolveRandomProposer(description, seed=0, references=references, gamma=0.9),
+                     EvolveProposer(description, 0, references, gamma=0.9)):
         source = proposer.render([Term("potential", None, 1.0)])
         assert [line for line in source.splitlines() if line.startswith("GAMMA")] == ["GAMMA = 0.9"]
         function = RewardFunction(llm_reward.RewardProgram.from_source(source), description)
@@ -97,7 +97,7 @@ def test_both_offline_proposers_write_the_potential_term_at_the_discount_candida
 
 def test_evolve_children_come_from_the_fittest_and_drop_constant_components() -> None:
     description = llm_reward.describe("CartPole-v1")
-    proposer = EvolveProposer(description, seed=0, references=llm_reward.reference_programs("CartPole-v1"))
+    proposer = EvolveRandomProposer(description, seed=0, references=llm_reward.reference_programs("CartPole-v1"))
     flat = Term("alive", None, 1.0)
     useful = Term("square", "theta", -2.0)
     best = trained([flat, useful], curve([10, 50, 90], [1, 2, 3], alive=[1.0, 1.0, 1.0], square_theta=[-3, -2, -1]),

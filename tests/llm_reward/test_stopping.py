@@ -259,8 +259,8 @@ def test_the_sandboxed_training_is_killed_at_its_rung_when_the_rule_says_so(tmp_
 
 
 def test_the_offline_proposer_learns_from_a_stopped_candidate_as_worse_than_any_trained_one() -> None:
+    from rewardlab.llm_reward.search.evolve import _stopped_or_rank
     from rewardlab.llm_reward.search.records import Candidate
-    from rewardlab.llm_reward.search.structured import _stopped_or_rank
 
     def candidate(sample: int, curve: tuple[float, ...], stop_at: int | None) -> Candidate:
         points = [Checkpoint(step=index, fitness=value, success_rate=None, train_return=value)

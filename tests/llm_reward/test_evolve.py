@@ -13,16 +13,22 @@ from rewardlab import llm_reward
 from rewardlab.envs.descriptions import ActionVariable, EnvDescription, StateVariable, column
 from rewardlab.llm_reward.programs.program import RewardProgram
 from rewardlab.llm_reward.search.evaluation import EvalResult
-from rewardlab.llm_reward.search.evolve import GUARDED, Guard, Term, random_motion, render_program
-from rewardlab.llm_reward.search.progress import Progress
-from rewardlab.llm_reward.search.records import Candidate, best_of, rank_key
-from rewardlab.llm_reward.search.structured import (
+from rewardlab.llm_reward.search.evolve import (
     REACH_ALIVE,
-    StructuredProposer,
+    EvolveProposer,
     goal_directions,
     kept_conditions,
     task_kind,
 )
+from rewardlab.llm_reward.search.evolve_random import (
+    GUARDED,
+    Guard,
+    Term,
+    random_motion,
+    render_program,
+)
+from rewardlab.llm_reward.search.progress import Progress
+from rewardlab.llm_reward.search.records import Candidate, best_of, rank_key
 from rewardlab.llm_reward.search.training import Checkpoint
 
 TASKS = {"CartPole-v1": "keep the pole balanced upright", "MountainCar-v0": "reach the flag",
@@ -32,8 +38,8 @@ TASKS = {"CartPole-v1": "keep the pole balanced upright", "MountainCar-v0": "rea
 MUJOCO = {"Hopper-Backward-v0"}
 
 
-def proposer(env_id: str, seed: int = 0) -> StructuredProposer:
-    return StructuredProposer(llm_reward.describe(env_id), seed, llm_reward.reference_programs(env_id), TASKS[env_id])
+def proposer(env_id: str, seed: int = 0) -> EvolveProposer:
+    return EvolveProposer(llm_reward.describe(env_id), seed, llm_reward.reference_programs(env_id), TASKS[env_id])
 
 
 def result(fitness: float, train_return: float | None = None, success: float | None = None) -> EvalResult:
@@ -169,7 +175,7 @@ def test_conditions_kept_from_the_start_guard_progress() -> None:
 
 def test_turning_in_place_pays_turning_less_the_further_the_ant_drifts() -> None:
     pytest.importorskip("mujoco.batch")
-    ant = StructuredProposer(llm_reward.describe("Ant-TurnInPlace-v0"), 0,
+    ant = EvolveProposer(llm_reward.describe("Ant-TurnInPlace-v0"), 0,
                              llm_reward.reference_programs("Ant-TurnInPlace-v0"), "Turn in place by a full turn.")
     assert ant.guards == [Guard("distance_from_start", 0.0, 1.0)]
     assert ant.directions["turned"] == 1
@@ -253,12 +259,12 @@ def test_a_goal_conditioned_task_gets_terms_on_what_the_agent_moves_and_no_alive
     monkeypatch.syspath_prepend(str(tmp_path))
     env_id = write_point_mass(tmp_path, "proposer_point_mass")
     references = {"sparse": own_reward_program()}
-    generic = StructuredProposer(llm_reward.describe(env_id), 0, references, "reach the goal, avoid the pit")
+    generic = EvolveProposer(llm_reward.describe(env_id), 0, references, "reach the goal, avoid the pit")
     # the goal's coordinates never move: no term of their own, only the distance to them
     assert generic.pairs == [("pos_0", "goal_0"), ("pos_1", "goal_1")]
     assert not {"goal_0", "goal_1"} & set(generic.variables)
     use_description(load_description(tmp_path / "pointmass.toml", env_id)[1])
-    described = StructuredProposer(llm_reward.describe(env_id), 0, references, "reach the goal, avoid the pit")
+    described = EvolveProposer(llm_reward.describe(env_id), 0, references, "reach the goal, avoid the pit")
     assert described.kind == REACH_ALIVE and described.pairs == [("pos_x", "goal_x"), ("pos_y", "goal_y")]
     assert described.directions["goal_distance"] == -1  # the success rule: goal_distance < 0.15
     history: list[Candidate] = []
