@@ -34,6 +34,9 @@ from rewardlab.llm_reward.programs.program import RewardProgram
 from rewardlab.llm_reward.search.checking import check_answer
 from rewardlab.llm_reward.search.examples import EXAMPLES
 
+#: the code whose figures this benchmark measures (see benchmarks/freshness.py)
+MEASURES = ("llm_reward/search/checking.py", "llm_reward/programs/")
+
 RESULTS = Path(__file__).parent / "results"
 
 

@@ -42,6 +42,9 @@ from stable_baselines3.common.vec_env import DummyVecEnv
 from benchmarks.machine import recorded_args
 from rewardlab import envs
 
+#: the code whose figures this benchmark measures (see benchmarks/freshness.py)
+MEASURES = ("envs/core.py", "envs/classic/", "rewardlab/common/compiled.py")
+
 CLASSIC_IDS = [
     "CartPole-v1",
     "MountainCar-v0",

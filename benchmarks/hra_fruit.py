@@ -48,6 +48,9 @@ from benchmarks.machine import describe_machine, recorded_args
 from rewardlab import envs
 from rewardlab.agents import HRA, PPO
 
+#: the code whose figures this benchmark measures (see benchmarks/freshness.py)
+MEASURES = ("agents/hra.py", "agents/ppo.py", "agents/base.py", "envs/fruit.py")
+
 RESULTS = Path(__file__).parent / "results"
 ENV_ID = "FruitCollection-v0"
 NUM_ENVS = 32

@@ -43,6 +43,9 @@ from rewardlab import envs, intrinsic
 from rewardlab.agents.ppo import PPO
 from rewardlab.envs.core import BatchedWrapper
 
+#: the code whose figures this benchmark measures (see benchmarks/freshness.py)
+MEASURES = ("intrinsic/", "agents/ppo.py", "envs/deepsea.py")
+
 RESULTS = Path(__file__).parent / "results"
 METHODS = (
     "none",

@@ -51,6 +51,9 @@ from rewardlab import envs, intrinsic
 from rewardlab.agents import PPO
 from rewardlab.envs.core import BatchedWrapper
 
+#: the code whose figures this benchmark measures (see benchmarks/freshness.py)
+MEASURES = ("intrinsic/", "agents/ppo.py", "envs/batched_minigrid/")
+
 RESULTS = Path(__file__).parent / "results"
 RUNS = RESULTS / "intrinsic_minigrid_runs.jsonl"
 SUMMARY = RESULTS / "intrinsic_minigrid"

@@ -33,6 +33,9 @@ from benchmarks.machine import describe_machine
 from rewardlab import envs, intrinsic
 from rewardlab.agents.ppo import PPO
 
+#: the code whose figures this benchmark measures (see benchmarks/freshness.py)
+MEASURES = ("intrinsic/", "agents/ppo.py")
+
 RESULTS = Path(__file__).parent / "results"
 NUM_ENVS, N_STEPS = 16, 128
 PPO_SETTINGS = {"n_steps": N_STEPS, "n_epochs": 10, "batch_size": 512, "learning_rate": 3e-4}

@@ -32,6 +32,9 @@ from rewardlab.app.llm_play import make_env, play
 from rewardlab.llm_reward.clients import EndpointError, LLMError, make_client
 from rewardlab.shaping import potentials
 
+#: the code whose figures this benchmark measures (see benchmarks/freshness.py)
+MEASURES = ("agents/llm_policy/", "rewardlab/app/llm_play.py")
+
 RESULTS = Path(__file__).parent / "results"
 ENVS = ("CartPole-v1", "MountainCar-v0", "Acrobot-v1", "Pendulum-v1", "DeepSea-v0", "FruitCollection-v0")
 

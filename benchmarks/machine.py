@@ -6,6 +6,7 @@ import datetime
 import os
 import platform
 import subprocess
+import sys
 from pathlib import Path
 
 import torch
@@ -31,6 +32,9 @@ def describe_machine() -> dict:
     # what was measured: the commit checked out (with "-dirty" when tracked files had changes)
     # and when, so a reader can tell a result from the code it measured
     info["commit"] = measured_commit()
+    # and which benchmark made it, whose MEASURES say what code its figures measure
+    # (benchmarks.freshness compares that code's last change with the commit)
+    info["script"] = running_script()
     info["date"] = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     info["summary"] = (
         f"{processor}, {info['cpu_count']} cores, {memory_gib} GiB, torch {torch.__version__}"
@@ -51,6 +55,21 @@ def measured_commit() -> str | None:
     except (OSError, subprocess.SubprocessError):
         return None
     return f"{commit}-dirty" if changed else commit
+
+
+def running_script() -> str | None:
+    """The benchmark script being run, as a path in the repository (``benchmarks/ppo_speed.py``
+    for ``python -m benchmarks.ppo_speed``), or ``None`` when the caller is not one."""
+
+    main = sys.modules.get("__main__")
+    spec = getattr(main, "__spec__", None)
+    if spec is not None and spec.name.startswith("benchmarks."):
+        return spec.name.replace(".", "/") + ".py"
+    file = getattr(main, "__file__", None)
+    root = Path(__file__).resolve().parent
+    if file and Path(file).resolve().parent == root:
+        return f"benchmarks/{Path(file).name}"
+    return None
 
 
 def _cpu_model() -> str | None:

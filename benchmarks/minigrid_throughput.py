@@ -43,6 +43,9 @@ from benchmarks.machine import describe_machine, recorded_args
 from rewardlab import envs
 from rewardlab.envs.minigrid import make_minigrid
 
+#: the code whose figures this benchmark measures (see benchmarks/freshness.py)
+MEASURES = ("envs/batched_minigrid/", "envs/core.py", "rewardlab/common/compiled.py")
+
 TASKS = ["MiniGrid-DoorKey-16x16-v0", "MiniGrid-KeyCorridorS4R3-v0", "MiniGrid-MultiRoom-N6-v0"]
 NUM_ENVS = [1, 64, 4096, 16384]
 RESULTS = Path(__file__).parent / "results" / "minigrid_throughput"

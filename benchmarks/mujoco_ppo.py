@@ -59,6 +59,9 @@ from rewardlab import envs
 from rewardlab.agents import PPO
 from rewardlab.agents.ppo import MUJOCO_CONFIG, MUJOCO_NUM_ENVS
 
+#: the code whose figures this benchmark measures (see benchmarks/freshness.py)
+MEASURES = ("agents/ppo.py", "agents/base.py", "envs/mujoco/", "envs/core.py")
+
 RESULTS = Path(__file__).parent / "results"
 FULL_STEPS = 1_000_000
 LEARNERS = ("ours", "sb3")

@@ -43,6 +43,9 @@ from benchmarks.env_throughput import Timer, numpy_actions, rate, ratio
 from benchmarks.machine import describe_machine, recorded_args
 from rewardlab import envs
 
+#: the code whose figures this benchmark measures (see benchmarks/freshness.py)
+MEASURES = ("envs/mujoco/", "envs/core.py")
+
 MUJOCO_IDS = ["HalfCheetah-v5", "Hopper-v5", "Walker2d-v5", "Ant-v5", "InvertedPendulum-v5"]
 NUM_ENVS = [64, 1024]
 ASYNC_MAX = 64

@@ -26,6 +26,9 @@ from pathlib import Path
 
 from benchmarks.machine import describe_machine, recorded_args
 
+#: the code whose figures this benchmark measures (see benchmarks/freshness.py)
+MEASURES = ("agents/ppo.py", "agents/fused.py", "rewardlab/common/compiled.py")
+
 RESULTS = Path(__file__).parent / "results"
 
 

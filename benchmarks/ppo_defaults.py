@@ -27,6 +27,9 @@ from rewardlab import envs
 from rewardlab.agents import PPO
 from rewardlab.agents.evaluation import play_episodes
 
+#: the code whose figures this benchmark measures (see benchmarks/freshness.py)
+MEASURES = ("agents/ppo.py", "envs/classic/")
+
 RESULTS = Path(__file__).parent / "results"
 SOLVED = {"CartPole-v1": 475.0, "Acrobot-v1": -100.0}
 CONFIGS: dict[str, dict[str, Any]] = {

@@ -53,6 +53,9 @@ from benchmarks.ppo_speed import OURS
 from rewardlab import envs
 from rewardlab.agents import PPO
 
+#: the code whose figures this benchmark measures (see benchmarks/freshness.py)
+MEASURES = ("agents/ppo.py", "agents/base.py", "agents/fused.py", "envs/core.py", "envs/classic/")
+
 RESULTS = Path(__file__).parent / "results"
 
 

@@ -33,6 +33,9 @@ import torch
 from benchmarks.machine import describe_machine, recorded_args
 from benchmarks.ppo_speed import OURS, THRESHOLDS, run_ours
 
+#: the code whose figures this benchmark measures (see benchmarks/freshness.py)
+MEASURES = ("agents/ppo.py", "agents/base.py", "agents/fused.py", "envs/core.py", "envs/classic/")
+
 RESULTS = Path(__file__).resolve().parent / "results"
 
 

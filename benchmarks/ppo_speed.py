@@ -63,6 +63,18 @@ from rewardlab.agents import PPO
 from rewardlab.agents.evaluation import play_episodes
 from rewardlab.shaping import BatchedPotentialShaping, potentials
 
+#: the code whose figures this benchmark measures (see benchmarks/freshness.py)
+MEASURES = (
+    "agents/ppo.py",
+    "agents/base.py",
+    "agents/fused.py",
+    "envs/core.py",
+    "envs/classic/",
+    "shaping/core.py",
+    "rewardlab/common/networks.py",
+    "rewardlab/common/compiled.py",
+)
+
 RESULTS = Path(__file__).parent / "results"
 THRESHOLDS = {"CartPole-v1": 475.0, "Acrobot-v1": -100.0, "MountainCar-v0": -150.0}
 # Trained on the env's reward plus potential-based shaping with our built-in potential

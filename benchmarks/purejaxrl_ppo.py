@@ -34,6 +34,9 @@ import sys
 import time
 from typing import Any
 
+#: the code whose figures this benchmark measures (see benchmarks/freshness.py)
+MEASURES = ("benchmarks/purejaxrl_ppo.py",)
+
 # PureJaxRL's CartPole-v1 config (purejaxrl/ppo.py); ent_coef 0.01, annealed 2.5e-4.
 PUREJAXRL = dict(
     num_envs=4, num_steps=128, update_epochs=4, num_minibatches=4, lr=2.5e-4, anneal_lr=True,

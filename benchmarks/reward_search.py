@@ -43,6 +43,13 @@ from rewardlab.llm_reward.search import SearchConfig, search
 from rewardlab.llm_reward.search.report import summary
 from rewardlab.llm_reward.search.store import RunStore
 
+#: the code whose figures this benchmark measures (see benchmarks/freshness.py)
+MEASURES = (
+    "llm_reward/programs/",
+    "llm_reward/search/checking.py",
+    "llm_reward/search/evolve.py",
+)
+
 RESULTS = Path(__file__).parent / "results"
 ENVS = ("CartPole-v1", "MountainCar-v0", "Acrobot-v1", "Pendulum-v1", "DeepSea-v0", "FruitCollection-v0")
 MUJOCO_ENVS = ("HalfCheetah-Backward-v0",)

@@ -40,6 +40,9 @@ from rewardlab.llm_reward.sandbox.isolation import describe_isolation
 from rewardlab.llm_reward.sandbox.landlock import landlock_abi
 from rewardlab.llm_reward.search.training import train_program
 
+#: the code whose figures this benchmark measures (see benchmarks/freshness.py)
+MEASURES = ("llm_reward/sandbox/", "llm_reward/search/training.py")
+
 RESULTS = Path(__file__).parent / "results"
 
 
@@ -55,7 +58,7 @@ def time_in_process(
 
 def time_sandboxed(
     program: llm_reward.RewardProgram, env_id: str, options: dict
-) -> tuple[float, float, llm_reward.EvalResult]:
+) -> tuple[float, float, llm_reward.TrainingRun]:
     """Wall seconds to evaluate in the sandbox (checks to result), the CPU seconds of this
     process (it measures the fitness of the shipped policies), and the result."""
     start, start_cpu = time.perf_counter(), time.process_time()

@@ -37,6 +37,16 @@ from rewardlab.llm_reward import evaluate, reference_programs
 from rewardlab.llm_reward.programs.references import SHAPING
 from rewardlab.llm_reward.search.budgets import default_budget, learner_discount
 
+#: the code whose figures this benchmark measures (see benchmarks/freshness.py)
+MEASURES = (
+    "llm_reward/programs/references.py",
+    "llm_reward/search/budgets.py",
+    "llm_reward/search/training.py",
+    "agents/ppo.py",
+    "envs/classic/",
+    "envs/mujoco/",
+)
+
 RESULTS = Path(__file__).parent / "results"
 CLASSIC = ("CartPole-v1", "Acrobot-v1", "MountainCar-v0", "Pendulum-v1")
 #: the 5-seed mean a solved task reaches (issue targets; Gymnasium's own thresholds where they exist)

@@ -35,6 +35,16 @@ from benchmarks.machine import describe_machine, recorded_args
 from rewardlab.llm_reward.search import SearchConfig, search
 from rewardlab.llm_reward.search.report import summary
 
+#: the code whose figures this benchmark measures (see benchmarks/freshness.py)
+MEASURES = (
+    "llm_reward/programs/",
+    "llm_reward/sandbox/",
+    "llm_reward/search/",
+    "agents/ppo.py",
+    "envs/classic/",
+    "envs/mujoco/",
+)
+
 RESULTS = Path(__file__).parent / "results"
 CLASSIC = ("CartPole-v1", "MountainCar-v0", "Acrobot-v1", "Pendulum-v1")
 TASKS = {

@@ -25,6 +25,9 @@ from stable_baselines3.common.evaluation import evaluate_policy
 from benchmarks.machine import describe_machine, recorded_args
 from rewardlab.shaping import VecPotentialShaping, potentials
 
+#: the code whose figures this benchmark measures (see benchmarks/freshness.py)
+MEASURES = ("shaping/core.py", "shaping/potentials.py", "shaping/sb3.py")
+
 RESULTS = Path(__file__).parent / "results"
 ENV_ID = "MountainCar-v0"
 

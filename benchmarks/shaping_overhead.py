@@ -30,6 +30,9 @@ from rewardlab.shaping import (
     potentials,
 )
 
+#: the code whose figures this benchmark measures (see benchmarks/freshness.py)
+MEASURES = ("shaping/",)
+
 RESULTS = Path(__file__).parent / "results"
 ENV_ID = "CartPole-v1"
 

@@ -47,6 +47,9 @@ from typing import Any
 
 import torch
 
+#: the code whose figures this benchmark measures (see benchmarks/freshness.py)
+MEASURES = ("envs/mujoco/",)
+
 RESULTS = Path(__file__).parent / "results" / "mujoco_warp_gpu"
 DEVICE = "cuda"
 THROUGHPUT_IDS = ["HalfCheetah-v5", "Ant-v5"]

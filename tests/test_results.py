@@ -4,11 +4,13 @@ it measured (its commit and date, or that an older run did not record them)."""
 from __future__ import annotations
 
 import argparse
+import importlib.machinery
 import json
 import re
 import sys
 from pathlib import Path
 
+from benchmarks.freshness import cited_pages, cited_results
 from benchmarks.machine import describe_machine, recorded_args
 
 RESULTS = Path(__file__).resolve().parent.parent / "benchmarks" / "results"
@@ -54,21 +56,19 @@ def test_every_result_has_its_table_and_its_data() -> None:
     assert tables == data, f"a result without its other half: {sorted(tables ^ data)}"
 
 
-def test_the_machine_record_names_the_commit_and_the_date() -> None:
+def test_the_machine_record_names_the_commit_the_date_and_the_script() -> None:
     machine = describe_machine()
     assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d UTC", machine["date"])
+    assert machine["script"] is None  # pytest is no benchmark script
+    main = sys.modules["__main__"]
+    spec = getattr(main, "__spec__", None)
+    try:
+        main.__spec__ = importlib.machinery.ModuleSpec("benchmarks.ppo_speed", None)
+        assert describe_machine()["script"] == "benchmarks/ppo_speed.py"
+    finally:
+        main.__spec__ = spec
     if (RESULTS.parent.parent / ".git").exists():
         assert re.fullmatch(r"[0-9a-f]{7,40}(-dirty)?", machine["commit"])
-
-
-#: a result file as the docs and the README name it: a path under benchmarks/results/, a link
-#: to the docs site's results/ pages, or the benchmarks page's marker
-CITATION = re.compile(r"(?:benchmarks/results/|\bresults/|<!-- results: )([\w.-]+?)(\.md|\.json| -->)")
-
-
-def cited_results(text: str) -> set[str]:
-    """The result files ``text`` names, as file names (``ppo_speed.md``)."""
-    return {name + (".md" if suffix == " -->" else suffix) for name, suffix in CITATION.findall(text)}
 
 
 def test_citations_are_found_in_every_form() -> None:
@@ -79,7 +79,7 @@ def test_citations_are_found_in_every_form() -> None:
 
 def test_every_result_file_the_docs_cite_exists() -> None:
     root = RESULTS.parent.parent
-    pages = [root / "README.md", *sorted((root / "docs").rglob("*.md"))]
+    pages = cited_pages()
     missing = {str(page.relative_to(root)): sorted(name for name in cited_results(page.read_text())
                                                      if not (RESULTS / name).exists())
                for page in pages}
