@@ -30,19 +30,23 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import errno
+import fcntl
 import functools
 import math
 import os
 import select
 import signal
+import socket
 import stat
+import struct
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
-__all__ = ["IsolationUnavailable", "confine", "cpu_limit", "gpu_devices", "kernel_support", "readable_roots",
-           "run_isolated", "task_limit"]
+__all__ = ["IsolationUnavailable", "RefusalWatch", "confine", "cpu_limit", "gpu_devices", "kernel_support",
+           "readable_roots", "run_isolated", "syscall_name", "task_limit"]
 
 # An explicit, loudly named opt-out for kernels that lack a feature (never the default).
 UNSAFE_OPT_OUT = "REWARDLAB_UNSAFE_NO_ISOLATION"
@@ -148,6 +152,7 @@ def run_isolated(
     try:
         _die_with_parent()
         _require_support()
+        syscall_names()  # the job names its companion's refused calls once it may not call libseccomp
         if _opted_out():
             job()  # the loudly named opt-out: no namespaces on this kernel
             os._exit(0)
@@ -596,21 +601,33 @@ def gpu_devices() -> list[str]:
     return sorted(path for path in glob.glob("/dev/nvidia*") if not os.path.isdir(path))
 
 
-def confine(run_dir: str | None, readable: Iterable[str], devices: Iterable[str] = ()) -> None:
+def confine(
+    run_dir: str | None, readable: Iterable[str], devices: Iterable[str] = (), companion: socket.socket | None = None
+) -> None:
     """The last step before untrusted code runs: Landlock, no capabilities, seccomp.
 
     :param run_dir: the only directory the job may write; None: none at all.
     :param readable: what it may read (see :func:`readable_roots`).
     :param devices: device files it may open read-write with ``ioctl`` (see :func:`gpu_devices`).
+    :param companion: given for a job's companion, its channel to the job: its seccomp
+        filter is then the allowlist alone (:func:`allow_computation_only`), whose refusals
+        are named to the job over the channel; otherwise a deny list, answered ``EPERM``.
+        Not both: filters stack and the kernel takes the strictest answer, so a deny list's
+        ``EPERM`` would come before the allowlist's notice, and a refused call would go unseen.
     """
     from rewardlab.llm_reward.sandbox.landlock import restrict
 
     if _opted_out():
+        if companion is not None:
+            companion.sendall(_NO_LISTENER)
         return
     restrict(writable=[run_dir] if run_dir else [], readable=list(readable), devices=list(devices))
     _drop_capabilities()
     _check(_libc().prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(PR_SET_NO_NEW_PRIVS)")
-    _load_seccomp()
+    if companion is None:
+        _load_seccomp()
+    else:
+        allow_computation_only(companion)
 
 
 def _drop_capabilities() -> None:
@@ -690,50 +707,13 @@ def _load_seccomp() -> None:
     rules.load()
 
 
-# The calls by which one process acts on another one of its user (limits, scheduling,
-# signals, memory policy, descriptors): a job's companion may aim them at itself only
-# (red-team finding: from the companion, prlimit on the job set its file-size limit to 0
-# and its training failed, blamed on the trainer).
-_SELF_ONLY_FIRST_ARGUMENT_ZERO = ("prlimit64", "sched_setaffinity", "sched_setscheduler", "sched_setparam",
-                                  "sched_setattr", "migrate_pages", "move_pages")
-_SELF_ONLY_FIRST_ARGUMENT_OWN_PID = ("kill", "tkill", "tgkill", "rt_sigqueueinfo", "rt_tgsigqueueinfo",
-                                     "pidfd_open", "kcmp")
-_NEVER = ("pidfd_send_signal", "pidfd_getfd", "process_madvise", "process_mrelease")
-_PRIO_PROCESS, _IOPRIO_WHO_PROCESS = 0, 1
-
-
-def confine_to_itself() -> None:
-    """A second seccomp filter, for a process that must not act on the other processes of
-    its worker (a job's companion): the calls above refused unless they name this process
-    (0 or its own pid), and ``setpriority``/``ioprio_set`` for this process only. Landlock
-    scopes signals from ABI 6 on; this covers older kernels and the calls it does not scope."""
-    import pyseccomp as seccomp
-
-    if _opted_out():
-        return
-    own, deny = os.getpid(), seccomp.ERRNO(errno.EPERM)
-    rules = seccomp.SyscallFilter(defaction=seccomp.ALLOW)
-
-    def add(name: str, *arguments: Any) -> None:
-        _add_rule(rules, deny, name, *arguments)
-
-    for name in _SELF_ONLY_FIRST_ARGUMENT_ZERO:
-        add(name, seccomp.Arg(0, seccomp.NE, 0))
-    for name in _SELF_ONLY_FIRST_ARGUMENT_OWN_PID:
-        add(name, seccomp.Arg(0, seccomp.NE, own))
-    for name in _NEVER:
-        add(name)
-    add("setpriority", seccomp.Arg(0, seccomp.NE, _PRIO_PROCESS))
-    add("setpriority", seccomp.Arg(1, seccomp.NE, 0))
-    add("ioprio_set", seccomp.Arg(0, seccomp.NE, _IOPRIO_WHO_PROCESS))
-    add("ioprio_set", seccomp.Arg(1, seccomp.NE, 0))
-    rules.load()
-
-
 # What a reward program's process may ask of the kernel at all: computation, memory,
 # threads, time, its own signals, reading (Landlock says what) and I/O on the descriptors it
-# holds. Everything else kills it (SIGSYS), which fails the candidate with kind "sandbox":
-# a program cannot catch the refusal and go on as a good candidate. Found by tracing the
+# holds. Everything else is refused and fails the candidate with kind "sandbox", named
+# (or, where the kernel cannot name it, kills the process): a program cannot catch the
+# refusal and go on as a good candidate. It acts on no other process: signals, affinity and
+# limits for itself only (from the companion, prlimit on the job once set its file-size
+# limit to 0 and its training failed, blamed on the trainer). Found by tracing the
 # companion through torch, numpy and per-state programs (loading, calls, errors, lazy
 # imports); every call outside the list is one no reward needs (inotify, timers, signal
 # queues, message queues, new descriptors of any kind but files opened for reading).
@@ -771,20 +751,34 @@ _ALLOWED_FCNTLS = (0, 1, 2, 3, 4, 1030)
 _ALLOWED_PRCTLS = (3, 15, 16, 0x53564D41)
 
 
-def allow_computation_only() -> None:
+def allow_computation_only(report: socket.socket | None = None) -> None:
     """The seccomp allowlist of a process that runs untrusted code next to a job (a job's
     companion): :data:`ALLOWED_SYSCALLS`, with ``clone`` for threads only, files opened for
     reading only, ``ioctl``, ``fcntl`` and ``prctl`` for the few requests Python and its
-    libraries make, signals and affinity for itself only, its limits read only. Any other call kills the
-    process (``SIGSYS``, see :data:`REFUSED_SIGNAL`); ``clone3`` answers ``ENOSYS`` (glibc
-    then uses ``clone``, whose flags the filter reads) and ``openat2`` too (its flags are out
-    of the filter's sight)."""
+    libraries make, signals and affinity for itself only, its limits read only; ``clone3``
+    answers ``ENOSYS`` (glibc then uses ``clone``, whose flags the filter reads) and
+    ``openat2`` too (its flags are out of the filter's sight).
+
+    Any other call is refused and never runs. Given ``report`` (the process's channel to the
+    job), the kernel stops the calling thread and tells the job which call it was: the
+    filter's listener (seccomp user notification) goes to the job over ``report`` before any
+    untrusted code runs (the job takes it with :meth:`RefusalWatch.receive`), one byte with
+    it, and this process keeps no copy of it. Where the kernel or libseccomp has no user
+    notification, or without ``report``, the call kills the process (``SIGSYS``, see
+    :data:`REFUSED_SIGNAL`) and the failure cannot name it. A call of another architecture's
+    table (``int 0x80`` on x86_64) kills the process in either case: by default libseccomp
+    kills only the thread, and a program's thread could probe and vanish unseen.
+
+    Called by :func:`confine` (``companion=``), after Landlock and ``PR_SET_NO_NEW_PRIVS``.
+
+    :param report: the channel to send the listener over; one byte is sent on it in any case.
+    """
     import pyseccomp as seccomp
 
-    if _opted_out():
-        return
     own = os.getpid()
-    rules = seccomp.SyscallFilter(defaction=seccomp.KILL_PROCESS)
+    listening = report is not None and notification_supported()
+    rules = seccomp.SyscallFilter(defaction=seccomp.NOTIFY if listening else seccomp.KILL_PROCESS)
+    rules.set_attr(seccomp.Attr.ACT_BADARCH, seccomp.KILL_PROCESS)
     allow = seccomp.ALLOW
 
     def add(name: str, *arguments: Any) -> None:
@@ -809,11 +803,171 @@ def allow_computation_only() -> None:
     add("prlimit64", seccomp.Arg(0, seccomp.EQ, 0), seccomp.Arg(2, seccomp.EQ, 0))
     for name in ("clone3", "openat2"):
         _add_rule(rules, seccomp.ERRNO(errno.ENOSYS), name)
-    rules.load()
+    if listening:
+        # the listener's one way out; a program that sends on its channel gains nothing: the
+        # job reads the channel with recv, which drops any descriptor sent with the data
+        add("sendmsg", seccomp.Arg(0, seccomp.EQ, report.fileno()))
+        listener = _load_with_listener(seccomp, rules)
+    else:
+        rules.load()
+    if report is None:
+        return
+    if not listening:
+        report.sendall(_NO_LISTENER)
+        return
+    try:
+        socket.send_fds(report, [_LISTENER], [listener])
+    finally:
+        os.close(listener)
 
 
 #: the signal the kernel kills a process with for a call its seccomp filter does not allow
 REFUSED_SIGNAL = signal.SIGSYS
+#: the byte a companion sends with its filter's listener, or without one
+_LISTENER, _NO_LISTENER = b"L", b"-"
+#: ``SECCOMP_IOCTL_NOTIF_RECV``, ``_IOWR('!', 0, struct seccomp_notif)``: the struct is 80
+#: bytes, the call's number at byte 16 and its architecture (``AUDIT_ARCH_*``) at byte 20
+_NOTIFICATION_BYTES = 80
+_NOTIF_RECV = (3 << 30) | (_NOTIFICATION_BYTES << 16) | (ord("!") << 8)
+_NOTIFICATION_CALL = struct.Struct("=iI")
+
+
+@functools.cache
+def notification_supported() -> bool:
+    """Whether this kernel and libseccomp hand a filter's refusals to another process
+    (seccomp user notification: Linux 5.0+, libseccomp 2.5+ at API level 5 or more)."""
+    try:
+        import pyseccomp as seccomp
+
+        return hasattr(seccomp, "NOTIFY") and seccomp.get_api() >= 5
+    except (ImportError, OSError, NotImplementedError, AttributeError):
+        return False
+
+
+_SECCOMP_SET_MODE_FILTER, _SECCOMP_FILTER_FLAG_NEW_LISTENER = 1, 1 << 3
+
+
+def _load_with_listener(seccomp: Any, rules: Any) -> int:
+    """Load ``rules`` with a listener and return it (``seccomp(SECCOMP_SET_MODE_FILTER,
+    SECCOMP_FILTER_FLAG_NEW_LISTENER)`` on the program libseccomp compiles). Not libseccomp's
+    own load: it asks for a listener only when a rule's action is to notify, and a default
+    action is none (a rule may not repeat it), so its filter would notify no one and the
+    kernel would answer every refused call ``ENOSYS``, unseen."""
+    read_end, write_end = os.pipe()
+    try:
+        os.set_blocking(write_end, False)  # a program larger than the pipe fails, never blocks
+
+        class Sink:
+            def fileno(self) -> int:
+                return write_end
+
+        rules.export_bpf(Sink())
+        os.close(write_end)
+        write_end = -1
+        chunks = []
+        while chunk := os.read(read_end, 1 << 16):
+            chunks.append(chunk)
+    finally:
+        os.close(read_end)
+        if write_end >= 0:
+            os.close(write_end)
+    code = b"".join(chunks)
+
+    class Program(ctypes.Structure):  # struct sock_fprog
+        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+    instructions = ctypes.create_string_buffer(code, len(code))
+    program = Program(len(code) // 8, ctypes.cast(instructions, ctypes.c_void_p))
+    number = seccomp.resolve_syscall(seccomp.Arch.NATIVE, "seccomp")
+    return _check(_libc().syscall(ctypes.c_long(number), ctypes.c_long(_SECCOMP_SET_MODE_FILTER),
+                                  ctypes.c_long(_SECCOMP_FILTER_FLAG_NEW_LISTENER), ctypes.byref(program)),
+                  "seccomp(SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_NEW_LISTENER)")
+
+
+@functools.cache
+def syscall_names() -> tuple[int, dict[int, str]]:
+    """This machine's architecture (``AUDIT_ARCH_*``) and its system calls' names by number,
+    from libseccomp; empty where libseccomp is not usable. Cached before a worker confines
+    itself (:func:`run_isolated`), since a confined job may not call native code."""
+    try:
+        import pyseccomp as seccomp
+
+        arch = int(seccomp.system_arch())
+        names = {}
+        for number in range(1024):
+            try:
+                names[number] = seccomp.resolve_syscall(seccomp.Arch.NATIVE, number).decode()
+            except (ValueError, OSError):
+                continue
+        return arch, names
+    except (ImportError, OSError, AttributeError):
+        return 0, {}
+
+
+def syscall_name(number: int, arch: int) -> str:
+    """The name of system call ``number`` of architecture ``arch`` (``AUDIT_ARCH_*``), or
+    its number where this machine's table does not have it."""
+    native, names = syscall_names()
+    if arch == native and number in names:
+        return names[number]
+    return f"system call {number} of architecture {arch:#x}"
+
+
+class RefusalWatch:
+    """The job's side of its companion's refused calls: the listener of the companion's
+    filter (:func:`allow_computation_only`), watched by a thread of the job.
+
+    The first refused call is recorded in :attr:`refused` (its name) and the channel to
+    the companion is shut down, so that the job, waiting for an answer, stops waiting and
+    fails the program (:attr:`refused` says why); then the listener is closed, and the
+    refused call, which never ran, returns ``ENOSYS`` into a process that can no longer answer.
+
+    Take it with :meth:`receive` before anything else reads the channel.
+    """
+
+    def __init__(self, listener: int | None, channel: socket.socket):
+        self.refused: str | None = None
+        self._listener = listener
+        self._channel = channel
+        if listener is not None:
+            threading.Thread(target=self._watch, name="refused-calls", daemon=True).start()
+
+    @classmethod
+    def receive(cls, channel: socket.socket) -> RefusalWatch:
+        """The watch of the companion at the other end of ``channel``: reads the byte its
+        :func:`allow_computation_only` sent, and the listener with it (none: a companion
+        whose refused calls kill it, one that ended first, or one that sent no such byte
+        and starts with its first frame, whose first byte is 0)."""
+        if channel.recv(1, socket.MSG_PEEK) not in (_LISTENER, _NO_LISTENER):
+            return cls(None, channel)
+        _, listeners, _, _ = socket.recv_fds(channel, 1, 1)
+        return cls(listeners[0] if listeners else None, channel)
+
+    def _watch(self) -> None:
+        listener = self._listener
+        assert listener is not None
+        poller = select.poll()
+        poller.register(listener, select.POLLIN)
+        try:
+            while True:
+                events = next((event for fd, event in poller.poll() if fd == listener), 0)
+                if events & select.POLLIN:
+                    notification = bytearray(_NOTIFICATION_BYTES)
+                    try:
+                        fcntl.ioctl(listener, _NOTIF_RECV, notification, True)
+                    except OSError:
+                        continue  # the caller died, or a signal came first
+                    number, arch = _NOTIFICATION_CALL.unpack_from(notification, 16)
+                    self.refused = syscall_name(number, arch)
+                    try:
+                        self._channel.shutdown(socket.SHUT_RDWR)
+                    except OSError:
+                        pass  # closed already
+                    return
+                if events & (select.POLLHUP | select.POLLERR | select.POLLNVAL):
+                    return  # no process uses the filter any more: the companion has ended
+        finally:
+            os.close(listener)
 
 
 def describe_isolation() -> dict[str, Any]:

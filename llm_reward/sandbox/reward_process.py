@@ -48,7 +48,7 @@ from rewardlab.llm_reward.programs.program import (
     RewardProgram,
     program_traceback,
 )
-from rewardlab.llm_reward.sandbox.isolation import REFUSED_SIGNAL
+from rewardlab.llm_reward.sandbox.isolation import REFUSED_SIGNAL, RefusalWatch
 from rewardlab.llm_reward.sandbox.protocol import Frames
 
 __all__ = ["RemoteReward", "serve_rewards"]
@@ -85,6 +85,7 @@ class RemoteReward:
         self.per_state = False
         self.per_state_mode = ""
         self.per_state_reason = ""
+        self._refusals = RefusalWatch.receive(channel)  # the first thing the companion sends
         self._frames = Frames(channel)
         self._pid = pid
         self._layout: list[list[Any]] | None = None  # of the last request sent
@@ -193,6 +194,12 @@ class RemoteReward:
     def _ended(self) -> ProgramError:
         """The error for a companion that stopped answering, saying how it ended."""
         self._frames.channel.close()
+        if self._refusals.refused is not None:
+            return ProgramError(f"the reward program made a system call the sandbox refuses, "
+                                f"{self._refusals.refused} (it may compute, read its inputs and the installed "
+                                "libraries, nothing else: no files written or watched, no processes, sockets, "
+                                "timers or signals); the call did not run and the program was stopped",
+                                kind="sandbox")
         status, running = self._reap()
         if running:
             return ProgramError("the reward program's process stopped answering and did not exit (a reward "

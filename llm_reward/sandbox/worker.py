@@ -23,9 +23,7 @@ from typing import Any
 
 from rewardlab.llm_reward.sandbox.guard import Guard
 from rewardlab.llm_reward.sandbox.isolation import (
-    allow_computation_only,
     confine,
-    confine_to_itself,
     gpu_devices,
     make_undumpable,
     readable_roots,
@@ -132,9 +130,8 @@ def _start_companion(companion: str, payload: Any, limits: Limits) -> tuple[sock
 
             torch.set_num_threads(1)
             guard = Guard(writable=[])
-            confine(None, readable_roots(), ())
-            confine_to_itself()
-            allow_computation_only()
+            # the allowlist, whose refused calls are named to the job over the pair
+            confine(None, readable_roots(), (), companion=theirs)
             guard.install()
             guard.snapshot_modules()
             function(payload, theirs, guard)

@@ -1,0 +1,126 @@
+"""Attacks on the reward program's process by someone who read the sandbox's source.
+
+Each program switches the Python guard off first (through the frame that holds it), so
+that only the kernel stands in its way, then tries one thing the kernel must refuse. The
+refusal fails the candidate with kind ``sandbox`` and names the call, whatever the
+program does about it.
+"""
+
+from __future__ import annotations
+
+import platform
+from typing import Any
+
+import pytest
+
+from rewardlab.llm_reward.sandbox.isolation import (
+    kernel_support,
+    notification_supported,
+    syscall_name,
+)
+
+pytestmark = pytest.mark.skipif(
+    any(kernel_support().values()), reason=f"the kernel lacks isolation features: {kernel_support()}"
+)
+
+_GUARD_OFF = """
+    builtins = torch.sys.modules["builtins"]
+    frame = builtins.getattr(builtins, "__imp" + "ort__")("inspect").currentframe()
+    while frame is not None:
+        names = builtins.getattr(frame, "f_lo" + "cals")
+        if names.get("guard") is not None:
+            guard = names["guard"]
+            builtins.setattr(builtins.getattr(guard, "_st" + "ate"), "busy", True)
+        frame = builtins.getattr(frame, "f_ba" + "ck")
+    load = builtins.getattr(builtins, "__imp" + "ort__")
+"""
+
+
+def evaluate_hostile(source: str, **settings: Any) -> Any:
+    """``evaluate`` on a program that skips the static checks (its guard switched off)."""
+    from rewardlab import llm_reward
+
+    program = llm_reward.RewardProgram(source=source, function_name="compute_reward", parameters=("x",))
+    return llm_reward.evaluate(program, "CartPole-v1", **{
+        "steps": 64, "seeds": (0,), "num_envs": 4, "timeout_s": 120, "static_checks": False,
+        "ppo_kwargs": {"n_steps": 16}, "num_checkpoints": 1, **settings})
+
+
+# ------------------------------------------------------------ a refused call is named
+_REFUSED = {
+    # through ctypes, caught: the program goes on as a good candidate if it can
+    "inotify_init1": """
+    libc = load("ctypes").CDLL(None, use_errno=True)
+    try:
+        libc.inotify_init1(0)
+    except builtins.BaseException:
+        pass
+""",
+    # through os, no guard to pass: the call is one no audit hook sees
+    "setsid": """
+    try:
+        torch.os.setsid()
+    except builtins.BaseException:
+        pass
+""",
+    # a timer, through the signal module
+    "setitimer": """
+    try:
+        torch.sys.modules["signal"].setitimer(0, 10.0)
+    except builtins.BaseException:
+        pass
+""",
+}
+
+
+@pytest.mark.skipif(not notification_supported(), reason="the kernel or libseccomp has no seccomp user notification")
+@pytest.mark.parametrize("call", sorted(_REFUSED))
+def test_a_refused_call_fails_the_candidate_by_name(call: str) -> None:
+    source = "def compute_reward(x):\n" + _GUARD_OFF + _REFUSED[call] + "    return x, {'x': x}\n"
+    result = evaluate_hostile(source)
+    assert not result.ok and result.fitness is None
+    assert result.failure is not None and result.failure.kind == "sandbox", result.failure
+    assert f"refuses, {call} (" in result.failure.reason, result.failure.reason
+
+
+def test_syscall_names_come_from_the_machines_table() -> None:
+    from rewardlab.llm_reward.sandbox.isolation import syscall_names
+
+    arch, names = syscall_names()
+    assert names, "libseccomp named no system call"
+    number = next(number for number, name in names.items() if name == "inotify_add_watch")
+    assert syscall_name(number, arch) == "inotify_add_watch"
+    # another architecture's number is given as a number, never as this table's name
+    assert syscall_name(number, arch ^ 1) == f"system call {number} of architecture {arch ^ 1:#x}"
+
+
+# A call through another architecture's table (int 0x80 on x86_64, the i386 getpid) from a
+# thread of the program: libseccomp's default for a foreign architecture kills only the
+# calling thread, so the attempt vanished with the thread and the program answered on as a
+# good candidate.
+_FOREIGN_TABLE = """
+def compute_reward(x):
+""" + _GUARD_OFF + """
+    ctypes, mmap = load("ctypes"), load("mmap")
+    code = builtins.bytes([0xB8, 0x14, 0, 0, 0, 0xCD, 0x80, 0xC3])  # mov eax, 20; int 0x80; ret
+    page = mmap.mmap(-1, 4096, prot=mmap.PROT_READ | mmap.PROT_WRITE | mmap.PROT_EXEC)
+    page.write(code)
+    address = ctypes.addressof(ctypes.c_char.from_buffer(page))
+    call = ctypes.CFUNCTYPE(ctypes.c_long)(address)
+    start = builtins.getattr(guard, "_start_new" + "_thread")
+
+    def probe():
+        builtins.setattr(builtins.getattr(guard, "_st" + "ate"), "busy", True)
+        call()
+
+    start(probe, ())
+    torch.sys.modules["time"].sleep(0.2)
+    return x, {"x": x}
+"""
+
+
+@pytest.mark.skipif(platform.machine() != "x86_64", reason="the attack's machine code is x86_64's")
+def test_a_call_through_another_architectures_table_fails_the_candidate() -> None:
+    result = evaluate_hostile(_FOREIGN_TABLE)
+    assert not result.ok and result.fitness is None, result
+    assert result.failure is not None and result.failure.kind == "sandbox", result.failure
