@@ -13,7 +13,8 @@ figure.**
   ``provenance.script``, else the script whose name begins the result's name
   (``ppo_speed_xeon_16steps`` was made by ``benchmarks/ppo_speed.py``).
 - When it was measured: the commit the result records (``machine.commit``; a ``-dirty``
-  commit counts as its base, since the uncommitted changes are unknown), or, for the runs
+  commit counts as its base, since the uncommitted changes are unknown: commit the code, then
+  run the benchmark, then commit the result), or, for the runs
   from before benchmarks recorded it, the commit that added the file (its
   ``provenance.note``): the run measured that commit's code or older.
 - A change is a commit after that one that changes the code of a measured path: for Python
@@ -308,6 +309,8 @@ class Freshness:
     exact: bool
     measures: tuple[str, ...]
     changes: list[Change] = field(default_factory=list)
+    #: the run recorded a ``-dirty`` commit (uncommitted changes, unknown here)
+    dirty: bool = False
 
     @property
     def fresh(self) -> bool:
@@ -332,7 +335,8 @@ def freshness(name: str) -> Freshness:
     commit, exact = measured_commit(name, data)
     measures = measures_of(name, data)
     _require(commit, name)
-    return Freshness(name, commit, exact, measures, code_changes_since(commit, measures))
+    dirty = str((data.get("machine") or {}).get("commit", "")).endswith("-dirty")
+    return Freshness(name, commit, exact, measures, code_changes_since(commit, measures), dirty)
 
 
 def check_citation(state: Freshness, beside: str, where: str) -> str | None:
@@ -359,6 +363,8 @@ def check_citation(state: Freshness, beside: str, where: str) -> str | None:
     first = state.changes[0]
     script = script_of(state.name, load_result(state.name))
     rerun = f"rerun `python -m benchmarks.{script.stem}`" if script else "rerun it"
+    if state.dirty:  # the usual cause: the result ran before the code it measures was committed
+        rerun += " on a committed tree (a -dirty run counts as its base commit)"
     return (
         f"{where}: {state.name} (measured {'at' if state.exact else 'at or before'} {state.commit}) "
         f"predates {first.commit}, which changed {', '.join(first.paths)}: {rerun}, or write "

@@ -86,6 +86,8 @@ def test_a_stale_figure_passes_only_with_its_note_and_a_fresh_one_only_without()
     assert "remove the note" in check_citation(
         fresh, "17x (measured at abc1234, before x)", "README.md"
     )
+    dirty = Freshness("ppo_speed", "abc1234", True, ("agents/ppo.py",), stale.changes, dirty=True)
+    assert "on a committed tree" in check_citation(dirty, "17x", "README.md")
     older = _state(stale.changes, exact=False)
     assert older.note().startswith("measured at or before abc1234, before")
 
