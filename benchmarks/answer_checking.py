@@ -2,7 +2,7 @@
 
 A search reads each answer (finds the code, normalises it, runs the static checks) in a
 child forked for the purpose, under CPU, wall-clock and memory limits
-(:mod:`rewardlab.llm_reward.search.checking`), so that no answer can raise out of the
+(:mod:`rewardlab.llm_reward.training.checking`), so that no answer can raise out of the
 search or hold its GIL. This measures that child's price side by side with the same work
 done in this process (``RewardProgram.from_llm_answer`` and ``check``), on every program of
 the Text2Reward example library written out as an LLM answer (prose and one fenced block),
@@ -31,8 +31,8 @@ import torch
 from benchmarks.machine import describe_machine, recorded_args
 from rewardlab import llm_reward
 from rewardlab.llm_reward.programs.program import RewardProgram
-from rewardlab.llm_reward.search.checking import check_answer
 from rewardlab.llm_reward.search.examples import EXAMPLES
+from rewardlab.llm_reward.training.checking import check_answer
 
 #: the code whose figures this benchmark measures (see benchmarks/freshness.py)
 MEASURES = ("llm_reward/search/checking.py", "llm_reward/programs/")

@@ -3,7 +3,7 @@
 The candidate is the human-written CartPole reward program (``reference_programs``);
 both sides train ``rewardlab.agents.PPO`` on it with the same seed, budget, checkpoints and
 evaluation episodes, with one torch thread. In-process means
-``rewardlab.llm_reward.search.training.train_program`` called here, with no process, limits
+``rewardlab.llm_reward.training.job.train_and_measure`` called here, with no process, limits
 or audit hooks; sandboxed means ``rewardlab.llm_reward.evaluate`` (static checks, a worker
 forked by the sandbox's fork server in its own namespaces, Landlock, seccomp, OS limits,
 the audit-hook guard, the policy shipped back and its fitness measured here). The two are
@@ -38,10 +38,10 @@ from rewardlab import llm_reward
 from rewardlab.llm_reward.programs.program import RewardFunction
 from rewardlab.llm_reward.sandbox.isolation import describe_isolation
 from rewardlab.llm_reward.sandbox.landlock import landlock_abi
-from rewardlab.llm_reward.search.training import train_program
+from rewardlab.llm_reward.training.job import train_and_measure
 
 #: the code whose figures this benchmark measures (see benchmarks/freshness.py)
-MEASURES = ("llm_reward/sandbox/", "llm_reward/search/training.py")
+MEASURES = ("llm_reward/sandbox/", "llm_reward/training/")
 
 RESULTS = Path(__file__).parent / "results"
 
@@ -52,7 +52,7 @@ def time_in_process(
     """Wall and CPU seconds to train in this process, and the final fitness."""
     start, start_cpu = time.perf_counter(), time.process_time()
     function = RewardFunction(program, llm_reward.describe(env_id))
-    checkpoints = train_program(function, seed=0, **options)
+    checkpoints = train_and_measure(function, seed=0, **options)
     return time.perf_counter() - start, time.process_time() - start_cpu, checkpoints[-1].fitness
 
 

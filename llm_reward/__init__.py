@@ -8,8 +8,9 @@
 - :func:`describe` / :func:`register_description`: what a reward program may know of an env;
 - :class:`RewardProgram`: source found in an LLM answer and statically checked
   (:class:`CheckError` lists the findings);
-- :func:`evaluate`: trains ``rewardlab.agents.PPO`` on the program's reward inside a sandboxed
-  process and measures the task's true fitness (:class:`EvalResult`);
+- :func:`train_on_program` (and :func:`evaluate`, its keyword form): trains
+  ``rewardlab.agents.PPO`` on the program's reward inside a sandboxed process and measures
+  the task's true fitness (:class:`TrainingRun`);
 - :func:`reference_programs`: the env's own (sparse) reward and a human-written dense one,
   as programs, for baselines;
 - :class:`ProgramReward`: the batched-env wrapper that trains on a program's reward
@@ -17,11 +18,13 @@
 - :func:`load_reward`: a reward program file (a search's ``best_reward.py``) as a Gymnasium
   or batched-env wrapper.
 
-Four subpackages, one concern each (``docs/architecture.md``):
+Five subpackages, one concern each (``docs/architecture.md``):
 :mod:`~rewardlab.llm_reward.programs` (reward programs: parse, check, references, the
 reward wrappers), :mod:`~rewardlab.llm_reward.sandbox` (the isolated worker, its fork
-server and guard), :mod:`~rewardlab.llm_reward.clients` (OpenAI-compatible LLM clients)
-and :mod:`~rewardlab.llm_reward.search` (the reward-code search behind ``rewardlab search``).
+server and guard), :mod:`~rewardlab.llm_reward.training` (training on a program's reward in
+the sandbox, measured outside it), :mod:`~rewardlab.llm_reward.clients` (OpenAI-compatible
+LLM clients) and :mod:`~rewardlab.llm_reward.search` (the reward-code search behind
+``rewardlab search``).
 
 See ``docs/reward_programs.md``.
 """
@@ -45,8 +48,17 @@ from rewardlab.llm_reward.programs import (
     reference_programs,
     register_reference_programs,
 )
-from rewardlab.llm_reward.search.evaluation import EvalResult, Failure, SeedRun, evaluate
-from rewardlab.llm_reward.search.training import Checkpoint
+from rewardlab.llm_reward.training import (
+    Checkpoint,
+    Failure,
+    SeedRun,
+    TrainingRun,
+    evaluate,
+    train_on_program,
+)
+
+#: the earlier name of :class:`TrainingRun`
+EvalResult = TrainingRun
 
 __all__ = [
     "ActionVariable",
@@ -62,6 +74,7 @@ __all__ = [
     "RewardProgram",
     "SeedRun",
     "StateVariable",
+    "TrainingRun",
     "describe",
     "evaluate",
     "load_reward",
@@ -69,4 +82,5 @@ __all__ = [
     "register_reference_programs",
     "register_description",
     "registered_descriptions",
+    "train_on_program",
 ]

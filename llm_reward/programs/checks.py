@@ -47,6 +47,7 @@ __all__ = [
     "CheckError",
     "Finding",
     "check_source",
+    "check_tree",
     "find_reward_function",
     "forbidden_attribute",
 ]
@@ -273,6 +274,18 @@ def check_source(
     tree, findings = parse_source(source)
     if tree is None:
         return findings
+    return check_tree(tree, variables, meanings)
+
+
+def check_tree(
+    tree: ast.Module, variables: Iterable[str] | None = None, meanings: Mapping[str, str] | None = None
+) -> list[Finding]:
+    """:func:`check_source`'s findings for a program :func:`parse_source` parsed already.
+
+    :param tree: the parsed program.
+    :param variables: see :func:`check_source`.
+    :param meanings: see :func:`check_source`.
+    """
     checker = _Checker(None if variables is None else tuple(variables), meanings or {})
     checker.check(tree)
     unique = {(finding.line, finding.message): finding for finding in checker.findings}

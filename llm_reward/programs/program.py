@@ -53,6 +53,7 @@ from rewardlab.llm_reward.programs.checks import (
     CheckError,
     Finding,
     check_source,
+    check_tree,
     find_reward_function,
     forbidden_attribute,
     forbidden_module,
@@ -379,18 +380,27 @@ class RewardProgram:
     notes: tuple[str, ...] = ()
 
     @classmethod
-    def from_source(cls, source: str) -> RewardProgram:
-        """Normalise ``source``, check it (everything but the argument names, see
-        :meth:`check`) and wrap it.
+    def from_source(cls, source: str, env: str | EnvDescription | None = None) -> RewardProgram:
+        """Normalise ``source``, check it and wrap it: parsed once, checked once.
 
         :param source: Python source defining the reward function.
+        :param env: an env id or its description: the checks include that the arguments are
+            variables it declares (as :meth:`check` does); ``None``: every check but that one.
         :raises CheckError: the source failed a static check.
         """
         normalized = normalize_source(source)
-        findings = check_source(normalized.source)
+        tree, findings = parse_source(normalized.source)
+        if tree is not None:
+            if env is None:
+                findings = check_tree(tree)
+            else:
+                description = describe(env) if isinstance(env, str) else env
+                meanings = {variable.name: variable.meaning for variable in description.state}
+                findings = check_tree(tree, description.variables, meanings)
         if findings:
             raise CheckError(findings, normalized.source)
-        function = find_reward_function(ast.parse(normalized.source))
+        assert tree is not None
+        function = find_reward_function(tree)
         assert function is not None, "check_source reports a program without a reward function"
         arguments = function.args
         positional = (*arguments.posonlyargs, *arguments.args)
@@ -719,17 +729,6 @@ def _stacks_first(node: ast.AST) -> bool:
     return not given or (isinstance(given[0], ast.Constant) and given[0].value == 0)
 
 
-def _return_line(source: str, function_name: str) -> str:
-    """``"line N: "`` for the reward function's last ``return``, ``""`` if none."""
-    tree = ast.parse(source)
-    for node in tree.body:
-        if isinstance(node, ast.FunctionDef) and node.name == function_name:
-            returns = [child for child in ast.walk(node) if isinstance(child, ast.Return)]
-            if returns:
-                return f"line {max(r.lineno for r in returns)}: "
-    return ""
-
-
 def _split_result(result: Any) -> tuple[Any, Any]:
     """``(reward, components)`` of what a program returned; ``(result, None)`` for a bare reward."""
     return (result[0], result[1]) if isinstance(result, tuple) and len(result) == 2 else (result, None)
@@ -833,8 +832,9 @@ class RewardFunction:
         if not callable(function):
             raise ProgramError(f"the program does not define a function `{program.function_name}`")
         self._function: Callable[..., Any] = function
-        self._line = _return_line(program.source, program.function_name)
-        self._sites = _program_sites(program.source, program.function_name)
+        self._sites = _program_sites(program.source, program.function_name)  # the one parse of the source
+        #: ``"line N: "`` of the reward function's last ``return`` for messages, ``""`` if none
+        self._line = f"line {self._sites.returns}: " if self._sites.returns else ""
         #: True once the program showed it is written for one state at a time: it is then
         #: run per env, with ``torch.vmap`` where it traces (pure torch code: one call for the
         #: batch), in a Python loop otherwise (one call of the program per env).

@@ -18,8 +18,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from rewardlab.llm_reward.search.evaluation import EvalResult
 from rewardlab.llm_reward.search.reflection import reward_signals
+from rewardlab.llm_reward.training import TrainingRun
 
 __all__ = ["SEARCH_SUFFIX", "log_candidate", "log_iteration"]
 
@@ -39,7 +39,7 @@ def _seed_folders(tensorboard: Path) -> list[Path]:
     return sorted(folders, key=lambda path: int(path.name.rsplit("_", 1)[1]))
 
 
-def log_candidate(result: EvalResult, prescreen_tau: float | None = None) -> None:
+def log_candidate(result: TrainingRun, prescreen_tau: float | None = None) -> None:
     """Add the search's scalars to each seed's TensorBoard folder of a trained candidate.
 
     Does nothing when the folders already hold them (a resumed search) or there are none.

@@ -22,28 +22,12 @@ and the report repeats it.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 from rewardlab.agents.ppo import PPOConfig
+from rewardlab.llm_reward.training.records import Budget
 
 __all__ = ["BUDGETS", "GENERIC", "Budget", "default_budget", "learner_discount"]
-
-
-@dataclass(frozen=True)
-class Budget:
-    """What one candidate trains with.
-
-    :param steps: env steps per seed.
-    :param num_envs: batched envs.
-    :param ppo_kwargs: ``rewardlab.agents.PPO`` settings (JSON data).
-    :param note: where the budget comes from, for the report.
-    """
-
-    steps: int
-    num_envs: int
-    ppo_kwargs: dict[str, Any] = field(default_factory=dict)
-    note: str = ""
 
 
 _MUJOCO = {"n_steps": 128, "batch_size": 512, "n_epochs": 10, "learning_rate": 3e-4, "anneal_lr": True,

@@ -67,7 +67,7 @@ class SearchConfig:
         which a long run amplifies: a seed's numbers differ between the two.
     :param early_stopping: stop a candidate whose fitness at a rung of its budget (about a
         ninth, then a third) is in the bottom half of the earlier iterations' candidates that
-        got there (:mod:`~rewardlab.llm_reward.search.stopping`); the finalists' seeds and the
+        got there (:mod:`~rewardlab.llm_reward.training.stopping`); the finalists' seeds and the
         final re-training always train to the end.
     """
 

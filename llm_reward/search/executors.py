@@ -24,8 +24,8 @@ from typing import Any
 
 from rewardlab.common.files import walk_files
 from rewardlab.llm_reward.sandbox.runner import remove_tree
-from rewardlab.llm_reward.search.evaluation import EvalResult, evaluate
-from rewardlab.llm_reward.search.stopping import StopRule
+from rewardlab.llm_reward.training import TrainingRun, evaluate
+from rewardlab.llm_reward.training.stopping import StopRule
 
 __all__ = ["EvalTask", "Executor", "LocalExecutor", "RayExecutor", "make_executor", "run_task"]
 
@@ -50,7 +50,7 @@ class EvalTask:
     :param timeout_s: wall-clock limit of the evaluation.
     :param description: the data of the env's description file, if the search has one.
     :param stop_rule: its early-stopping rule as JSON data
-        (:meth:`~rewardlab.llm_reward.search.stopping.StopRule.to_dict`), or ``None``: trained
+        (:meth:`~rewardlab.llm_reward.training.stopping.StopRule.to_dict`), or ``None``: trained
         to the end.
     """
 
@@ -69,7 +69,7 @@ class EvalTask:
     stop_rule: dict[str, Any] | None = None
 
 
-def run_task(task: EvalTask, run_dir: str | os.PathLike[str] | None = None) -> EvalResult:
+def run_task(task: EvalTask, run_dir: str | os.PathLike[str] | None = None) -> TrainingRun:
     """Evaluate ``task`` with :func:`rewardlab.llm_reward.evaluate` (sandboxed, one torch thread).
 
     A folder left by an interrupted evaluation of the same task is removed first, so a
@@ -102,14 +102,14 @@ class Executor(abc.ABC):
         self.workers = workers
         self._pool = ThreadPoolExecutor(workers, thread_name_prefix=thread_prefix)
 
-    def submit(self, task: EvalTask, on_start: Callable[[], None] | None = None) -> Future[EvalResult]:
+    def submit(self, task: EvalTask, on_start: Callable[[], None] | None = None) -> Future[TrainingRun]:
         """Queue ``task``; it starts when one of the ``workers`` slots is free.
 
         :param task: what to evaluate.
         :param on_start: called when the evaluation starts (for progress displays).
         """
 
-        def run() -> EvalResult:
+        def run() -> TrainingRun:
             if on_start is not None:
                 on_start()
             return self._run(task)
@@ -117,7 +117,7 @@ class Executor(abc.ABC):
         return self._pool.submit(run)
 
     @abc.abstractmethod
-    def _run(self, task: EvalTask) -> EvalResult:
+    def _run(self, task: EvalTask) -> TrainingRun:
         """Evaluate ``task`` now, in the calling thread (which waits for the result)."""
 
     @abc.abstractmethod
@@ -138,7 +138,7 @@ class LocalExecutor(Executor):
     def __init__(self, workers: int):
         super().__init__(workers, "rewardlab-eval")
 
-    def _run(self, task: EvalTask) -> EvalResult:
+    def _run(self, task: EvalTask) -> TrainingRun:
         return run_task(task)
 
     def describe(self) -> str:
@@ -150,7 +150,7 @@ def evaluate_remotely(task_data: dict[str, Any]) -> dict[str, Any]:
     """The Ray task: evaluate in a temporary folder on the node, return the result and files.
 
     :param task_data: an :class:`EvalTask` as a dict.
-    :return: ``{"result": EvalResult dict, "files": {relative path: bytes}}``.
+    :return: ``{"result": TrainingRun dict, "files": {relative path: bytes}}``.
     """
     task = EvalTask(**{**task_data, "seeds": tuple(task_data["seeds"])})
     folder = tempfile.mkdtemp(prefix="rewardlab-ray-")
@@ -212,7 +212,7 @@ class RayExecutor(Executor):
                 raise ValueError(f"cannot reach the Ray cluster at --address {address!r}: {error}") from error
         self._remote = ray.remote(num_cpus=1)(evaluate_remotely)
 
-    def _run(self, task: EvalTask) -> EvalResult:
+    def _run(self, task: EvalTask) -> TrainingRun:
         data = self._ray.get(self._remote.remote(asdict(task)))
         directory = Path(task.run_dir)
         remove_tree(directory)
@@ -222,7 +222,7 @@ class RayExecutor(Executor):
                 continue  # only files inside the candidate's folder
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_bytes(content)
-        result = EvalResult.from_dict(data["result"])
+        result = TrainingRun.from_dict(data["result"])
         result.run_dir = os.fspath(directory)
         return result
 

@@ -43,11 +43,10 @@ from rewardlab.llm_reward.programs.references import (
     reference_programs,
     registered_reference_programs,
 )
+from rewardlab.llm_reward.programs.text import fenced, sanitize
 from rewardlab.llm_reward.search import board
 from rewardlab.llm_reward.search.budgets import learner_discount
-from rewardlab.llm_reward.search.checking import check_answer
 from rewardlab.llm_reward.search.config import IDENTITY, SearchConfig
-from rewardlab.llm_reward.search.evaluation import EvalResult, Failure
 from rewardlab.llm_reward.search.evolve import EvolveProposer
 from rewardlab.llm_reward.search.evolve_random import EvolveRandomProposer
 from rewardlab.llm_reward.search.examples import most_similar
@@ -76,9 +75,10 @@ from rewardlab.llm_reward.search.records import (
 )
 from rewardlab.llm_reward.search.reflection import reflect, reward_signals
 from rewardlab.llm_reward.search.report import write_outputs
-from rewardlab.llm_reward.search.stopping import StopRule, population, rung_indices
 from rewardlab.llm_reward.search.store import RunStore
-from rewardlab.llm_reward.search.text import fenced, sanitize
+from rewardlab.llm_reward.training import Failure, TrainingRun
+from rewardlab.llm_reward.training.checking import check_answer
+from rewardlab.llm_reward.training.stopping import StopRule, population, rung_indices
 
 __all__ = ["SearchConfig", "SearchResult", "best_candidate", "search"]
 
@@ -359,7 +359,7 @@ class _Search:
     def _program(self, candidate: Candidate) -> RewardProgram | None:
         """The checked program in the candidate's answer, or ``None`` with its failure set.
 
-        The answer is read in a child process under limits (:mod:`~rewardlab.llm_reward.search.checking`):
+        The answer is read in a child process under limits (:mod:`~rewardlab.llm_reward.training.checking`):
         whatever it holds, this thread only waits, and gets a program or a failure."""
         checked = check_answer(candidate.answer or "", self.description)
         candidate.source = checked.source
@@ -398,7 +398,7 @@ class _Search:
         record = self.store.get("evaluation", candidate.key)
         trained = record is None
         if record is not None:
-            result = EvalResult.from_dict(record["result"])
+            result = TrainingRun.from_dict(record["result"])
         else:
             assert candidate.source is not None
             # only the search's candidates may stop early: _train_seeds (finalists, final) never does
@@ -494,16 +494,16 @@ class _Search:
             score.fitness = dict(sorted(score.fitness.items()))
         return scores
 
-    def _train_seeds(self, kind: str, stage: str, jobs: list[_SeedJob]) -> Iterator[tuple[int, EvalResult]]:
+    def _train_seeds(self, kind: str, stage: str, jobs: list[_SeedJob]) -> Iterator[tuple[int, TrainingRun]]:
         """Each job's one-seed training as ``(index, result)``: from the journal's ``kind``
         records where it ran before, else trained now and journaled, as they finish."""
         self.progress.start_iteration(0, len(jobs), stage=stage)
-        pending: dict[Future[EvalResult], int] = {}
+        pending: dict[Future[TrainingRun], int] = {}
         for index, job in enumerate(jobs):
             record = self.store.get(kind, job.key)
             if record is not None:
                 self.progress.finished(job.key, trained=False)
-                yield index, EvalResult.from_dict(record["result"])
+                yield index, TrainingRun.from_dict(record["result"])
                 continue
             task = self._task(job.key, job.source, [job.seed], job.run_dir)
             pending[self.executor.submit(task, self.progress.started)] = index
@@ -520,9 +520,9 @@ class _Search:
             self.progress.finished(job.key, trained=True)
             yield index, result
 
-    def _failed_run(self, source: str, error: BaseException) -> EvalResult:
+    def _failed_run(self, source: str, error: BaseException) -> TrainingRun:
         """The result of a training that raised instead of returning its result."""
-        return EvalResult(
+        return TrainingRun(
             env_id=self.config.env_id, ok=False, fitness=None, success_rate=None, curve=[], seeds=[],
             failure=Failure(SEARCH_FAILURE, f"the training could not run ({_exception_text(error)})"),
             steps=self.config.steps or 0, wall_s=0.0, peak_rss_mb=None, peak_vm_mb=None, cpu_s=None, run_dir=None,
@@ -530,7 +530,7 @@ class _Search:
         )  # fmt: skip
 
     @staticmethod
-    def _score(score: FinalScore, seed: int, result: EvalResult) -> None:
+    def _score(score: FinalScore, seed: int, result: TrainingRun) -> None:
         score.fitness[seed] = result.fitness if result.ok else None
         if not result.ok and result.failure is not None:
             score.failures.append(f"seed {seed}: {result.failure.kind}: {result.failure.reason}")

@@ -31,13 +31,14 @@ from rewardlab.llm_reward.programs.program import (
     RewardFunction,
     RewardProgram,
 )
+from rewardlab.llm_reward.programs.text import sanitize
 from rewardlab.llm_reward.sandbox.guard import Guard
 from rewardlab.llm_reward.sandbox.reward_process import RemoteReward
 from rewardlab.llm_reward.sandbox.runner import Limits, run_sandboxed
-from rewardlab.llm_reward.search.evaluation import REWARD_COMPANION, Failure
 from rewardlab.llm_reward.search.records import PrescreenScore
-from rewardlab.llm_reward.search.text import sanitize
-from rewardlab.llm_reward.search.training import preload_for
+from rewardlab.llm_reward.training import Failure
+from rewardlab.llm_reward.training.compiled import preload_for
+from rewardlab.llm_reward.training.job import reward_companion
 
 __all__ = ["collect_trajectories", "kendall_tau_b", "prescreen", "score_job"]
 
@@ -205,7 +206,7 @@ def score_job(payload: Mapping[str, Any], guard: Guard, companion: tuple[socket.
     """The sandboxed job: the program's undiscounted return on each stored trajectory.
 
     The program runs in the job's companion
-    (:func:`~rewardlab.llm_reward.search.training.reward_companion`), which answers the
+    (:func:`~rewardlab.llm_reward.training.job.reward_companion`), which answers the
     rewards; this process sums them and writes the result.
 
     :param payload: ``program`` (``source``, ``function_name``, ``parameters``), ``env_id``
@@ -214,7 +215,7 @@ def score_job(payload: Mapping[str, Any], guard: Guard, companion: tuple[socket.
     :param companion: the channel to the companion and its pid.
     :return: ``{"returns": [...], "failure": None | {"kind", "reason", "traceback"}}``.
     """
-    from rewardlab.llm_reward.search.training import describe_for
+    from rewardlab.llm_reward.training.job import describe_for
 
     description = describe_for(payload)
     program = RewardProgram(**payload["program"])
@@ -300,7 +301,7 @@ def prescreen(
                          for t in trajectories],
     }
     run = run_sandboxed(SCORE_JOB, payload, run_dir, Limits(timeout_s=timeout_s), preload_for(env_id),
-                        companion=REWARD_COMPANION)
+                        companion=reward_companion)
     truth = [float(t["return"]) for t in trajectories]
     failure = None
     returns: list[float] = []

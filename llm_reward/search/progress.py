@@ -15,8 +15,8 @@ import time
 from typing import TextIO
 
 from rewardlab.llm_reward.clients import redact
+from rewardlab.llm_reward.programs.text import sanitize
 from rewardlab.llm_reward.search.records import Candidate, best_of
-from rewardlab.llm_reward.search.text import sanitize
 
 __all__ = ["Progress"]
 

@@ -20,11 +20,11 @@ from collections.abc import Sequence
 
 from rewardlab.envs.descriptions import EnvDescription
 from rewardlab.llm_reward.programs.program import code_choice_note
+from rewardlab.llm_reward.programs.text import prompt_block, prompt_line
 from rewardlab.llm_reward.search.examples import Example
 from rewardlab.llm_reward.search.records import PRESCREEN_FAILURE, Candidate
 from rewardlab.llm_reward.search.reflection import describe_failure, reflect, tips
-from rewardlab.llm_reward.search.stopping import STOPPED
-from rewardlab.llm_reward.search.text import prompt_block, prompt_line
+from rewardlab.llm_reward.training.stopping import STOPPED
 
 __all__ = [
     "CUT_OFF_NOTE",

@@ -11,14 +11,14 @@ from typing import Any
 
 from rewardlab.llm_reward.clients import Usage
 from rewardlab.llm_reward.search.config import SearchConfig
-from rewardlab.llm_reward.search.evaluation import EvalResult
-from rewardlab.llm_reward.search.failures import Failure
 from rewardlab.llm_reward.search.reflection import RewardSignals
+from rewardlab.llm_reward.training import TrainingRun
+from rewardlab.llm_reward.training.failures import Failure
 
 __all__ = ["Candidate", "FinalScore", "PrescreenScore", "SearchResult", "candidate_key"]
 
 # Failure kinds a candidate can have besides those of reading its answer
-# (rewardlab.llm_reward.search.failures) and of its evaluation.
+# (rewardlab.llm_reward.training.failures) and of its evaluation.
 LLM_FAILURE = "llm"
 PRESCREEN_FAILURE = "prescreen"
 #: the search itself failed on the candidate (an exception while handling it)
@@ -103,7 +103,7 @@ class Candidate:
     cost_usd: float | None = None
     failure: Failure | None = None
     prescreen: PrescreenScore | None = None
-    result: EvalResult | None = None
+    result: TrainingRun | None = None
     signals: RewardSignals | None = None
     finish_reason: str | None = None
     #: a finalist's late fitness per extra seed (``None``: that seed failed), when the search confirms finalists
@@ -184,7 +184,7 @@ def rank_key(candidate: Candidate) -> tuple[float, float, float]:
     return (late, success, sum(returns) / len(returns) if returns else -math.inf)
 
 
-def late_fitness(result: EvalResult) -> float | None:
+def late_fitness(result: TrainingRun) -> float | None:
     """The mean fitness of a training's last :data:`LATE_CHECKPOINTS` checkpoints (``None``: it failed)."""
     if result.fitness is None or not result.ok:
         return None

@@ -20,10 +20,9 @@ import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 
+from rewardlab.llm_reward.programs.text import prompt_block, prompt_line
 from rewardlab.llm_reward.programs.wrapper import COMPONENT_PREFIX
-from rewardlab.llm_reward.search.evaluation import EvalResult, Failure
-from rewardlab.llm_reward.search.text import prompt_block, prompt_line
-from rewardlab.llm_reward.search.training import Checkpoint
+from rewardlab.llm_reward.training import Checkpoint, Failure, TrainingRun
 
 __all__ = [
     "ComponentNote",
@@ -138,7 +137,7 @@ def _program_reward(point: Checkpoint) -> float | None:
 def reward_signals(curve: Sequence[Checkpoint]) -> RewardSignals:
     """The reward-hacking signals of one training curve.
 
-    :param curve: the checkpoints, in order (``EvalResult.curve`` or one seed's).
+    :param curve: the checkpoints, in order (``TrainingRun.curve`` or one seed's).
     """
     points = [(point, _program_reward(point)) for point in curve]
     points = [(point, reward) for point, reward in points if reward is not None]
@@ -247,7 +246,7 @@ def describe_failure(failure: Failure) -> str:
     return "\n".join(lines)
 
 
-def reflect(result: EvalResult, signals: RewardSignals | None = None) -> str:
+def reflect(result: TrainingRun, signals: RewardSignals | None = None) -> str:
     """Eureka's reward reflection of one evaluation, as text for the next prompt.
 
     :param result: a successful or failed evaluation.

@@ -18,6 +18,7 @@ import numpy as np
 from rewardlab.common.statistics import bootstrap_ci, iqm, probability_of_improvement
 from rewardlab.llm_reward.programs.loading import reward_file_text
 from rewardlab.llm_reward.programs.references import registered_reference_programs
+from rewardlab.llm_reward.programs.text import fenced, markdown_text, sanitize
 from rewardlab.llm_reward.search.prescreen import MIN_PAIRS
 from rewardlab.llm_reward.search.records import (
     LATE_CHECKPOINTS,
@@ -28,7 +29,6 @@ from rewardlab.llm_reward.search.records import (
 )
 from rewardlab.llm_reward.search.report_html import HTML_FILE, html_report
 from rewardlab.llm_reward.search.store import RunStore
-from rewardlab.llm_reward.search.text import fenced, markdown_text, sanitize
 
 if TYPE_CHECKING:
     from rewardlab.llm_reward.search.records import SearchResult

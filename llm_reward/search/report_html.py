@@ -26,11 +26,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from rewardlab.common.statistics import bootstrap_ci
-from rewardlab.llm_reward.search.evaluation import EvalResult
+from rewardlab.llm_reward.programs.text import fenced, sanitize
 from rewardlab.llm_reward.search.records import Candidate, late_fitness, rank_key
 from rewardlab.llm_reward.search.store import RunStore
-from rewardlab.llm_reward.search.text import fenced, sanitize
-from rewardlab.llm_reward.search.training import Checkpoint
+from rewardlab.llm_reward.training import Checkpoint, TrainingRun
 
 if TYPE_CHECKING:
     from rewardlab.llm_reward.search.records import SearchResult
@@ -277,7 +276,7 @@ def mean_curve(runs: Sequence[Sequence[Checkpoint]]) -> tuple[list[float], list[
     return steps, means, lows, highs
 
 
-def _seed_runs(result: EvalResult | None) -> list[list[Checkpoint]]:
+def _seed_runs(result: TrainingRun | None) -> list[list[Checkpoint]]:
     if result is None:
         return []
     return [run.checkpoints for run in result.seeds if run.checkpoints] or ([result.curve] if result.curve else [])
@@ -288,7 +287,7 @@ def _journal_runs(store: RunStore, kind: str, field: str) -> dict[str, list[list
     checkpoints grouped by the record's ``field`` (``label``, ``candidate``)."""
     runs: dict[str, list[list[Checkpoint]]] = {}
     for record in store.records(kind):
-        result = EvalResult.from_dict(record["result"])
+        result = TrainingRun.from_dict(record["result"])
         runs.setdefault(str(record.get(field)), []).extend(_seed_runs(result))
     return runs
 

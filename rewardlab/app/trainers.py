@@ -280,7 +280,7 @@ class SandboxedProgramTrainer(Trainer):
     ``rewardlab train --reward-program``).
 
     The program runs only in an isolated worker, as a search candidate does
-    (:func:`rewardlab.llm_reward.evaluate`): TensorBoard logs go to ``sandbox/`` in the run
+    (:func:`rewardlab.llm_reward.training.train_on_program`): TensorBoard logs go to ``sandbox/`` in the run
     directory; the worker ships the trained policy back as plain arrays and this process,
     which never loads the program, rebuilds it as ``model.pt`` and measures its true return.
     Each checkpoint's policy streams back as it is made, so a run stopped with Ctrl-C keeps the
@@ -335,7 +335,7 @@ class SandboxedProgramTrainer(Trainer):
         import threading
 
         from rewardlab import envs
-        from rewardlab.llm_reward.search.training import load_snapshot
+        from rewardlab.llm_reward.training.snapshots import load_snapshot
 
         config = self.config
         hyperparameters = dict(config["hyperparameters"])
@@ -371,13 +371,13 @@ class SandboxedProgramTrainer(Trainer):
 
     def _evaluate(self, steps: int, num_envs: int, hyperparameters: dict[str, Any], compile: bool,
                   keep: Any, streamed: Any) -> Any:
-        from rewardlab.llm_reward import evaluate
+        from rewardlab.llm_reward.training import Budget, train_on_program
 
         config = self.config
-        return evaluate(
-            self.reward.program, config["env"], steps=steps, seeds=(config["seed"],),
-            timeout_s=max(600.0, steps / 50.0), run_dir=self.run_dir / "sandbox", num_envs=num_envs,
-            device=config["device"], ppo_kwargs={**hyperparameters, "compile": compile},
+        budget = Budget(steps, num_envs, {**hyperparameters, "compile": compile})
+        return train_on_program(
+            self.reward.program, config["env"], budget, (config["seed"],),
+            timeout_s=max(600.0, steps / 50.0), run_dir=self.run_dir / "sandbox", device=config["device"],
             num_checkpoints=max(1, min(10, steps // max(num_envs, 1))), eval_episodes=config["eval_episodes"],
             on_final_policy=keep, on_checkpoint=streamed, description=self.reward.description_data,
         )  # fmt: skip

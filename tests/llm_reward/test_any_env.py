@@ -18,7 +18,7 @@ from rewardlab.envs.description_files import load_description, use_description
 from rewardlab.llm_reward.sandbox import Limits, run_sandboxed
 from rewardlab.llm_reward.sandbox.isolation import kernel_support
 from rewardlab.llm_reward.search import SearchConfig, search
-from rewardlab.llm_reward.search.training import preload_for
+from rewardlab.llm_reward.training.compiled import preload_for
 
 TINY = {"steps": 512, "num_envs": 4, "ppo_kwargs": {"n_steps": 32, "n_epochs": 2}, "num_checkpoints": 2,
         "eval_episodes": 2, "timeout_s": 120.0, "compile": False,

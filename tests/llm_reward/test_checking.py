@@ -15,9 +15,9 @@ from hostile_answers import DEEP_DECORATOR, FLOOD, HELPERS, PLAIN, UNTERMINATED_
 
 from rewardlab import llm_reward
 from rewardlab.llm_reward.programs.program import RewardProgram
-from rewardlab.llm_reward.search import checking
-from rewardlab.llm_reward.search.checking import check_answer, check_source
-from rewardlab.llm_reward.search.failures import (
+from rewardlab.llm_reward.training import checking
+from rewardlab.llm_reward.training.checking import check_answer, check_source
+from rewardlab.llm_reward.training.failures import (
     MAX_FINDING_CHARS,
     MAX_FINDINGS,
     MAX_REASON_CHARS,

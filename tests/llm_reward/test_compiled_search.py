@@ -9,7 +9,7 @@ import pytest
 from rewardlab.common.compiled import cache_folder
 from rewardlab.llm_reward import reference_programs
 from rewardlab.llm_reward.search import SearchConfig, search
-from rewardlab.llm_reward.search.evaluation import evaluate
+from rewardlab.llm_reward.training import evaluate
 
 TINY = {"steps": 256, "num_envs": 4, "ppo_kwargs": {"n_steps": 32, "n_epochs": 2}, "num_checkpoints": 2,
         "eval_episodes": 2, "timeout_s": 300.0}
@@ -62,7 +62,7 @@ def test_a_compiled_evaluation_on_a_mujoco_task_forks_no_hanging_worker(tmp_path
 def test_the_warm_up_waits_for_ending_threads_and_names_those_that_stay() -> None:
     import threading
 
-    from rewardlab.llm_reward.search.training import _threads, _threads_left
+    from rewardlab.llm_reward.training.compiled import _threads, _threads_left
 
     before = _threads()
     ending = threading.Thread(target=time.sleep, args=(0.2,))

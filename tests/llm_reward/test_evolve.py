@@ -12,7 +12,6 @@ import torch
 from rewardlab import llm_reward
 from rewardlab.envs.descriptions import ActionVariable, EnvDescription, StateVariable, column
 from rewardlab.llm_reward.programs.program import RewardProgram
-from rewardlab.llm_reward.search.evaluation import EvalResult
 from rewardlab.llm_reward.search.evolve import (
     REACH_ALIVE,
     EvolveProposer,
@@ -29,7 +28,7 @@ from rewardlab.llm_reward.search.evolve_random import (
 )
 from rewardlab.llm_reward.search.progress import Progress
 from rewardlab.llm_reward.search.records import Candidate, best_of, rank_key
-from rewardlab.llm_reward.search.training import Checkpoint
+from rewardlab.llm_reward.training import Checkpoint, TrainingRun
 
 TASKS = {"CartPole-v1": "keep the pole balanced upright", "MountainCar-v0": "reach the flag",
          "Acrobot-v1": "swing the tip above the bar", "Pendulum-v1": "swing up and balance",
@@ -42,9 +41,9 @@ def proposer(env_id: str, seed: int = 0) -> EvolveProposer:
     return EvolveProposer(llm_reward.describe(env_id), seed, llm_reward.reference_programs(env_id), TASKS[env_id])
 
 
-def result(fitness: float, train_return: float | None = None, success: float | None = None) -> EvalResult:
+def result(fitness: float, train_return: float | None = None, success: float | None = None) -> TrainingRun:
     points = [Checkpoint(step=1000, fitness=fitness, success_rate=success, train_return=train_return)]
-    return EvalResult("MountainCar-v0", True, fitness, success, points, [], None, 1000, 1.0, None, None, None,
+    return TrainingRun("MountainCar-v0", True, fitness, success, points, [], None, 1000, 1.0, None, None, None,
                       None, "")
 
 

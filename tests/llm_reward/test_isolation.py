@@ -314,15 +314,14 @@ def test_fitness_is_measured_by_the_caller_from_the_shipped_policy() -> None:
     from rewardlab import envs
     from rewardlab.agents import PPO
     from rewardlab.envs import describe
-    from rewardlab.llm_reward.search.evaluation import _parse_job_result
-    from rewardlab.llm_reward.search.training import measure_snapshot, policy_snapshot
+    from rewardlab.llm_reward.training.run import _parse_job_result
+    from rewardlab.llm_reward.training.snapshots import measure_snapshot, policy_snapshot
 
     kwargs = {"n_steps": 8}
     model = PPO(envs.make("CartPole-v1", num_envs=2, seed=0), seed=0, **kwargs)
     snapshot = policy_snapshot(model)
-    point = {"step": 16, "fitness": 1e9, "success_rate": 1.0, "train_return": 1e9,
-             "components": {"program/x": 1.0}, "reward": 1.0}
-    forged = {"seeds": [{"seed": 0, "checkpoints": [point], "policies": [snapshot], "wall_s": 1.0}],
+    point = {"step": 16, "train_return": 1e9, "components": {"program/x": 1.0}, "reward": 1.0}
+    forged = {"seeds": [{"seed": 0, "progress": [point], "policies": [snapshot], "wall_s": 1.0}],
               "failure": None, "peak_rss_mb": 1.0, "peak_vm_mb": 1.0, "cpu_s": 1.0}
     description = describe("CartPole-v1")
 
@@ -332,6 +331,10 @@ def test_fitness_is_measured_by_the_caller_from_the_shipped_policy() -> None:
     runs, failure, _ = _parse_job_result(forged, measure, [0])
     honest = measure_snapshot(snapshot, description, kwargs, 4, "cpu", 10_000)
     assert failure is None and runs[0].checkpoints[0].fitness == honest[0] < 500
+    # a worker reports no fitness: a point that claims one is refused, not read
+    claimed = {"seeds": [{**forged["seeds"][0], "progress": [{**point, "fitness": 1e9, "success_rate": 1.0}]}]}
+    with pytest.raises(ValueError, match="progress point holds"):
+        _parse_job_result({**forged, **claimed}, measure, [0])
     # the worker cannot pick the evaluation's start states by reporting another seed
     with pytest.raises(ValueError, match="reported seed 66 for the run of seed 0"):
         _parse_job_result({**forged, "seeds": [{**forged["seeds"][0], "seed": 66}]}, measure, [0])
@@ -376,10 +379,9 @@ def compute_reward(x):
     policy = {name: array(value) for name, value in weights.items()}
     policy |= {"obs_rms.mean": array(zeros(4), "float64"), "obs_rms.var": array(np.ones(4), "float64"),
                "obs_rms.count": array(1e-4, "float64")}
-    point = {"step": 2048, "fitness": 0.0, "success_rate": None, "train_return": 500.0,
-             "components": {"reward": 1.0}, "reward": 1.0}
+    point = {"step": 2048, "train_return": 500.0, "components": {"reward": 1.0}, "reward": 1.0}
     result = {"compile_note": "", "per_state": False, "per_state_reason": "", "per_state_mode": "",
-              "seeds": [{"seed": 0, "checkpoints": [point], "policies": [policy], "wall_s": 1.0}],
+              "seeds": [{"seed": 0, "progress": [point], "policies": [policy], "wall_s": 1.0}],
               "failure": None, "peak_rss_mb": 1.0, "peak_vm_mb": 1.0, "cpu_s": 1.0}
     data = json.dumps({"result": result}).encode()
     sockets = []
@@ -470,7 +472,8 @@ def test_the_companion_cannot_act_on_the_job(tmp_path: Path, attempt: str) -> No
     assert not (tmp_path / "run" / "planted.txt").exists()
 
 
-@pytest.mark.parametrize("job", ["misreport_per_state", "report_extra_checkpoints", "nest_folders_deeply",
+@pytest.mark.parametrize("job", ["misreport_per_state", "report_extra_checkpoints", "report_its_own_fitness",
+                                 "nest_folders_deeply",
                                  "report_a_huge_step", "report_a_huge_reward", "report_a_huge_integer"])
 def test_an_evaluation_taken_over_by_its_program_does_not_break_the_caller(
     job: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
@@ -478,8 +481,9 @@ def test_an_evaluation_taken_over_by_its_program_does_not_break_the_caller(
     import tempfile
 
     from rewardlab import llm_reward
-    from rewardlab.llm_reward.search import board, evaluation
+    from rewardlab.llm_reward.search import board
     from rewardlab.llm_reward.search.reflection import reward_signals
+    from rewardlab.llm_reward.training import run as evaluation
 
     monkeypatch.setattr(evaluation, "EVALUATION_JOB", getattr(hostile_jobs, job))
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # where evaluate makes its run directory
@@ -493,6 +497,9 @@ def test_an_evaluation_taken_over_by_its_program_does_not_break_the_caller(
                                  ppo_kwargs={"n_steps": 16}, run_dir=tmp_path / "kept" if huge else None)
     if job == "report_extra_checkpoints":
         assert not result.ok and "more than the 2 checkpoints" in result.failure.reason, result.failure
+    elif job == "report_its_own_fitness":  # the worker reports no fitness: one it sends is refused, never read
+        assert not result.ok and "progress point holds" in result.failure.reason, result.failure
+        assert not result.seeds
     elif huge:
         assert not result.ok and ("larger than" in result.failure.reason or "step" in result.failure.reason), \
             result.failure
@@ -506,7 +513,7 @@ def test_an_evaluation_taken_over_by_its_program_does_not_break_the_caller(
 CALLER_KILLED_MID_RUN = """
 import sys, tempfile
 from rewardlab import llm_reward
-from rewardlab.llm_reward.search import evaluation
+from rewardlab.llm_reward.training import run as evaluation
 
 import hostile_jobs
 evaluation.EVALUATION_JOB = hostile_jobs.outlive_the_caller
@@ -541,8 +548,8 @@ def test_a_ray_node_ships_a_run_whose_worker_nested_folders_deeply(
     import tempfile
     from dataclasses import asdict
 
-    from rewardlab.llm_reward.search import evaluation
     from rewardlab.llm_reward.search.executors import EvalTask, evaluate_remotely
+    from rewardlab.llm_reward.training import run as evaluation
 
     monkeypatch.setattr(evaluation, "EVALUATION_JOB", hostile_jobs.nest_folders_deeply)
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
@@ -918,7 +925,7 @@ def test_a_companion_that_stays_on_costs_no_result(tmp_path: Path, monkeypatch: 
     # closing sent it a signal the job's own confinement refuses: the error escaped the job
     # and the finished training's checkpoints were lost
     from rewardlab import llm_reward
-    from rewardlab.llm_reward.search import evaluation
+    from rewardlab.llm_reward.training import run as evaluation
 
     monkeypatch.setattr(evaluation, "REWARD_COMPANION", hostile_jobs.linger_after_close)
     source = "def compute_reward(next_theta):\n    return -next_theta.abs()\n"

@@ -392,7 +392,7 @@ def test_evaluate_measures_true_fitness_not_the_program_reward(tmp_path) -> None
         assert point.components["extrinsic"] == pytest.approx(1.0)
         assert 0.0 <= point.success_rate <= 1.0
     assert result.fitness == pytest.approx(sum(s.checkpoints[-1].fitness for s in result.seeds) / 2)
-    assert llm_reward.EvalResult.from_dict(json.loads(result.to_json())) == result
+    assert llm_reward.TrainingRun.from_dict(json.loads(result.to_json())) == result
     run = tmp_path / "run"
     assert json.loads((run / "result.json").read_text())["ok"] is True
     assert (run / "reward_program.py").read_text() == program.source

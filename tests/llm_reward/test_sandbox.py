@@ -236,7 +236,7 @@ def runtime_results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     os.environ[SECRET_NAME] = SECRET_VALUE
     before = _process_state()
 
-    def run(name: str) -> llm_reward.EvalResult:
+    def run(name: str) -> llm_reward.TrainingRun:
         case = RUNTIME[name]
         source = case.source.replace("{outside}", os.fspath(outside)).replace("{port}", str(port))
         options = {**TINY, **dict(case.options)}
@@ -287,7 +287,7 @@ def test_sandbox_stops(case: str, runtime_results: dict[str, Any]) -> None:
     expected = RUNTIME[case]
     if expected.needs_landlock and not LANDLOCK:
         pytest.skip("this kernel has no Landlock: C-level file writes are not stopped")
-    result: llm_reward.EvalResult = runtime_results["results"][case]
+    result: llm_reward.TrainingRun = runtime_results["results"][case]
     assert not result.ok
     assert result.failure is not None
     assert result.failure.kind == expected.kind, result.failure

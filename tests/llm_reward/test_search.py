@@ -25,13 +25,12 @@ from rewardlab import llm_reward
 from rewardlab.app.cli import main as rewardlab
 from rewardlab.llm_reward.clients import ReplayClient, make_client
 from rewardlab.llm_reward.search import SearchConfig, search
-from rewardlab.llm_reward.search.evaluation import EvalResult, Failure
 from rewardlab.llm_reward.search.executors import EvalTask, Executor
-from rewardlab.llm_reward.search.failures import MAX_FINDINGS, MAX_REASON_CHARS
 from rewardlab.llm_reward.search.feedback import FeedbackSource, FileFeedback, TerminalFeedback
 from rewardlab.llm_reward.search.loop import _Search
 from rewardlab.llm_reward.search.progress import Progress
-from rewardlab.llm_reward.search.training import Checkpoint
+from rewardlab.llm_reward.training import Checkpoint, Failure, TrainingRun
+from rewardlab.llm_reward.training.failures import MAX_FINDINGS, MAX_REASON_CHARS
 
 pytest.importorskip("openai")
 from hostile_answers import (  # noqa: E402
@@ -431,7 +430,7 @@ class ScoredExecutor(Executor):
         super().__init__(2, "test-scored")
         self.runs = 0
 
-    def _run(self, task: EvalTask) -> EvalResult:
+    def _run(self, task: EvalTask) -> TrainingRun:
         self.runs += 1
         if "raise here" in task.source:
             raise RuntimeError("the evaluation broke \x1b]0;owned\x07")
@@ -443,7 +442,7 @@ class ScoredExecutor(Executor):
         curve = [Checkpoint(step=step, fitness=fitness, success_rate=None, train_return=fitness,
                             components={"program/upright": 0.5}, reward=0.1) for step in (128, 256)]
         ok = failure is None
-        return EvalResult(task.env_id, ok, fitness if ok else None, None, curve if ok else [], [], failure,
+        return TrainingRun(task.env_id, ok, fitness if ok else None, None, curve if ok else [], [], failure,
                           task.steps, 0.1, None, None, None, None, task.source)
 
     def describe(self) -> str:

@@ -18,7 +18,6 @@ from rewardlab.llm_reward.clients import Usage
 from rewardlab.llm_reward.programs.loading import reward_file_text
 from rewardlab.llm_reward.programs.program import RewardFunction
 from rewardlab.llm_reward.search import SearchConfig, SearchResult, best_candidate
-from rewardlab.llm_reward.search.evaluation import EvalResult, Failure
 from rewardlab.llm_reward.search.evolve_random import STATE_KINDS, EvolveRandomProposer, Term
 from rewardlab.llm_reward.search.examples import EXAMPLES, most_similar
 from rewardlab.llm_reward.search.executors import EvalTask
@@ -27,7 +26,7 @@ from rewardlab.llm_reward.search.records import Candidate, PrescreenScore
 from rewardlab.llm_reward.search.reflection import component_notes, reflect, reward_signals
 from rewardlab.llm_reward.search.report import prescreen_summary
 from rewardlab.llm_reward.search.store import JOURNAL_FILE, RunStore
-from rewardlab.llm_reward.search.training import Checkpoint
+from rewardlab.llm_reward.training import Checkpoint, Failure, TrainingRun
 
 DESCRIBED = ["CartPole-v1", "MountainCar-v0", "MountainCarContinuous-v0", "Acrobot-v1", "Pendulum-v1"]
 TINY_FLAGS = ["--steps", "256", "--num-envs", "4", "--ppo", '{"n_steps": 32, "n_epochs": 2}',
@@ -43,7 +42,7 @@ def curve(fitness: list[float], reward: list[float], **components: list[float]) 
 
 
 def trained(genome: list[Term], points: list[Checkpoint], fitness: float, sample: int = 0) -> Candidate:
-    result = EvalResult("CartPole-v1", True, fitness, None, points, [], None, 1000, 1.0, None, None, None,
+    result = TrainingRun("CartPole-v1", True, fitness, None, points, [], None, 1000, 1.0, None, None, None,
                         None, "")
     return Candidate(0, sample, genome=[vars(term) for term in genome], source=f"# {sample}", result=result,
                      signals=reward_signals(points))
@@ -137,12 +136,12 @@ def test_reflection_lists_components_and_notes() -> None:
     points = curve([10, 20, 30], [1, 2, 3], flat=[0.5, 0.5, 0.5], huge=[100, 200, 300], small=[0.1, 0.2, 0.3])
     notes = {(note.component, note.kind) for note in component_notes(points)}
     assert notes == {("flat", "constant"), ("huge", "dominant")}
-    result = EvalResult("CartPole-v1", True, 30.0, None, points, [], None, 3000, 1.0, None, None, None, None, "")
+    result = TrainingRun("CartPole-v1", True, 30.0, None, points, [], None, 3000, 1.0, None, None, None, None, "")
     text = reflect(result)
     assert "task fitness (the env's own return of evaluation episodes): [10, 20, 30], max 30, mean 20, min 10" in text
     assert "component `huge` (mean per step): [100, 200, 300]" in text
     assert "stays nearly constant" in text and "dominates" in text
-    failed = EvalResult("CartPole-v1", False, None, None, [], [], Failure("program", "it raised", "Traceback: x"),
+    failed = TrainingRun("CartPole-v1", False, None, None, [], [], Failure("program", "it raised", "Traceback: x"),
                         1, 1.0, None, None, None, None, "")
     # the reason and traceback are the program's text: quoted as code, in a block it cannot close
     assert reflect(failed) == "it failed (program): `it raised`\n\n```\nTraceback: x\n```"
@@ -305,3 +304,4 @@ def test_ray_executor_on_a_local_instance(tmp_path: Path) -> None:
     assert result.run_dir == str(tmp_path / "ray")
     assert list((tmp_path / "ray" / "tensorboard").rglob("events.out.tfevents.*"))
     assert not ray.is_initialized()
+

@@ -16,10 +16,9 @@ import pytest
 from rewardlab.app.cli import main as rewardlab
 from rewardlab.llm_reward.clients import make_client
 from rewardlab.llm_reward.search import SearchConfig, search
-from rewardlab.llm_reward.search.evaluation import EvalResult, SeedRun, evaluate
 from rewardlab.llm_reward.search.executors import EvalTask, Executor
-from rewardlab.llm_reward.search.stopping import STOPPED, StopRule, population, rung_indices
-from rewardlab.llm_reward.search.training import Checkpoint
+from rewardlab.llm_reward.training import Checkpoint, SeedRun, TrainingRun, evaluate
+from rewardlab.llm_reward.training.stopping import STOPPED, StopRule, population, rung_indices
 
 pytest.importorskip("openai")
 from hostile_answers import PLAIN  # noqa: E402
@@ -86,7 +85,7 @@ class CurveExecutor(Executor):
         super().__init__(2, "test-curves")
         self.tasks: list[EvalTask] = []
 
-    def _run(self, task: EvalTask) -> EvalResult:
+    def _run(self, task: EvalTask) -> TrainingRun:
         self.tasks.append(task)
         found = re.search(r"# curve ([-\d. ]+)", task.source)
         values = [float(v) for v in found.group(1).split()] if found else list(RISING)
@@ -103,11 +102,11 @@ class CurveExecutor(Executor):
                     break
         seeds = [SeedRun(task.seeds[0], points, None if stop else 1.0)]
         if stop is not None:
-            from rewardlab.llm_reward.search.evaluation import Failure
+            from rewardlab.llm_reward.training import Failure
 
-            return EvalResult(task.env_id, False, None, None, points, seeds, Failure(STOPPED, stop.reason),
+            return TrainingRun(task.env_id, False, None, None, points, seeds, Failure(STOPPED, stop.reason),
                               task.steps, 0.1, None, None, None, None, task.source, stopped=stop)
-        return EvalResult(task.env_id, True, values[-1], None, points, seeds, None, task.steps, 0.1, None,
+        return TrainingRun(task.env_id, True, values[-1], None, points, seeds, None, task.steps, 0.1, None,
                           None, None, None, task.source)
 
     def describe(self) -> str:
@@ -253,7 +252,7 @@ def test_the_sandboxed_training_is_killed_at_its_rung_when_the_rule_says_so(tmp_
         # only the first seed, up to the rung: the kill landed before the rest trained
         assert [len(run.checkpoints) for run in result.seeds] == [1]
         assert result.seeds[0].checkpoints[0].fitness == result.stopped.fitness
-        assert EvalResult.from_dict(json.loads(result.to_json())).stopped == result.stopped
+        assert TrainingRun.from_dict(json.loads(result.to_json())).stopped == result.stopped
     else:
         assert result.ok and result.stopped is None and [len(run.checkpoints) for run in result.seeds] == [5, 5]
 
@@ -272,7 +271,7 @@ def test_the_offline_proposer_learns_from_a_stopped_candidate_as_worse_than_any_
             assert found is not None
             stop = found
         ok = stop is None
-        result = EvalResult("CartPole-v1", ok, curve[-1] if ok else None, None, points, [], None, 10, 0.1, None,
+        result = TrainingRun("CartPole-v1", ok, curve[-1] if ok else None, None, points, [], None, 10, 0.1, None,
                             None, None, None, "", stopped=stop)
         return Candidate(1, sample, result=result)
 

@@ -13,14 +13,14 @@ from rewardlab.llm_reward.programs.program import (
     ProgramError,
     plain_component_name,
 )
-from rewardlab.llm_reward.search.evaluation import _parse_checkpoint, _text
-from rewardlab.llm_reward.search.text import (
+from rewardlab.llm_reward.programs.text import (
     fenced,
     markdown_text,
     prompt_block,
     prompt_line,
     sanitize,
 )
+from rewardlab.llm_reward.training.run import _parse_progress, _text
 
 HOSTILE = "fail\x1b[2J\x1b]0;owned\x07\r\u202etxt.exe<script>alert(1)</script>\n```\n# escaped"
 
@@ -42,8 +42,7 @@ def test_a_fence_the_text_cannot_close() -> None:
 
 
 def point(**changes):
-    return {"step": 1, "fitness": 1.0, "success_rate": None, "train_return": None,
-            "components": {"program/speed": 0.5}, "reward": 0.1, **changes}
+    return {"step": 1, "train_return": None, "components": {"program/speed": 0.5}, "reward": 0.1, **changes}
 
 
 @pytest.mark.parametrize("components", [
@@ -54,19 +53,19 @@ def point(**changes):
 ])
 def test_component_names_and_counts_are_checked(components) -> None:
     with pytest.raises(ValueError):
-        _parse_checkpoint(point(components=components))
+        _parse_progress(point(components=components))
 
 
 @pytest.mark.parametrize("value", [float("inf"), float("nan"), True, "1.0", 1.7e308, 10**400])
 def test_numbers_must_be_finite_numbers(value) -> None:
     with pytest.raises(TypeError):
-        _parse_checkpoint(point(fitness=value))
+        _parse_progress(point(reward=value))
 
 
 def test_a_report_block_of_a_hostile_failure() -> None:
-    from rewardlab.llm_reward.search.evaluation import Failure
     from rewardlab.llm_reward.search.records import Candidate
     from rewardlab.llm_reward.search.report import _failure_block
+    from rewardlab.llm_reward.training import Failure
 
     candidate = Candidate(0, 0, source="x")
     candidate.failure = Failure("crash", HOSTILE, traceback=HOSTILE)
@@ -87,7 +86,7 @@ def test_one_rule_for_component_names_at_both_boundaries() -> None:
     for name in ("speed bonus", "x-velocity", "r.pos", "upright", "_private", "a" * 80):
         plain = plain_component_name(name)
         assert COMPONENT_NAME.fullmatch(plain) and len(plain) <= MAX_COMPONENT_NAME_CHARS
-        assert _parse_checkpoint(point(components={f"program/{plain}": 1.0, "extrinsic": 2.0})).components
+        assert _parse_progress(point(components={f"program/{plain}": 1.0, "extrinsic": 2.0})).components
     assert plain_component_name("speed bonus") == "speed_bonus"
 
 
@@ -115,11 +114,11 @@ def test_a_prompt_quotes_a_program_s_text_as_code_it_cannot_close() -> None:
 def test_a_worker_result_without_a_checkpoint_is_not_a_trained_candidate() -> None:
     # it was ok with no fitness, and the next prompt's line for it raised (format of None)
     from rewardlab.llm_reward.sandbox.runner import SandboxRun
-    from rewardlab.llm_reward.search.evaluation import _result
     from rewardlab.llm_reward.search.prompts import candidate_line
     from rewardlab.llm_reward.search.records import Candidate
+    from rewardlab.llm_reward.training.run import _result
 
-    data = {"seeds": [{"seed": 0, "checkpoints": [], "policies": [], "wall_s": 1.0}], "failure": None,
+    data = {"seeds": [{"seed": 0, "progress": [], "policies": [], "wall_s": 1.0}], "failure": None,
             "peak_rss_mb": None, "peak_vm_mb": None, "cpu_s": None}
     run = SandboxRun(result=data, violation=None, error=None, error_kind=None, wall_s=1.0, exit_code=0)
     result = _result(run, "CartPole-v1", 64, 1.0, None, "source", lambda policy, seed: (0.0, None), [0])

@@ -300,7 +300,7 @@ def hide_from_the_quota(payload: dict, guard: Any) -> dict:
 # caller checks what the job sends all the same, as if the job itself had been taken over.
 def _evaluated(payload: dict, guard: Any, **extras: Any) -> dict:
     """The real evaluation job's result, then the guard off."""
-    from rewardlab.llm_reward.search.training import evaluation_job
+    from rewardlab.llm_reward.training.job import evaluation_job
 
     result = evaluation_job(payload, guard, **extras)
     _guard_off(guard)
@@ -317,8 +317,17 @@ def report_extra_checkpoints(payload: dict, guard: Any, **extras: Any) -> dict:
     """Many more checkpoints than asked for: the caller plays evaluation episodes for each."""
     result = _evaluated(payload, guard, **extras)
     for run in result["seeds"]:
-        run["checkpoints"] = run["checkpoints"][-1:] * 50
+        run["progress"] = run["progress"][-1:] * 50
         run["policies"] = run["policies"][-1:] * 50
+    return result
+
+
+def report_its_own_fitness(payload: dict, guard: Any, **extras: Any) -> dict:
+    """A fitness beside each checkpoint's progress: only the caller measures one."""
+    result = _evaluated(payload, guard, **extras)
+    for run in result["seeds"]:
+        for point in run["progress"]:
+            point["fitness"] = 1e9
     return result
 
 
@@ -342,7 +351,7 @@ def report_a_huge_step(payload: dict, guard: Any, **extras: Any) -> dict:
     """A checkpoint at step 1e300: a finite number, past any 64-bit integer."""
     result = _evaluated(payload, guard, **extras)
     for run in result["seeds"]:
-        run["checkpoints"][-1]["step"] = 1e300
+        run["progress"][-1]["step"] = 1e300
     return result
 
 
@@ -350,7 +359,7 @@ def report_a_huge_reward(payload: dict, guard: Any, **extras: Any) -> dict:
     """Finite per-step rewards and components near float64's largest, alternating in sign."""
     result = _evaluated(payload, guard, **extras)
     for run in result["seeds"]:
-        for index, point in enumerate(run["checkpoints"]):
+        for index, point in enumerate(run["progress"]):
             point["reward"] = point["components"]["extrinsic"] = 1.7e308 * (-1) ** index
     return result
 
@@ -359,7 +368,7 @@ def report_a_huge_integer(payload: dict, guard: Any, **extras: Any) -> dict:
     """A reward of 10**400: JSON's integers have no bound, and no float holds it."""
     result = _evaluated(payload, guard, **extras)
     for run in result["seeds"]:
-        run["checkpoints"][-1]["reward"] = 10**400
+        run["progress"][-1]["reward"] = 10**400
     return result
 
 
@@ -467,7 +476,7 @@ def report_cpu_cgroup(payload: dict, guard: Any) -> dict:
 def linger_after_close(payload: dict, channel: Any, guard: Any) -> None:
     """The evaluation's real companion, which then stays on for seconds once the job has
     closed its channel (a program can keep its process from exiting)."""
-    from rewardlab.llm_reward.search.training import reward_companion
+    from rewardlab.llm_reward.training.job import reward_companion
 
     reward_companion(payload, channel, guard)
     time.sleep(6)

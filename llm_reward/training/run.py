@@ -1,4 +1,11 @@
-"""``evaluate``: check a reward program, train PPO on it in the sandbox, return a result record.
+"""Training on an untrusted reward: check a reward program, train PPO on it in the sandbox,
+measure what came back.
+
+:func:`train_on_program` is the one way to do it, used by the search for every candidate
+and by ``rewardlab train --reward-program``; :func:`evaluate` is the same with the budget's
+parts as keywords (``llm_reward.evaluate``). Nothing the program does makes either raise:
+failures come back in :attr:`TrainingRun.failure
+<rewardlab.llm_reward.training.records.TrainingRun.failure>`.
 
 Example::
 
@@ -25,37 +32,28 @@ import re
 import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, fields
 from pathlib import Path
 from typing import Any
 
 from rewardlab.envs.description_files import description_data, use_description
-from rewardlab.envs.descriptions import describe
+from rewardlab.envs.descriptions import EnvDescription, describe
 from rewardlab.llm_reward.programs.program import COMPONENT_NAME, MAX_COMPONENTS, RewardProgram
+from rewardlab.llm_reward.programs.text import sanitize
 from rewardlab.llm_reward.programs.wrapper import COMPONENT_PREFIX
-from rewardlab.llm_reward.sandbox.runner import (
-    Limits,
-    SandboxRun,
-    remove_tree,
-    run_sandboxed,
-    write_private,
-)
-from rewardlab.llm_reward.search.checking import check_source
-from rewardlab.llm_reward.search.failures import Failure
-from rewardlab.llm_reward.search.stopping import STOPPED, Stop, StopRule
-from rewardlab.llm_reward.search.text import sanitize
-from rewardlab.llm_reward.search.training import (
-    Checkpoint,
-    compiled_warm_up,
-    evaluation_job,
-    measure_snapshot,
-    partial_result,
-    preload_for,
-    reward_companion,
-)
+from rewardlab.llm_reward.sandbox.files import remove_tree, write_private
+from rewardlab.llm_reward.sandbox.runner import Limits, SandboxRun, run_sandboxed
+from rewardlab.llm_reward.training.checking import check_source
+from rewardlab.llm_reward.training.compiled import compiled_warm_up, preload_for
+from rewardlab.llm_reward.training.failures import Failure
+from rewardlab.llm_reward.training.job import evaluation_job, partial_result, reward_companion
+from rewardlab.llm_reward.training.records import Budget, Checkpoint, Progress, SeedRun, TrainingRun
+from rewardlab.llm_reward.training.snapshots import measure_snapshot
+from rewardlab.llm_reward.training.stopping import STOPPED, Stop, StopRule
 
-__all__ = ["EvalResult", "Failure", "SeedRun", "evaluate"]
+__all__ = ["evaluate", "train_on_program"]
 
+#: the job the sandbox runs (a module constant, so that a test can swap it)
 EVALUATION_JOB = evaluation_job
 #: the process that loads the program, beside the job (see run_sandboxed's ``companion``)
 REWARD_COMPANION = reward_companion
@@ -72,109 +70,6 @@ PER_STATE_COST = {
 PROGRAM_FILE = "reward_program.py"
 
 
-@dataclass
-class SeedRun:
-    """One seed's training run.
-
-    :param seed: the seed.
-    :param checkpoints: what was measured, in order.
-    :param wall_s: its training time in the worker (``None`` if it did not finish).
-    """
-
-    seed: int
-    checkpoints: list[Checkpoint]
-    wall_s: float | None
-
-
-@dataclass
-class EvalResult:
-    """The record of one evaluation; JSON-serialisable with :meth:`to_json`.
-
-    :param env_id: the env.
-    :param ok: every seed trained to the end without a failure.
-    :param fitness: mean over seeds of the last checkpoint's true return (``None`` if not ok).
-    :param success_rate: same for the success rate, where the task has one.
-    :param curve: the checkpoints averaged over seeds, index by index.
-    :param seeds: each seed's run (what was measured before a failure is kept).
-    :param failure: why it failed, or ``None``.
-    :param steps: the training budget per seed.
-    :param wall_s: wall time of the whole evaluation (sandbox start to result).
-    :param peak_rss_mb: the worker's peak resident memory, when it reported one.
-    :param peak_vm_mb: the worker's peak address space (what ``memory_mb`` limits), when it
-        reported one.
-    :param cpu_s: the CPU time the worker used (all threads), when it reported it.
-    :param run_dir: where the run wrote its files (``None`` when a temporary one was removed).
-    :param source: the program's source.
-    :param notes: what was done to run the program as written (annotations or decorators
-        removed, constants, per-state execution), for the report and the next prompt.
-    :param compiled: whether the worker trained with PPO's compiled graphs.
-    :param compile_note: why it trained eagerly although asked to compile ("" otherwise).
-    :param stopped: where and why it was stopped early (its failure's kind is ``"stopped"``),
-        or ``None``.
-    """
-
-    env_id: str
-    ok: bool
-    fitness: float | None
-    success_rate: float | None
-    curve: list[Checkpoint]
-    seeds: list[SeedRun]
-    failure: Failure | None
-    steps: int
-    wall_s: float
-    peak_rss_mb: float | None
-    peak_vm_mb: float | None
-    cpu_s: float | None
-    run_dir: str | None
-    source: str
-    notes: list[str] = field(default_factory=list)
-    compiled: bool = False
-    compile_note: str = ""
-    stopped: Stop | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        """The record as plain data."""
-        return asdict(self)
-
-    def to_json(self, indent: int | None = 2) -> str:
-        """The record as JSON text.
-
-        :param indent: JSON indentation.
-        """
-        return json.dumps(self.to_dict(), indent=indent)
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> EvalResult:
-        """Rebuild a record from :meth:`to_dict`'s output.
-
-        :param data: the plain data.
-        """
-        failure = data.get("failure")
-        return cls(
-            env_id=data["env_id"],
-            ok=data["ok"],
-            fitness=data["fitness"],
-            success_rate=data["success_rate"],
-            curve=[Checkpoint(**point) for point in data["curve"]],
-            seeds=[
-                SeedRun(run["seed"], [Checkpoint(**point) for point in run["checkpoints"]], run["wall_s"])
-                for run in data["seeds"]
-            ],
-            failure=Failure(**failure) if failure else None,
-            steps=data["steps"],
-            wall_s=data["wall_s"],
-            peak_rss_mb=data["peak_rss_mb"],
-            peak_vm_mb=data["peak_vm_mb"],
-            cpu_s=data["cpu_s"],
-            run_dir=data["run_dir"],
-            source=data["source"],
-            notes=list(data.get("notes", [])),
-            compiled=bool(data.get("compiled", False)),
-            compile_note=str(data.get("compile_note", "")),
-            stopped=Stop.from_dict(data["stopped"]) if data.get("stopped") else None,
-        )
-
-
 def evaluate(
     program: RewardProgram | str,
     env_id: str,
@@ -187,6 +82,28 @@ def evaluate(
     device: str = "cpu",
     *,
     ppo_kwargs: Mapping[str, Any] | None = None,
+    **options: Any,
+) -> TrainingRun:
+    """:func:`train_on_program` with the budget's parts as keywords: ``steps`` per seed over
+    ``num_envs`` envs with PPO's ``ppo_kwargs``; ``options`` are :func:`train_on_program`'s
+    other keywords."""
+    if ppo_kwargs is not None and not isinstance(ppo_kwargs, Mapping):
+        raise ValueError(f"ppo_kwargs must be a dict of PPO's settings, got {type(ppo_kwargs).__name__}")
+    budget = Budget(steps, num_envs, dict(ppo_kwargs or {}))
+    return train_on_program(program, env_id, budget, seeds, timeout_s=timeout_s, memory_mb=memory_mb,
+                            run_dir=run_dir, device=device, **options)
+
+
+def train_on_program(
+    program: RewardProgram | str,
+    env_id: str,
+    budget: Budget,
+    seeds: Sequence[int] = (0,),
+    *,
+    timeout_s: float = 600.0,
+    memory_mb: int = 4096,
+    run_dir: str | os.PathLike[str] | None = None,
+    device: str = "cpu",
     num_checkpoints: int = 10,
     eval_episodes: int = 10,
     cpu_s: float | None = None,
@@ -194,9 +111,10 @@ def evaluate(
     static_checks: bool = True,
     on_final_policy: Callable[[int, Any], None] | None = None,
     description: dict[str, Any] | None = None,
+    env_description: EnvDescription | None = None,
     stop_rule: StopRule | None = None,
     on_checkpoint: Callable[[int, int, Any], None] | None = None,
-) -> EvalResult:
+) -> TrainingRun:
     """Check ``program``, then train ``rewardlab.agents.PPO`` on its reward in the sandbox and measure fitness.
 
     The static checks run here; everything that executes the program (loading it,
@@ -205,12 +123,13 @@ def evaluate(
     return (and success rate), measured on separate evaluation episodes at about
     ``num_checkpoints`` points and at the end; the program's own reward is never used for
     it. Nothing the program does makes this function raise: failures come back in
-    :attr:`EvalResult.failure`.
+    :attr:`TrainingRun.failure`.
 
     :param program: the reward program, or its source (read and checked here, in a child
         process, as every program is: a caller with the text need not parse it itself).
     :param env_id: a batched env id (``rewardlab.envs.registered()``) or any Gymnasium id.
-    :param steps: training env steps per seed.
+    :param budget: what each seed trains with: env steps (``budget.steps``), batched envs
+        (``budget.num_envs``) and PPO's settings (``budget.ppo_kwargs``).
     :param seeds: the seeds, trained one after another.
     :param timeout_s: wall-clock limit of the whole evaluation.
     :param memory_mb: the worker's address-space limit; not applied when ``device`` is a
@@ -218,10 +137,9 @@ def evaluate(
     :param run_dir: folder for the run's files (TensorBoard logs under ``tensorboard/``, the
         program and ``result.json``); ``None``: a temporary folder, removed afterwards, and
         no TensorBoard logs.
-    :param num_envs: batched envs to train in.
     :param device: torch device for env and networks.
-    :param ppo_kwargs: hyperparameters for ``rewardlab.agents.PPO`` (JSON data), else its
-        defaults. With ``"compile": True`` the worker trains with PPO's compiled graphs,
+
+    With ``budget.ppo_kwargs["compile"]`` the worker trains with PPO's compiled graphs,
         which the sandbox's fork server loads once before forking (compiling them into the
         cache the first time: tens of seconds); on a CUDA device, or where the server could
         not load them, the worker trains eagerly and the result's ``compile_note`` says why.
@@ -232,15 +150,17 @@ def evaluate(
     :param static_checks: False runs the program without the static checks, to test the
         sandbox on its own; never for programs an LLM wrote.
     :param on_final_policy: called as ``on_final_policy(seed, snapshot)`` with each seed's
-        last policy (:func:`~rewardlab.llm_reward.search.training.policy_snapshot` data,
-        untrusted: rebuild it with :func:`~rewardlab.llm_reward.search.training.load_snapshot`).
+        last policy (:func:`~rewardlab.llm_reward.training.snapshots.policy_snapshot` data,
+        untrusted: rebuild it with :func:`~rewardlab.llm_reward.training.snapshots.load_snapshot`).
     :param description: the data of a description file for the env
         (:func:`rewardlab.envs.description_files.load_description`), used here and in the
         worker; ``None``: the description in use for ``env_id``.
-    :param stop_rule: stop the training early (:mod:`~rewardlab.llm_reward.search.stopping`):
+    :param env_description: ``env_id``'s description, when the caller has it already (a
+        search computes it once): it is not computed again here.
+    :param stop_rule: stop the training early (:mod:`~rewardlab.llm_reward.training.stopping`):
         the fitness of the first seed's checkpoints at the rule's rungs is measured here as
         they stream in, and a training the rule stops is killed there; its result is not
-        ``ok``, has the failure kind ``"stopped"``, :attr:`EvalResult.stopped`, and the
+        ``ok``, has the failure kind ``"stopped"``, :attr:`TrainingRun.stopped`, and the
         checkpoints up to the rung. ``None``: train to the end.
     :param on_checkpoint: called as ``on_checkpoint(seed, step, snapshot)`` with each
         checkpoint's policy as it streams in, before the training ends (so a caller stopped
@@ -251,8 +171,10 @@ def evaluate(
         use_description(description)
     if isinstance(program, str) and not static_checks:
         raise TypeError("static_checks=False runs a program unchecked: pass a RewardProgram, not its source")
-    payload = _payload(program, env_id, steps, seeds, num_envs, device, ppo_kwargs,
+    steps = budget.steps
+    payload = _payload(program, env_id, steps, seeds, budget.num_envs, device, budget.ppo_kwargs,
                        num_checkpoints, eval_episodes)
+    env_description = env_description if env_description is not None else describe(env_id)
     source = program if isinstance(program, str) else program.source
     on_cuda = str(device).startswith("cuda")
     limits = Limits(timeout_s=timeout_s, memory_mb=None if on_cuda else memory_mb, cpu_s=cpu_s,
@@ -264,7 +186,7 @@ def evaluate(
     start = time.monotonic()
     try:
         if static_checks:  # in a child: nothing in the source makes this process raise or stall
-            outcome = check_source(source, describe(env_id))
+            outcome = check_source(source, env_description)
             if outcome.program is None:
                 assert outcome.failure is not None
                 return _failed_before_training(outcome.failure, env_id, steps, start,
@@ -286,8 +208,6 @@ def evaluate(
             else:
                 warm.append(compiled_warm_up(payload, threads))
                 payload["compile_warm"] = warm[0][1]
-        description = describe(env_id)
-
         last: dict[int, Any] = {}
         measured: dict[tuple[int, str], tuple[float, float | None]] = {}
 
@@ -297,7 +217,7 @@ def evaluate(
             last[seed] = policy
             key = (seed, hashlib.sha256(json.dumps(policy, sort_keys=True).encode()).hexdigest())
             if key not in measured:
-                measured[key] = measure_snapshot(policy, description, payload["ppo_kwargs"], eval_episodes,
+                measured[key] = measure_snapshot(policy, env_description, payload["ppo_kwargs"], eval_episodes,
                                                  device, seed + 10_000)
             return measured[key]
 
@@ -306,7 +226,7 @@ def evaluate(
         def on_progress(message: Any) -> bool:
             if on_checkpoint is not None:
                 try:
-                    seed, step = int(message["seed"]), _parse_checkpoint(message["checkpoint"]).step
+                    seed, step = int(message["seed"]), _parse_progress(message["progress"]).step
                 except Exception:  # noqa: BLE001 - untrusted: the result's parsing reports what is malformed
                     pass
                 else:
@@ -327,7 +247,7 @@ def evaluate(
             result.failure = Failure(STOPPED, watch.stop.reason)
         # what normalising the answer removed (noted when the program was first made) and constants
         given = () if isinstance(program, str) else program.notes
-        result.notes = list(dict.fromkeys([*given, *checked.notes, *checked.constant_notes(description)]))
+        result.notes = list(dict.fromkeys([*given, *checked.notes, *checked.constant_notes(env_description)]))
         if isinstance(run.result, dict) and isinstance(run.result.get("compile_note"), str):
             compile_note = compile_note or _text(run.result["compile_note"])[:600]
         result.compiled = bool(payload["ppo_kwargs"].get("compile")) and not compile_note
@@ -374,7 +294,7 @@ class _RungWatch:
         if index not in self.stopper.rule.rungs:
             return False
         try:
-            checkpoint = _parse_checkpoint(message["checkpoint"])
+            checkpoint = _parse_progress(message["progress"])
             fitness, _ = self.measure(message["policy"], self.seed)
         except Exception:  # noqa: BLE001 - a checkpoint that cannot be read is the result's failure, not this
             self.count = -1
@@ -402,7 +322,6 @@ def _payload(
             f"{type(program).__name__}"
         )
     envs.check_id(env_id)  # a batched env, or any id Gymnasium can make
-    describe(env_id)
     for name, value in (("steps", steps), ("num_envs", num_envs), ("num_checkpoints", num_checkpoints),
                         ("eval_episodes", eval_episodes)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -430,8 +349,8 @@ def _payload(
 
 def _failed_before_training(
     failure: Failure, env_id: str, steps: int, start: float, run_dir: Path | None, source: str
-) -> EvalResult:
-    return EvalResult(
+) -> TrainingRun:
+    return TrainingRun(
         env_id=env_id, ok=False, fitness=None, success_rate=None, curve=[], seeds=[],
         failure=failure, steps=steps, wall_s=time.monotonic() - start, peak_rss_mb=None,
         peak_vm_mb=None, cpu_s=None, run_dir=None if run_dir is None else os.fspath(run_dir), source=source,
@@ -442,7 +361,7 @@ def _result(
     run: SandboxRun, env_id: str, steps: int, wall_s: float, run_dir: str | None, source: str,
     measure: Callable[[Any, int], tuple[float, float | None]], seeds: Sequence[int],
     num_checkpoints: int | None = None,
-) -> EvalResult:
+) -> TrainingRun:
     failure: Failure | None = None
     seed_runs: list[SeedRun] = []
     usage: dict[str, float | None] = {"peak_rss_mb": None, "peak_vm_mb": None, "cpu_s": None}
@@ -467,7 +386,7 @@ def _result(
         failure = Failure("error", "the worker reported no complete training run")
     finals = [seed.checkpoints[-1] for seed in seed_runs if seed.checkpoints] if ok else []
     rates = [point.success_rate for point in finals if point.success_rate is not None]
-    return EvalResult(
+    return TrainingRun(
         env_id=env_id,
         ok=ok,
         fitness=sum(point.fitness for point in finals) / len(finals) if finals else None,
@@ -513,6 +432,8 @@ def _text(value: Any) -> str:
 REPORTED_NAME = re.compile(rf"(?:{COMPONENT_NAME.pattern}/)?{COMPONENT_NAME.pattern}")
 #: the program's components and as many of the env's own
 MAX_REPORTED_COMPONENTS = 2 * MAX_COMPONENTS
+#: what a worker reports at a checkpoint, no more and no less
+PROGRESS_FIELDS = frozenset(field.name for field in fields(Progress))
 #: past the last step a worker may report: the search logs checkpoints to TensorBoard, whose
 #: steps are 64-bit integers (a step of 1e300 made the search's logging raise)
 MAX_STEP = 2**62
@@ -525,7 +446,12 @@ def _component_name(value: Any) -> str:
     return value
 
 
-def _parse_checkpoint(data: Any) -> Checkpoint:
+def _parse_progress(data: Any) -> Progress:
+    """A worker's :class:`Progress` point, checked: it names exactly the fields of one (a
+    fitness it reports is refused, never read)."""
+    if not isinstance(data, dict) or set(data) != PROGRESS_FIELDS:
+        raise ValueError(f"a progress point holds {sorted(map(str, data))[:8] if isinstance(data, dict) else data!r:.80}, "
+                         f"not {sorted(PROGRESS_FIELDS)}")
     components = data["components"]
     if not isinstance(components, dict):
         raise TypeError("components must be a dict")
@@ -534,13 +460,11 @@ def _parse_checkpoint(data: Any) -> Checkpoint:
     step = int(_number(data["step"]))
     if not 0 <= step < MAX_STEP:  # TensorBoard's steps are 64-bit integers
         raise ValueError(f"a checkpoint's step {step:.3g} is not between 0 and {MAX_STEP:.3g}")
-    return Checkpoint(
+    return Progress(
         step=step,
-        fitness=_number(data["fitness"]),
-        success_rate=_optional_number(data["success_rate"]),
         train_return=_optional_number(data["train_return"]),
         components={_component_name(name): _number(value) for name, value in components.items()},
-        reward=_optional_number(data.get("reward")),
+        reward=_optional_number(data["reward"]),
     )
 
 
@@ -561,14 +485,13 @@ def _parse_job_result(
         seed = int(_number(run["seed"]))
         if seed != requested:
             raise ValueError(f"the worker reported seed {seed} for the run of seed {requested}")
-        if num_checkpoints is not None and len(run["checkpoints"]) > num_checkpoints:
+        if num_checkpoints is not None and len(run["progress"]) > num_checkpoints:
             raise ValueError(f"the worker reported more than the {num_checkpoints} checkpoints it was asked for")
-        checkpoints = [_parse_checkpoint(point) for point in run["checkpoints"]]
+        points = [_parse_progress(point) for point in run["progress"]]
         policies = run["policies"]
-        if not isinstance(policies, list) or len(policies) != len(checkpoints):
+        if not isinstance(policies, list) or len(policies) != len(points):
             raise ValueError("the worker did not ship one policy per checkpoint")
-        for point, policy in zip(checkpoints, policies):
-            point.fitness, point.success_rate = measure(policy, seed)
+        checkpoints = [Checkpoint.measured(point, *measure(policy, seed)) for point, policy in zip(points, policies)]
         seed_runs.append(SeedRun(seed=seed, checkpoints=checkpoints, wall_s=_optional_number(run["wall_s"])))
     raw_failure = data["failure"]
     failure = None

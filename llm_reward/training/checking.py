@@ -18,7 +18,7 @@ Nothing here runs the program: the child only reads its text, as the caller did 
 so it needs no sandbox; it is a child so that its limits and its failures are its own.
 
     from rewardlab import llm_reward
-    from rewardlab.llm_reward.search.checking import check_answer
+    from rewardlab.llm_reward.training.checking import check_answer
 
     checked = check_answer(answer_text, llm_reward.describe("CartPole-v1"))
     print(checked.program if checked.failure is None else checked.failure.reason)
@@ -44,7 +44,7 @@ from typing import Any
 from rewardlab.envs.descriptions import EnvDescription
 from rewardlab.llm_reward.programs.checks import CheckError
 from rewardlab.llm_reward.programs.program import RewardProgram, extract_code
-from rewardlab.llm_reward.search.failures import NO_CODE_FAILURE, Failure, check_failure, cut
+from rewardlab.llm_reward.training.failures import NO_CODE_FAILURE, Failure, check_failure, cut
 
 __all__ = ["CHECK_CPU_S", "CHECK_MEMORY_MB", "CHECK_WALL_S", "Checked", "check_answer", "check_source"]
 
@@ -109,8 +109,7 @@ def _read_answer(answer: str, description: EnvDescription) -> dict[str, Any]:
 
 def _read_source(source: str, description: EnvDescription) -> dict[str, Any]:
     try:
-        program = RewardProgram.from_source(source)
-        program.check(description)
+        program = RewardProgram.from_source(source, description)  # parsed once, checked once
     except CheckError as error:
         return {"source": source, "failure": asdict(check_failure(error.findings))}
     return {"source": source, "program": asdict(program)}

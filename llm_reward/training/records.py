@@ -1,0 +1,197 @@
+"""The records of training on a reward program: what it trains with, what the worker
+reports, what the caller measures.
+
+- :class:`Budget`: what one training trains with (steps, envs, PPO's settings);
+- :class:`Progress`: what the worker reports at a checkpoint (never a fitness: the worker
+  does not measure, see :mod:`~rewardlab.llm_reward.training.snapshots`);
+- :class:`Checkpoint`: a progress point with the fitness the caller measured;
+- :class:`SeedRun` and :class:`TrainingRun`: one seed's checkpoints, and the whole run.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
+
+from rewardlab.llm_reward.training.failures import Failure
+from rewardlab.llm_reward.training.stopping import Stop
+
+__all__ = ["Budget", "Checkpoint", "Progress", "SeedRun", "TrainingRun"]
+
+
+@dataclass(frozen=True)
+class Budget:
+    """What one candidate trains with.
+
+    :param steps: env steps per seed.
+    :param num_envs: batched envs.
+    :param ppo_kwargs: ``rewardlab.agents.PPO`` settings (JSON data).
+    :param note: where the budget comes from, for the report.
+    """
+
+    steps: int
+    num_envs: int
+    ppo_kwargs: dict[str, Any] = field(default_factory=dict)
+    note: str = ""
+
+
+@dataclass
+class Progress:
+    """What a training run reports at one checkpoint; it holds no fitness, which only the
+    caller measures, from the policy shipped beside it.
+
+    :param step: env steps trained so far.
+    :param train_return: mean true return of the training episodes that finished since the
+        previous checkpoint (``None`` if none did).
+    :param components: mean per step of each reward component since the previous checkpoint.
+    :param reward: mean per step of the reward trained on (the program's own reward) since
+        the previous checkpoint.
+    """
+
+    step: int
+    train_return: float | None
+    components: dict[str, float] = field(default_factory=dict)
+    reward: float | None = None
+
+
+@dataclass
+class Checkpoint:
+    """The state of one training run at one point, measured.
+
+    :param step: env steps trained so far.
+    :param fitness: mean true return of the evaluation episodes.
+    :param success_rate: share of successful evaluation episodes (``None`` when the task
+        has no success rule).
+    :param train_return: mean true return of the training episodes that finished since the
+        previous checkpoint (``None`` if none did).
+    :param components: mean per step of each reward component since the previous checkpoint.
+    :param reward: mean per step of the reward trained on (the program's own reward) since
+        the previous checkpoint; with ``fitness`` it shows whether the two move together.
+    """
+
+    step: int
+    fitness: float
+    success_rate: float | None
+    train_return: float | None
+    components: dict[str, float] = field(default_factory=dict)
+    reward: float | None = None
+
+    @classmethod
+    def measured(cls, progress: Progress, fitness: float, success_rate: float | None) -> Checkpoint:
+        """``progress`` with the fitness (and success rate) the caller measured for it."""
+        return cls(step=progress.step, fitness=fitness, success_rate=success_rate,
+                   train_return=progress.train_return, components=dict(progress.components),
+                   reward=progress.reward)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Checkpoint:
+        """A checkpoint from :func:`dataclasses.asdict`'s output (a journal's, of any version).
+
+        :param data: the plain data.
+        """
+        return cls(**{f.name: data[f.name] for f in fields(cls) if f.name in data})
+
+
+@dataclass
+class SeedRun:
+    """One seed's training run.
+
+    :param seed: the seed.
+    :param checkpoints: what was measured, in order.
+    :param wall_s: its training time in the worker (``None`` if it did not finish).
+    """
+
+    seed: int
+    checkpoints: list[Checkpoint]
+    wall_s: float | None
+
+
+@dataclass
+class TrainingRun:
+    """The record of one training on a reward program, measured; JSON-serialisable with :meth:`to_json`.
+
+    :param env_id: the env.
+    :param ok: every seed trained to the end without a failure.
+    :param fitness: mean over seeds of the last checkpoint's true return (``None`` if not ok).
+    :param success_rate: same for the success rate, where the task has one.
+    :param curve: the checkpoints averaged over seeds, index by index.
+    :param seeds: each seed's run (what was measured before a failure is kept).
+    :param failure: why it failed, or ``None``.
+    :param steps: the training budget per seed.
+    :param wall_s: wall time of the whole evaluation (sandbox start to result).
+    :param peak_rss_mb: the worker's peak resident memory, when it reported one.
+    :param peak_vm_mb: the worker's peak address space (what ``memory_mb`` limits), when it
+        reported one.
+    :param cpu_s: the CPU time the worker used (all threads), when it reported it.
+    :param run_dir: where the run wrote its files (``None`` when a temporary one was removed).
+    :param source: the program's source.
+    :param notes: what was done to run the program as written (annotations or decorators
+        removed, constants, per-state execution), for the report and the next prompt.
+    :param compiled: whether the worker trained with PPO's compiled graphs.
+    :param compile_note: why it trained eagerly although asked to compile ("" otherwise).
+    :param stopped: where and why it was stopped early (its failure's kind is ``"stopped"``),
+        or ``None``.
+    """
+
+    env_id: str
+    ok: bool
+    fitness: float | None
+    success_rate: float | None
+    curve: list[Checkpoint]
+    seeds: list[SeedRun]
+    failure: Failure | None
+    steps: int
+    wall_s: float
+    peak_rss_mb: float | None
+    peak_vm_mb: float | None
+    cpu_s: float | None
+    run_dir: str | None
+    source: str
+    notes: list[str] = field(default_factory=list)
+    compiled: bool = False
+    compile_note: str = ""
+    stopped: Stop | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The record as plain data."""
+        return asdict(self)
+
+    def to_json(self, indent: int | None = 2) -> str:
+        """The record as JSON text.
+
+        :param indent: JSON indentation.
+        """
+        return json.dumps(self.to_dict(), indent=indent)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> TrainingRun:
+        """Rebuild a record from :meth:`to_dict`'s output.
+
+        :param data: the plain data.
+        """
+        failure = data.get("failure")
+        return cls(
+            env_id=data["env_id"],
+            ok=data["ok"],
+            fitness=data["fitness"],
+            success_rate=data["success_rate"],
+            curve=[Checkpoint.from_dict(point) for point in data["curve"]],
+            seeds=[
+                SeedRun(run["seed"], [Checkpoint.from_dict(point) for point in run["checkpoints"]], run["wall_s"])
+                for run in data["seeds"]
+            ],
+            failure=Failure(**failure) if failure else None,
+            steps=data["steps"],
+            wall_s=data["wall_s"],
+            peak_rss_mb=data["peak_rss_mb"],
+            peak_vm_mb=data["peak_vm_mb"],
+            cpu_s=data["cpu_s"],
+            run_dir=data["run_dir"],
+            source=data["source"],
+            notes=list(data.get("notes", [])),
+            compiled=bool(data.get("compiled", False)),
+            compile_note=str(data.get("compile_note", "")),
+            stopped=Stop.from_dict(data["stopped"]) if data.get("stopped") else None,
+        )
