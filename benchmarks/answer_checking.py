@@ -35,7 +35,7 @@ from rewardlab.llm_reward.search.examples import EXAMPLES
 from rewardlab.llm_reward.training.checking import check_answer
 
 #: the code whose figures this benchmark measures (see benchmarks/freshness.py)
-MEASURES = ("llm_reward/search/checking.py", "llm_reward/programs/")
+MEASURES = ("llm_reward/training/checking.py", "llm_reward/programs/")
 
 RESULTS = Path(__file__).parent / "results"
 

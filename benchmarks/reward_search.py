@@ -46,7 +46,7 @@ from rewardlab.llm_reward.search.store import RunStore
 #: the code whose figures this benchmark measures (see benchmarks/freshness.py)
 MEASURES = (
     "llm_reward/programs/",
-    "llm_reward/search/checking.py",
+    "llm_reward/training/checking.py",
     "llm_reward/search/evolve.py",
 )
 

@@ -41,7 +41,7 @@ from rewardlab.llm_reward.search.budgets import default_budget, learner_discount
 MEASURES = (
     "llm_reward/programs/references.py",
     "llm_reward/search/budgets.py",
-    "llm_reward/search/training.py",
+    "llm_reward/training/",
     "agents/ppo.py",
     "envs/classic/",
     "envs/mujoco/",
