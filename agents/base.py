@@ -11,6 +11,7 @@ rebuilt from them (``_restore``).
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from typing import Any, ClassVar, TypeVar
 
 import gymnasium
@@ -19,7 +20,7 @@ import torch
 
 from rewardlab.agents.common import check_batched, read_saved
 
-__all__ = ["Learner", "same_space"]
+__all__ = ["Learner", "predict_in_form", "same_space"]
 
 L = TypeVar("L", bound="Learner")
 
@@ -33,6 +34,40 @@ def same_space(a: gymnasium.spaces.Space, b: gymnasium.spaces.Space) -> bool:
     if isinstance(a, gymnasium.spaces.Box):
         return isinstance(b, gymnasium.spaces.Box) and tuple(a.shape) == tuple(b.shape)
     return type(a) is type(b) and tuple(a.shape) == tuple(b.shape)
+
+
+def predict_in_form(
+    observation: np.ndarray | torch.Tensor,
+    obs_shape: tuple[int, ...],
+    act: Callable[[torch.Tensor], torch.Tensor],
+    device: torch.device | str | None = None,
+    dtype: torch.dtype | None = None,
+) -> np.ndarray | torch.Tensor:
+    """``predict``'s contract, for every policy (the learners, the LLM policy): one
+    observation or a batch, numpy or torch, the actions returned in the form given (numpy in,
+    numpy out on the CPU; a tensor in, a tensor out).
+
+    :param observation: ``obs_shape`` or ``(B, *obs_shape)``.
+    :param obs_shape: one observation's shape.
+    :param act: the actions of a batch ``(B, *obs_shape)``, a tensor with a first dim of ``B``.
+    :param device: where the batch goes before ``act`` (``None``: where it is).
+    :param dtype: the batch's dtype for ``act`` (``None``: as given).
+    :raises ValueError: the observation is neither one observation nor a batch of them.
+    """
+    as_numpy = not isinstance(observation, torch.Tensor)
+    obs = torch.as_tensor(np.asarray(observation) if as_numpy else observation)
+    if device is not None or dtype is not None:
+        obs = obs.to(device=device, dtype=dtype)
+    single = tuple(obs.shape) == tuple(obs_shape)
+    if single:
+        obs = obs.unsqueeze(0)
+    if tuple(obs.shape[1:]) != tuple(obs_shape):
+        raise ValueError(f"observation has shape {tuple(obs.shape)}; expected {tuple(obs_shape)} or "
+                         f"(batch, *{tuple(obs_shape)})")
+    actions = act(obs)
+    if single:
+        actions = actions[0]
+    return actions.cpu().numpy() if as_numpy else actions
 
 
 class Learner:
@@ -89,22 +124,10 @@ class Learner:
         :return: ``(actions, state)``.
         """
         del episode_start
-        as_numpy = not isinstance(observation, torch.Tensor)
-        obs = torch.as_tensor(np.asarray(observation) if as_numpy else observation)
-        obs = obs.to(device=self.device, dtype=torch.float32)
-        obs_shape = tuple(self.observation_space.shape)
-        single = tuple(obs.shape) == obs_shape
-        if single:
-            obs = obs.unsqueeze(0)
-        if tuple(obs.shape[1:]) != obs_shape:
-            raise ValueError(
-                f"observation has shape {tuple(obs.shape)}; expected {obs_shape} or (batch, *{obs_shape})"
-            )
         with torch.no_grad():
-            actions = self._act(obs, deterministic)
-        if single:
-            actions = actions[0]
-        return (actions.cpu().numpy() if as_numpy else actions), state
+            actions = predict_in_form(observation, tuple(self.observation_space.shape),
+                                      lambda obs: self._act(obs, deterministic), self.device, torch.float32)
+        return actions, state
 
     # ------------------------------------------------------------------ envs
     def check_env(self, env: Any) -> None:

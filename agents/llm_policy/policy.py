@@ -38,6 +38,8 @@ from typing import Any, ClassVar
 import numpy as np
 import torch
 
+from rewardlab.agents.base import predict_in_form
+
 DEFAULT_SYSTEM_PROMPT = (
     "You choose the actions of an agent, one step at a time. After each step you are told the "
     "rewards it earned: 'extrinsic' is the task's own reward; any other component (e.g. "
@@ -179,16 +181,15 @@ class LLMPolicy:
         :return: ``(actions, state)``.
         """
         del deterministic
-        as_tensor = isinstance(observation, torch.Tensor)
-        obs = observation.detach().cpu().numpy() if as_tensor else np.asarray(observation)
-        single = tuple(obs.shape) == self.observation_shape
-        if single:
-            obs = obs[None]
-        if tuple(obs.shape[1:]) != self.observation_shape:
-            raise ValueError(
-                f"observation has shape {tuple(obs.shape)}; expected {self.observation_shape} "
-                f"or (batch, *{self.observation_shape})"
-            )
+
+        def act(batch: torch.Tensor) -> torch.Tensor:
+            return torch.as_tensor(self._answers(batch.detach().cpu().numpy(), episode_start, active), device=batch.device)
+
+        return predict_in_form(observation, self.observation_shape, act), state
+
+    def _answers(self, obs: np.ndarray, episode_start: Any, active: Any) -> np.ndarray:
+        """The actions of a batch of observations ``(B, *observation_shape)``: one request per
+        env asked, at most ``max_concurrency`` in flight (see :meth:`predict`)."""
         if len(obs) != len(self._histories):
             self._histories = [deque(maxlen=self.history) for _ in range(len(obs))]
             self._pending = [None] * len(obs)
@@ -220,12 +221,7 @@ class LLMPolicy:
                 action = answer.action
             actions.append(action)
             self._pending[i] = (texts[i], self.codec.action_text(action))
-        batch = np.stack([np.asarray(action) for action in actions])
-        if single:
-            batch = batch[0]
-        if as_tensor:
-            return torch.as_tensor(batch, device=observation.device), state
-        return batch, state
+        return np.stack([np.asarray(action) for action in actions])
 
     def record_step(
         self,

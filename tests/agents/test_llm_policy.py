@@ -101,6 +101,25 @@ def test_valid_and_invalid_answers_with_the_fallback_counted():
         policy.close()
 
 
+def test_the_llm_policy_predicts_in_the_learners_forms():
+    # one predict contract (agents.base.predict_in_form): the LLM policy answers in the forms PPO does
+    from rewardlab.agents import PPO
+
+    env = envs.make("CartPole-v1", num_envs=2, seed=0)
+    learner = PPO(env, seed=0, n_steps=8)
+    with ScriptedChatServer(lambda messages: "push_right") as server:
+        policy = LLMPolicy(server.client(), codec_for("CartPole-v1"))
+        for observation in (np.zeros(4, dtype=np.float32), np.zeros((3, 4), dtype=np.float32), torch.zeros(4),
+                            torch.zeros((3, 4))):
+            ours, theirs = policy.predict(observation)[0], learner.predict(observation)[0]
+            assert type(ours) is type(theirs) and ours.shape == theirs.shape
+        for model in (policy, learner):
+            with pytest.raises(ValueError, match=r"observation has shape \(2, 5\); expected \(4,\)"):
+                model.predict(np.zeros((2, 5)))
+        policy.close()
+    env.close()
+
+
 def test_continuous_answers_are_clipped_and_the_default_is_configurable():
     answers = iter(["5", "no idea"])
     with ScriptedChatServer(lambda messages: next(answers)) as server:
