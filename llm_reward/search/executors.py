@@ -16,6 +16,8 @@ import abc
 import os
 import stat
 import tempfile
+import threading
+from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
@@ -23,11 +25,13 @@ from pathlib import Path
 from typing import Any
 
 from rewardlab.common.files import walk_files
+from rewardlab.llm_reward.sandbox.isolation import UNSAFE_OPT_OUT, kernel_support
 from rewardlab.llm_reward.sandbox.runner import remove_tree
 from rewardlab.llm_reward.training import TrainingRun, evaluate
+from rewardlab.llm_reward.training.failures import cut
 from rewardlab.llm_reward.training.stopping import StopRule
 
-__all__ = ["EvalTask", "Executor", "LocalExecutor", "RayExecutor", "make_executor", "run_task"]
+__all__ = ["EvalTask", "Executor", "LocalExecutor", "RayExecutor", "make_executor", "node_sandbox", "run_task"]
 
 # Files larger than this are not brought back from Ray nodes (worker logs of runaway programs).
 MAX_RETURNED_FILE_BYTES = 32 * 2**20
@@ -185,14 +189,43 @@ def _plain_file_inside(path: Path, directory: Path) -> bool:
     return stat.S_ISREG(info.st_mode) and info.st_size <= MAX_RETURNED_FILE_BYTES
 
 
+def node_sandbox() -> dict[str, Any]:
+    """The Ray task that asks a node whether it can run the sandbox.
+
+    :return: ``{"node": its Ray node id, "missing": {feature: why}, "opted_out": bool}``
+        (see :func:`~rewardlab.llm_reward.sandbox.isolation.kernel_support`).
+    """
+    import ray
+
+    missing = {name: why for name, why in kernel_support().items() if why is not None}
+    return {"node": ray.get_runtime_context().get_node_id(), "missing": missing,
+            "opted_out": os.environ.get(UNSAFE_OPT_OUT) == "1"}
+
+
+#: the most times one evaluation is sent again after the node running it was lost
+MAX_NODE_LOSSES = 3
+#: how long a node may take to say whether it can run the sandbox
+PROBE_TIMEOUT_S = 120.0
+
+
 class RayExecutor(Executor):
     """Evaluations as Ray tasks, on a cluster (``address``) or a local Ray instance.
+
+    Each node with CPUs is asked first whether it can run the sandbox (:func:`node_sandbox`):
+    one that lacks a kernel feature is refused, with the reason (:attr:`refused`, and the
+    report through :meth:`describe`), and never gets an evaluation, unless this process runs
+    with ``REWARDLAB_UNSAFE_NO_ISOLATION=1`` (then the nodes may opt out too). Nodes that join
+    later are asked when they are first seen. Each evaluation is sent to one accepted node
+    (the one with the fewest in flight); if that node is lost while it runs (its worker or
+    raylet died), the node gets no more work and the evaluation is sent to another one. An
+    evaluation whose result came back is never sent again (:attr:`submissions` counts).
 
     :param workers: how many evaluations are in flight at once.
     :param address: the cluster's address (``ray://host:10001`` or ``host:6379``); ``None``
         starts a local instance (or uses the one already initialised in this process).
     :param init_kwargs: more arguments of ``ray.init`` (e.g. ``num_cpus`` for a local instance).
-    :raises ValueError: Ray is not installed, or the cluster cannot be reached.
+    :raises ValueError: Ray is not installed, the cluster cannot be reached, or no node of it
+        can run the sandbox (the message gives each node's reason).
     """
 
     def __init__(self, workers: int, address: str | None = None, init_kwargs: dict[str, Any] | None = None):
@@ -210,10 +243,85 @@ class RayExecutor(Executor):
                 ray.init(address=address, logging_level="WARNING", **dict(init_kwargs or {}))
             except ConnectionError as error:
                 raise ValueError(f"cannot reach the Ray cluster at --address {address!r}: {error}") from error
-        self._remote = ray.remote(num_cpus=1)(evaluate_remotely)
+        # Ray's own retries would send a lost evaluation back to the node it was pinned to
+        self._remote = ray.remote(num_cpus=1, max_retries=0)(evaluate_remotely)
+        self._probe = ray.remote(num_cpus=0, max_retries=0)(node_sandbox)
+        self._lock = threading.Lock()
+        #: the nodes that run evaluations: node id -> how many are in flight there
+        self.accepted: dict[str, int] = {}
+        #: the nodes that get none: node id -> why (no sandbox there, or lost mid-search)
+        self.refused: dict[str, str] = {}
+        #: how many times each evaluation (by its run folder) was sent to a node
+        self.submissions: Counter[str] = Counter()
+        self._refresh_nodes()
+        if not self.accepted:
+            reasons = "; ".join(f"{node}: {why}" for node, why in self.refused.items()) or "it has no node with CPUs"
+            raise ValueError(f"no node of the Ray cluster can run the sandbox ({reasons}); run on Linux nodes "
+                             "with user namespaces, Landlock and libseccomp, or use --executor local")
+
+    def _refresh_nodes(self) -> None:
+        """Ask the nodes not seen before whether they can run the sandbox (the caller holds no lock)."""
+        with self._lock:
+            seen = set(self.accepted) | set(self.refused)
+        new = [node["NodeID"] for node in self._ray.nodes()
+               if node.get("Alive") and node.get("Resources", {}).get("CPU", 0) >= 1 and node["NodeID"] not in seen]
+        if not new:
+            return
+        strategy = self._ray.util.scheduling_strategies.NodeAffinitySchedulingStrategy
+        probes = {node: self._probe.options(scheduling_strategy=strategy(node, soft=False)).remote() for node in new}
+        opted_out = os.environ.get(UNSAFE_OPT_OUT) == "1"
+        for node, probe in probes.items():
+            try:
+                answer = self._ray.get(probe, timeout=PROBE_TIMEOUT_S)
+            except Exception as error:  # noqa: BLE001 - any failure to answer refuses the node
+                reason = f"it did not say whether it can run the sandbox ({type(error).__name__}: {error})"
+            else:
+                missing = answer.get("missing") or {}
+                reason = None
+                if missing and not (opted_out and answer.get("opted_out")):
+                    details = "; ".join(f"{name}: {why}" for name, why in missing.items())
+                    reason = f"it cannot run the sandbox ({details})"
+            with self._lock:
+                if reason is None:
+                    self.accepted.setdefault(node, 0)
+                else:
+                    self.refused[node] = cut(reason, 500)
+
+    def _pick_node(self) -> str:
+        self._refresh_nodes()
+        with self._lock:
+            if not self.accepted:
+                reasons = "; ".join(f"{node}: {why}" for node, why in self.refused.items())
+                raise RuntimeError(f"no node of the Ray cluster is left to run evaluations ({reasons})")
+            node = min(self.accepted, key=lambda name: (self.accepted[name], name))
+            self.accepted[node] += 1
+            return node
 
     def _run(self, task: EvalTask) -> TrainingRun:
-        data = self._ray.get(self._remote.remote(asdict(task)))
+        exceptions = self._ray.exceptions
+        strategy = self._ray.util.scheduling_strategies.NodeAffinitySchedulingStrategy
+        losses = []
+        while True:
+            node = self._pick_node()
+            with self._lock:
+                self.submissions[task.run_dir] += 1
+            try:
+                data = self._ray.get(self._remote.options(scheduling_strategy=strategy(node, soft=False))
+                                     .remote(asdict(task)))
+                break
+            except exceptions.RayTaskError:
+                raise  # the evaluation itself raised: its failure, not the node's
+            except exceptions.RayError as error:  # the worker or the node running it is gone
+                losses.append(f"{node}: {type(error).__name__}")
+                with self._lock:
+                    self.accepted.pop(node, None)
+                    self.refused[node] = cut(f"lost while it ran an evaluation ({type(error).__name__}: {error})", 500)
+                if len(losses) > MAX_NODE_LOSSES:
+                    raise RuntimeError(f"the evaluation was lost with {len(losses)} nodes: {', '.join(losses)}") from error
+            finally:
+                with self._lock:
+                    if node in self.accepted:
+                        self.accepted[node] -= 1
         directory = Path(task.run_dir)
         remove_tree(directory)
         for relative, content in data["files"].items():
@@ -227,9 +335,14 @@ class RayExecutor(Executor):
         return result
 
     def describe(self) -> str:
-        """``Ray cluster at ADDR, W in flight``."""
+        """``Ray cluster at ADDR, W in flight``, and the nodes refused, with why."""
         where = f"Ray cluster at {self.address}" if self.address else "a local Ray instance"
-        return f"{where}, {self.workers} evaluations in flight"
+        text = f"{where}, {self.workers} evaluations in flight"
+        with self._lock:
+            refused = dict(self.refused)
+        if refused:
+            text += "; nodes refused: " + "; ".join(f"{node[:12]} ({why})" for node, why in refused.items())
+        return text
 
     def shutdown(self) -> None:
         """Stop submitting and disconnect from Ray."""
