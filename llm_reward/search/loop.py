@@ -44,6 +44,7 @@ from rewardlab.llm_reward.programs.references import (
     registered_reference_programs,
 )
 from rewardlab.llm_reward.programs.text import fenced, sanitize
+from rewardlab.llm_reward.sandbox.forkserver import server_startups
 from rewardlab.llm_reward.search import board
 from rewardlab.llm_reward.search.budgets import learner_discount
 from rewardlab.llm_reward.search.config import IDENTITY, SearchConfig
@@ -70,11 +71,12 @@ from rewardlab.llm_reward.search.records import (
     SearchResult,
     best_of,
     confirmed_fitness,
+    journal_runs,
     late_fitness,
     rank_key,
 )
 from rewardlab.llm_reward.search.reflection import reflect, reward_signals
-from rewardlab.llm_reward.search.report import write_outputs
+from rewardlab.llm_reward.search.report import render
 from rewardlab.llm_reward.search.store import RunStore
 from rewardlab.llm_reward.training import Failure, TrainingRun
 from rewardlab.llm_reward.training.checking import check_answer
@@ -212,7 +214,8 @@ class _Search:
             best = self._confirm(history)
             final = self._final(best)
             result = self._result(history, best, final, time.monotonic() - start)
-            write_outputs(result, self.store)
+            for name, text in render(result).items():
+                self.store.write_text(name, text)
             return result
         finally:
             if self._llm_pool is not None:
@@ -281,26 +284,23 @@ class _Search:
     def _save_prompt(self, iteration: int, messages: list[dict[str, str]]) -> str:
         digest = hashlib.sha256(json.dumps(messages).encode()).hexdigest()[:12]
         key = f"it{iteration:02d}_{digest}"
-        if self.store.get("prompt", key) is None:
-            self.store.append({"type": "prompt", "key": key, "iteration": iteration, "messages": messages})
+        self.store.journaled("prompt", key, lambda: {"iteration": iteration, "messages": messages})
         return key
 
     def _human_feedback(self, iteration: int, best: Candidate | None, last: list[Candidate]) -> str | None:
-        key = f"it{iteration:02d}"
-        saved = self.store.get("feedback", key)
-        if saved is not None:
-            return saved["text"]
-        if self.feedback is None:
-            return None
-        lines = ["Results so far:", *(f"- {candidate_line(c)}" for c in last)]
-        if best is not None and best.result is not None:
-            lines += ["", f"Best program so far ({best.key}):", *fenced((best.source or "").rstrip(), language="python"),
-                      reflect(best.result, best.signals)]
-        # shown on a terminal: no escape sequence of a program's text reaches it
-        text = self.feedback.ask(iteration, sanitize("\n".join(lines)))
-        self.store.append({"type": "feedback", "key": key, "iteration": iteration,
-                           "source": self.feedback.name, "text": text})
-        return text
+        def ask() -> dict[str, Any] | None:
+            if self.feedback is None:
+                return None
+            lines = ["Results so far:", *(f"- {candidate_line(c)}" for c in last)]
+            if best is not None and best.result is not None:
+                lines += ["", f"Best program so far ({best.key}):",
+                          *fenced((best.source or "").rstrip(), language="python"), reflect(best.result, best.signals)]
+            # shown on a terminal: no escape sequence of a program's text reaches it
+            text = self.feedback.ask(iteration, sanitize("\n".join(lines)))
+            return {"iteration": iteration, "source": self.feedback.name, "text": text}
+
+        record, _ = self.store.journaled("feedback", f"it{iteration:02d}", ask)
+        return None if record is None else record["text"]
 
     # -------------------------------------------------------- one candidate
     def _candidate(self, candidate: Candidate, proposal: _Proposal, answer: Future[Completion] | None) -> None:
@@ -326,25 +326,26 @@ class _Search:
     def _answer(self, candidate: Candidate, proposal: _Proposal, answer: Future[Completion] | None) -> bool:
         """Fill in the candidate's answer (saved, or new and saved now); False if there is none."""
         key = candidate.key
-        record = self.store.get("answer", key)
-        if record is None and proposal.source is not None:
-            record = self.store.append({"type": "answer", "key": key, "iteration": candidate.iteration,
-                                        "sample": candidate.sample, "proposer": self.config.proposer,
-                                        "text": proposal.source, "genome": proposal.genome})
-        elif record is None:
+
+        def receive() -> dict[str, Any] | None:
+            if proposal.source is not None:
+                return {"iteration": candidate.iteration, "sample": candidate.sample,
+                        "proposer": self.config.proposer, "text": proposal.source, "genome": proposal.genome}
             assert answer is not None
             try:
                 completion = answer.result()
-            except LLMCallFailed as error:
+            except LLMCallFailed as error:  # journaled as what it is: the answer is asked for again on --resume
                 self.store.append({"type": "llm_error", "key": key, "prompt": proposal.prompt_key,
                                    "error": str(error), "tries": error.tries})
                 candidate.failure = Failure(LLM_FAILURE, str(error))
-                return False
-            record = self.store.append({
-                "type": "answer", "key": key, "iteration": candidate.iteration, "sample": candidate.sample,
-                "proposer": "llm", "prompt": proposal.prompt_key, **completion.to_dict(),
-            })
+                return None
             self.progress.spent(completion.usage.total_tokens, completion.cost_usd)
+            return {"iteration": candidate.iteration, "sample": candidate.sample, "proposer": "llm",
+                    "prompt": proposal.prompt_key, **completion.to_dict()}
+
+        record, _ = self.store.journaled("answer", key, receive)
+        if record is None:
+            return False
         candidate.answer = record["text"]
         candidate.genome = record.get("genome")
         candidate.finish_reason = record.get("finish_reason")
@@ -369,17 +370,16 @@ class _Search:
         return checked.program
 
     def _prescreen(self, candidate: Candidate, program: RewardProgram) -> PrescreenScore:
-        record = self.store.get("prescreen", candidate.key)
-        if record is not None:
-            score = PrescreenScore.from_dict(record["score"])
-        else:
+        def score() -> dict[str, Any]:
             assert self._trajectories is not None
-            score = prescreen(program, self.config.env_id, self._trajectories,
-                              self.store.path("candidates", candidate.key, "prescreen"),
-                              self.config.prescreen_tau)
-            self.store.append({"type": "prescreen", "key": candidate.key, "score": score.to_dict()})
-        candidate.prescreen = score
-        return score
+            return {"score": prescreen(program, self.config.env_id, self._trajectories,
+                                       self.store.path("candidates", candidate.key, "prescreen"),
+                                       self.config.prescreen_tau).to_dict()}
+
+        record, _ = self.store.journaled("prescreen", candidate.key, score)
+        assert record is not None
+        candidate.prescreen = PrescreenScore.from_dict(record["score"])
+        return candidate.prescreen
 
     def _task(
         self, key: str, source: str, seeds: Sequence[int], run_dir: Path, stop_rule: StopRule | None = None
@@ -395,18 +395,17 @@ class _Search:
 
     def _evaluate(self, candidate: Candidate) -> bool:
         """Train the candidate (or take its saved result); True if it was trained now."""
-        record = self.store.get("evaluation", candidate.key)
-        trained = record is None
-        if record is not None:
-            result = TrainingRun.from_dict(record["result"])
-        else:
+
+        def train() -> dict[str, Any]:
             assert candidate.source is not None
             # only the search's candidates may stop early: _train_seeds (finalists, final) never does
             task = self._task(candidate.key, candidate.source, self.config.seeds,
                               self.store.path("candidates", candidate.key, "train"), self._stop_rule)
-            result = self.executor.submit(task, self.progress.started).result()
-            self.store.append({"type": "evaluation", "key": candidate.key, "result": result.to_dict()})
-        candidate.result = result
+            return {"result": self.executor.submit(task, self.progress.started).result().to_dict()}
+
+        record, trained = self.store.journaled("evaluation", candidate.key, train)
+        assert record is not None
+        result = candidate.result = TrainingRun.from_dict(record["result"])
         if result.ok:
             candidate.signals = reward_signals(result.curve)
             board.log_candidate(result, candidate.prescreen.tau if candidate.prescreen else None)
@@ -562,6 +561,10 @@ class _Search:
             executor=self.executor.describe(),
             llm=self.client.describe() if self.client else None,
             wall_s=wall_s,
+            feedback={record["iteration"]: record["text"] for record in self.store.records("feedback")},
+            final_runs=journal_runs(self.store.records("final"), "label"),
+            finalist_runs=journal_runs(self.store.records("finalist"), "candidate"),
+            fork_server_start_s=sum(server_startups()) if server_startups() else None,
         )
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -12,7 +12,7 @@ from typing import Any
 from rewardlab.llm_reward.clients import Usage
 from rewardlab.llm_reward.search.config import SearchConfig
 from rewardlab.llm_reward.search.reflection import RewardSignals
-from rewardlab.llm_reward.training import TrainingRun
+from rewardlab.llm_reward.training import Checkpoint, TrainingRun
 from rewardlab.llm_reward.training.failures import Failure
 
 __all__ = ["Candidate", "FinalScore", "PrescreenScore", "SearchResult", "candidate_key"]
@@ -209,6 +209,22 @@ def best_of(candidates: Sequence[Candidate]) -> Candidate | None:
     return min((c for c in trained if rank_key(c) == best), key=lambda c: (c.iteration, c.sample))
 
 
+def seed_runs(result: TrainingRun | None) -> list[list[Checkpoint]]:
+    """Each seed's checkpoints of ``result`` (its mean curve when no seed kept any)."""
+    if result is None:
+        return []
+    return [run.checkpoints for run in result.seeds if run.checkpoints] or ([result.curve] if result.curve else [])
+
+
+def journal_runs(records: Iterable[Mapping[str, Any]], field_name: str) -> dict[str, list[list[Checkpoint]]]:
+    """Journaled one-seed trainings (``final``, ``finalist`` records): their seeds'
+    checkpoints grouped by each record's ``field_name`` (``label``, ``candidate``)."""
+    runs: dict[str, list[list[Checkpoint]]] = {}
+    for record in records:
+        runs.setdefault(str(record.get(field_name)), []).extend(seed_runs(TrainingRun.from_dict(record["result"])))
+    return runs
+
+
 @dataclass
 class SearchResult:
     """What a search found and spent.
@@ -229,6 +245,11 @@ class SearchResult:
     :param executor: where evaluations ran.
     :param llm: the endpoint and model, if any.
     :param wall_s: this session's wall time.
+    :param feedback: the human feedback given before each iteration (from the journal).
+    :param final_runs: each final label's one-seed runs, their checkpoints (from the journal).
+    :param finalist_runs: each finalist's extra seeds' runs, their checkpoints (from the journal).
+    :param fork_server_start_s: the sandbox's fork server start-up, seconds summed over this
+        session (``None``: none started).
     """
 
     config: SearchConfig
@@ -246,6 +267,10 @@ class SearchResult:
     executor: str
     llm: str | None
     wall_s: float
+    feedback: dict[int, str | None] = field(default_factory=dict)
+    final_runs: dict[str, list[list[Checkpoint]]] = field(default_factory=dict)
+    finalist_runs: dict[str, list[list[Checkpoint]]] = field(default_factory=dict)
+    fork_server_start_s: float | None = None
 
     @property
     def failures(self) -> Counter[str]:

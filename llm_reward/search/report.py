@@ -28,12 +28,11 @@ from rewardlab.llm_reward.search.records import (
     rank_key,
 )
 from rewardlab.llm_reward.search.report_html import HTML_FILE, html_report
-from rewardlab.llm_reward.search.store import RunStore
 
 if TYPE_CHECKING:
     from rewardlab.llm_reward.search.records import SearchResult
 
-__all__ = ["prescreen_summary", "summary", "write_outputs"]
+__all__ = ["prescreen_summary", "render", "summary"]
 
 BEST_FILE = "best_reward.py"
 REPORT_FILE = "report.md"
@@ -243,14 +242,11 @@ def cost(result: SearchResult) -> dict[str, float | None]:
     per minute of the session, and the sandbox's fork server start-up (seconds, summed)."""
     walls = [c.result.wall_s for c in result.candidates if c.result is not None and c.result.wall_s]
     minutes = result.wall_s / 60 if result.wall_s else None
-    from rewardlab.llm_reward.sandbox.forkserver import server_startups
-
-    startups = server_startups()
     return {
         "candidate_wall_s": sum(walls) / len(walls) if walls else None,
         "candidates_per_minute": len(walls) / minutes if minutes and walls else None,
         "search_wall_s": result.wall_s,
-        "fork_server_start_s": sum(startups) if startups else None,
+        "fork_server_start_s": result.fork_server_start_s,
     }
 
 
@@ -444,16 +440,18 @@ def _best_header(result: SearchResult) -> list[str]:
     return lines
 
 
-def write_outputs(result: SearchResult, store: RunStore) -> None:
-    """Write ``report.md``, its page ``report.html``, ``summary.json`` and (when a candidate
-    trained) ``best_reward.py``.
+def render(result: SearchResult) -> dict[str, str]:
+    """The search's output files, by name: ``report.md``, its page ``report.html``,
+    ``summary.json`` and (when a candidate trained) ``best_reward.py``. Pure: it reads
+    ``result`` alone; the search writes the files into its run directory.
 
     :param result: the search's result.
-    :param store: its run directory (secrets are removed from what is written).
     """
-    feedback = {record["iteration"]: record["text"] for record in store.records("feedback")}
-    store.write_text(REPORT_FILE, _report(result, feedback))
-    store.write_text(HTML_FILE, html_report(result, store, feedback, final_statistics(result)))
-    store.write_text(SUMMARY_FILE, json.dumps(summary(result), indent=2) + "\n")
+    files = {
+        REPORT_FILE: _report(result, result.feedback),
+        HTML_FILE: html_report(result, final_statistics(result)),
+        SUMMARY_FILE: json.dumps(summary(result), indent=2) + "\n",
+    }
     if result.best is not None and result.best.source is not None:
-        store.write_text(BEST_FILE, reward_file_text(result.best.source, result.config.env_id, _best_header(result)))
+        files[BEST_FILE] = reward_file_text(result.best.source, result.config.env_id, _best_header(result))
+    return files

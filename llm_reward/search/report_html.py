@@ -27,9 +27,8 @@ import numpy as np
 
 from rewardlab.common.statistics import bootstrap_ci
 from rewardlab.llm_reward.programs.text import fenced, sanitize
-from rewardlab.llm_reward.search.records import Candidate, late_fitness, rank_key
-from rewardlab.llm_reward.search.store import RunStore
-from rewardlab.llm_reward.training import Checkpoint, TrainingRun
+from rewardlab.llm_reward.search.records import Candidate, late_fitness, rank_key, seed_runs
+from rewardlab.llm_reward.training import Checkpoint
 
 if TYPE_CHECKING:
     from rewardlab.llm_reward.search.records import SearchResult
@@ -276,22 +275,6 @@ def mean_curve(runs: Sequence[Sequence[Checkpoint]]) -> tuple[list[float], list[
     return steps, means, lows, highs
 
 
-def _seed_runs(result: TrainingRun | None) -> list[list[Checkpoint]]:
-    if result is None:
-        return []
-    return [run.checkpoints for run in result.seeds if run.checkpoints] or ([result.curve] if result.curve else [])
-
-
-def _journal_runs(store: RunStore, kind: str, field: str) -> dict[str, list[list[Checkpoint]]]:
-    """Each journaled one-seed training of ``kind`` (``final``, ``finalist``), its seeds'
-    checkpoints grouped by the record's ``field`` (``label``, ``candidate``)."""
-    runs: dict[str, list[list[Checkpoint]]] = {}
-    for record in store.records(kind):
-        result = TrainingRun.from_dict(record["result"])
-        runs.setdefault(str(record.get(field)), []).extend(_seed_runs(result))
-    return runs
-
-
 # ---------------------------------------------------------------------------- sections
 def _fitness_plot(result: SearchResult) -> str:
     iterations = result.config.iterations
@@ -311,7 +294,7 @@ def _fitness_plot(result: SearchResult) -> str:
     ], "iteration", "task fitness", x_ticks=range(1, iterations + 1), x_range=(0.5, iterations + 0.5))
 
 
-def _final_section(result: SearchResult, store: RunStore, statistics: Mapping[str, Mapping[str, Any]]) -> str:
+def _final_section(result: SearchResult, statistics: Mapping[str, Mapping[str, Any]]) -> str:
     if not result.final:
         return "<p>No final re-training in this search (final seeds 0, or no candidate trained).</p>"
     rows = []
@@ -330,7 +313,7 @@ def _final_section(result: SearchResult, store: RunStore, statistics: Mapping[st
                     f"<td>{len(score.failures)}</td></tr>")
     table = ("<table><tr><th>reward</th><th>mean ± std</th><th>IQM [95% CI]</th><th>P(best beats it)</th>"
              "<th>per seed</th><th>failed seeds</th></tr>" + "".join(rows) + "</table>")
-    runs = _journal_runs(store, "final", "label")
+    runs = result.final_runs
     series = []
     for label in ("best", "human", "sparse"):
         if runs.get(label):
@@ -349,7 +332,7 @@ def _final_section(result: SearchResult, store: RunStore, statistics: Mapping[st
             + (f"<p>Failed seeds:</p><ul>{''.join(failures)}</ul>" if failures else ""))
 
 
-def _finalists_section(result: SearchResult, store: RunStore) -> str:
+def _finalists_section(result: SearchResult) -> str:
     finalists = [c for c in result.candidates if c.confirmation is not None]
     if not finalists:
         return "<p>No finalists: the best candidate was picked by its training seed(s) alone.</p>"
@@ -363,15 +346,15 @@ def _finalists_section(result: SearchResult, store: RunStore) -> str:
                     f"<td>{'yes' if c is result.best else ''}</td></tr>")
     table = (f"<table><tr><th>finalist</th><th>search seed(s), late fitness</th>{header}<th>chosen</th></tr>"
              + "".join(rows) + "</table>")
-    extra_runs = _journal_runs(store, "finalist", "candidate")
+    extra_runs = result.finalist_runs
     series = []
     for index, c in enumerate(finalists):
-        runs = _seed_runs(c.result) + extra_runs.get(c.key, [])
+        runs = seed_runs(c.result) + extra_runs.get(c.key, [])
         if runs:
             steps, means, lows, highs = mean_curve(runs)
             series.append(Series(f"{c.key}, {len(runs)} seeds" + (" (chosen)" if c is result.best else ""),
                                  steps, means, lows, highs, colour=PALETTE[(index + 4) % len(PALETTE)]))
-    for label, runs in _journal_runs(store, "final", "label").items():
+    for label, runs in result.final_runs.items():
         if label in ("human", "sparse") and runs:
             steps, means, _, _ = mean_curve(runs)
             series.append(Series(f"{FINAL_NAMES[label]} (final seeds)", steps, means,
@@ -517,13 +500,10 @@ svg .grid{stroke:#e4e4e4}p.caption{color:#555;font-size:.88em;margin-top:-.6em}s
 """
 
 
-def html_report(result: SearchResult, store: RunStore, feedback: Mapping[int, str | None],
-                statistics: Mapping[str, Mapping[str, Any]]) -> str:
+def html_report(result: SearchResult, statistics: Mapping[str, Mapping[str, Any]]) -> str:
     """The search's report as one self-contained HTML page.
 
     :param result: the search's result.
-    :param store: its run directory (the journal holds the final and finalist runs' curves).
-    :param feedback: the human feedback given before each iteration.
     :param statistics: the final runs' IQM, interval and P(best beats it) per label
         (``report.final_statistics``).
     """
@@ -552,10 +532,10 @@ def html_report(result: SearchResult, store: RunStore, feedback: Mapping[int, st
         "<code>report.md</code>.</p>",
         summary,
         "<h2>Fitness per iteration</h2>", _fitness_plot(result),
-        "<h2>Best program and the final re-training</h2>", best_part, _final_section(result, store, statistics),
-        "<h2>Finalists</h2>", _finalists_section(result, store),
+        "<h2>Best program and the final re-training</h2>", best_part, _final_section(result, statistics),
+        "<h2>Finalists</h2>", _finalists_section(result),
         "<h2>Reward and fitness</h2>", _signals_section(result),
-        "<h2>Candidates</h2>", _iterations_section(result, feedback),
+        "<h2>Candidates</h2>", _iterations_section(result, result.feedback),
     ]
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             f"<meta http-equiv=\"Content-Security-Policy\" content=\"{CSP}\">"

@@ -27,7 +27,7 @@ from __future__ import annotations
 import json
 import os
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -160,6 +160,26 @@ class RunStore:
         """
         with self._lock:
             return self._index.get((kind, key))
+
+    def journaled(
+        self, kind: str, key: str, compute: Callable[[], Mapping[str, Any] | None]
+    ) -> tuple[dict[str, Any] | None, bool]:
+        """The record of type ``kind`` with ``key``: the journal's, or else ``compute()``'s,
+        journaled now. The one way the search gets what it may have done before: a resumed
+        search never asks for or computes again what the journal holds.
+
+        :param kind: the record type.
+        :param key: the record key.
+        :param compute: makes the record's fields (JSON data), called only when the journal
+            has none; ``None`` when there is nothing to keep (a later run computes it again).
+        :return: the record as journaled (``None`` when ``compute`` had nothing), and whether
+            ``compute`` ran.
+        """
+        record = self.get(kind, key)
+        if record is not None:
+            return record, False
+        fields = compute()
+        return (None if fields is None else self.append({"type": kind, "key": key, **fields})), True
 
     def records(self, kind: str) -> Iterator[dict[str, Any]]:
         """Every record of type ``kind``, in journal order.

@@ -182,6 +182,24 @@ def test_prescreen_audit_summary_says_whether_it_would_have_rejected_the_best() 
     assert screen["inconclusive"] == 1
 
 
+def test_the_report_is_rendered_from_the_result_alone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from rewardlab.llm_reward.search.report import render
+
+    monkeypatch.chdir(tmp_path)
+    candidates = [trained([Term("alive", None, 1.0)], curve([fitness] * 3, [1, 2, 3]), fitness, sample=i)
+                  for i, fitness in enumerate((10.0, 50.0))]
+    config = SearchConfig("CartPole-v1", "balance", proposer="evolve")
+    result = SearchResult(config, Path("out"), candidates, best_candidate(candidates), {}, None, Usage(), 0.0,
+                          False, 0, 0, 0, "local", None, 1.0, feedback={0: "reward speed <b>more</b>"},
+                          fork_server_start_s=2.5)
+    files = render(result)
+    assert set(files) == {"report.md", "report.html", "summary.json", "best_reward.py"}
+    assert files == render(result)  # the same result, the same files
+    assert "reward speed" in files["report.md"] and "&lt;b&gt;more" in files["report.html"]
+    assert json.loads(files["summary.json"])["cost"]["fork_server_start_s"] == 2.5
+    assert not list(tmp_path.iterdir())  # nothing written: writing is the search's
+
+
 # ---------------------------------------------------------------------- run store
 def test_store_drops_a_torn_line_redacts_and_refuses_other_runs(tmp_path: Path) -> None:
     config = {"env_id": "CartPole-v1", "steps": 100, "workers": 2}
@@ -305,3 +323,23 @@ def test_ray_executor_on_a_local_instance(tmp_path: Path) -> None:
     assert list((tmp_path / "ray" / "tensorboard").rglob("events.out.tfevents.*"))
     assert not ray.is_initialized()
 
+
+def test_the_journal_computes_a_record_once_and_a_reopened_run_reads_it_back(tmp_path: Path) -> None:
+    from rewardlab.llm_reward.search.store import RunStore
+
+    calls = []
+
+    def compute() -> dict:
+        calls.append(1)
+        return {"score": len(calls)}
+
+    store = RunStore.open(tmp_path / "run", {"env_id": "CartPole-v1"}, ["env_id"], resume=False)
+    assert store.journaled("prescreen", "it00_s00", compute) == ({"type": "prescreen", "key": "it00_s00", "score": 1}, True)
+    assert store.journaled("prescreen", "it00_s00", compute) == ({"type": "prescreen", "key": "it00_s00", "score": 1}, False)
+    reopened = RunStore.open(tmp_path / "run", {"env_id": "CartPole-v1"}, ["env_id"], resume=True)
+    assert reopened.journaled("prescreen", "it00_s00", compute)[1] is False
+    assert reopened.journaled("prescreen", "it00_s01", compute)[0]["score"] == 2
+    assert len(calls) == 2
+    # nothing to keep (an LLM call that failed for good): nothing journaled, asked again next time
+    assert reopened.journaled("answer", "it00_s02", lambda: None) == (None, True)
+    assert reopened.get("answer", "it00_s02") is None
