@@ -979,6 +979,7 @@ def describe_isolation() -> dict[str, Any]:
         "namespaces": support["namespaces"] is None,
         "landlock_abi": landlock_abi(),
         "seccomp": support["seccomp"] is None,
+        "refused_calls_named": notification_supported(),
         "opted_out": os.environ.get(UNSAFE_OPT_OUT) == "1",
         "task_limit": task_limit(),
         "cpu_limit": cpu_limit(),
