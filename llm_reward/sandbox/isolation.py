@@ -34,6 +34,7 @@ import fcntl
 import functools
 import math
 import os
+import resource
 import select
 import signal
 import socket
@@ -627,7 +628,30 @@ def confine(
     if companion is None:
         _load_seccomp()
     else:
+        _bound_output()
         allow_computation_only(companion)
+
+
+#: what a job's companion may add to the worker's log (its standard output and error), in MB
+COMPANION_OUTPUT_MB = 8
+
+
+def _bound_output() -> None:
+    """Let this process write at most :data:`COMPANION_OUTPUT_MB` more to its log
+    (``RLIMIT_FSIZE`` past the log's size now; ``SIGXFSZ`` ignored, so that a write past it
+    fails with ``EFBIG`` rather than killing the process). The log stays in a search's
+    candidate folder: a program that printed a megabyte per call left 66 MB there after a
+    4,096-step run, and up to the disk quota (1 GB by default) per candidate (red-team finding)."""
+    try:
+        size = os.fstat(1).st_size
+    except OSError:
+        size = 0
+    cap = size + COMPANION_OUTPUT_MB * 2**20
+    _, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    if hard != resource.RLIM_INFINITY:
+        cap = min(cap, hard)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (cap, cap))
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
 
 
 def _drop_capabilities() -> None:

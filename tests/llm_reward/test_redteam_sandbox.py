@@ -124,3 +124,23 @@ def test_a_call_through_another_architectures_table_fails_the_candidate() -> Non
     result = evaluate_hostile(_FOREIGN_TABLE)
     assert not result.ok and result.fitness is None, result
     assert result.failure is not None and result.failure.kind == "sandbox", result.failure
+
+
+# A program that prints: its output goes to the worker's log, which stays in a search's
+# candidate folder. A megabyte per call left 66 MB after a 4,096-step run, and a candidate
+# could leave up to the disk quota (1 GB by default) on the user's disk and still succeed.
+_CHATTY = """
+def compute_reward(x):
+    print("x" * 1_000_000)
+    return x, {"x": x}
+"""
+
+
+def test_a_chatty_program_leaves_a_bounded_log(tmp_path: Any) -> None:
+    from rewardlab.llm_reward.sandbox.isolation import COMPANION_OUTPUT_MB
+
+    result = evaluate_hostile(_CHATTY, steps=4096, run_dir=tmp_path / "run")
+    log = tmp_path / "run" / "worker.log"
+    assert log.stat().st_size <= (COMPANION_OUTPUT_MB + 1) * 2**20, log.stat().st_size
+    # the write past the bound fails in the program, which says so
+    assert result.failure is not None and "File too large" in result.failure.reason, result.failure
