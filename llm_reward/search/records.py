@@ -274,5 +274,16 @@ class SearchResult:
 
     @property
     def failures(self) -> Counter[str]:
-        """How many candidates failed (or were rejected), by kind."""
-        return Counter(candidate.status for candidate in self.candidates if not candidate.ok)
+        """How many candidates failed (or were rejected), by kind; those early stopping stopped
+        are no failures (:attr:`stopped_early`)."""
+        return Counter(candidate.status for candidate in self.candidates
+                       if not candidate.ok and not self._stopped(candidate))
+
+    @property
+    def stopped_early(self) -> int:
+        """How many candidates early stopping stopped, at a rung of their budget."""
+        return sum(self._stopped(candidate) for candidate in self.candidates)
+
+    @staticmethod
+    def _stopped(candidate: Candidate) -> bool:
+        return candidate.result is not None and candidate.result.stopped is not None

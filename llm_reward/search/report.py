@@ -303,10 +303,10 @@ def _report(result: SearchResult, feedback: dict[int, str | None]) -> str:
         "",
         "## Summary",
         "",
-        "| candidates | trained | failed or rejected | reward-hacking flags | LLM answers | failed LLM calls "
-        "| retries | prompt tokens | completion tokens | cost |",
-        "|---|---|---|---|---|---|---|---|---|---|",
-        f"| {len(result.candidates)} | {sum(c.ok for c in result.candidates)} | "
+        "| candidates | trained | stopped early | failed or rejected | reward-hacking flags | LLM answers "
+        "| failed LLM calls | retries | prompt tokens | completion tokens | cost |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+        f"| {len(result.candidates)} | {sum(c.ok for c in result.candidates)} | {result.stopped_early} | "
         f"{sum(result.failures.values())} | "
         f"{sum(bool(c.signals and c.signals.hacking) for c in result.candidates)} | {result.llm_calls} | "
         f"{result.llm_failures} | {result.llm_retries} | {result.usage.prompt_tokens:,} | "

@@ -512,10 +512,11 @@ def html_report(result: SearchResult, statistics: Mapping[str, Mapping[str, Any]
     seeds = ", ".join(map(str, config.seeds))
     hacking = sum(bool(c.signals and c.signals.hacking) for c in result.candidates)
     cost = "unknown (no price for the model)" if result.cost_unknown else f"${result.cost_usd:.4f}"
-    summary = ("<table><tr><th>candidates</th><th>trained</th><th>failed or rejected</th><th>reward-hacking flags</th>"
-               "<th>LLM answers</th><th>prompt tokens</th><th>completion tokens</th><th>cost</th></tr>"
+    summary = ("<table><tr><th>candidates</th><th>trained</th><th>stopped early</th><th>failed or rejected</th>"
+               "<th>reward-hacking flags</th><th>LLM answers</th><th>prompt tokens</th><th>completion tokens</th>"
+               "<th>cost</th></tr>"
                f"<tr><td>{len(result.candidates)}</td><td>{sum(c.ok for c in result.candidates)}</td>"
-               f"<td>{sum(result.failures.values())}</td><td>{hacking}</td><td>{result.llm_calls}</td>"
+               f"<td>{result.stopped_early}</td><td>{sum(result.failures.values())}</td><td>{hacking}</td><td>{result.llm_calls}</td>"
                f"<td>{result.usage.prompt_tokens:,}</td><td>{result.usage.completion_tokens:,}</td>"
                f"<td>{text(cost)}</td></tr></table>")
     if best is not None and best.source is not None:

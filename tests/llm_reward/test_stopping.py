@@ -175,6 +175,9 @@ def test_the_search_stops_flat_candidates_never_the_references_or_finalists(tmp_
     assert summary["early_stopping"]["steps_saved"] > 0
     report = (result.out / "report.md").read_text()  # type: ignore[attr-defined]
     assert "Early stopping: 6 candidate(s) stopped" in report and "it01_s02 at a third" in report
+    # a stopped candidate is counted apart from the failures: candidates, trained, stopped, failed
+    assert result.stopped_early == 6 and "stopped" not in result.failures  # type: ignore[attr-defined]
+    assert "| 12 | 6 | 6 | 0 |" in report
     prompt = [r for r in journal if r["type"] == "prompt"][-1]["messages"][-1]["content"]
     assert "it01_s02: `stopped at a third of the budget (step 270) with fitness 4.5" in prompt
     assert "it01_s00: `stopped at a ninth of the budget (step 90) with fitness 0" in prompt
