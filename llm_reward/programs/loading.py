@@ -39,8 +39,8 @@ from rewardlab.common.components import with_components
 from rewardlab.envs.core import Batched
 from rewardlab.envs.description_files import description_data, description_from_data
 from rewardlab.envs.descriptions import EnvDescription, describe
-from rewardlab.llm_reward.programs.program import RewardFunction, RewardProgram
-from rewardlab.llm_reward.programs.wrapper import COMPONENT_PREFIX, ProgramReward
+from rewardlab.llm_reward.programs.program import COMPONENT_PREFIX, RewardFunction, RewardProgram
+from rewardlab.llm_reward.programs.wrapper import ProgramReward
 
 __all__ = ["GymnasiumProgramReward", "LoadedReward", "load_reward", "reward_file_text"]
 

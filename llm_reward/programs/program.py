@@ -67,9 +67,14 @@ __all__ = ["FoundCode", "ProgramError", "RewardFunction", "RewardProgram", "code
 BARE_COMPONENT = "reward"
 #: the most components a program may return; the caller of the sandbox takes no more
 MAX_COMPONENTS = 32
-#: the longest component name (with the ``program/`` prefix that ProgramReward adds, 64
-#: characters in all, as TensorBoard tags and reports take them)
-MAX_COMPONENT_NAME_CHARS = 56
+#: the prefix of a program's components among a training's reward components
+#: (:class:`~rewardlab.llm_reward.programs.wrapper.ProgramReward`, the sandboxed training)
+COMPONENT_PREFIX = "program/"
+#: the longest component tag, prefix included, as TensorBoard tags and reports take them;
+#: also the longest name a program may give a component before it is made plain
+MAX_COMPONENT_TAG_CHARS = 64
+#: the longest component name, once made plain (:func:`plain_component_name`)
+MAX_COMPONENT_NAME_CHARS = MAX_COMPONENT_TAG_CHARS - len(COMPONENT_PREFIX)
 #: a component's name: an identifier, the one rule at both trust boundaries (the program's
 #: process and the search that reads its results)
 COMPONENT_NAME = re.compile(rf"[A-Za-z_][A-Za-z0-9_]{{0,{MAX_COMPONENT_NAME_CHARS - 1}}}")
@@ -1126,9 +1131,10 @@ class RewardFunction:
                 )
             components = {}
             for key, value in result[1].items():
-                if not isinstance(key, str) or not 0 < len(key) <= 64:
+                if not isinstance(key, str) or not 0 < len(key) <= MAX_COMPONENT_TAG_CHARS:
                     raise ProgramError(
-                        f"component names must be strings of 1 to 64 characters; got {key!r:.80}"
+                        f"component names must be strings of 1 to {MAX_COMPONENT_TAG_CHARS} characters; "
+                        f"got {key!r:.80}"
                     )
                 plain = plain_component_name(key)
                 if plain in components:

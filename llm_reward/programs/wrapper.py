@@ -10,9 +10,8 @@ import torch
 from rewardlab.common.components import with_components
 from rewardlab.envs import BatchedWrapper
 from rewardlab.envs.core import Actions, StepReturn
-from rewardlab.llm_reward.programs.program import RewardFunction
+from rewardlab.llm_reward.programs.program import COMPONENT_PREFIX, RewardFunction
 
-COMPONENT_PREFIX = "program/"
 RewardAndComponents = tuple[torch.Tensor, dict[str, torch.Tensor]]
 
 
@@ -47,7 +46,7 @@ class ProgramReward(BatchedWrapper):
 
     :param env: a batched env (``rewardlab.envs.make``) or wrapper.
     :param reward_function: the loaded program, or in the sandbox's job the
-        :class:`~rewardlab.llm_reward.sandbox.reward_process.RemoteReward` that asks the
+        :class:`~rewardlab.llm_reward.training.reward_process.RemoteReward` that asks the
         program's own process; either is called as ``(obs, action, next_obs, terminated,
         env_reward) -> (reward, components)``.
     """

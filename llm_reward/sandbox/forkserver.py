@@ -65,7 +65,8 @@ class ForkServer:
 
     :param preload: modules the server imports before forking any worker.
     :param warm: ``(function, argument)`` pairs the server calls, after the imports and
-        before forking any worker, as ``function(argument)``: ``"module:function"`` and a
+        before forking any worker, as ``function(argument)``: the function's
+        :func:`~rewardlab.llm_reward.sandbox.protocol.reference` and a
         JSON text. What they load (PPO's compiled graphs) every worker inherits. A failing
         one is reported on the server's standard error and skipped: each job must check
         for itself that what it needs is there.

@@ -49,6 +49,9 @@ def reference(function: Callable[..., Any]) -> str:
     :raises ValueError: ``function`` is not found again under that name (a lambda, a nested
         function, a bound method), so a fresh interpreter could not find it either.
     """
+    if not callable(function):
+        raise ValueError(f"{function!r:.80} is not a function: hand the sandbox the job (companion, "
+                         "warm-up) itself, a module-level function, not its name")
     module, name = getattr(function, "__module__", None), getattr(function, "__qualname__", "")
     text = f"{module}:{name}"
     if not module or "." in name or "<" in name:

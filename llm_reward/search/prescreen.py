@@ -33,12 +33,12 @@ from rewardlab.llm_reward.programs.program import (
 )
 from rewardlab.llm_reward.programs.text import sanitize
 from rewardlab.llm_reward.sandbox.guard import Guard
-from rewardlab.llm_reward.sandbox.reward_process import RemoteReward
 from rewardlab.llm_reward.sandbox.runner import Limits, run_sandboxed
 from rewardlab.llm_reward.search.records import PrescreenScore
 from rewardlab.llm_reward.training import Failure
 from rewardlab.llm_reward.training.compiled import preload_for
 from rewardlab.llm_reward.training.job import reward_companion
+from rewardlab.llm_reward.training.reward_process import RemoteReward
 
 __all__ = ["collect_trajectories", "kendall_tau_b", "prescreen", "score_job"]
 

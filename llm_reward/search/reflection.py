@@ -20,8 +20,8 @@ import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 
+from rewardlab.llm_reward.programs.program import COMPONENT_PREFIX
 from rewardlab.llm_reward.programs.text import prompt_block, prompt_line
-from rewardlab.llm_reward.programs.wrapper import COMPONENT_PREFIX
 from rewardlab.llm_reward.training import Checkpoint, Failure, TrainingRun
 
 __all__ = [

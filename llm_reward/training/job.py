@@ -28,16 +28,16 @@ from rewardlab.agents.ppo import PPO
 from rewardlab.envs.description_files import use_description
 from rewardlab.envs.descriptions import EnvDescription, describe
 from rewardlab.llm_reward.programs.program import (
+    COMPONENT_PREFIX,
     ProgramError,
     RewardFunction,
     RewardProgram,
     program_traceback,
 )
-from rewardlab.llm_reward.programs.wrapper import COMPONENT_PREFIX
 from rewardlab.llm_reward.sandbox.guard import Guard
-from rewardlab.llm_reward.sandbox.reward_process import RemoteReward, serve_rewards
 from rewardlab.llm_reward.training.compiled import compile_in_worker, training_env
 from rewardlab.llm_reward.training.records import Checkpoint, Progress
+from rewardlab.llm_reward.training.reward_process import RemoteReward, serve_rewards
 from rewardlab.llm_reward.training.snapshots import evaluate_policy, policy_snapshot
 
 __all__ = ["describe_for", "evaluation_job", "partial_result", "reward_companion", "rollout_reward",
@@ -161,7 +161,7 @@ def train_and_measure(
 def reward_companion(payload: Mapping[str, Any], channel: socket.socket, guard: Guard) -> None:
     """The companion of :func:`evaluation_job` and the prescreen's scoring: the one process
     that loads ``payload["program"]``, answering the job's reward requests
-    (:func:`~rewardlab.llm_reward.sandbox.reward_process.serve_rewards`).
+    (:func:`~rewardlab.llm_reward.training.reward_process.serve_rewards`).
 
     :param payload: the job's payload (``program``, ``env_id``, ``description``).
     :param channel: its end of the socket pair with the job.
@@ -200,7 +200,7 @@ def evaluation_job(
     The program runs in the job's companion (:func:`reward_companion`), never here: this
     process trains, ships the policies the caller measures and writes the result, and
     takes nothing from the program but its reward values
-    (:class:`~rewardlab.llm_reward.sandbox.reward_process.RemoteReward`).
+    (:class:`~rewardlab.llm_reward.training.reward_process.RemoteReward`).
 
     :param payload: ``program`` (``source``, ``function_name``, ``parameters``), ``env_id``,
         ``description``, ``seeds``, ``steps``, ``num_envs``, ``device``, ``ppo_kwargs``,

@@ -38,9 +38,13 @@ from typing import Any
 
 from rewardlab.envs.description_files import description_data, use_description
 from rewardlab.envs.descriptions import EnvDescription, describe
-from rewardlab.llm_reward.programs.program import COMPONENT_NAME, MAX_COMPONENTS, RewardProgram
+from rewardlab.llm_reward.programs.program import (
+    COMPONENT_NAME,
+    COMPONENT_PREFIX,
+    MAX_COMPONENTS,
+    RewardProgram,
+)
 from rewardlab.llm_reward.programs.text import sanitize
-from rewardlab.llm_reward.programs.wrapper import COMPONENT_PREFIX
 from rewardlab.llm_reward.sandbox.files import remove_tree, write_private
 from rewardlab.llm_reward.sandbox.runner import Limits, SandboxRun, run_sandboxed
 from rewardlab.llm_reward.training.checking import check_source

@@ -14,7 +14,7 @@ import torch
 
 from rewardlab import llm_reward
 from rewardlab.llm_reward.programs.program import ProgramError, RewardFunction, RewardProgram
-from rewardlab.llm_reward.sandbox.reward_process import RemoteReward, serve_rewards
+from rewardlab.llm_reward.training.reward_process import RemoteReward, serve_rewards
 
 PROGRAM = RewardProgram(source="def compute_reward(theta):\n    return theta, {'angle': theta}\n",
                         function_name="compute_reward", parameters=("theta",))

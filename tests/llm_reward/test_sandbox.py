@@ -323,3 +323,18 @@ def test_caller_unharmed_nothing_written_no_connection(runtime_results: dict[str
     runs = runtime_results["root"] / "runs"
     assert (runs / "remove_run_dir_file" / "worker.log").exists()
     assert not runtime_results["connected"], "a sandboxed program reached the loopback listener"
+
+
+def test_a_job_is_handed_in_as_a_function_and_found_again_by_reference(tmp_path) -> None:
+    # the sandbox names no job of its own: the caller hands it one, and it reaches the fork
+    # server as a reference that imports the very same function
+    from rewardlab.llm_reward.sandbox import run_sandboxed
+    from rewardlab.llm_reward.sandbox.protocol import reference, resolve
+    from rewardlab.llm_reward.training.job import evaluation_job, reward_companion
+
+    for function in (evaluation_job, reward_companion):
+        assert resolve(reference(function)) is function
+    for bad, message in ((lambda payload, guard: {}, "not a module-level function"),
+                         ("rewardlab.llm_reward.training.job:evaluation_job", "is not a function")):
+        with pytest.raises(ValueError, match=message):
+            run_sandboxed(bad, {}, tmp_path)
