@@ -979,10 +979,14 @@ class RefusalWatch:
                     notification = bytearray(_NOTIFICATION_BYTES)
                     try:
                         fcntl.ioctl(listener, _NOTIF_RECV, notification, True)
-                    except OSError:
-                        continue  # the caller died, or a signal came first
-                    number, arch = _NOTIFICATION_CALL.unpack_from(notification, 16)
-                    self.refused = syscall_name(number, arch)
+                    except OSError as error:
+                        if error.errno in (errno.ENOENT, errno.EINTR):
+                            continue  # the caller died, or a signal came first
+                        # a kernel whose notice this cannot read: refused all the same, unnamed
+                        self.refused = f"a call whose notice could not be read ({os.strerror(error.errno or 0)})"
+                    else:
+                        number, arch = _NOTIFICATION_CALL.unpack_from(notification, 16)
+                        self.refused = syscall_name(number, arch)
                     try:
                         self._channel.shutdown(socket.SHUT_RDWR)
                     except OSError:

@@ -309,8 +309,8 @@ class RayExecutor(Executor):
                 data = self._ray.get(self._remote.options(scheduling_strategy=strategy(node, soft=False))
                                      .remote(asdict(task)))
                 break
-            except exceptions.RayTaskError:
-                raise  # the evaluation itself raised: its failure, not the node's
+            except (exceptions.RayTaskError, exceptions.OutOfMemoryError, exceptions.TaskCancelledError):
+                raise  # the evaluation itself raised, or used too much memory: its failure, not the node's
             except exceptions.RayError as error:  # the worker or the node running it is gone
                 losses.append(f"{node}: {type(error).__name__}")
                 with self._lock:

@@ -204,7 +204,7 @@ import helper  # a module beside the script, imported on the workers too
 ray.init(address=sys.argv[1], logging_level="ERROR")
 
 
-@ray.remote(num_cpus=1)
+@ray.remote(num_cpus=1, resources={"node_b": 0.01})  # a node that can run the sandbox
 def attack(source):
     from rewardlab import llm_reward
 

@@ -83,6 +83,37 @@ def test_a_refused_call_fails_the_candidate_by_name(call: str) -> None:
     assert f"refuses, {call} (" in result.failure.reason, result.failure.reason
 
 
+@pytest.mark.skipif(not notification_supported(), reason="the kernel or libseccomp has no seccomp user notification")
+def test_the_job_hears_of_the_refused_call_and_the_call_never_runs() -> None:
+    import ctypes
+    import errno
+    import os
+    import socket
+
+    from rewardlab.llm_reward.sandbox.isolation import RefusalWatch, allow_computation_only
+
+    ours, theirs = socket.socketpair()
+    pid = os.fork()
+    if pid == 0:  # the companion: the allowlist, then a call outside it
+        code = 1
+        try:
+            ours.close()
+            ctypes.CDLL(None).prctl(38, 1, 0, 0, 0)  # PR_SET_NO_NEW_PRIVS, as confine sets it
+            allow_computation_only(theirs)
+            try:
+                os.setsid()
+            except OSError as error:
+                code = 3 if error.errno == errno.ENOSYS else 4  # ENOSYS: it never ran
+        finally:
+            os._exit(code)
+    theirs.close()
+    watch = RefusalWatch.receive(ours)
+    assert ours.recv(1) == b""  # the watch shut the channel down at the refusal
+    _, status = os.waitpid(pid, 0)
+    assert watch.refused == "setsid"
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 3, status
+
+
 def test_syscall_names_come_from_the_machines_table() -> None:
     from rewardlab.llm_reward.sandbox.isolation import syscall_names
 
