@@ -35,7 +35,8 @@ import json
 import re
 import subprocess
 import sys
-from dataclasses import dataclass, field
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -133,11 +134,25 @@ def _require(commit: str, result: str) -> None:
 
 
 @functools.cache
-def _blob(commit: str, path: str) -> bytes | None:
-    done = subprocess.run(
-        ["git", "show", f"{commit}:{path}"], cwd=ROOT, capture_output=True, timeout=60
+def _object_reader(root: Path) -> subprocess.Popen:
+    # one `git cat-file --batch` answers every file version asked of it: a process per file
+    # made the check take a minute on a loaded machine
+    return subprocess.Popen(
+        ["git", "cat-file", "--batch"], cwd=root, stdin=subprocess.PIPE, stdout=subprocess.PIPE
     )
-    return done.stdout if done.returncode == 0 else None
+
+
+@functools.cache
+def _blob(commit: str, path: str) -> bytes | None:
+    reader = _object_reader(ROOT)
+    assert reader.stdin is not None and reader.stdout is not None
+    reader.stdin.write(f"{commit}:{path}\n".encode())
+    reader.stdin.flush()
+    header = reader.stdout.readline().split()
+    if len(header) != 3:  # "<name> missing": no such file in that commit
+        return None
+    content = reader.stdout.read(int(header[2]) + 1)  # the object and its closing newline
+    return content[:-1]
 
 
 def code_of(source: bytes | None, path: str) -> object:
@@ -194,9 +209,9 @@ class Change:
     paths: tuple[str, ...]
 
 
-def code_changes_since(commit: str, paths: tuple[str, ...]) -> list[Change]:
+def code_changes_since(commit: str, paths: tuple[str, ...]) -> Iterator[Change]:
     """The commits after ``commit`` (up to ``HEAD``) that change the code of ``paths``, oldest
-    first.
+    first, found as they are asked for (the check needs the first alone).
 
     :param commit: the measured commit.
     :param paths: files or folders in the repository.
@@ -218,12 +233,10 @@ def code_changes_since(commit: str, paths: tuple[str, ...]) -> list[Change]:
             commits.append((sha, subject, []))
         elif line.strip() and commits:
             commits[-1][2].append(line.strip())
-    changes = []
     for sha, subject, files in commits:
         changed = tuple(path for path in files if _changes_code(sha, path))
         if changed:
-            changes.append(Change(sha, subject, changed))
-    return changes
+            yield Change(sha, subject, changed)
 
 
 # ---------------------------------------------------------------- results
@@ -308,18 +321,20 @@ class Freshness:
     commit: str
     exact: bool
     measures: tuple[str, ...]
-    changes: list[Change] = field(default_factory=list)
+    #: the first commit since that changed the code it measures (``None``: fresh)
+    change: Change | None = None
     #: the run recorded a ``-dirty`` commit (uncommitted changes, unknown here)
     dirty: bool = False
 
     @property
     def fresh(self) -> bool:
-        return not self.changes
+        return self.change is None
 
     def note(self) -> str:
         """The note to write beside a stale figure."""
         at = "at" if self.exact else "at or before"
-        first = self.changes[0]
+        first = self.change
+        assert first is not None, "a fresh result needs no note"
         paths = ", ".join(first.paths[:2])
         if len(first.paths) > 2:
             paths += f" and {len(first.paths) - 2} more"
@@ -336,7 +351,9 @@ def freshness(name: str) -> Freshness:
     measures = measures_of(name, data)
     _require(commit, name)
     dirty = str((data.get("machine") or {}).get("commit", "")).endswith("-dirty")
-    return Freshness(name, commit, exact, measures, code_changes_since(commit, measures), dirty)
+    return Freshness(
+        name, commit, exact, measures, next(code_changes_since(commit, measures), None), dirty
+    )
 
 
 def check_citation(state: Freshness, beside: str, where: str) -> str | None:
@@ -360,7 +377,7 @@ def check_citation(state: Freshness, beside: str, where: str) -> str | None:
         return None
     if noted:
         return None
-    first = state.changes[0]
+    first = state.change
     script = script_of(state.name, load_result(state.name))
     rerun = f"rerun `python -m benchmarks.{script.stem}`" if script else "rerun it"
     if state.dirty:  # the usual cause: the result ran before the code it measures was committed
