@@ -26,8 +26,8 @@ modules imported, and with a minimal environment). The worker
 
 A job that must not run the untrusted code itself (training on a reward program: the job
 ships the policy the caller scores) names a companion: the worker forks it before step 4,
-and the companion alone runs the code, confined further (a seccomp allowlist: any call
-outside it kills the companion, see
+and the companion alone runs the code, confined further (a seccomp allowlist: a call
+outside it never runs and is named to the job, which fails the program, see
 :func:`~rewardlab.llm_reward.sandbox.isolation.allow_computation_only`), talking to the job
 over one socket pair (its frames: :class:`~rewardlab.llm_reward.sandbox.protocol.Frames`).
 
