@@ -114,6 +114,32 @@ def test_the_job_hears_of_the_refused_call_and_the_call_never_runs() -> None:
     assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 3, status
 
 
+def test_where_the_kernel_cannot_notify_a_refused_call_kills_the_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    import ctypes
+    import os
+    import signal
+    import socket
+
+    from rewardlab.llm_reward.sandbox import isolation
+
+    ours, theirs = socket.socketpair()
+    pid = os.fork()
+    if pid == 0:  # the companion on a kernel without seccomp user notification
+        try:
+            ours.close()
+            monkeypatch.setattr(isolation, "notification_supported", lambda: False)
+            ctypes.CDLL(None).prctl(38, 1, 0, 0, 0)  # PR_SET_NO_NEW_PRIVS, as confine sets it
+            isolation.allow_computation_only(theirs)
+            os.setsid()
+        finally:
+            os._exit(0)
+    theirs.close()
+    watch = isolation.RefusalWatch.receive(ours)
+    _, status = os.waitpid(pid, 0)
+    assert watch.refused is None and watch._listener is None  # told there is no listener
+    assert os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGSYS, status
+
+
 def test_syscall_names_come_from_the_machines_table() -> None:
     from rewardlab.llm_reward.sandbox.isolation import syscall_names
 
