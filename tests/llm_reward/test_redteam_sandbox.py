@@ -201,3 +201,36 @@ def test_a_chatty_program_leaves_a_bounded_log(tmp_path: Any) -> None:
     assert log.stat().st_size <= (COMPANION_OUTPUT_MB + 1) * 2**20, log.stat().st_size
     # the write past the bound fails in the program, which says so
     assert result.failure is not None and "File too large" in result.failure.reason, result.failure
+
+
+# /proc was readable whole: /proc/self/mountinfo listed the host's mount points (users'
+# folders, data disks, the machine's own layout) and /proc/self/cgroup the host's cgroup
+# path, which a program could send back in its failure text to the report and the model.
+_PROC = """
+def compute_reward(x):
+""" + _GUARD_OFF + """
+    seen = []
+    for name in ["mountinfo", "mounts", "mountstats", "cgroup", "environ", "status", "stat"]:
+        try:
+            with builtins.open("/proc/self/" + name, "rb") as file:
+                file.read(64)
+            seen.append(name)
+        except builtins.OSError:
+            pass
+    try:
+        with builtins.open("/proc/2/cmdline", "rb") as file:
+            file.read(64)
+        seen.append("job")
+    except builtins.OSError:
+        pass
+    raise ValueError("seen=" + ",".join(seen))
+"""
+
+
+@pytest.mark.xfail(strict=True, reason="open: the companion may read /proc whole (readable_roots); narrowing it "
+                   "to its own status files is not done yet, so the mount table stays readable to a program")
+def test_the_program_reads_its_own_status_but_not_the_machines_layout() -> None:
+    result = evaluate_hostile(_PROC)
+    assert result.failure is not None and "seen=" in result.failure.reason, result.failure
+    seen = result.failure.reason.rsplit("seen=", 1)[1].split(",")
+    assert seen == ["status", "stat"], seen
