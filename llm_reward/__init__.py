@@ -57,8 +57,8 @@ from rewardlab.llm_reward.training import (
     train_on_program,
 )
 
-#: the earlier name of :class:`TrainingRun`
 EvalResult = TrainingRun
+"""The earlier name of :class:`TrainingRun`."""
 
 __all__ = [
     "ActionVariable",
