@@ -1,20 +1,21 @@
-"""One PPO minibatch update (loss, backward, gradient clipping, Adam) as one compiled function.
+"""PPO's minibatch step (gradient, gradient clipping, Adam) as one function, run eagerly or compiled.
 
-On a CPU, PPO's update for small networks costs per-operator dispatch, not arithmetic
-(``benchmarks/results/ppo_profile.md``: 342 operators per minibatch for backward, clipping
-and Adam alone). :class:`FusedUpdate` traces the whole minibatch step, with the gradient
-taken by ``torch.func.grad`` and Adam written out as torch's ``Adam`` computes it, into
-one graph of aten operators (``make_fx``), and compiles that graph ahead of time with
-AOTInductor into a kernel library. The library is kept in an on-disk cache keyed by the
-graph's code, the shapes and dtypes of its inputs, the device and the torch version, so
-a process with the same network, minibatch size and loss settings (a search's next
-candidate, a user's next run) loads it instead of compiling.
+:class:`FusedUpdate` is the step: ``torch.autograd.grad`` of the loss, the global-norm clip
+and Adam written out as torch's ``Adam`` computes it, on flat buffers that the module's
+parameters and the optimiser's state are views of. Run eagerly by default; with
+``compile=True`` the same function is traced into one graph of aten operators (``make_fx``)
+and compiled ahead of time with AOTInductor, the library kept in an on-disk cache
+(:mod:`rewardlab.common.compiled`, ``$REWARDLAB_CACHE``) keyed by its recipe, so a process
+with the same network, minibatch size and loss settings loads it instead of compiling.
+
+Why Adam is written out rather than ``torch.optim.Adam(fused=True)`` stepping after a
+compiled gradient: on a CPU, the optimiser's step and clipping then cost their own
+dispatches after the compiled call, and the minibatch step of CartPole's settings takes
+1.3-1.7x as long (``benchmarks/results/ppo_update_step.md``).
 
 The step reads and writes the state of the model's ``torch.optim.Adam`` (``exp_avg``,
-``exp_avg_sq``, ``step``) and its parameters, so a model trained compiled saves, loads
-and continues eagerly, and the other way round.
-
-The cache is :mod:`rewardlab.common.compiled`'s (``$REWARDLAB_CACHE``).
+``exp_avg_sq``, ``step``) and its parameters, so a model saves, loads and continues with
+``compile`` on or off.
 """
 
 from __future__ import annotations
@@ -98,7 +99,8 @@ LossFunction = Callable[[dict[str, torch.Tensor], Sequence[torch.Tensor]], tuple
 
 
 class FusedUpdate:
-    """The minibatch update of ``module``'s parameters under ``loss`` and ``optimizer``, compiled.
+    """The minibatch update of ``module``'s parameters under ``loss`` and ``optimizer``: one
+    function of tensors, run eagerly, or compiled when ``compile`` is True.
 
     Calling it computes the new parameters and Adam state without committing them;
     :meth:`commit` writes them into the module and the optimiser (so a caller can look
@@ -106,14 +108,16 @@ class FusedUpdate:
 
     :param module: the network; its parameters are the ones updated.
     :param optimizer: a ``torch.optim.Adam`` over exactly ``module.parameters()`` (one
-        group, no weight decay, not amsgrad).
+        group, no weight decay, not amsgrad): it holds the state the step reads and writes.
     :param loss: the loss of parameters and a minibatch.
     :param max_grad_norm: clip of the global gradient norm (``math.inf``: none).
-    :param example_batch: a minibatch of the shapes and dtypes every call will pass.
+    :param example_batch: a minibatch of the shapes and dtypes the compiled step takes (a
+        minibatch of other shapes, such as a shorter last one, runs the step eagerly).
     :param recipe: what ``module`` and ``loss`` are made from, beyond the source of
         ``rewardlab.agents`` and ``rewardlab.common`` (e.g. the module's structure and the
         loss's settings): given, a process that finds the same recipe in the cache loads
         its library without tracing (:func:`rewardlab.common.compiled.load_or_trace`).
+    :param compile: compile the step for ``example_batch``'s shapes (or load it compiled).
     """
 
     def __init__(
@@ -124,6 +128,7 @@ class FusedUpdate:
         max_grad_norm: float,
         example_batch: Sequence[torch.Tensor],
         recipe: str | None = None,
+        compile: bool = True,
     ) -> None:
         self.names = [name for name, _ in module.named_parameters()]
         self.parameters = [p for _, p in module.named_parameters()]
@@ -145,6 +150,10 @@ class FusedUpdate:
         self.shapes = [p.shape for p in self.parameters]
         self.sizes = [p.numel() for p in self.parameters]
         self._bind()
+        self._lr: tuple[float, torch.Tensor] | None = None  # the last learning rate, as a tensor
+        self.compiled: Callable[..., Sequence[torch.Tensor]] | None = None
+        if not compile:
+            return
         device = self.parameters[0].device
         inputs = [*self._flat, torch.tensor(1.0, device=device), *example_batch]
         inputs = [t.detach().contiguous() for t in inputs]
@@ -159,16 +168,15 @@ class FusedUpdate:
             recipe = repr((recipe, _traced_source(), list(zip(self.names, self.shapes, strict=True)),
                            self.beta1, self.beta2, self.eps, self.max_grad_norm))  # fmt: skip
             self.compiled = load_or_trace(trace, inputs, "ppo-update", recipe)
-        self._lr: tuple[float, torch.Tensor] | None = None  # the last learning rate, as a tensor
 
     def _bind(self) -> None:
         """Make the parameters and the Adam state views of four flat buffers.
 
-        The compiled step then takes and returns four tensors (parameters, ``exp_avg``,
+        The step then takes and returns four tensors (parameters, ``exp_avg``,
         ``exp_avg_sq``, ``step``s) instead of four per parameter, and a commit is four
         copies: each tensor handed to a compiled library and back costs a conversion.
-        The module and the optimiser see their usual tensors
-        (views), so eager steps, saving and loading work as before.
+        The module and the optimiser see their usual tensors (views), so saving and
+        loading work as before.
         """
         with torch.no_grad():
             params = torch.cat([p.detach().reshape(-1) for p in self.parameters])
@@ -208,17 +216,16 @@ class FusedUpdate:
         self, params: torch.Tensor, exp_avg: torch.Tensor, exp_avg_sq: torch.Tensor,
         steps: torch.Tensor, lr: torch.Tensor, *batch: torch.Tensor,
     ) -> tuple[torch.Tensor, ...]:  # fmt: skip
-        """The traced function: new parameters, new Adam state (flat), then the loss and its
-        parts as one vector (one tensor handed back, not one each)."""
-
-        def loss_of(flat: torch.Tensor) -> tuple[torch.Tensor, tuple[torch.Tensor, ...]]:
+        """The step: new parameters, new Adam state (flat), then the loss and its parts as
+        one vector (one tensor handed back, not one each)."""
+        with torch.enable_grad():
+            flat = params.detach().requires_grad_()
             values = [v.view(shape) for v, shape in zip(flat.split(self.sizes), self.shapes, strict=True)]
             loss, parts = self.loss(dict(zip(self.names, values, strict=True)), batch)
             if any(part.dim() for part in parts):
                 raise ValueError(f"a fused update's loss must return 0-d parts, got shapes {[p.shape for p in parts]}")
-            return loss, torch.stack((loss, *parts))
-
-        grad, parts = torch.func.grad(loss_of, has_aux=True)(params)
+            (grad,) = torch.autograd.grad(loss, flat)
+        parts = torch.stack((loss, *parts)).detach()
         # clip_grad_norm_: scale by max_norm / (norm + 1e-6) when that is below 1
         norm = torch.linalg.vector_norm(grad)
         g = grad * (self.max_grad_norm / (norm + 1e-6)).clamp(max=1.0)
@@ -236,67 +243,29 @@ class FusedUpdate:
         """One value per parameter, ``(P,)``, spread over the flat buffer's elements."""
         return torch.cat([per_parameter[i].expand(n) for i, n in enumerate(self.sizes)])
 
-    def __call__(
-        self, batch: Sequence[torch.Tensor], learning_rate: float, checked: bool = False
-    ) -> tuple[list[torch.Tensor], torch.Tensor]:
+    def __call__(self, batch: Sequence[torch.Tensor], learning_rate: float) -> tuple[list[torch.Tensor], torch.Tensor]:
         """The step on ``batch`` at ``learning_rate``: ``(new_state, parts)``, ``parts`` the
-        vector ``(loss, *parts of the loss)``; nothing committed.
+        vector ``(loss, *parts of the loss)``; nothing committed. Compiled where it was
+        compiled for ``batch``'s shapes, else eagerly.
 
-        :param batch: tensors of the example batch's shapes and dtypes.
+        :param batch: the minibatch's tensors.
         :param learning_rate: Adam's step size for this step.
-        :param checked: the caller checked ``fits(batch)`` (a minibatch loop checks once).
         """
-        if not checked and not self.fits(batch):
-            raise ValueError(self._misfit(batch))
         if not self._bound_still():
             self._bind()
-        with torch.no_grad():
-            out = self.compiled(*self._flat, self._lr_tensor(learning_rate), *(t.contiguous() for t in batch))
+        lr = self._lr_tensor(learning_rate)
+        if self.compiled is not None and self.fits(batch):
+            with torch.no_grad():
+                out = self.compiled(*self._flat, lr, *(t.contiguous() for t in batch))
+        else:
+            out = self._step(*self._flat, lr, *batch)
         return list(out[:4]), out[4]
-
-    def steps(
-        self, rows: Sequence[torch.Tensor], indices: Sequence[torch.Tensor], learning_rate: float
-    ) -> torch.Tensor:
-        """Steps on the minibatches ``(*rows, idx)``, one for each ``idx`` of ``indices`` in
-        turn, each from the state the one before left, committed once after the last. For a
-        loop that looks at nothing between its steps (PPO without ``target_kl``); the
-        module's parameters change only at the end.
-
-        :param rows: the batch's tensors before its last, the row indices (PPO: the rollout).
-        :param indices: row indices, each of the example batch's last tensor's shape and dtype.
-        :param learning_rate: Adam's step size for every step.
-        :return: ``(len(indices), 1 + parts)``: each step's ``(loss, *parts of the loss)``
-            (``(0, 0)`` for no indices).
-        """
-        if not indices:
-            return torch.empty((0, 0), device=self.parameters[0].device)
-        first = indices[0]
-        if not self.fits((*rows, first)):
-            raise ValueError(self._misfit((*rows, first)))
-        for idx in indices:
-            if idx.shape != first.shape or idx.dtype != first.dtype:
-                raise ValueError(self._misfit((*rows, idx)))
-        if not self._bound_still():
-            self._bind()
-        lr, rows = self._lr_tensor(learning_rate), [t.contiguous() for t in rows]
-        state, parts = self._flat, []
-        with torch.no_grad():
-            for idx in indices:
-                out = self.compiled(*state, lr, *rows, idx.contiguous())
-                state = out[:4]
-                parts.append(out[4])
-            torch._foreach_copy_(self._flat, state)
-            return torch.stack(parts)
 
     def _lr_tensor(self, learning_rate: float) -> torch.Tensor:
         """The learning rate as the 0-d tensor the step takes (made again only when it changes)."""
         if self._lr is None or self._lr[0] != learning_rate:
             self._lr = (learning_rate, torch.tensor(float(learning_rate), device=self.parameters[0].device))
         return self._lr[1]
-
-    def _misfit(self, batch: Sequence[torch.Tensor]) -> str:
-        shapes = [(tuple(t.shape), t.dtype) for t in batch]
-        return f"a fused update compiled for {self.batch_shapes} got a batch of {shapes}"
 
     def fits(self, batch: Sequence[torch.Tensor]) -> bool:
         """Whether ``batch`` has the shapes and dtypes this update was compiled for."""

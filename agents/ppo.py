@@ -36,10 +36,8 @@ from __future__ import annotations
 import math
 import os
 import time
-import warnings
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import gymnasium
@@ -48,22 +46,33 @@ import torch
 from torch import nn
 
 from rewardlab.agents.base import Learner
-from rewardlab.agents.common import (
-    HyperparameterCheck,
-    LearnerConfig,
-    check_batched,
-    steps_bar,
-)
+from rewardlab.agents.common import check_batched, steps_bar
 from rewardlab.agents.logger import TensorBoardLogger
-from rewardlab.common.networks import mlp
-from rewardlab.common.running_stats import RunningMeanStd, whiten
-from rewardlab.envs.core import Batched
+from rewardlab.agents.networks import ActorCritic, Sampler
+from rewardlab.agents.ppo_compiled import PPOCompilation
+from rewardlab.agents.ppo_config import (
+    INTRINSIC_COMPONENT,
+    MUJOCO_CONFIG,
+    MUJOCO_NUM_ENVS,
+    PPOConfig,
+    ValueHead,
+    check_intrinsic,
+    check_spaces,
+    default_n_steps,
+    parse_value_heads,
+    space_from_dict,
+    space_to_dict,
+    split_net_arch,
+)
+from rewardlab.agents.rollout import Rollout, episode_sums
+from rewardlab.common.running_stats import RunningMeanStd
+from rewardlab.envs.core import carried_steps
 from rewardlab.intrinsic.base import IntrinsicModule
 
-HEAD_OPTIONS = ("gamma", "weight", "episodic")
-SUMMED_REWARD_HEAD = "reward"
-INTRINSIC_COMPONENT = "intrinsic"
-
+__all__ = [
+    "MUJOCO_CONFIG", "MUJOCO_NUM_ENVS", "PPO", "ActorCritic", "PPOConfig", "ValueHead", "compute_gae",
+    "default_n_steps", "episode_sums", "explained_variance",
+]  # fmt: skip
 
 
 #: ``reward_fn(obs, actions, next_obs, terminated, env_reward) -> (reward, components)``
@@ -72,22 +81,6 @@ RolloutReward = Callable[
     [torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor],
     tuple[torch.Tensor, Mapping[str, torch.Tensor]],
 ]
-
-
-@dataclass(frozen=True)
-class ValueHead:
-    """One value head of the critic: the reward component it predicts and how.
-
-    :param component: name of the reward component (``SUMMED_REWARD_HEAD`` for the env's reward).
-    :param gamma: its discount.
-    :param weight: its advantage's weight in the policy loss.
-    :param episodic: whether its returns stop at episode ends (False: RND's intrinsic stream).
-    """
-
-    component: str
-    gamma: float
-    weight: float = 1.0
-    episodic: bool = True
 
 
 def compute_gae(
@@ -132,179 +125,6 @@ def compute_gae(
     return advantages, advantages + values
 
 
-def episode_sums(
-    per_step: torch.Tensor, running: torch.Tensor, episode_ended: torch.Tensor
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Sums of per-step values over each episode, at every step of a rollout.
-
-    :param per_step: ``(T, N, K)``: K values per step and env (rewards, a 1 to count steps).
-    :param running: ``(N, K)``, the sums of the episodes under way when the rollout began.
-    :param episode_ended: bool ``(T, N)``.
-    :return: ``(sums, running)``: ``sums[t]`` the sums of each env's episode up to and
-        including step ``t`` (its total where the episode ended at ``t``), ``running`` the
-        sums to carry into the next rollout.
-    """
-    continues = (~episode_ended).unsqueeze(-1).to(per_step.dtype)
-    sums = torch.empty_like(per_step)
-    previous, keeps = running, torch.ones_like(continues[0])
-    for t in range(per_step.shape[0]):
-        # sums[t] = per_step[t] + sums[t - 1] while the episode goes on, one operator a step
-        previous = torch.addcmul(per_step[t], previous, keeps, out=sums[t])
-        keeps = continues[t]
-    return sums, previous * keeps
-
-
-class ActorCritic(nn.Module):
-    """Separate actor and critic MLPs; the critic has one output per value head.
-
-    Discrete actions: a categorical over logits. Box actions: a diagonal Gaussian with a
-    state-independent log-std (SB3's and CleanRL's default); samples are not squashed,
-    and the env is given them clipped to the action bounds.
-
-    :param observation_space: one env's observation space (a ``Box``).
-    :param action_space: one env's action space (``Discrete`` or 1-D ``Box``).
-    :param pi_sizes: hidden sizes of the actor.
-    :param vf_sizes: hidden sizes of the critic.
-    :param num_heads: number of value heads.
-    :param activation: ``"tanh"`` or ``"relu"``.
-    :param log_std_init: initial log-std of the Gaussian.
-    """
-
-    def __init__(
-        self,
-        observation_space: gymnasium.spaces.Box,
-        action_space: gymnasium.spaces.Space,
-        pi_sizes: Sequence[int],
-        vf_sizes: Sequence[int],
-        num_heads: int,
-        activation: str,
-        log_std_init: float,
-    ) -> None:
-        super().__init__()
-        obs_dim = int(np.prod(observation_space.shape))
-        self.discrete = isinstance(action_space, gymnasium.spaces.Discrete)
-        action_dim = int(action_space.n) if self.discrete else int(action_space.shape[0])
-        flatten: list[nn.Module] = [nn.Flatten()] if len(observation_space.shape) > 1 else []
-        self.actor = nn.Sequential(*flatten, mlp(obs_dim, pi_sizes, action_dim, activation, output_gain=0.01))
-        self.critic = nn.Sequential(*flatten, mlp(obs_dim, vf_sizes, num_heads, activation, output_gain=1.0))
-        if not self.discrete:
-            self.log_std = nn.Parameter(torch.full((action_dim,), float(log_std_init)))
-
-    def value(self, obs: torch.Tensor) -> torch.Tensor:
-        """Values of each head, ``(B, num_heads)``.
-
-        :param obs: normalised observations ``(B, *obs_shape)``.
-        """
-        return self.critic(obs)
-
-    def act(
-        self,
-        obs: torch.Tensor,
-        generator: torch.Generator | None,
-        deterministic: bool = False,
-        noise: torch.Tensor | None = None,
-    ) -> torch.Tensor:
-        """Sample actions (or take the mode when ``deterministic``).
-
-        :param obs: normalised observations ``(B, *obs_shape)``.
-        :param generator: the random stream to sample from (None: torch's global one).
-        :param deterministic: take the most likely action.
-        :param noise: the sample's noise drawn beforehand (:meth:`draw_noise`), as the
-            compiled rollout passes it; None: drawn here from ``generator``.
-        """
-        out = self.actor(obs)
-        if deterministic:
-            return out.argmax(dim=-1) if self.discrete else out
-        if noise is None:
-            noise = self.draw_noise(out.shape, generator, out.device)
-        return self._sample(out, noise)
-
-    def sample(self, obs: torch.Tensor, noise: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """What the rollout keeps of each step: actions sampled with ``noise``
-        (:meth:`draw_noise`) and their log-probability under this policy, the behaviour
-        policy of PPO's ratio (from the same forward pass).
-
-        :param obs: normalised observations ``(B, *obs_shape)``.
-        :param noise: the sample's noise.
-        :return: ``(actions, log_prob)``, log-probabilities ``(B,)``.
-        """
-        out = self.actor(obs)
-        actions = self._sample(out, noise)
-        return actions, self._log_prob(out, actions)
-
-    def _sample(self, out: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
-        if self.discrete:
-            # Gumbel-max: argmax(logits + Gumbel noise) samples the categorical, in 4 cheap ops
-            # (Gumbel noise is -log(E) with E ~ Exponential(1)).
-            return (out - noise.log()).argmax(dim=-1)
-        return out + self.log_std.exp() * noise
-
-    def draw_noise(
-        self, shape: torch.Size | tuple[int, ...], generator: torch.Generator | None, device: torch.device
-    ) -> torch.Tensor:
-        """What :meth:`act` samples with, for outputs of ``shape``: Exponential(1) draws for
-        the categorical's Gumbel-max, standard normal ones for the Gaussian."""
-        if self.discrete:
-            # -log(1 - U), U uniform on [0, 1): Exponential(1), finite, several times faster
-            # than exponential_ on a CPU (one-off timing of a CartPole rollout's draw: 75 us
-            # against 16 us)
-            uniform = torch.rand(shape, generator=generator, device=device)
-            return uniform.neg_().log1p_().neg_()
-        return torch.randn(shape, generator=generator, device=device)
-
-    def forward(
-        self, obs: torch.Tensor, actions: torch.Tensor
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """``(log_prob, entropy, values)`` of ``actions`` at ``obs``: what PPO's loss needs.
-
-        :param obs: normalised observations ``(B, *obs_shape)``.
-        :param actions: actions as sampled.
-        """
-        log_prob, entropy = self.log_prob_and_entropy(obs, actions)
-        return log_prob, entropy, self.value(obs)
-
-    def log_prob_and_entropy(
-        self, obs: torch.Tensor, actions: torch.Tensor
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Log-probability of ``actions`` and the policy's entropy, both ``(B,)``.
-
-        :param obs: normalised observations ``(B, *obs_shape)``.
-        :param actions: actions as sampled (unclipped for Box actions).
-        """
-        out = self.actor(obs)
-        if self.discrete:
-            log_probs = out.log_softmax(dim=-1)
-            entropy = -(log_probs.exp() * log_probs).sum(dim=-1)
-        else:
-            entropy = (0.5 + 0.5 * math.log(2 * math.pi) + self.log_std.expand_as(out)).sum(dim=-1)
-        return self._log_prob(out, actions), entropy
-
-    def _log_prob(self, out: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
-        """Log-probability of ``actions`` under the distribution the actor's output ``out`` makes."""
-        if self.discrete:
-            return out.log_softmax(dim=-1).gather(-1, actions.unsqueeze(-1)).squeeze(-1)
-        log_std = self.log_std.expand_as(out)
-        z = (actions - out) * torch.exp(-log_std)
-        return (-0.5 * z.square() - log_std - 0.5 * math.log(2 * math.pi)).sum(dim=-1)
-
-
-class _Sampler(nn.Module):
-    """The rollout's step of the policy as a module of ``(obs, noise, mean, inv_std)``: the
-    observation normalisation (``RunningMeanStd.normalize``'s :func:`whiten`) and
-    :meth:`ActorCritic.sample`, the function ``compile=True`` traces and compiles."""
-
-    def __init__(self, policy: ActorCritic, normalize: bool, clip: float) -> None:
-        super().__init__()
-        self.policy, self.normalize, self.clip = policy, normalize, clip
-
-    def forward(
-        self, obs: torch.Tensor, noise: torch.Tensor, mean: torch.Tensor, inv_std: torch.Tensor
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        if self.normalize:
-            obs = whiten(obs, mean, inv_std, self.clip)
-        return self.policy.sample(obs, noise)
-
-
 #: the most steps one compiled call of the rollout runs: a graph of more steps compiles for
 #: longer (its first compile grows faster than its length: one-off trials on Pendulum-v1, 8
 #: steps about twice 1 step's time, 16 steps several times) and saves little more
@@ -318,15 +138,17 @@ def fused_steps(n_steps: int) -> int:
 
 
 class _RolloutSteps(nn.Module):
-    """``steps`` steps of the rollout, the env's own included, as one module of tensors:
-    what ``compile=True`` compiles for an env whose step is pure tensor math
-    (:meth:`BatchedEnv.advance_carried`, through any wrappers that carry it), so that a
-    rollout is a few calls of compiled code instead of two a step. Each step is
-    :meth:`PPO._collect_rollout`'s: the policy acts (:class:`_Sampler`), the env takes the
-    actions (clipped to the bounds) and steps, and the step's tensors and reward components
-    are kept; the steps' tensors come back stacked, after the observation and the carry."""
+    """``steps`` steps of the rollout as one function of tensors: PPO's only rollout code,
+    run eagerly, or compiled with ``compile=True`` (the env's step inside the graph where it
+    is pure tensor math, :meth:`BatchedEnv.advance_carried` through any wrappers that carry
+    it; an env with a step of its own is stepped through
+    :class:`rewardlab.envs.core.StepsByStep`, eagerly).
+    Each step: the policy acts (:class:`Sampler`), the env takes the actions (clipped to
+    the bounds) and steps, and the step's tensors and reward components are kept; the
+    steps' tensors come back stacked, after the observation and the carry."""
 
-    def __init__(self, sampler: _Sampler, env: Any, steps: int, bounds: tuple[torch.Tensor, torch.Tensor] | None) -> None:
+    def __init__(self, sampler: Callable[..., Sequence[torch.Tensor]], env: Any, steps: int,
+                 bounds: tuple[torch.Tensor, torch.Tensor] | None) -> None:  # fmt: skip
         super().__init__()
         self.sampler, self.env, self.steps, self.bounds = sampler, env, steps, bounds
 
@@ -347,233 +169,7 @@ class _RolloutSteps(nn.Module):
         return (obs, *carry, *(torch.stack(column) for column in zip(*kept, strict=True)))
 
 
-@dataclass
-class _Rollout:
-    """Preallocated on-device storage for one rollout of ``n_steps`` x ``num_envs``."""
-
-    obs: torch.Tensor  # raw observations the policy acted on, (T, N, *obs_shape)
-    final_obs: torch.Tensor  # the state each step led to (true last obs where an episode ended)
-    actions: torch.Tensor  # (T, N) or (T, N, action_dim), as sampled
-    log_prob: torch.Tensor  # the behaviour policy's log-probability of the actions, (T, N)
-    rewards: torch.Tensor  # the env's (summed) reward, (T, N)
-    terminated: torch.Tensor  # bool (T, N)
-    truncated: torch.Tensor  # bool (T, N)
-    components: torch.Tensor | None = None  # (C, T, N), allocated at the first step
-
-
-#: the rollout size (n_steps * num_envs) that the default n_steps aims at
-ROLLOUT_TARGET = 2048
-
-
-def default_n_steps(num_envs: int) -> int:
-    """Steps per env per rollout when ``n_steps`` is None: about :data:`ROLLOUT_TARGET`
-    transitions per rollout, at least 16 steps (GAE needs some horizon)."""
-    return max(16, round(ROLLOUT_TARGET / num_envs))
-
-
-@dataclass(frozen=True)
-class PPOConfig(LearnerConfig):
-    """PPO's hyperparameters, named once: SB3's names and, where they still make sense for
-    hundreds of batched envs, SB3's defaults. ``n_steps`` is per env, so a rollout has
-    ``n_steps * env.num_envs`` transitions; by default it is chosen for about
-    :data:`ROLLOUT_TARGET` transitions whatever the number of envs (many envs, short
-    rollouts), and the learning rate is 1e-3 rather than SB3's 3e-4: with these defaults
-    PPO solves CartPole-v1 and Acrobot-v1 within 100,000 steps on 16 and on 64 envs
-    (``benchmarks/ppo_defaults.py``).
-
-    Checked when made (a bad value raises ``ValueError`` naming it); saved with the model
-    as plain data (:meth:`to_dict`, :meth:`from_dict`). ``PPO(env, **changes)`` and
-    ``PPO(env, config=..., **changes)`` start from the defaults or from ``config``.
-
-    Example::
-
-        config = PPOConfig(n_steps=64, learning_rate=1e-3)
-        faster = config.replace(n_epochs=4)
-
-    :param learning_rate: Adam's step size.
-    :param anneal_lr: decay the learning rate linearly to 0 over each ``learn`` call.
-    :param n_steps: steps per env per rollout; None: :func:`default_n_steps` of the env's
-        ``num_envs`` (2048 / num_envs rounded, at least 16).
-    :param batch_size: minibatch size; None: a quarter of the rollout.
-    :param n_epochs: passes over each rollout.
-    :param gamma: discount (the default for every value head).
-    :param gae_lambda: GAE's lambda.
-    :param clip_range: PPO's ratio clip.
-    :param clip_range_vf: clip of the value prediction around its rollout value (SB3's:
-        the clipped prediction replaces the unclipped one); None: no clipping.
-    :param normalize_advantage: normalise the (weighted) advantages per minibatch.
-    :param ent_coef: entropy bonus coefficient.
-    :param vf_coef: value-loss coefficient (the value loss sums the heads' MSEs).
-    :param max_grad_norm: clip of the global gradient norm.
-    :param target_kl: stop an update's epochs once a minibatch's approximate KL exceeds
-        ``1.5 * target_kl`` (SB3's rule; reading the KL costs a host sync per minibatch);
-        None: never stop early.
-    :param normalize_obs: whiten observations with running statistics.
-    :param normalize_reward: scale each head's reward by the running std of its discounted
-        return (each head is scaled on its own, as RND does with its intrinsic stream).
-    :param clip_obs: bound on normalised observations.
-    :param clip_reward: bound on scaled rewards.
-    :param net_arch: hidden sizes shared by actor and critic, or ``{"pi": [...], "vf": [...]}``.
-    :param activation: ``"tanh"`` or ``"relu"``.
-    :param log_std_init: initial log-std of the Gaussian policy (Box actions).
-    :param intrinsic_coef: with an ``intrinsic`` module and ``value_heads=None``, the weight
-        of the intrinsic head's advantage (the env's reward head has weight 1).
-    :param intrinsic_gamma: that intrinsic head's discount.
-    :param value_heads: None: one head on the env's summed reward, and with an ``intrinsic``
-        module a second, non-episodic one on its bonus (RND's two-stream critic: intrinsic
-        returns run on through episode ends; ``intrinsic_coef``, ``intrinsic_gamma``). Otherwise the reward
-        components to give a head each, as a list of names or a dict ``name -> {"gamma":
-        float, "weight": float, "episodic": bool}`` (defaults: ``gamma``, 1.0, True).
-        Names must be in ``info["reward_components"]`` or be ``"intrinsic"`` when an
-        ``intrinsic`` module is given. Reward not covered by a head is not learned from.
-    :param compile: run each minibatch's update (forward, loss, backward, gradient
-        clipping, Adam) as one function compiled ahead of time (``rewardlab.agents.fused``),
-        and so the rollout's step of the policy and its values (the same numbers up to float
-        rounding). On a batched env stepped by ``BatchedEnv``'s own step, bare or under
-        wrappers whose steps are tensor math (``BatchedPotentialShaping`` with this
-        package's potentials), the rollout runs :data:`MAX_FUSED_STEPS` steps of the policy
-        and the env in one compiled call (``docs/batched_envs.md``, "Steps compiled by a
-        caller"). The first run with given networks, minibatch size
-        and loss settings compiles for tens of seconds and caches the result on disk
-        (``$REWARDLAB_CACHE``); later processes load it in about a second. Pays for long
-        runs: ``benchmarks/ppo_speed.py`` measures it.
-    """
-
-    learner: ClassVar[str] = "PPO"
-
-    learning_rate: float = 1e-3
-    anneal_lr: bool = False
-    n_steps: int | None = None
-    batch_size: int | None = None
-    n_epochs: int = 10
-    gamma: float = 0.99
-    gae_lambda: float = 0.95
-    clip_range: float = 0.2
-    clip_range_vf: float | None = None
-    normalize_advantage: bool = True
-    ent_coef: float = 0.0
-    vf_coef: float = 0.5
-    max_grad_norm: float = 0.5
-    target_kl: float | None = None
-    normalize_obs: bool = False
-    normalize_reward: bool = False
-    clip_obs: float = 10.0
-    clip_reward: float = 10.0
-    net_arch: Sequence[int] | Mapping[str, Sequence[int]] = (64, 64)
-    activation: str = "tanh"
-    log_std_init: float = 0.0
-    intrinsic_coef: float = 1.0
-    intrinsic_gamma: float = 0.99
-    value_heads: Sequence[str] | Mapping[str, Mapping[str, Any]] | None = None
-    compile: bool = False
-
-    def __post_init__(self) -> None:
-        _check_config(self)
-        # plain lists and dicts, so the config saves as data torch.load(weights_only=True) reads
-        object.__setattr__(self, "net_arch", _plain_net_arch(self.net_arch))
-        object.__setattr__(self, "value_heads", _plain_value_heads(self.value_heads))
-
-    def discount(self, component: str) -> float:
-        """The discount of the value head that learns ``component`` (its own ``gamma`` in
-        ``value_heads``), else ``gamma``.
-
-        :param component: a reward component's name (``"shaping"``).
-        """
-        for head in _parse_value_heads(self.value_heads, self.gamma):
-            if head.component == component:
-                return float(head.gamma)
-        return float(self.gamma)
-
-
-def _check_config(config: PPOConfig) -> None:
-    """Check every hyperparameter, naming the one that is wrong."""
-    check = HyperparameterCheck(config)
-    hp, fail, number = check.values, check.fail, check.number
-
-    for name in ("n_steps", "n_epochs"):
-        if name == "n_steps" and hp[name] is None:
-            continue  # chosen from the env's num_envs (default_n_steps)
-        if not isinstance(hp[name], int) or isinstance(hp[name], bool) or hp[name] < 1:
-            fail(name, "a positive integer" + (" or None (chosen from num_envs)" if name == "n_steps" else ""))
-    if hp["batch_size"] is not None:
-        smallest = 2 if hp["normalize_advantage"] else 1
-        if not isinstance(hp["batch_size"], int) or hp["batch_size"] < smallest:
-            fail(
-                "batch_size",
-                f"None or an integer >= {smallest} (advantages are normalised per minibatch)",
-            )
-    for name in ("gamma", "gae_lambda", "intrinsic_gamma"):
-        if not number(name) or not 0.0 <= hp[name] <= 1.0:
-            fail(name, "a number in [0, 1]")
-    for name in ("learning_rate", "clip_range", "clip_obs", "clip_reward"):
-        if not number(name) or hp[name] <= 0:
-            fail(name, "a positive number")
-    if not (isinstance(hp["max_grad_norm"], int | float) and hp["max_grad_norm"] > 0):
-        fail("max_grad_norm", "a positive number (math.inf: no clipping)")
-    for name in ("clip_range_vf", "target_kl"):
-        if hp[name] is not None and (not number(name) or hp[name] <= 0):
-            fail(name, "None or a positive number")
-    for name in ("ent_coef", "vf_coef", "intrinsic_coef"):
-        if not number(name) or hp[name] < 0:
-            fail(name, "a number >= 0")
-    if not number("log_std_init"):
-        fail("log_std_init", "a finite number")
-    for name in ("anneal_lr", "normalize_advantage", "normalize_obs", "normalize_reward", "compile"):
-        if not isinstance(hp[name], bool):
-            fail(name, "True or False")
-    if hp["activation"] not in ("tanh", "relu"):
-        fail("activation", "'tanh' or 'relu'")
-    _split_net_arch(hp["net_arch"])
-
-
-def _split_net_arch(net_arch: Any) -> tuple[list[int], list[int]]:
-    """``(pi_sizes, vf_sizes)`` from a list of sizes or ``{"pi": [...], "vf": [...]}``."""
-
-    def sizes(value: Any) -> list[int]:
-        if (
-            isinstance(value, str | bytes)
-            or not isinstance(value, Sequence)
-            or not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in value)
-        ):
-            raise ValueError(
-                "net_arch must be a list of positive layer sizes or {'pi': [...], 'vf': [...]}, "
-                f"got net_arch={net_arch!r}"
-            )
-        return list(value)
-
-    if isinstance(net_arch, Mapping):
-        if set(net_arch) != {"pi", "vf"}:
-            raise ValueError(
-                f"net_arch as a dict needs exactly the keys 'pi' and 'vf', got net_arch={net_arch!r}"
-            )
-        return sizes(net_arch["pi"]), sizes(net_arch["vf"])
-    return sizes(net_arch), sizes(net_arch)
-
-
-def _plain_net_arch(arch: Any) -> Any:
-    return {k: list(v) for k, v in arch.items()} if isinstance(arch, Mapping) else list(arch)
-
-
-def _plain_value_heads(heads: Any) -> Any:
-    if heads is None:
-        return None
-    return {n: dict(o) for n, o in heads.items()} if isinstance(heads, Mapping) else list(heads)
-
-
-# Settings for Gymnasium's MuJoCo locomotion tasks (envs.make("Hopper-v5", num_envs=
-# MUJOCO_NUM_ENVS), then PPO(env, config=MUJOCO_CONFIG)), chosen with
-# benchmarks/mujoco_ppo.py. PPO's own defaults suit classic control with many envs; these are
-# the PPO paper's MuJoCo settings spread over 16 envs (rollouts of 2048 steps, normalised
-# observations and rewards, annealed learning rate), with minibatches of 128 instead of 64:
-# as sample-efficient in short trials and quicker per update.
-MUJOCO_NUM_ENVS = 16
-MUJOCO_CONFIG = PPOConfig(
-    n_steps=128, batch_size=128, n_epochs=10, learning_rate=3e-4, anneal_lr=True, gamma=0.99,
-    gae_lambda=0.95, normalize_obs=True, normalize_reward=True, log_std_init=0.0, ent_coef=0.0,
-)  # fmt: skip
-
-
-class PPO(Learner):
+class PPO(PPOCompilation, Learner):
     """PPO for batched torch environments (``rewardlab.envs.make`` and wrappers around them).
 
     Hyperparameters keep SB3's names and, where they still make sense for hundreds of
@@ -661,9 +257,9 @@ class PPO(Learner):
         intrinsic: IntrinsicModule | None,
     ) -> None:
         """Make the networks, optimiser and statistics for ``config``."""
-        _check_spaces(observation_space, action_space)
-        _check_intrinsic(intrinsic, config.value_heads)
-        self.heads = _parse_value_heads(config.value_heads, config.gamma)
+        check_spaces(observation_space, action_space)
+        check_intrinsic(intrinsic, config.value_heads)
+        self.heads = parse_value_heads(config.value_heads, config.gamma)
         if intrinsic is not None and config.value_heads is None:
             self.heads.append(ValueHead(
                 INTRINSIC_COMPONENT, config.intrinsic_gamma, config.intrinsic_coef, episodic=False
@@ -677,15 +273,14 @@ class PPO(Learner):
 
         torch.manual_seed(seed)
         self._generator = torch.Generator(self.device).manual_seed(seed)
-        pi_sizes, vf_sizes = _split_net_arch(self.config.net_arch)
+        pi_sizes, vf_sizes = split_net_arch(self.config.net_arch)
         self.policy = ActorCritic(
             observation_space, action_space, pi_sizes, vf_sizes, len(self.heads),
             self.config.activation, self.config.log_std_init,
         ).to(self.device)  # fmt: skip
-        self._parameters = list(self.policy.parameters())  # listed once, not per minibatch
-        self.optimizer = torch.optim.Adam(
-            self._parameters, lr=self.config.learning_rate, eps=1e-5, fused=True
-        )
+        self._parameters = list(self.policy.parameters())
+        # the Adam state that the minibatch step (rewardlab.agents.fused) reads and writes
+        self.optimizer = torch.optim.Adam(self._parameters, lr=self.config.learning_rate, eps=1e-5)
         self.obs_rms = RunningMeanStd(observation_space.shape, device=self.device)
         self.reward_rms = RunningMeanStd((len(self.heads),), device=self.device)
         self._head_gammas = torch.tensor([h.gamma for h in self.heads], device=self.device)
@@ -700,7 +295,7 @@ class PPO(Learner):
         self.env: Any = None
         self._n_updates = 0
         self._last_obs: torch.Tensor | None = None
-        self._fused: Any = None  # the compiled minibatch update (config.compile)
+        self._fused: Any = None  # the minibatch step (FusedUpdate), made at the first update
         self._compiled_calls: dict[str, Any] = {}  # the compiled rollout sampling and scoring
 
     def set_env(self, env: Any) -> None:
@@ -724,32 +319,19 @@ class PPO(Learner):
             self.intrinsic.set_num_envs(env.num_envs)
         self.env = env
         self._last_obs = None
-        T, N, obs_shape = self.n_steps, env.num_envs, tuple(self.observation_space.shape)
-        if self.policy.discrete:
-            actions = torch.zeros((T, N), dtype=torch.int64, device=self.device)
-        else:
-            actions = torch.zeros((T, N, *self.action_space.shape), device=self.device)
-        self._rollout = _Rollout(
-            obs=torch.zeros((T, N, *obs_shape), device=self.device),
-            final_obs=torch.zeros((T, N, *obs_shape), device=self.device),
-            actions=actions,
-            log_prob=torch.zeros((T, N), device=self.device),
-            rewards=torch.zeros((T, N), device=self.device),
-            terminated=torch.zeros((T, N), dtype=torch.bool, device=self.device),
-            truncated=torch.zeros((T, N), dtype=torch.bool, device=self.device),
+        action_shape = None if self.policy.discrete else tuple(self.action_space.shape)
+        self._rollout = Rollout.empty(
+            self.n_steps, env.num_envs, tuple(self.observation_space.shape), action_shape, self.device
         )
-        self._component_names: list[str] | None = None
-        #: the components reward_fn returns, after the env's in the rollout's storage
-        self._relabelled_names: list[str] | None = None
         # compiled for the previous env's shapes (compile=True): made again at first use
         self._fused, self._compiled_calls = None, {}
-        # A batched env stepped by BatchedEnv's own step (bare, or under wrappers whose
-        # steps are tensor math on it): the rollout takes its reset states ahead, and with
-        # compile runs its steps (advance_carried) inside PPO's compiled steps
-        # (_RolloutSteps) where they are known to trace. Other wrappers and envs with a
-        # step of their own run eagerly between compiled steps of the policy.
-        self._env_steps_ahead = isinstance(env, Batched) and env.steps_by_advance
-        self._env_steps_compile = self._env_steps_ahead and env.advance_traces
+        # The env's steps as the rollout runs them: its own carried steps where it steps by
+        # BatchedEnv's (bare, or under wrappers whose steps are tensor math on it), else
+        # its step adapted. With compile, the carried steps run inside PPO's compiled
+        # steps (_RolloutSteps) where they are known to trace; others run eagerly between
+        # compiled steps of the policy.
+        self._env_steps = carried_steps(env)
+        self._env_steps_compile = self._env_steps is env and env.advance_traces
 
     def learn(
         self,
@@ -786,7 +368,7 @@ class PPO(Learner):
         if reset_num_timesteps:
             self.num_timesteps = 0
         if reset_num_timesteps or self._last_obs is None:
-            first_reset = self._component_names is None
+            first_reset = self._rollout.component_names is None
             self._last_obs, _ = env.reset(seed=self.seed if first_reset else None)
             num_heads, num_envs = len(self.heads), env.num_envs
             self._discounted_returns = torch.zeros((num_envs, num_heads), device=self.device)
@@ -806,12 +388,10 @@ class PPO(Learner):
             # Learning-rate annealing (CleanRL): linear from learning_rate to 0 over this call.
             progress_remaining = 1.0 - (iteration - 1) / num_iterations
             learning_rate = self.config.learning_rate * (progress_remaining if self.config.anneal_lr else 1.0)
-            for group in self.optimizer.param_groups:
-                group["lr"] = learning_rate
 
             self._collect_rollout()
             if self.reward_fn is not None:
-                self._relabel_rollout()
+                rollout.relabel(self.reward_fn, self._taken(rollout.actions))
             self.num_timesteps += rollout_size
 
             # The rollout kept each action's log-probability; the values V(obs[t]), t = 0..T
@@ -854,10 +434,19 @@ class PPO(Learner):
                 intrinsic_reward = intrinsic_reward.reshape(T, N)
                 self.intrinsic.update(raw_obs, flat_actions, raw_next)
 
-            stats = self._episode_statistics(intrinsic_reward, episode_ended)
+            # episode statistics of every component, and of the intrinsic bonus (a fusion's
+            # modules each under its own name, raw, as the SB3 integration logs them)
+            extra = {}
+            if intrinsic_reward is not None:
+                extra[f"intrinsic/{self.intrinsic.name}"] = intrinsic_reward
+                for part, bonus in getattr(self.intrinsic, "last_parts", {}).items():
+                    extra[f"intrinsic/{self.intrinsic.name}/{part}"] = bonus.to(self.device).reshape(T, N)
+            stats, self._episode_sums = rollout.episode_statistics(
+                extra, self._episode_sums, episode_ended, self.ep_info_buffer
+            )
 
             # Rewards per head: a component, or the summed reward (plus any intrinsic bonus).
-            head_rewards = self._head_rewards(intrinsic_reward)
+            head_rewards = rollout.head_rewards(self.heads, intrinsic_reward)
             if self.config.normalize_reward:
                 head_rewards = self._scale_rewards(head_rewards, episode_ended)
 
@@ -916,88 +505,29 @@ class PPO(Learner):
             bar.close()
         return self
 
-    def warm_up(self) -> float:
-        """Compile the minibatch update, the rollout's step of the policy and its values now
-        (or load them from the cache), so that the first ``learn`` does not pay for it;
-        nothing is trained and no random number drawn. A no-op without ``compile``.
-
-        :return: the seconds it took.
-        """
-        if self.env is None:
-            raise ValueError("this model has no env: pass env= to PPO.load or call set_env(env)")
-        start = time.perf_counter()
-        if self.config.compile and self._fused is None:
-            # the rollout's own buffers as examples: only their shapes and dtypes matter
-            rollout, size = self._rollout, self.n_steps * self.env.num_envs
-            obs = rollout.obs.reshape(size, *rollout.obs.shape[2:])
-            actions = rollout.actions.reshape(size, *rollout.actions.shape[2:])
-            rows = self.config.batch_size or max(size // 4, 1)
-            vector = torch.zeros(size, device=self.device)
-            per_head = torch.zeros((size, len(self.heads)), device=self.device)
-            idx = torch.arange(rows, device=self.device)
-            self._fused_update((obs, actions, vector, vector, per_head, per_head, idx))
-            if not (self._env_steps_compile and self._rollout_steps() is not None):
-                self._sampler()
-            self._values(torch.zeros((size + self.env.num_envs, *obs.shape[1:]), device=self.device))
-        return time.perf_counter() - start
-
     def _collect_rollout(self) -> None:
         """Step the env ``n_steps`` times, storing each step's observation, action, its
-        log-probability and what the env returned.
+        log-probability and what the env returned: calls of :class:`_RolloutSteps` of
+        :func:`fused_steps` steps each (compiled with ``compile``), then the env takes the
+        last carry as its own.
 
         Only acting and copying happen here; values and episode statistics are computed
-        afterwards over the whole rollout, so this loop has no host syncs and few ops per step.
+        afterwards over the whole rollout, so the steps have no host syncs and few ops.
         """
-        env, rollout, obs = self.env, self._rollout, self._last_obs
-        # The reset states of the rollout's episode ends, drawn ahead where the env keeps them
-        # (a batched env stepped by its own step): the compiled rollout takes them as an
-        # input, and the eager one then takes the same states, so both run the same episodes.
-        fresh = env.reset_states_ahead(self.n_steps) if self._env_steps_ahead else None
+        env, rollout, obs = self._env_steps, self._rollout, self._last_obs
+        steps, rms = fused_steps(self.n_steps), self.obs_rms
+        # The reset states of the rollout's episode ends, drawn ahead where the env keeps
+        # them, so that eager and compiled rollouts run the same episodes from one seed.
+        fresh = env.reset_states_ahead(self.n_steps)
         # the sampling noise of the whole rollout in one draw (one operator, not one a step)
         noise = self.policy.draw_noise((self.n_steps, *self._noise_shape()), self._generator, self.device)
-        compiled = self._rollout_steps() if self.config.compile and self._env_steps_compile else None
-        if compiled is not None:
-            self._collect_compiled(compiled, fresh, noise)
-            return
-        sample = self._sampler()
-        # Each step's tensors are kept as they come (a tensor an env hands out is the
-        # caller's, docs/batched_envs.md) and stacked into the buffers after the last step:
-        # one copy a buffer, not one a buffer and step.
-        steps = []
-        with torch.no_grad():
-            for t in range(self.n_steps):
-                actions, log_prob = sample(obs, noise[t])
-                next_obs, reward, terminated, truncated, info = env.step(self._taken(actions))
-                components = info["reward_components"]
-                if self._component_names is None:
-                    self._first_step_checks(reward, components)
-                steps.append((
-                    obs, actions, log_prob, reward, terminated, truncated, info["final_obs"],
-                    *(components[name] for name in self._component_names),
-                ))  # fmt: skip
-                obs = next_obs
-            buffers = (
-                rollout.obs, rollout.actions, rollout.log_prob, rollout.rewards, rollout.terminated,
-                rollout.truncated, rollout.final_obs, *rollout.components[: len(self._component_names)],
-            )  # fmt: skip
-            for buffer, column in zip(buffers, zip(*steps, strict=True), strict=True):
-                torch.stack(column, out=buffer)
-        self._last_obs = obs
-
-    def _collect_compiled(
-        self, call: Callable[..., Sequence[torch.Tensor]], fresh: torch.Tensor, noise: torch.Tensor
-    ) -> None:
-        """:meth:`_collect_rollout`'s steps, the env's included, as compiled calls of
-        :class:`_RolloutSteps`, each running :func:`fused_steps` steps; then the env takes
-        the last carry as its own."""
-        env, rollout, obs = self.env, self._rollout, self._last_obs
-        steps, rms = fused_steps(self.n_steps), self.obs_rms
+        call = self._rollout_steps()
         carry = env.carried()
-        chunks, width = [], steps * env.num_envs
+        chunks, width = [], steps * self.env.num_envs
         with torch.no_grad():
             for start in range(0, self.n_steps, steps):
                 obs, *out = call(
-                    obs, fresh[:, start * env.num_envs : start * env.num_envs + width],
+                    obs, fresh[:, start * self.env.num_envs : start * self.env.num_envs + width],
                     noise[start : start + steps], rms._mean32, rms._inv_std32, *carry,
                 )  # fmt: skip
                 carry, kept = out[: len(carry)], out[len(carry) :]
@@ -1011,11 +541,11 @@ class PPO(Learner):
             done, components = columns[len(buffers)], columns[len(buffers) + 1 :]
             for buffer, column in zip(buffers, columns[: len(buffers)], strict=True):
                 torch.cat(column, out=buffer)
-            if self._component_names is None:
+            if rollout.component_names is None:
                 first = {name: column[0][0] for name, column in zip(env.component_names, components, strict=True)}
-                self._first_step_checks(rollout.rewards[0], first)
-            assert rollout.components is not None and self._component_names is not None
-            for buffer, column in zip(rollout.components[: len(self._component_names)], components, strict=True):
+                rollout.check_first_step(rollout.rewards[0], first, self.heads, self.intrinsic is not None)
+            assert rollout.components is not None and rollout.component_names is not None
+            for buffer, column in zip(rollout.components[: len(rollout.component_names)], components, strict=True):
                 torch.cat(column, out=buffer)
             env.commit_carried(carry, torch.cat(done), self._taken(rollout.actions[-1]))
         self._last_obs = obs
@@ -1027,164 +557,22 @@ class PPO(Learner):
             return actions
         return torch.maximum(torch.minimum(actions, self._action_high), self._action_low)
 
-    def _values(self, obs: torch.Tensor) -> torch.Tensor:
-        """``V(obs)`` per head, ``(B, H)``, of normalised observations; with ``compile``, the
-        critic compiled for the rollout's ``(n_steps + 1) * num_envs`` rows (other batches,
-        the few truncated steps', run eagerly)."""
-        rows = (self.n_steps + 1) * self.env.num_envs
-        with torch.no_grad():
-            if not self.config.compile or obs.shape[0] != rows:
-                return self.policy.value(obs)
-            return self._compiled("score", lambda: self.policy.critic, (obs,))(obs)[0]
-
-    def _compiled(
-        self, name: str, build: Callable[[], nn.Module], example: Sequence[torch.Tensor], recipe: str | None = None
-    ) -> Any:
-        """The module ``build()`` makes, compiled for ``example``'s shapes, once per model and
-        env; ``recipe`` names what it is made of (default: :meth:`_recipe`)."""
-        from rewardlab.agents.fused import CompiledCall
-
-        if name not in self._compiled_calls:
-            self._compiled_calls[name] = CompiledCall(build(), example, f"ppo-{name}", recipe or self._recipe())
-        return self._compiled_calls[name]
-
-    def _recipe(self) -> str:
-        """What the compiled graphs are made of besides rewardlab's code: the network's
-        structure, the spaces and the settings (with ``compile``, a process that finds
-        them in the cache loads the libraries without tracing the graphs again)."""
-        return repr((
-            type(self).__name__, repr(self.policy), repr(self.observation_space),
-            repr(self.action_space), sorted(self.config.to_dict().items()),
-        ))  # fmt: skip
-
-    def _sampler(self) -> Callable[[torch.Tensor, torch.Tensor], Sequence[torch.Tensor]]:
-        """The rollout's step of the policy, ``sample(obs, noise) -> (actions, log_prob)``
-        (:class:`_Sampler`, compiled with ``compile``), the noise drawn by
-        :meth:`ActorCritic.draw_noise`."""
-        rms = self.obs_rms
-        sampler = _Sampler(self.policy, self.config.normalize_obs, self.config.clip_obs)
-        call: Callable[..., Sequence[torch.Tensor]] = sampler
+    def _rollout_steps(self) -> Callable[..., Sequence[torch.Tensor]]:
+        """The rollout's steps (:class:`_RolloutSteps`), eager; compiled with ``compile``."""
         if self.config.compile:
-            noise = torch.ones(self._noise_shape(), device=self.device)
-            example = (self._rollout.obs[0], noise, rms._mean32, rms._inv_std32)
-            call = self._compiled("act", lambda: sampler, example)
+            return self._compiled_rollout_steps()
+        return self._make_rollout_steps(self._sampler(), self._env_steps)
 
-        def sample(obs: torch.Tensor, noise: torch.Tensor) -> Sequence[torch.Tensor]:
-            return call(obs, noise, rms._mean32, rms._inv_std32)
-
-        return sample
-
-    def _rollout_steps(self) -> Callable[..., Sequence[torch.Tensor]] | None:
-        """:class:`_RolloutSteps` of :func:`fused_steps` steps, compiled (or loaded) for
-        this env at first use; None, with a warning, where the env's step does not compile
-        (the rollout then steps the env eagerly).
-
-        The env's step is part of the graph, so the recipe that names the compiled graph
-        holds the env's (:meth:`BatchedEnv.step_fingerprint`) besides the model's."""
-        if "rollout" not in self._compiled_calls:
-            try:
-                self._compile_rollout_steps()
-            except Exception as error:  # the env's step does not trace or compile
-                self._compiled_calls["rollout"] = None
-                warnings.warn(
-                    f"{self.env}'s step could not be compiled into PPO's rollout "
-                    f"({type(error).__name__}: {str(error)[:300]}); the rollout steps the env "
-                    "eagerly, between compiled steps of the policy",
-                    stacklevel=3,
-                )
-        return self._compiled_calls["rollout"]
-
-    def _compile_rollout_steps(self) -> None:
-        env, steps = self.env, fused_steps(self.n_steps)
-        # examples of the inputs' shapes and dtypes (the env may not be reset yet)
-        carry = env.carried_example()
-        fresh = carry[0].repeat(1, steps)  # reset states: the state's rows, one column an env
+    def _make_rollout_steps(self, policy_step: Callable[..., Sequence[torch.Tensor]], env: Any) -> _RolloutSteps:
         bounds = None if self.policy.discrete else (self._action_low, self._action_high)
-        sampler = _Sampler(self.policy, self.config.normalize_obs, self.config.clip_obs)
-        rms = self.obs_rms
-        noise = torch.ones((steps, *self._noise_shape()), device=self.device)
-        example = (self._rollout.obs[0], fresh, noise, rms._mean32, rms._inv_std32, *carry)
-        recipe = repr((self._recipe(), steps, env.step_fingerprint()))
-        self._compiled("rollout", lambda: _RolloutSteps(sampler, env, steps, bounds), example, recipe)
+        return _RolloutSteps(policy_step, env, fused_steps(self.n_steps), bounds)
+
+    def _sampler(self) -> Sampler:
+        return Sampler(self.policy, self.config.normalize_obs, self.config.clip_obs)
 
     def _noise_shape(self) -> tuple[int, int]:
         width = int(self.action_space.n) if self.policy.discrete else int(self.action_space.shape[0])
         return (self.env.num_envs, width)
-
-    def _first_step_checks(
-        self, reward: torch.Tensor, components: Mapping[str, torch.Tensor]
-    ) -> None:
-        """Check the reward components against the value heads and allocate their storage."""
-        names = list(components)
-        if "extrinsic" not in components:
-            raise ValueError(
-                f"the env reports no 'extrinsic' reward component (it reports {names}); "
-                "batched envs must put their own reward in info['reward_components']['extrinsic']"
-            )
-        from_intrinsic_module = {INTRINSIC_COMPONENT} if self.intrinsic is not None else set()
-        missing = [
-            h.component for h in self.heads
-            if h.component not in (*names, SUMMED_REWARD_HEAD, *from_intrinsic_module)
-        ]  # fmt: skip
-        if missing:
-            raise ValueError(
-                f"value_heads names {missing}, which the env does not report in "
-                f"info['reward_components'] (it reports {names}); add the wrapper that "
-                "produces them, pass intrinsic= for 'intrinsic', or drop those heads"
-            )
-        headed = [h.component for h in self.heads if h.component in components]
-        if headed and not torch.allclose(sum(components[c] for c in headed), reward, atol=1e-5):
-            uncovered = [c for c in names if c not in headed]
-            warnings.warn(
-                f"the value heads {headed} do not add up to the env's reward; the rest "
-                f"(components {uncovered}) is not learned from. Give it a head if it should be.",
-                stacklevel=4,
-            )
-        self._component_names = names
-        T, N = self.n_steps, self.env.num_envs
-        self._rollout.components = torch.zeros((len(names), T, N), device=self.device)
-
-    def _all_component_names(self) -> list[str]:
-        """The names of the rollout's components: the env's, then reward_fn's."""
-        return [*(self._component_names or []), *(self._relabelled_names or [])]
-
-    def _relabel_rollout(self) -> None:
-        """Replace the rollout's rewards with ``reward_fn``'s on its transitions, and store
-        its components after the env's (their storage made at the first call)."""
-        rollout, T, N = self._rollout, self.n_steps, self.env.num_envs
-        assert rollout.components is not None and self._component_names is not None
-        rows = T * N
-
-        def flat(values: torch.Tensor) -> torch.Tensor:
-            return values.reshape(rows, *values.shape[2:])
-
-        with torch.no_grad():
-            result = self.reward_fn(  # type: ignore[misc]
-                flat(rollout.obs), flat(self._taken(rollout.actions)), flat(rollout.final_obs),
-                flat(rollout.terminated), flat(rollout.rewards),
-            )  # fmt: skip
-        if not (isinstance(result, tuple) and len(result) == 2 and isinstance(result[1], Mapping)):
-            raise TypeError(f"reward_fn must return (reward, components), got {type(result).__name__}")
-        reward, components = result
-        for what, value in (("the reward", reward), *((f"component {k!r}", v) for k, v in components.items())):
-            if not isinstance(value, torch.Tensor) or tuple(value.shape) != (rows,) or not value.is_floating_point():
-                shape = tuple(value.shape) if isinstance(value, torch.Tensor) else type(value).__name__
-                raise ValueError(f"reward_fn returned {what} as {shape}; it must be a float tensor of shape "
-                                 f"({rows},), one value per transition of the rollout (n_steps * num_envs)")
-        if self._relabelled_names is None:
-            clash = [name for name in components if name in self._component_names]
-            if clash:
-                raise ValueError(f"reward_fn returned components {clash} that the env reports too; rename them")
-            self._relabelled_names = list(components)
-            extra = torch.zeros((len(components), T, N), device=self.device)
-            rollout.components = torch.cat([rollout.components, extra])
-        elif list(components) != self._relabelled_names:
-            raise ValueError(f"reward_fn returned the components {list(components)} after {self._relabelled_names}; "
-                             "it must return the same ones every time")
-        rollout.rewards.copy_(reward.reshape(T, N))
-        first = len(self._component_names)
-        for index, value in enumerate(components.values()):
-            rollout.components[first + index].copy_(value.reshape(T, N))
 
     def _obs_stats_empty(self) -> bool:
         """Whether the observation statistics have seen no observation (a fresh model's)."""
@@ -1195,57 +583,6 @@ class PPO(Learner):
         if not self.config.normalize_obs:
             return obs
         return self.obs_rms.normalize(obs, self.config.clip_obs)
-
-    def _episode_statistics(
-        self, intrinsic_reward: torch.Tensor | None, episode_ended: torch.Tensor
-    ) -> dict[str, torch.Tensor]:
-        """Per-step means and finished-episode sums of every component; fills ``ep_info_buffer``.
-
-        Episode sums carry over from one rollout to the next; reading the finished
-        episodes is this method's one host sync.
-        """
-        rollout, names = self._rollout, self._all_component_names()
-        assert rollout.components is not None
-        columns = [rollout.components[i] for i in range(len(names))]
-        if intrinsic_reward is not None:
-            names.append(f"intrinsic/{self.intrinsic.name}")
-            columns.append(intrinsic_reward)
-            # a fusion's modules, each under its own name (raw, before the fusion), as the SB3
-            # integration logs them
-            for part, bonus in getattr(self.intrinsic, "last_parts", {}).items():
-                names.append(f"intrinsic/{self.intrinsic.name}/{part}")
-                columns.append(bonus.to(intrinsic_reward.device).reshape(intrinsic_reward.shape))
-        columns.append(torch.ones_like(rollout.rewards))  # episode length
-        per_step = torch.stack(columns, dim=-1)  # (T, N, C + 1)
-
-        running = (
-            self._episode_sums if self._episode_sums is not None else torch.zeros_like(per_step[0])
-        )
-        at_step, self._episode_sums = episode_sums(per_step, running, episode_ended)
-        finished = at_step[episode_ended]  # (E, C + 1), in time order
-
-        stats = {f"reward/{name}": per_step[..., i].mean() for i, name in enumerate(names)}
-        if len(finished):
-            means = finished.mean(dim=0)
-            stats |= {f"episode/{name}": means[i] for i, name in enumerate(names)}
-            extrinsic = names.index("extrinsic")
-            for row in finished[-self.ep_info_buffer.maxlen :].tolist():
-                self.ep_info_buffer.append({"r": row[extrinsic], "l": int(row[-1])})
-        return stats
-
-    def _head_rewards(self, intrinsic_reward: torch.Tensor | None) -> torch.Tensor:
-        """The reward each value head learns from, ``(T, N, H)``."""
-        rollout, names = self._rollout, self._all_component_names()
-        assert rollout.components is not None
-        per_head = []
-        for head in self.heads:
-            if head.component == SUMMED_REWARD_HEAD:
-                per_head.append(rollout.rewards)  # an intrinsic bonus has a head of its own
-            elif head.component == INTRINSIC_COMPONENT and intrinsic_reward is not None:
-                per_head.append(intrinsic_reward)
-            else:
-                per_head.append(rollout.components[names.index(head.component)])
-        return torch.stack(per_head, dim=-1)
 
     def _scale_rewards(
         self, head_rewards: torch.Tensor, episode_ended: torch.Tensor
@@ -1279,8 +616,8 @@ class PPO(Learner):
     ) -> dict[str, torch.Tensor]:
         """``n_epochs`` passes of clipped-surrogate minibatch updates over the rollout.
 
-        Each minibatch's step is ``loss.backward()``, gradient clipping and Adam, or, with
-        ``compile``, the same step as one compiled function (``rewardlab.agents.fused``).
+        Each minibatch's step is one function (gradient, clipping, Adam; :meth:`_update_step`),
+        run eagerly or, with ``compile``, compiled.
 
         :return: the ``train/*`` statistics as 0-d tensors (read once by the caller).
         """
@@ -1289,44 +626,22 @@ class PPO(Learner):
         policy_advantages = (advantages * self._head_weights).sum(dim=-1)
         rollout = (obs, actions, old_log_prob, policy_advantages, returns, old_values)
         # each minibatch step's (loss, pg_loss, value_loss, entropy_loss, approx_kl,
-        # clip_fraction), a row a step, in tables; a step that target_kl stops adds its last two
+        # clip_fraction), a row a step; a step that target_kl stops adds its last two
         done: list[torch.Tensor] = []
         stopped: list[torch.Tensor] = []
-        # with compile, the full minibatches' compiled step (a shorter last one runs eagerly)
         target_kl = self.config.target_kl
-        full = self._fused_update((*rollout, torch.arange(batch_size, device=self.device))) if self.config.compile else None
+        step = self._update_step((*rollout, torch.arange(batch_size, device=self.device)))
         for _ in range(self.config.n_epochs):
             stop = False
             permutation = torch.randperm(size, generator=self._generator, device=self.device)
-            minibatches = [permutation[start : start + batch_size] for start in range(0, size, batch_size)]
-            if full is not None and target_kl is None:
-                # nothing is looked at between steps: the full minibatches' compiled steps run
-                # one after another, the parameters written once after the last
-                chained = [idx for idx in minibatches if idx.shape[0] == batch_size]
-                if chained:
-                    done.append(full.steps(rollout, chained, learning_rate))
-                minibatches = minibatches[len(chained) :]
-            for idx in minibatches:
-                batch = (*rollout, idx)
-                fused = full if full is not None and idx.shape[0] == batch_size else None
-                if fused is not None:
-                    new_state, parts = fused(batch, learning_rate, checked=True)
-                else:
-                    loss, parts = self._minibatch_loss(None, batch)
-                    parts = torch.stack((loss, *parts)).detach()
-                approx_kl = parts[4]
-                if target_kl is not None and approx_kl.item() > 1.5 * target_kl:
+            for start in range(0, size, batch_size):
+                new_state, parts = step((*rollout, permutation[start : start + batch_size]), learning_rate)
+                # SB3's early stop: skip this step and end the update once the KL is too large
+                if target_kl is not None and parts[4].item() > 1.5 * target_kl:
                     stopped.append(parts[4:].unsqueeze(0))
                     stop = True
                     break
-
-                if fused is not None:
-                    fused.commit(new_state)
-                else:
-                    self.optimizer.zero_grad(set_to_none=True)
-                    loss.backward()
-                    nn.utils.clip_grad_norm_(self._parameters, self.config.max_grad_norm, foreach=True)
-                    self.optimizer.step()
+                step.commit(new_state)
                 done.append(parts.unsqueeze(0))
             self._n_updates += 1
             if stop:
@@ -1397,17 +712,17 @@ class PPO(Learner):
         clip_fraction = ((ratio - 1).abs() > self.config.clip_range).float().mean()
         return loss, (pg_loss, value_loss, entropy_loss, approx_kl, clip_fraction)
 
-    def _fused_update(self, batch: Sequence[torch.Tensor]) -> Any:
-        """The compiled update for this minibatch size (compiled or loaded at first use);
-        None for a shorter last minibatch, which runs eagerly."""
+    def _update_step(self, batch: Sequence[torch.Tensor]) -> Any:
+        """The minibatch step (:class:`rewardlab.agents.fused.FusedUpdate`), made at first use;
+        with ``compile``, compiled (or loaded) for ``batch``'s shapes."""
         from rewardlab.agents.fused import FusedUpdate
 
         if self._fused is None:
             self._fused = FusedUpdate(
                 self.policy, self.optimizer, self._minibatch_loss, self.config.max_grad_norm, batch,
-                self._recipe(),
+                self._recipe(), compile=self.config.compile,
             )  # fmt: skip
-        return self._fused if self._fused.fits(batch) else None
+        return self._fused
 
     def _act(self, obs: torch.Tensor, deterministic: bool) -> torch.Tensor:
         """The policy's actions on a batch (its mean or a sample), Box actions clipped to the
@@ -1421,8 +736,8 @@ class PPO(Learner):
         """Spaces, networks, optimiser and statistics; the intrinsic module and ``reward_fn``
         are not saved: pass them again to ``PPO.load(path, env, intrinsic=..., reward_fn=...)``."""
         return {
-            "observation_space": _space_to_dict(self.observation_space),
-            "action_space": _space_to_dict(self.action_space),
+            "observation_space": space_to_dict(self.observation_space),
+            "action_space": space_to_dict(self.action_space),
             "policy": self.policy.state_dict(),
             "optimizer": self.optimizer.state_dict(),
             "obs_rms": self.obs_rms.state_dict(),
@@ -1439,7 +754,7 @@ class PPO(Learner):
         """Rebuild from a saved file, with the intrinsic module and per-rollout reward the
         model was trained with, if any."""
         self._build(
-            _space_from_dict(data["observation_space"]), _space_from_dict(data["action_space"]),
+            space_from_dict(data["observation_space"]), space_from_dict(data["action_space"]),
             device, data["seed"], PPOConfig.from_dict(data["hyperparameters"]), intrinsic,
         )  # fmt: skip
         self.reward_fn = reward_fn
@@ -1458,86 +773,6 @@ def explained_variance(predictions: torch.Tensor, targets: torch.Tensor) -> torc
     var_targets = targets.var()
     return 1 - (targets - predictions).var() / var_targets
 
-
-def _check_spaces(
-    observation_space: gymnasium.spaces.Space, action_space: gymnasium.spaces.Space
-) -> None:
-    if not isinstance(observation_space, gymnasium.spaces.Box):
-        raise ValueError(f"PPO needs a Box observation space, got {observation_space}")
-    if isinstance(action_space, gymnasium.spaces.Discrete):
-        if int(action_space.start) != 0:
-            raise ValueError(f"PPO needs Discrete actions starting at 0, got {action_space}")
-    elif not (isinstance(action_space, gymnasium.spaces.Box) and len(action_space.shape) == 1):
-        raise ValueError(f"PPO supports Discrete and 1-D Box action spaces, got {action_space}")
-
-
-def _parse_value_heads(value_heads: Any, gamma: float) -> list[ValueHead]:
-    """The value heads from ``value_heads=``: None, a list of names, or names -> options."""
-    if value_heads is None:
-        return [ValueHead(SUMMED_REWARD_HEAD, gamma)]
-    if (
-        isinstance(value_heads, str)
-        or not isinstance(value_heads, Sequence | Mapping)
-        or not value_heads
-    ):
-        raise ValueError(
-            "value_heads must be None, a non-empty list of reward component names, or a dict "
-            f"name -> {{'gamma', 'weight', 'episodic'}}, got value_heads={value_heads!r}"
-        )
-    items = (
-        value_heads.items() if isinstance(value_heads, Mapping) else [(n, {}) for n in value_heads]
-    )
-    heads, seen = [], set()
-    for name, options in items:
-        if not isinstance(name, str) or not name or name == SUMMED_REWARD_HEAD or name in seen:
-            raise ValueError(
-                f"value_heads names must be distinct reward component names (not "
-                f"{SUMMED_REWARD_HEAD!r}, the summed reward), got {name!r} in value_heads={value_heads!r}"
-            )
-        seen.add(name)
-        if not isinstance(options, Mapping) or set(options) - set(HEAD_OPTIONS):
-            raise ValueError(
-                f"value_heads[{name!r}] must be a dict with keys among {HEAD_OPTIONS}, got {options!r}"
-            )
-        head = ValueHead(
-            name,
-            gamma=options.get("gamma", gamma),
-            weight=options.get("weight", 1.0),
-            episodic=options.get("episodic", True),
-        )
-        if not isinstance(head.gamma, int | float) or not 0.0 <= head.gamma <= 1.0:
-            raise ValueError(
-                f"value_heads[{name!r}]['gamma'] must be in [0, 1], got {head.gamma!r}"
-            )
-        if not isinstance(head.weight, int | float) or not math.isfinite(head.weight):
-            raise ValueError(
-                f"value_heads[{name!r}]['weight'] must be a finite number, got {head.weight!r}"
-            )
-        if not isinstance(head.episodic, bool):
-            raise ValueError(
-                f"value_heads[{name!r}]['episodic'] must be True or False, got {head.episodic!r}"
-            )
-        heads.append(head)
-    return heads
-
-
-def _check_intrinsic(intrinsic: Any, value_heads: Any) -> None:
-    if intrinsic is None:
-        return
-    if not isinstance(intrinsic, IntrinsicModule):
-        raise TypeError(
-            f"intrinsic={intrinsic!r} is not a rewardlab.intrinsic.IntrinsicModule; subclass it "
-            "(compute(obs, actions, next_obs, dones) -> (B,) and update(obs, actions, next_obs))"
-        )
-    names = list(value_heads) if value_heads is not None else [INTRINSIC_COMPONENT]
-    if INTRINSIC_COMPONENT not in names:
-        raise ValueError(
-            f"value_heads={names} has no 'intrinsic' head for the bonus of "
-            f"intrinsic={intrinsic.name!r}; add one (e.g. {{'intrinsic': {{'gamma': 0.99, "
-            "'episodic': False}}) or leave value_heads=None for a non-episodic intrinsic head"
-        )
-
-
 def _checked_intrinsic_reward(reward: Any, size: int, module: IntrinsicModule) -> torch.Tensor:
     if not isinstance(reward, torch.Tensor) or tuple(reward.shape) != (size,):
         shape = tuple(reward.shape) if isinstance(reward, torch.Tensor) else type(reward).__name__
@@ -1546,23 +781,3 @@ def _checked_intrinsic_reward(reward: Any, size: int, module: IntrinsicModule) -
             f"shape ({size},), one bonus per transition of the flattened rollout"
         )
     return reward.to(torch.float32)
-
-
-def _space_to_dict(space: gymnasium.spaces.Space) -> dict[str, Any]:
-    if isinstance(space, gymnasium.spaces.Discrete):
-        return {"type": "Discrete", "n": int(space.n)}
-    return {
-        "type": "Box",
-        "low": torch.as_tensor(space.low),
-        "high": torch.as_tensor(space.high),
-        "dtype": str(np.dtype(space.dtype)),
-    }
-
-
-def _space_from_dict(data: dict[str, Any]) -> gymnasium.spaces.Space:
-    if data["type"] == "Discrete":
-        return gymnasium.spaces.Discrete(data["n"])
-    dtype = np.dtype(data["dtype"])
-    return gymnasium.spaces.Box(data["low"].numpy(), data["high"].numpy(), dtype=dtype)
-
-

@@ -7,11 +7,12 @@ Python loop over envs). The contract is in ``docs/batched_envs.md``.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import inspect
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import gymnasium
@@ -455,8 +456,19 @@ class BatchedEnv(Batched):
     ) -> tuple[tuple[torch.Tensor, ...], tuple[torch.Tensor, ...], tuple[torch.Tensor, ...]]:
         """:meth:`advance` on a carry: ``(carry, (obs, reward, terminated, truncated, done,
         final_obs), components)``, the components in :attr:`component_names`' order."""
-        state, elapsed, obs, reward, terminated, truncated, done, final_obs = self.advance(*carry, actions, fresh)
+        # the step in the form it runs: eager, or the traced form inside traced_steps()
+        state, elapsed, obs, reward, terminated, truncated, done, final_obs, _ = self._advance(*carry, actions, fresh)
         return (state, elapsed), (obs, reward, terminated, truncated, done, final_obs), (reward,)
+
+    @contextlib.contextmanager
+    def traced_steps(self) -> Iterator[None]:
+        """While a caller traces :meth:`advance_carried` into its own graph: the step takes
+        the form that compiles best (as :meth:`advance` always does)."""
+        tracing, self._tracing = self._tracing, True
+        try:
+            yield
+        finally:
+            self._tracing = tracing
 
     def commit_carried(self, carry: Sequence[torch.Tensor], done: torch.Tensor, actions: torch.Tensor) -> None:
         """:meth:`commit_steps` of the last carry."""
@@ -671,6 +683,50 @@ class BatchedEnv(Batched):
             smallest, largest = torch.aminmax(actions)
             invalid = (smallest < low) | (largest > high)
         return state, elapsed, obs, reward, terminated, truncated, done, final_obs, invalid
+
+
+class StepsByStep:
+    """The carried-step protocol (:meth:`BatchedEnv.advance_carried`'s) of an env or wrapper
+    whose step is its own (a MuJoCo task's, an adapted Gymnasium env's, a user's): each
+    step calls its :meth:`step`, the carry is empty and the reset states are its own, so
+    a learner runs one rollout code over every batched env. Not traceable.
+
+    :param env: a batched env or wrapper (``num_envs``, ``device``, ``step``).
+    """
+
+    def __init__(self, env: Any) -> None:
+        self.env = env
+        #: the reward components' names, in the order :meth:`advance_carried` returns them:
+        #: ``info["reward_components"]``'s at the first step (None before it)
+        self.component_names: tuple[str, ...] | None = None
+
+    def carried(self) -> tuple[torch.Tensor, ...]:
+        """Nothing: the env keeps its own state."""
+        return ()
+
+    def reset_states_ahead(self, steps: int) -> torch.Tensor:
+        """None drawn ahead: an empty ``(0, steps * num_envs)`` tensor."""
+        return torch.empty((0, steps * self.env.num_envs), device=self.env.device)
+
+    def advance_carried(
+        self, carry: Sequence[torch.Tensor], actions: torch.Tensor, fresh: torch.Tensor
+    ) -> tuple[tuple[torch.Tensor, ...], tuple[torch.Tensor, ...], tuple[torch.Tensor, ...]]:
+        """The env's :meth:`step`, in :meth:`BatchedEnv.advance_carried`'s form."""
+        obs, reward, terminated, truncated, info = self.env.step(actions)
+        components = info["reward_components"]
+        if self.component_names is None:
+            self.component_names = tuple(components)
+        step = (obs, reward, terminated, truncated, terminated | truncated, info["final_obs"])
+        return (), step, tuple(components[name] for name in self.component_names)
+
+    def commit_carried(self, carry: Sequence[torch.Tensor], done: torch.Tensor, actions: torch.Tensor) -> None:
+        """Nothing to commit: each step was the env's own."""
+
+
+def carried_steps(env: Any) -> Any:
+    """``env`` itself where it steps by :meth:`BatchedEnv.advance_carried` (bare, or under
+    wrappers that carry it), else :class:`StepsByStep` of it."""
+    return env if isinstance(env, Batched) and env.steps_by_advance else StepsByStep(env)
 
 
 class BatchedWrapper(Batched):

@@ -62,7 +62,8 @@ def test_compiled_update_matches_the_eager_one(cache: Path, env_id: str, changes
         compiled.learn(compiled.n_steps * 8, reset_num_timesteps=False)
         _assert_same_state(eager, compiled)
         assert eager._n_updates == compiled._n_updates
-    assert isinstance(compiled._fused, FusedUpdate) and eager._fused is None
+    # one step function, compiled for one model and run eagerly for the other
+    assert compiled._fused.compiled is not None and eager._fused.compiled is None
 
 
 def test_compiled_rollout_values_and_statistics_match_the_eager_ones(cache: Path) -> None:
@@ -137,7 +138,8 @@ def test_the_compiled_update_follows_a_state_loaded_into_the_optimiser(cache: Pa
     compiled.learn(compiled.n_steps * 8, reset_num_timesteps=False)
     compiled.optimizer.load_state_dict(saved)
     compiled.learn(compiled.n_steps * 8, reset_num_timesteps=False)
-    # 2 epochs of minibatches of 48, 48 and 32 rows: 4 compiled steps and 2 eager ones
+    # 2 epochs of minibatches of 48, 48 and 32 rows: 4 compiled steps and 2 eager ones (the
+    # shorter last minibatch's)
     for index, parameter in enumerate(compiled._parameters):
         state = compiled.optimizer.state[parameter]
         assert float(state["step"]) == float(saved["state"][index]["step"]) + 6
@@ -182,7 +184,7 @@ def test_a_shaped_env_steps_inside_the_compiled_rollout_as_it_does_eagerly(cache
     for name in ("obs", "final_obs", "rewards", "components"):
         torch.testing.assert_close(getattr(compiled._rollout, name), getattr(eager._rollout, name), atol=1e-4, rtol=1e-4)
     assert torch.equal(compiled._rollout.truncated, eager._rollout.truncated)
-    assert compiled._component_names == eager._component_names == ["extrinsic", "shaping"]
+    assert compiled._rollout.component_names == eager._rollout.component_names == ["extrinsic", "shaping"]
     tracker, eager_tracker = compiled.env.tracker, eager.env.tracker
     torch.testing.assert_close(tracker.phi, eager_tracker.phi, atol=1e-4, rtol=1e-4)
     assert tracker.num_transitions == eager_tracker.num_transitions == 16 * 8 * 3
@@ -267,7 +269,7 @@ def test_the_traced_tanh_is_tanh_to_float32_rounding() -> None:
     assert torch.equal(_tanh(tiny), tiny)
 
 
-def _tiny_update(cache: Path) -> tuple[FusedUpdate, torch.nn.Module, list[torch.Tensor]]:
+def _tiny_update(compile: bool) -> tuple[FusedUpdate, torch.nn.Module, list[torch.Tensor]]:
     torch.manual_seed(0)
     module = torch.nn.Sequential(torch.nn.Linear(3, 8), torch.nn.Tanh(), torch.nn.Linear(8, 1))
     optimizer = torch.optim.Adam(module.parameters(), lr=1e-2)
@@ -279,31 +281,39 @@ def _tiny_update(cache: Path) -> tuple[FusedUpdate, torch.nn.Module, list[torch.
         return error, (error.detach(),)
 
     rows = [torch.randn(32, 3), torch.randn(32)]
-    update = FusedUpdate(module, optimizer, loss, 0.5, (*rows, torch.arange(8)), recipe="tiny-test")
+    update = FusedUpdate(module, optimizer, loss, 0.5, (*rows, torch.arange(8)), recipe="tiny-test", compile=compile)
     return update, module, rows
 
 
-def test_chained_compiled_steps_are_the_steps_one_by_one(cache: Path) -> None:
-    chain, chained_module, rows = _tiny_update(cache)
-    single, module, _ = _tiny_update(cache)  # the same module, optimiser and rows
-    first = copy.deepcopy(module.state_dict())
-    indices = [torch.randperm(32)[:8] for _ in range(3)]
-    chained = chain.steps(rows, indices, 1e-2)
-    one_by_one = []
+def test_the_step_is_torch_adam_after_gradient_clipping(cache: Path) -> None:
+    """The step, eager and compiled, is what autograd, ``clip_grad_norm_`` and
+    ``torch.optim.Adam`` make of the same minibatches, its state in the optimiser's."""
+    indices = [torch.randperm(32)[:8] for _ in range(3)] + [torch.arange(5)]  # the last: eager
+    reference, reference_module, rows = _tiny_update(compile=False)
+    optimizer = torch.optim.Adam(reference_module.parameters(), lr=1e-2)  # a fresh Adam, stepped by torch
     for idx in indices:
-        new_state, parts = single((*rows, idx), 1e-2)
-        single.commit(new_state)
-        one_by_one.append(parts)
-    torch.testing.assert_close(chained, torch.stack(one_by_one))  # each step's (loss, error)
+        optimizer.zero_grad()
+        parameters = dict(reference_module.named_parameters())
+        reference.loss(parameters, (*rows, idx))[0].backward()
+        torch.nn.utils.clip_grad_norm_(reference_module.parameters(), 0.5)
+        optimizer.step()
+    for compile in (False, True):
+        update, module, _ = _tiny_update(compile)
+        for idx in indices:
+            new_state, parts = update((*rows, idx), 1e-2)
+            update.commit(new_state)
+        assert (update.compiled is not None) == compile
+        for name, value in module.state_dict().items():
+            torch.testing.assert_close(value, reference_module.state_dict()[name], msg=name)
+        for a, b in zip(update.parameters, reference_module.parameters(), strict=True):
+            assert float(update.optimizer.state[a]["step"]) == float(optimizer.state[b]["step"]) == 4
+            torch.testing.assert_close(update.optimizer.state[a]["exp_avg_sq"], optimizer.state[b]["exp_avg_sq"])
+
+
+def test_a_step_not_committed_changes_nothing(cache: Path) -> None:
+    update, module, rows = _tiny_update(compile=True)
+    before = {name: value.clone() for name, value in module.state_dict().items()}
+    new_state, parts = update((*rows, torch.arange(8)), 1e-2)
+    assert parts.shape == (2,) and not torch.equal(new_state[0], update._flat[0])
     for name, value in module.state_dict().items():
-        torch.testing.assert_close(value, chained_module.state_dict()[name])
-    for a, b in zip(chain.parameters, single.parameters, strict=True):
-        torch.testing.assert_close(chain.optimizer.state[a]["exp_avg_sq"], single.optimizer.state[b]["exp_avg_sq"])
-    assert not torch.equal(module.state_dict()["0.weight"], first["0.weight"])
-
-
-def test_chained_steps_name_a_minibatch_of_another_shape(cache: Path) -> None:
-    update, _, rows = _tiny_update(cache)
-    with pytest.raises(ValueError, match=r"compiled for .* got a batch of .*\(5,\)"):
-        update.steps(rows, [torch.arange(8), torch.arange(5)], 1e-2)
-    assert update.steps(rows, [], 1e-2).numel() == 0
+        assert torch.equal(value, before[name]), name

@@ -551,7 +551,7 @@ def test_predict_clips_gaussian_actions_to_the_bounds() -> None:
     actions, _ = model.predict(obs, deterministic=False)
     assert actions.shape == (256, 1) and actions.dtype == np.float32
     assert actions.min() == -2.0 and actions.max() == 2.0
-    steps = record_steps(env)
+    steps = record_advances(env)
     model.learn(64)  # the rollout clips too, and learns from the unclipped samples
     assert model.num_timesteps == 64
     given_actions = torch.stack([actions for actions, _ in steps])
@@ -574,6 +574,20 @@ def test_mujoco_control_cost_is_charged_on_clipped_actions() -> None:
     # Hopper: 3 actuators in [-1, 1], ctrl_cost_weight 1e-3, so the cost is at most 3e-3.
     assert control_costs.min() >= -3e-3 - 1e-6
     assert model._rollout.actions.abs().max() > 1.0  # the samples themselves went beyond
+
+
+def record_advances(env: Any) -> list[tuple[torch.Tensor, None]]:
+    """Make ``env.advance_carried`` (the step of an env PPO's rollout steps by its carried
+    form) record each call's actions; return the record."""
+    steps: list[tuple[torch.Tensor, None]] = []
+    advance = env.advance_carried
+
+    def recording_advance(carry: Any, actions: torch.Tensor, fresh: torch.Tensor) -> tuple:
+        steps.append((actions.clone(), None))
+        return advance(carry, actions, fresh)
+
+    env.advance_carried = recording_advance
+    return steps
 
 
 def record_steps(env: Any) -> list[tuple[torch.Tensor, dict]]:
