@@ -158,6 +158,20 @@ class Learner:
         """
         raise NotImplementedError
 
+    def _check_learn(self, total_timesteps: Any, callback: Any) -> None:
+        """``learn``'s checks of its arguments and of the env, the same for every learner."""
+        if not isinstance(total_timesteps, int | np.integer) or total_timesteps < 1:
+            raise ValueError(f"total_timesteps must be a positive integer, got {total_timesteps!r}")
+        if callback is not None and not callable(callback):
+            raise TypeError(
+                f"callback must be a function callback(locals_dict) -> bool | None, got "
+                f"{type(callback).__name__}"
+            )
+        if getattr(self, "env", None) is None:
+            raise ValueError(
+                f"this model has no env: pass env= to {self.learner}.load or call set_env(env)"
+            )
+
     # ------------------------------------------------------------------ files
     def _saved_state(self) -> dict[str, Any]:
         """What ``save`` writes beyond the seed, hyperparameters and counters: plain data

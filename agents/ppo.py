@@ -355,15 +355,7 @@ class PPO(PPOCompilation, Learner):
             and reset the env; False continues both.
         :return: self.
         """
-        if not isinstance(total_timesteps, int | np.integer) or total_timesteps < 1:
-            raise ValueError(f"total_timesteps must be a positive integer, got {total_timesteps!r}")
-        if callback is not None and not callable(callback):
-            raise TypeError(
-                f"callback must be a function callback(locals_dict) -> bool | None, got "
-                f"{type(callback).__name__}"
-            )
-        if self.env is None:
-            raise ValueError("this model has no env: pass env= to PPO.load or call set_env(env)")
+        self._check_learn(total_timesteps, callback)
         env, rollout = self.env, self._rollout
         if reset_num_timesteps:
             self.num_timesteps = 0
