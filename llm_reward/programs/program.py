@@ -418,6 +418,19 @@ class RewardProgram:
                    defaults=defaults, notes=normalized.notes)
 
     @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> RewardProgram:
+        """The program :func:`dataclasses.asdict` made into ``data`` (JSON data: lists for tuples).
+        It is not checked again: rebuild only what a check made.
+
+        :param data: the plain data.
+        :raises KeyError: a field is missing.
+        :raises TypeError: a field is not of its kind.
+        """
+        return cls(source=str(data["source"]), function_name=str(data["function_name"]),
+                   parameters=tuple(data["parameters"]), defaults=tuple(data["defaults"]),
+                   notes=tuple(data["notes"]))
+
+    @classmethod
     def from_llm_answer(cls, answer: str) -> RewardProgram:
         """Find the program in an LLM's reply (see :func:`extract_code`) and check it.
 

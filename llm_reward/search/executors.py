@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from rewardlab.common.files import walk_files
+from rewardlab.llm_reward.programs.program import RewardProgram
 from rewardlab.llm_reward.sandbox.isolation import UNSAFE_OPT_OUT, kernel_support
 from rewardlab.llm_reward.sandbox.runner import remove_tree
 from rewardlab.llm_reward.training import TrainingRun, evaluate
@@ -42,7 +43,7 @@ class EvalTask:
     """One evaluation: a program, its env and budget, and the folder for its files.
 
     :param key: the journal key of what is evaluated.
-    :param source: the program's source (it passed the static checks).
+    :param source: the program's source.
     :param env_id: the env.
     :param steps: env steps per seed.
     :param seeds: the training seeds.
@@ -56,6 +57,9 @@ class EvalTask:
     :param stop_rule: its early-stopping rule as JSON data
         (:meth:`~rewardlab.llm_reward.training.stopping.StopRule.to_dict`), or ``None``: trained
         to the end.
+    :param program: the program as the search checked it for this env (a
+        :class:`~rewardlab.llm_reward.programs.program.RewardProgram` as a dict), trained as it
+        is; ``None``: ``source`` is read and checked by the evaluation.
     """
 
     key: str
@@ -71,6 +75,7 @@ class EvalTask:
     timeout_s: float = 1800.0
     description: dict[str, Any] | None = None
     stop_rule: dict[str, Any] | None = None
+    program: dict[str, Any] | None = None
 
 
 def run_task(task: EvalTask, run_dir: str | os.PathLike[str] | None = None) -> TrainingRun:
@@ -84,12 +89,15 @@ def run_task(task: EvalTask, run_dir: str | os.PathLike[str] | None = None) -> T
     """
     directory = Path(run_dir if run_dir is not None else task.run_dir)
     remove_tree(directory)
+    # a program the search checked is trained as it is; a source is read and checked by evaluate, in a child
+    checked = RewardProgram.from_dict(task.program) if task.program is not None else None
     return evaluate(
-        task.source, task.env_id, steps=task.steps, seeds=task.seeds,  # read and checked by evaluate, in a child
+        checked if checked is not None else task.source, task.env_id, steps=task.steps, seeds=task.seeds,
         timeout_s=task.timeout_s, run_dir=directory, num_envs=task.num_envs,
         ppo_kwargs=task.ppo_kwargs, num_checkpoints=task.num_checkpoints,
         eval_episodes=task.eval_episodes, threads=1, description=task.description,
         stop_rule=StopRule.from_dict(task.stop_rule) if task.stop_rule is not None else None,
+        static_checks=checked is None,
     )  # fmt: skip
 
 

@@ -29,7 +29,7 @@ import os
 import time
 from collections.abc import Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, as_completed
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -316,7 +316,7 @@ class _Search:
                 if self.config.prescreen == "reject" and not score.passed:
                     candidate.failure = score.failure or Failure(PRESCREEN_FAILURE, score.finding)
                     return
-            trained = self._evaluate(candidate)
+            trained = self._evaluate(candidate, program)
         except Exception as error:  # noqa: BLE001 - one candidate's trouble is its failure, never the search's end
             candidate.failure = Failure(SEARCH_FAILURE, f"the search could not process this candidate "
                                                         f"({_exception_text(error)})")
@@ -382,7 +382,8 @@ class _Search:
         return candidate.prescreen
 
     def _task(
-        self, key: str, source: str, seeds: Sequence[int], run_dir: Path, stop_rule: StopRule | None = None
+        self, key: str, source: str, seeds: Sequence[int], run_dir: Path, stop_rule: StopRule | None = None,
+        program: RewardProgram | None = None,
     ) -> EvalTask:
         config = self.config
         return EvalTask(
@@ -391,16 +392,18 @@ class _Search:
             num_checkpoints=config.num_checkpoints, eval_episodes=config.eval_episodes,
             timeout_s=config.timeout_s, description=config.description,
             stop_rule=stop_rule.to_dict() if stop_rule is not None else None,
+            program=asdict(program) if program is not None else None,
         )  # fmt: skip
 
-    def _evaluate(self, candidate: Candidate) -> bool:
-        """Train the candidate (or take its saved result); True if it was trained now."""
+    def _evaluate(self, candidate: Candidate, program: RewardProgram) -> bool:
+        """Train the candidate's program, as its answer was checked (or take its saved result);
+        True if it was trained now."""
 
         def train() -> dict[str, Any]:
             assert candidate.source is not None
             # only the search's candidates may stop early: _train_seeds (finalists, final) never does
             task = self._task(candidate.key, candidate.source, self.config.seeds,
-                              self.store.path("candidates", candidate.key, "train"), self._stop_rule)
+                              self.store.path("candidates", candidate.key, "train"), self._stop_rule, program)
             return {"result": self.executor.submit(task, self.progress.started).result().to_dict()}
 
         record, trained = self.store.journaled("evaluation", candidate.key, train)

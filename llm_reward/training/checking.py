@@ -295,9 +295,7 @@ def _checked(record: Any) -> Checked:
         return Checked(source, None, Failure(**failure))
     fields = record.get("program")
     try:
-        program = RewardProgram(source=fields["source"], function_name=fields["function_name"],
-                                parameters=tuple(fields["parameters"]), defaults=tuple(fields["defaults"]),
-                                notes=tuple(fields["notes"]))
+        program = RewardProgram.from_dict(fields)
     except (KeyError, TypeError) as error:
         return Checked(source, None, Failure("crash", f"the process that checks the program answered "
                                                       f"malformed data ({error})"))

@@ -151,8 +151,10 @@ def train_on_program(
     :param eval_episodes: evaluation episodes per checkpoint.
     :param cpu_s: the worker's CPU-time limit (default: see :class:`~rewardlab.llm_reward.sandbox.Limits`).
     :param threads: torch threads in the worker.
-    :param static_checks: False runs the program without the static checks, to test the
-        sandbox on its own; never for programs an LLM wrote.
+    :param static_checks: False trains ``program`` (a :class:`RewardProgram`) without checking
+        it here: for one checked for this env already (the search's candidates, read once by
+        :mod:`~rewardlab.llm_reward.training.checking`), or to test the sandbox on its own;
+        never for a program an LLM wrote that no check has read.
     :param on_final_policy: called as ``on_final_policy(seed, snapshot)`` with each seed's
         last policy (:func:`~rewardlab.llm_reward.training.snapshots.policy_snapshot` data,
         untrusted: rebuild it with :func:`~rewardlab.llm_reward.training.snapshots.load_snapshot`).

@@ -343,3 +343,28 @@ def test_the_journal_computes_a_record_once_and_a_reopened_run_reads_it_back(tmp
     # nothing to keep (an LLM call that failed for good): nothing journaled, asked again next time
     assert reopened.journaled("answer", "it00_s02", lambda: None) == (None, True)
     assert reopened.get("answer", "it00_s02") is None
+
+
+def test_a_candidate_the_search_checked_is_trained_without_a_second_check(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from dataclasses import asdict
+
+    from rewardlab.llm_reward.search.executors import run_task
+    from rewardlab.llm_reward.training import run
+    from rewardlab.llm_reward.training.checking import check_answer
+
+    source = "def compute_reward(next_theta):\n    return -next_theta.abs(), {'upright': -next_theta.abs()}\n"
+    checked = check_answer(f"```python\n{source}```", llm_reward.describe("CartPole-v1"))
+    assert checked.program is not None
+
+    def checked_again(*args: object) -> None:
+        raise AssertionError("the program was read and checked a second time")
+
+    monkeypatch.setattr(run, "check_source", checked_again)
+    task = EvalTask("it00_s00", source, "CartPole-v1", 64, (0,), str(tmp_path / "train"), num_envs=4,
+                    ppo_kwargs={"n_steps": 16}, num_checkpoints=1, eval_episodes=2, timeout_s=120,
+                    program=asdict(checked.program))
+    result = run_task(task)
+    assert result.ok, result.failure
+    assert result.source == checked.program.source and "program/upright" in result.curve[-1].components
