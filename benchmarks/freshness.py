@@ -110,6 +110,11 @@ def has_history() -> bool:
         return False
 
 
+def is_shallow() -> bool:
+    """Whether this checkout is a shallow clone (its history cut at some depth)."""
+    return _git("rev-parse", "--is-shallow-repository").strip() == "true"
+
+
 @functools.cache
 def _commit_exists(commit: str) -> bool:
     try:
@@ -122,7 +127,7 @@ def _commit_exists(commit: str) -> bool:
 def _require(commit: str, result: str) -> None:
     if _commit_exists(commit):
         return
-    if _git("rev-parse", "--is-shallow-repository").strip() == "true":
+    if is_shallow():
         raise FreshnessError(
             f"{result} was measured at {commit}, which this shallow clone lacks: "
             "run `git fetch --unshallow` (or clone without --depth) so that its age can be checked"
