@@ -93,8 +93,8 @@ def _traced_source() -> str:
     return source_fingerprint("rewardlab.agents", "rewardlab.common")
 
 
-# A loss of the model's parameters (by name) and a minibatch: (loss, parts), parts a tuple
-# of 0-d tensors to hand back (detached) with the step.
+# A loss of the model's parameters (by name; None: the module's own) and a minibatch:
+# (loss, parts), parts a tuple of 0-d tensors to hand back (detached) with the step.
 LossFunction = Callable[[dict[str, torch.Tensor], Sequence[torch.Tensor]], tuple[torch.Tensor, tuple[torch.Tensor, ...]]]
 
 
@@ -219,12 +219,20 @@ class FusedUpdate:
         """The step: new parameters, new Adam state (flat), then the loss and its parts as
         one vector (one tensor handed back, not one each)."""
         with torch.enable_grad():
-            flat = params.detach().requires_grad_()
-            values = [v.view(shape) for v, shape in zip(flat.split(self.sizes), self.shapes, strict=True)]
-            loss, parts = self.loss(dict(zip(self.names, values, strict=True)), batch)
+            if params is self._flat[0]:
+                # Run eagerly on the bound buffer: the module's own parameters are its views,
+                # so the gradient is taken of them, without swapping in the views of a copy
+                # (functional_call's Python, a fifth of an eager CartPole step).
+                loss, parts = self.loss(None, batch)
+                grads = torch.autograd.grad(loss, self.parameters)
+                grad = torch.cat([g.reshape(-1) for g in grads])
+            else:
+                flat = params.detach().requires_grad_()
+                values = [v.view(shape) for v, shape in zip(flat.split(self.sizes), self.shapes, strict=True)]
+                loss, parts = self.loss(dict(zip(self.names, values, strict=True)), batch)
+                (grad,) = torch.autograd.grad(loss, flat)
             if any(part.dim() for part in parts):
                 raise ValueError(f"a fused update's loss must return 0-d parts, got shapes {[p.shape for p in parts]}")
-            (grad,) = torch.autograd.grad(loss, flat)
         parts = torch.stack((loss, *parts)).detach()
         # clip_grad_norm_: scale by max_norm / (norm + 1e-6) when that is below 1
         norm = torch.linalg.vector_norm(grad)
