@@ -8,6 +8,7 @@ Python loop over envs). The contract is in ``docs/batched_envs.md``.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import hashlib
 import inspect
 import os
@@ -342,27 +343,7 @@ class BatchedEnv(Batched):
             the last observation of the episodes that ended and ``info["reward_components"]``
             the reward by name (``"extrinsic"``)
         """
-        actions = self.as_action_tensor(actions)
-        if self._state is None:
-            raise RuntimeError(f"{self} has no state yet: call reset() first")
-        generation = len(self._ended_since_refill)
-        fresh = self._pool[:, generation * self.num_envs : (generation + 1) * self.num_envs]
-        inputs = (self._state, self._elapsed, actions, fresh)
-        advance = self._compiled_step(self._advance, inputs) or self._advance
-        (state, elapsed, obs, reward, terminated, truncated, done, final_obs, invalid) = advance(
-            *inputs
-        )
-        # The range check is computed inside the step (one fused kernel when compiled) and
-        # read back here, before anything is committed.
-        if self.validate_actions and self._action_range is not None and bool(invalid):
-            self._raise_out_of_range(actions, *self._action_range)
-        self._state, self._elapsed = state, elapsed
-        self._last_actions = actions
-        self._ended_since_refill.append(done)
-        if len(self._ended_since_refill) == self._pool_steps:
-            self._refill_pool()
-        info = {"final_obs": final_obs, "reward_components": {"extrinsic": reward}}
-        return obs, reward, terminated, truncated, info
+        return step_by_carried(self, actions)
 
     # ------------------------------------- steps that a caller compiles with its own code
     # PPO's compiled rollout traces its policy and this env's step together into one
@@ -455,9 +436,19 @@ class BatchedEnv(Batched):
         self, carry: Sequence[torch.Tensor], actions: torch.Tensor, fresh: torch.Tensor
     ) -> tuple[tuple[torch.Tensor, ...], tuple[torch.Tensor, ...], tuple[torch.Tensor, ...]]:
         """:meth:`advance` on a carry: ``(carry, (obs, reward, terminated, truncated, done,
-        final_obs), components)``, the components in :attr:`component_names`' order."""
-        # the step in the form it runs: eager, or the traced form inside traced_steps()
-        state, elapsed, obs, reward, terminated, truncated, done, final_obs, _ = self._advance(*carry, actions, fresh)
+        final_obs), components)``, the components in :attr:`component_names`' order.
+
+        Within :meth:`step` (:func:`in_step`), compiled where ``compile=True`` and with the
+        actions' range checked (see ``validate_actions``); else the step in the form it runs
+        in a caller's steps: eager, or the traced form inside :meth:`traced_steps`."""
+        inputs = (*carry, actions, fresh)
+        checked = in_step() and not self._tracing
+        advance = (self._compiled_step(self._advance, inputs) if checked else None) or self._advance
+        state, elapsed, obs, reward, terminated, truncated, done, final_obs, invalid = advance(*inputs)
+        # The range check is computed inside the step (one fused kernel when compiled) and
+        # read back here, before anything is committed.
+        if checked and self.validate_actions and self._action_range is not None and bool(invalid):
+            self._raise_out_of_range(actions, *self._action_range)
         return (state, elapsed), (obs, reward, terminated, truncated, done, final_obs), (reward,)
 
     @contextlib.contextmanager
@@ -685,6 +676,48 @@ class BatchedEnv(Batched):
         return state, elapsed, obs, reward, terminated, truncated, done, final_obs, invalid
 
 
+_IN_STEP: contextvars.ContextVar[bool] = contextvars.ContextVar("in_step", default=False)
+
+
+def in_step() -> bool:
+    """Whether the carried steps running now are one :meth:`BatchedEnv.step` call's
+    (:func:`step_by_carried`'s), which checks what it is given at each step (the actions'
+    range, a potential's values), rather than a learner's, traced or run eagerly, whose
+    steps are the formula alone."""
+    return _IN_STEP.get()
+
+
+def step_by_carried(stack: Any, actions: Actions) -> StepReturn:
+    """One :meth:`BatchedEnv.step` of an env or wrapper that carries
+    :meth:`BatchedEnv.advance_carried`'s protocol: the reset states of one step ahead, the
+    carried step with its checks (:func:`in_step`), then the commit. The one definition of
+    the step of a batched env and of a wrapper that writes its own ``advance_carried``.
+
+    :param stack: a :class:`BatchedEnv`, or a :class:`BatchedWrapper` over one or over
+        another env's :class:`StepsByStep`.
+    :param actions: the batch of actions, as :meth:`BatchedEnv.step` takes them.
+    :return: ``(obs, reward, terminated, truncated, info)`` with ``info["final_obs"]`` and
+        ``info["reward_components"]`` (by :attr:`BatchedEnv.component_names`).
+    """
+    base = getattr(stack, "unwrapped", None)
+    if isinstance(base, BatchedEnv):
+        actions = base.as_action_tensor(actions)
+    fresh = stack.reset_states_ahead(1)
+    token = _IN_STEP.set(True)
+    try:
+        carry, (obs, reward, terminated, truncated, done, final_obs), components = stack.advance_carried(
+            stack.carried(), actions, fresh
+        )
+    finally:
+        _IN_STEP.reset(token)
+    stack.commit_carried(carry, done.unsqueeze(0), actions)
+    info = {
+        "final_obs": final_obs,
+        "reward_components": dict(zip(stack.component_names, components, strict=True)),
+    }
+    return obs, reward, terminated, truncated, info
+
+
 class StepsByStep:
     """The carried-step protocol (:meth:`BatchedEnv.advance_carried`'s) of an env or wrapper
     whose step is its own (a MuJoCo task's, an adapted Gymnasium env's, a user's): each
@@ -713,7 +746,7 @@ class StepsByStep:
     ) -> tuple[tuple[torch.Tensor, ...], tuple[torch.Tensor, ...], tuple[torch.Tensor, ...]]:
         """The env's :meth:`step`, in :meth:`BatchedEnv.advance_carried`'s form."""
         obs, reward, terminated, truncated, info = self.env.step(actions)
-        components = info["reward_components"]
+        components = info.get("reward_components") or {"extrinsic": reward}
         if self.component_names is None:
             self.component_names = tuple(components)
         step = (obs, reward, terminated, truncated, terminated | truncated, info["final_obs"])
@@ -769,12 +802,33 @@ class BatchedWrapper(Batched):
         """
         return self.env.reset(seed=seed, options=options)
 
+    @property
+    def carried_env(self) -> Any:
+        """The wrapped env in :meth:`BatchedEnv.advance_carried`'s form
+        (:func:`carried_steps` of it), made once: what a wrapper's own
+        ``advance_carried`` steps."""
+        carried = self.__dict__.get("_carried_env")
+        if carried is None:
+            carried = self.__dict__["_carried_env"] = carried_steps(self.env)
+        return carried
+
+    def reset_states_ahead(self, steps: int) -> torch.Tensor:
+        """The wrapped env's carried form's (:meth:`BatchedEnv.reset_states_ahead`).
+
+        :param steps: how many steps will follow, at least 1.
+        """
+        return self.carried_env.reset_states_ahead(steps)
+
     def step(self, actions: Actions) -> StepReturn:
-        """Step the wrapped env; see :meth:`BatchedEnv.step`.
+        """Step the wrapped env; see :meth:`BatchedEnv.step`. A wrapper that writes its own
+        ``advance_carried`` (with ``carried``, ``commit_carried`` and ``component_names``,
+        over :attr:`carried_env`) gets its step from it (:func:`step_by_carried`).
 
         :param actions: the batch of actions
         """
-        return self.env.step(actions)
+        if getattr(type(self), "advance_carried", None) is None:
+            return self.env.step(actions)
+        return step_by_carried(self, actions)
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__}{self.env!r}>"

@@ -24,8 +24,14 @@ from gymnasium.vector import AutoresetMode, VectorEnv, VectorWrapper
 
 from rewardlab.common.compiled import source_fingerprint
 from rewardlab.common.components import with_components
-from rewardlab.envs.core import BatchedWrapper, object_fingerprint
-from rewardlab.shaping.core import Potential, PotentialTracker, raise_not_finite, shaping_term
+from rewardlab.envs.core import BatchedWrapper, in_step, object_fingerprint
+from rewardlab.shaping.core import (
+    Potential,
+    PotentialTracker,
+    evaluate_potential,
+    raise_not_finite,
+    shaping_term,
+)
 
 
 def check_name(name: str) -> str:
@@ -250,18 +256,19 @@ class BatchedPotentialShaping(BatchedWrapper):
         return obs, info
 
     # The step as pure tensor math on the wrapped env's (BatchedEnv.advance_carried's
-    # protocol), carrying the running potential: a learner compiles it into its rollout.
+    # protocol), carrying the running potential: step runs it once with its checks
+    # (BatchedWrapper.step), a learner compiles it into its rollout.
 
     @property
     def steps_by_advance(self) -> bool:
-        """Whether :meth:`step` is this class's own over an env stepped by its advance, with
+        """Whether :meth:`step` is this class's own (from :meth:`advance_carried`) over an env stepped by its advance, with
         a static potential that says it traces (``traces = True``, as this package's
         formula potentials do): then a learner may run its steps as
         :meth:`advance_carried`. A potential traces when it is tensor math only, never
         reading a tensor's value in Python (``if obs.max() > 0``), and holds no weights
         that change (a network's)."""
         return (
-            type(self).step is BatchedPotentialShaping.step
+            type(self).step is BatchedWrapper.step
             and type(self).reset is BatchedPotentialShaping.reset
             and bool(getattr(self.env, "steps_by_advance", False))
             and getattr(self.tracker.potential, "traces", False) is True
@@ -270,29 +277,35 @@ class BatchedPotentialShaping(BatchedWrapper):
 
     @property
     def component_names(self) -> tuple[str, ...]:
-        """The wrapped env's component names, then this wrapper's."""
-        return (*self.env.component_names, self.name)
+        """The wrapped env's component names, then this wrapper's (which must not be one of them)."""
+        inner = dict.fromkeys(self.carried_env.component_names)
+        return tuple(shaping_component(inner, None, self.name, None))
 
     def carried(self) -> tuple[torch.Tensor, ...]:
-        """The wrapped env's carry, then the running potential ``(N,)``."""
-        if self.tracker.phi is None:
+        """The wrapped env's carry, then the running potential ``(N,)``: float32 in a learner's
+        steps, in the potential's own dtype within :meth:`step`."""
+        phi = self.tracker.phi
+        if phi is None:
             raise RuntimeError(f"{self} has no state yet: call reset() first")
-        return (*self.env.carried(), self.tracker.phi.to(torch.float32))
+        return (*self.carried_env.carried(), phi if in_step() else phi.to(torch.float32))
 
     def carried_example(self) -> tuple[torch.Tensor, ...]:
         """Tensors of :meth:`carried`'s shapes and dtypes (before a reset too)."""
-        inner = self.env.carried_example()
-        return (*inner, torch.zeros(self.num_envs, dtype=torch.float32, device=inner[0].device))
+        inner = self.carried_env.carried_example()
+        return (*inner, torch.zeros(self.num_envs, dtype=torch.float32, device=self.device))
 
     def advance_carried(self, carry, actions, fresh):  # noqa: ANN001, ANN201 (BatchedEnv's)
-        """:meth:`step` as :meth:`BatchedEnv.advance_carried`: the wrapped env's step, then
-        :meth:`PotentialTracker.step`'s formula without its checks."""
+        """The step as :meth:`BatchedEnv.advance_carried`: the wrapped env's step, then
+        :meth:`PotentialTracker.step`'s formula on the carried potential. Within :meth:`step`
+        the potential's values are checked at each step (:func:`evaluate_potential`: its
+        shape, NaN and inf on the CPU) and a dynamic one is given ``t=``; in a learner's
+        steps the formula alone, the potential checked at :meth:`commit_carried`."""
         inner, (obs, reward, terminated, truncated, done, final_obs), components = (
-            self.env.advance_carried(carry[:-1], actions, fresh)
+            self.carried_env.advance_carried(carry[:-1], actions, fresh)
         )
         tracker = self.tracker
-        phi_obs = tracker.potential(obs).to(torch.float32)
-        phi_next = torch.where(done, tracker.potential(final_obs).to(torch.float32), phi_obs)
+        phi_obs = self._potential(obs)
+        phi_next = torch.where(done, self._potential(final_obs), phi_obs)
         shaping = shaping_term(carry[-1], phi_next, terminated, tracker.gamma, tracker.scale).to(reward.dtype)
         step = (obs, reward + shaping, terminated, truncated, done, final_obs)
         return (*inner, phi_obs), step, (*components, shaping)
@@ -303,7 +316,7 @@ class BatchedPotentialShaping(BatchedWrapper):
         phi = carry[-1]
         if phi.device.type == "cpu" and not bool(torch.isfinite(phi).all()):
             raise_not_finite(self.tracker.potential, phi)
-        self.env.commit_carried(carry[:-1], done, actions)
+        self.carried_env.commit_carried(carry[:-1], done, actions)
         self.tracker.phi = phi
         self.tracker.num_transitions += done.numel()
 
@@ -314,14 +327,12 @@ class BatchedPotentialShaping(BatchedWrapper):
         constants = repr((self.tracker.gamma, self.tracker.scale, self.name))
         return hashlib.sha256("\n".join((self.env.step_fingerprint(), potential, constants)).encode()).hexdigest()
 
-    def step(self, actions: Any):
-        obs, reward, terminated, truncated, info = self.env.step(actions)
-        shaping = self.tracker.step(
-            obs, terminated, ended=terminated | truncated, final_obs=info["final_obs"]
-        ).to(reward.dtype)
-        info = dict(info)
-        info["reward_components"] = shaping_component(
-            info.get("reward_components"), reward, self.name, shaping
-        )
-        return obs, reward + shaping, terminated, truncated, info
-
+    def _potential(self, obs: torch.Tensor) -> torch.Tensor:
+        """``phi(obs)``: float32 in a learner's steps; within :meth:`step` checked, in the
+        potential's own dtype (as :meth:`PotentialTracker.step` computes the term) and at the
+        time of the step's transitions for a dynamic potential."""
+        tracker = self.tracker
+        if not in_step():
+            return tracker.potential(obs).to(torch.float32)
+        t = tracker.num_transitions + len(obs) if tracker.dynamic else None
+        return evaluate_potential(tracker.potential, obs, t)
