@@ -1,38 +1,37 @@
 """Where PPO's time goes: the phases of one training run of ``rewardlab.agents.PPO``, timed.
 
 Trains PPO on a batched env with the per-env settings of ``benchmarks/ppo_speed.py`` (one
-torch thread) and splits each iteration's wall time into its phases, timed around the
-code that runs them (everything runs on the CPU, so no device sync is needed):
+torch thread) and splits the run's wall time into its phases, timed around the calls that
+run them (everything runs on the CPU, so no device sync is needed):
 
-- ``rollout: policy``: normalising observations, sampling actions, their log-probabilities
-  and the values, per step;
-- ``rollout: env step``: the batched env's ``step``;
-- ``rollout: storage``: copying what the step returned into the rollout buffers;
-- ``rollout: policy and env steps, compiled``: with ``--compile``, PPO's compiled calls
-  of several steps of the policy and the env together (``agents/ppo.py``, ``_RolloutSteps``),
-  which replace the three phases above;
+- ``rollout: steps``: the calls of the rollout's steps (``agents/ppo.py``, ``_RolloutSteps``:
+  the policy acts and the env steps, several steps a call), eager or, with ``--compile``,
+  compiled;
+- ``rollout: storage``: the rest of the rollout (drawing the reset states and the sampling
+  noise ahead, copying the steps' tensors into the rollout's buffers, the env taking the
+  last carry);
 - ``scoring and gae``: the values that bootstrap the rollout's end and its truncated
-  episodes, episode statistics, advantages and returns;
-- ``update: forward + loss``, ``update: backward``, ``update: optimiser``: the minibatch
-  updates (``clip_grad_norm_`` counts with the optimiser);
-- ``other``: the rest (logging, learning-rate schedule).
+  episodes, episode statistics, advantages, returns and logging;
+- ``update: minibatch step``: the calls of the minibatch step (``agents/fused.py``,
+  ``FusedUpdate``: the loss's gradient, its clipping and Adam in one function), eager or,
+  with ``--compile``, compiled;
+- ``update: commit``: writing each step's new parameters and Adam state back;
+- ``update: indexing and statistics``: the rest of the update loop (the permutations, the
+  learning rate, the statistics).
 
-With ``--compile`` (``compile=True`` for the env and PPO) the rollout's steps (policy and
-env together) and the minibatch step are compiled calls:
-``update: compiled step`` is those calls (a chain of them, ``FusedUpdate.steps``, with its
-one write of the parameters at its end), ``update: commit`` writing back a single call's
-result (with ``target_kl``), and
-``update: indexing and statistics`` the rest of the update loop; the compile (or cache
-load) happens in a warm-up rollout before the timed run and is reported apart.
+With ``--compile`` (``compile=True`` for the env and PPO) the compile (or cache load) of
+the rollout's steps and the minibatch step happens before the timed run
+(``PPO.warm_up``) and is reported apart.
 
-It also counts the torch operators dispatched per env step and per minibatch (with
-``torch.profiler``), the number a fused or compiled step would cut.
+It also counts the torch operators an eager model dispatches per env step of the rollout
+(its storage included) and per minibatch step with its commit (with ``torch.profiler``),
+the number the compiled calls cut.
 
     python -m benchmarks.ppo_profile                       # CartPole-v1 and Acrobot-v1
     python -m benchmarks.ppo_profile --envs CartPole-v1 --steps 200000
     python -m benchmarks.ppo_profile --compile --name ppo_profile_compiled
 
-Writes ``benchmarks/results/ppo_profile.{json,md}``.
+Writes ``benchmarks/results/ppo_profile.{json,md}`` (``--name`` for another name).
 """
 
 from __future__ import annotations
@@ -52,11 +51,18 @@ from benchmarks.machine import describe_machine, recorded_args
 from benchmarks.ppo_speed import OURS
 from rewardlab import envs
 from rewardlab.agents import PPO
+from rewardlab.agents.fused import FusedUpdate
 
 #: the code whose figures this benchmark measures (see benchmarks/freshness.py)
-MEASURES = ("agents/ppo.py", "agents/base.py", "agents/fused.py", "envs/core.py", "envs/classic/")
+MEASURES = (
+    "agents/ppo.py", "agents/ppo_compiled.py", "agents/rollout.py", "agents/base.py", "agents/fused.py",
+    "envs/core.py", "envs/classic/", "rewardlab/common/compiled.py",
+)  # fmt: skip
 
 RESULTS = Path(__file__).parent / "results"
+
+#: the FusedUpdate methods timed, by phase
+UPDATE_PHASES = {"__call__": "update: minibatch step", "commit": "update: commit"}
 
 
 class PhaseClock:
@@ -74,14 +80,10 @@ class PhaseClock:
             self.seconds[name] += time.perf_counter() - start
 
 
-#: the FusedUpdate methods timed, by phase: a chain of compiled steps (``steps``, PPO without
-#: target_kl) commits once at its end, inside its timing; one step (``__call__``) commits apart
-FUSED_PHASES = {"__call__": "update: compiled step", "steps": "update: compiled step", "commit": "update: commit"}
-
-
-def instrument(model: PPO, clock: PhaseClock) -> None:
-    """Wrap the model's and its env's methods so that each phase is timed (from outside)."""
-    env, optimizer = model.env, model.optimizer
+@contextlib.contextmanager
+def instrumented(model: PPO, clock: PhaseClock) -> Iterator[None]:
+    """Time the model's phases (its methods wrapped from outside) while inside; the
+    ``FusedUpdate`` methods are restored on the way out."""
 
     def timed(owner: Any, name: str, phase: str) -> None:
         original = getattr(owner, name)
@@ -92,149 +94,139 @@ def instrument(model: PPO, clock: PhaseClock) -> None:
 
         setattr(owner, name, wrapper)
 
-    make_sampler = model._sampler  # the rollout's step of the policy, eager or compiled
-
-    def sampler() -> Any:
-        sample = make_sampler()
-
-        def timed_sample(obs: torch.Tensor, noise: torch.Tensor) -> Any:
-            with clock.phase("rollout: policy"):
-                return sample(obs, noise)
-
-        return timed_sample
-
-    model._sampler = sampler  # type: ignore[method-assign]
-    make_steps = model._rollout_steps  # compile=True on an unwrapped env: policy and env steps in one call
+    make_steps = model._rollout_steps  # the rollout's steps, eager or compiled
 
     def rollout_steps() -> Any:
         run = make_steps()
 
         def timed_steps(*args: torch.Tensor) -> Any:
-            with clock.phase("rollout: policy and env steps, compiled"):
+            with clock.phase("rollout: steps"):
                 return run(*args)
 
         return timed_steps
 
     model._rollout_steps = rollout_steps  # type: ignore[method-assign]
-    timed(env, "step", "rollout: env step")
     timed(model, "_collect_rollout", "rollout (total)")
     timed(model, "_update", "update (total)")
-    timed(optimizer, "step", "update: optimiser")
-    from rewardlab.agents.fused import FusedUpdate
+    originals = {name: getattr(FusedUpdate, name) for name in UPDATE_PHASES}
+    for name, phase in UPDATE_PHASES.items():
 
-    for name, phase in FUSED_PHASES.items():
-        original_method = getattr(FusedUpdate, name)
-
-        def method(self: Any, *args: Any, _original: Any = original_method, _phase: str = phase) -> Any:
+        def method(
+            self: Any, *args: Any, _original: Any = originals[name], _phase: str = phase
+        ) -> Any:
             with clock.phase(_phase):
                 return _original(self, *args)
 
         setattr(FusedUpdate, name, method)
-    original_backward = torch.Tensor.backward
-
-    def backward(self: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
-        with clock.phase("update: backward"):
-            return original_backward(self, *args, **kwargs)
-
-    torch.Tensor.backward = backward  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        for name, original in originals.items():
+            setattr(FusedUpdate, name, original)
 
 
-def operators_per_call(env_id: str, settings: dict[str, Any]) -> dict[str, int]:
-    """Torch operators dispatched by one policy step + env step, and by one minibatch update."""
-    num_envs = settings["num_envs"]
-    model = PPO(envs.make(env_id, num_envs=num_envs, seed=0), seed=0,
-                **{k: v for k, v in settings.items() if k != "num_envs"})
-    model.learn(settings["n_steps"] * num_envs)  # allocate and warm up
-    obs, _ = model.env.reset()
-    with torch.no_grad(), torch.profiler.profile() as step_profile:
-        noise = model.policy.draw_noise(model._noise_shape(), model._generator, obs.device)
-        actions, _ = model.policy.sample(obs, noise)
-        model.env.step(actions)
-    update = model.policy.log_prob_and_entropy(obs, actions)[0].mean() + model.policy.value(obs).mean()
-    with torch.profiler.profile() as update_profile:
-        model.optimizer.zero_grad()
-        update.backward()
-        torch.nn.utils.clip_grad_norm_(model._parameters, 0.5, foreach=True)
-        model.optimizer.step()
+def operators(env_id: str, settings: dict[str, Any]) -> dict[str, float]:
+    """Torch operators an eager model dispatches per env step of its rollout (storage
+    included) and per minibatch step with its commit."""
+    settings = {k: v for k, v in settings.items() if k not in ("num_envs", "compile")}
+    num_envs = OURS[env_id]["num_envs"]
+    model = PPO(envs.make(env_id, num_envs=num_envs, seed=0), seed=0, **settings)
+    model.learn(model.n_steps * num_envs)  # allocate and warm up
 
     def count(profile: Any) -> int:
-        return sum(event.count for event in profile.key_averages() if event.key.startswith("aten::"))
+        return sum(
+            event.count for event in profile.key_averages() if event.key.startswith("aten::")
+        )
 
-    return {"policy_and_env_step": count(step_profile), "backward_and_optimiser": count(update_profile)}
+    with torch.profiler.profile() as rollout_profile:
+        model._collect_rollout()
+    size = model.n_steps * num_envs
+    rollout = model._rollout
+    rows = model.config.batch_size or max(size // 4, 1)
+    vector = torch.zeros(size)
+    per_head = torch.zeros((size, len(model.heads)))
+    batch = (
+        rollout.obs.reshape(size, *rollout.obs.shape[2:]), rollout.actions.reshape(size, *rollout.actions.shape[2:]),
+        vector, vector, per_head, per_head, torch.arange(rows),
+    )  # fmt: skip
+    step = model._update_step(batch)
+    with torch.profiler.profile() as step_profile:
+        new_state, _ = step(batch, 1e-3)  # the values do not change what is dispatched
+        step.commit(new_state)
+    return {
+        "rollout_per_env_step": count(rollout_profile) / model.n_steps,
+        "minibatch_step": count(step_profile),
+    }
 
 
 def profile(env_id: str, steps: int, compile: bool = False) -> dict[str, Any]:
-    from rewardlab.agents.fused import FusedUpdate
-
     settings = dict(OURS[env_id], compile=compile)
     num_envs = settings.pop("num_envs")
     model = PPO(envs.make(env_id, num_envs=num_envs, seed=0, compile=compile), seed=0, **settings)
-    warm_up = 0.0
-    if compile:  # compile (or load from the cache) outside the timed run
-        start = time.perf_counter()
-        model.learn(model.n_steps * num_envs)
-        warm_up = time.perf_counter() - start
+    warm_up = model.warm_up()  # the compile or cache load (nothing without compile)
     clock = PhaseClock()
-    original_backward = torch.Tensor.backward
-    originals = {name: getattr(FusedUpdate, name) for name in FUSED_PHASES}
-    try:
-        instrument(model, clock)
+    with instrumented(model, clock):
         start = time.perf_counter()
-        model.learn(steps, reset_num_timesteps=not compile)
+        model.learn(steps)
         total = time.perf_counter() - start
-    finally:
-        torch.Tensor.backward = original_backward  # type: ignore[method-assign]
-        for name, method in originals.items():
-            setattr(FusedUpdate, name, method)
     seconds = dict(clock.seconds)
     rollout, update = seconds.pop("rollout (total)"), seconds.pop("update (total)")
-    policy, env_step = seconds.get("rollout: policy", 0.0), seconds.get("rollout: env step", 0.0)
-    fused = seconds.get("rollout: policy and env steps, compiled", 0.0)
     phases = {
-        "rollout: policy": policy,
-        "rollout: env step": env_step,
-        "rollout: policy and env steps, compiled": fused,
-        "rollout: storage": rollout - policy - env_step - fused,
-        "update: backward": seconds.get("update: backward", 0.0),
-        "update: optimiser": seconds.get("update: optimiser", 0.0),
-        "update: compiled step": seconds.get("update: compiled step", 0.0),
+        "rollout: steps": seconds.get("rollout: steps", 0.0),
+        "update: minibatch step": seconds.get("update: minibatch step", 0.0),
         "update: commit": seconds.get("update: commit", 0.0),
     }
-    rest = "update: indexing and statistics" if compile else "update: forward + loss"
-    phases[rest] = update - sum(v for k, v in phases.items() if k.startswith("update:"))
-    phases = {k: v for k, v in phases.items() if v > 0 or k == rest}
+    phases["rollout: storage"] = rollout - phases["rollout: steps"]
+    phases["update: indexing and statistics"] = (
+        update - phases["update: minibatch step"] - phases["update: commit"]
+    )
     phases["scoring and gae"] = total - rollout - update
-    steps_done = model.num_timesteps - (model.n_steps * num_envs if compile else 0)
     return {
-        "env_id": env_id, "settings": {"num_envs": num_envs, **settings}, "steps": steps_done, "total_s": total,
-        "steps_per_s": steps_done / total, "phases_s": phases, "warm_up_s": warm_up,
-        "operators": operators_per_call(env_id, {"num_envs": num_envs, **settings}),
+        "env_id": env_id,
+        "settings": {"num_envs": num_envs, **settings},
+        "steps": model.num_timesteps,
+        "total_s": total,
+        "steps_per_s": model.num_timesteps / total,
+        "phases_s": phases,
+        "warm_up_s": warm_up,
+        "operators": operators(env_id, settings),
     }
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--envs", nargs="+", default=["CartPole-v1", "Acrobot-v1"])
     parser.add_argument("--steps", type=int, default=100_000)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--name", default="ppo_profile")
-    parser.add_argument("--compile", action="store_true", help="PPO(compile=True): the compiled minibatch update")
+    parser.add_argument(
+        "--compile",
+        action="store_true",
+        help="PPO(compile=True): the rollout's steps and the minibatch step compiled",
+    )
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     rows = [profile(env_id, args.steps, args.compile) for env_id in args.envs]
     machine = describe_machine()
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / f"{args.name}.json").write_text(
-        json.dumps({"args": recorded_args(args), "machine": machine, "runs": rows}, indent=2) + "\n")
+        json.dumps({"args": recorded_args(args), "machine": machine, "runs": rows}, indent=2) + "\n"
+    )
     lines = [
         "# Where PPO's time goes",
         "",
         f"`rewardlab.agents.PPO` with the settings of `benchmarks/ppo_speed.py`, {args.threads} torch thread(s), "
         + (
-            "the minibatch update compiled (`compile=True`; warm-up, the first rollout and its update with the "
-            "compile or cache load: " + ", ".join(f"{r['env_id']} {r['warm_up_s']:.1f} s" for r in rows) + ")"
-            if args.compile else "eager (no compilation)"
-        ) + f". Machine: {machine['summary']}.",
+            "compiled (`compile=True`; warm-up, the compile or cache load of the rollout's steps and the "
+            "minibatch step before the timed run: "
+            + ", ".join(f"{r['env_id']} {r['warm_up_s']:.1f} s" for r in rows)
+            + ")"
+            if args.compile
+            else "eager (no compilation)"
+        )
+        + f". Machine: {machine['summary']}.",
         "",
     ]
     for row in rows:
@@ -242,17 +234,22 @@ def main() -> None:
             f"## {row['env_id']}: {row['steps']:,} steps in {row['total_s']:.1f} s ({row['steps_per_s']:,.0f} steps/s)",
             "",
             f"Settings: `{json.dumps(row['settings'])}`. Torch operators dispatched: "
-            f"{row['operators']['policy_and_env_step']} per env step (policy and env), "
-            f"{row['operators']['backward_and_optimiser']} per minibatch for backward, gradient clipping and Adam.",
+            f"{row['operators']['rollout_per_env_step']:.0f} per env step of the rollout (policy, env and storage), "
+            f"{row['operators']['minibatch_step']} per minibatch step (gradient, clipping, Adam and commit), eagerly.",
             "",
             "| phase | s | share |",
             "|---|---|---|",
-            *(f"| {name} | {seconds:.2f} | {seconds / row['total_s']:.0%} |"
-              for name, seconds in sorted(row["phases_s"].items(), key=lambda item: -item[1])),
+            *(
+                f"| {name} | {seconds:.2f} | {seconds / row['total_s']:.0%} |"
+                for name, seconds in sorted(row["phases_s"].items(), key=lambda item: -item[1])
+            ),
             "",
         ]
     flags = f" --compile --name {args.name}" if args.compile else ""
-    lines += [f"Reproduce: `python -m benchmarks.ppo_profile --envs {' '.join(args.envs)} --steps {args.steps}{flags}`.", ""]
+    lines += [
+        f"Reproduce: `python -m benchmarks.ppo_profile --envs {' '.join(args.envs)} --steps {args.steps}{flags}`.",
+        "",
+    ]
     (RESULTS / f"{args.name}.md").write_text("\n".join(lines))
     print("\n".join(lines))
 
