@@ -40,7 +40,7 @@ REFILL_EVERY = 16
 # What a BatchedEnv holds that changes as it runs, not what its step computes: left out of
 # BatchedEnv.step_fingerprint.
 _RUN_STATE = frozenset({
-    "_state", "_elapsed", "_pool", "_pool_steps", "_ended_since_refill", "_reset_low",
+    "_state", "_elapsed", "_pool", "_pool_steps", "_ended_since_refill", "_steps_since_refill", "_reset_low",
     "_reset_high", "_last_actions", "_render_env", "_compiled_advance", "_tracing",
     "generator", "compile",
 })  # fmt: skip
@@ -330,7 +330,9 @@ class BatchedEnv(Batched):
         self._elapsed = torch.zeros(self.num_envs, dtype=torch.int32, device=self.device)
         # Pool column k * num_envs + i holds env i's k-th next reset state.
         self._pool = self._draw_reset_states(self._pool_steps * self.num_envs)
+        # each commit's ended episodes, bool (steps, num_envs), and how many steps they hold
         self._ended_since_refill: list[torch.Tensor] = []
+        self._steps_since_refill = 0
         self._last_actions = None
         return self.observe(self._state).clone(), {}
 
@@ -366,7 +368,7 @@ class BatchedEnv(Batched):
             raise RuntimeError(f"{self} has no state yet: call reset() first")
         if isinstance(steps, bool) or not isinstance(steps, int | np.integer) or steps < 1:
             raise ValueError(f"steps must be a positive int, got {steps!r}")
-        taken = len(self._ended_since_refill)
+        taken = self._steps_since_refill
         if taken + steps > self._pool_steps:
             if taken:
                 self._refill_pool()
@@ -490,15 +492,16 @@ class BatchedEnv(Batched):
             reset states from :meth:`reset_states_ahead`, whose steps these were).
         :param actions: the last step's actions.
         """
-        if done.shape[0] + len(self._ended_since_refill) > self._pool_steps:
+        if done.shape[0] + self._steps_since_refill > self._pool_steps:
             raise ValueError(
                 f"{done.shape[0]} steps committed but the pool held reset states for "
-                f"{self._pool_steps - len(self._ended_since_refill)}: call "
+                f"{self._pool_steps - self._steps_since_refill}: call "
                 "reset_states_ahead(steps) before running them"
             )
         self._state, self._elapsed, self._last_actions = state, elapsed, actions
-        self._ended_since_refill.extend(done.unbind(0))
-        if len(self._ended_since_refill) == self._pool_steps:
+        self._ended_since_refill.append(done)
+        self._steps_since_refill += done.shape[0]
+        if self._steps_since_refill == self._pool_steps:
             self._refill_pool()
 
     def as_action_tensor(self, actions: Actions) -> torch.Tensor:
@@ -600,13 +603,14 @@ class BatchedEnv(Batched):
         if self.device.type == "cpu":
             # numpy's flatnonzero is one thread and 4x faster than torch's nonzero, which
             # above 32768 elements waits for a second thread (milliseconds on a busy machine).
-            flat = np.concatenate([flags.numpy() for flags in ended])
+            flat = np.concatenate([flags.numpy().reshape(-1) for flags in ended])
             taken = torch.from_numpy(np.flatnonzero(flat))
         else:
-            taken = torch.cat(ended).nonzero().squeeze(1)
+            taken = torch.cat([flags.reshape(-1) for flags in ended]).nonzero().squeeze(1)
         if taken.numel():
             self._pool.index_copy_(1, taken, self._draw_reset_states(taken.numel()))
         self._ended_since_refill = []
+        self._steps_since_refill = 0
 
     def _compiled_step(
         self, function: Callable[..., tuple[torch.Tensor, ...]], inputs: Sequence[torch.Tensor]
@@ -812,12 +816,34 @@ class BatchedWrapper(Batched):
             carried = self.__dict__["_carried_env"] = carried_steps(self.env)
         return carried
 
+    # A wrapper's carried step defaults to its wrapped env's carried form's: one that
+    # carries nothing of its own writes only advance_carried (and component_names).
+
     def reset_states_ahead(self, steps: int) -> torch.Tensor:
-        """The wrapped env's carried form's (:meth:`BatchedEnv.reset_states_ahead`).
+        """:attr:`carried_env`'s (:meth:`BatchedEnv.reset_states_ahead`).
 
         :param steps: how many steps will follow, at least 1.
         """
         return self.carried_env.reset_states_ahead(steps)
+
+    def carried(self) -> tuple[torch.Tensor, ...]:
+        """:attr:`carried_env`'s (:meth:`BatchedEnv.carried`)."""
+        return self.carried_env.carried()
+
+    def carried_example(self) -> tuple[torch.Tensor, ...]:
+        """:attr:`carried_env`'s (:meth:`BatchedEnv.carried_example`)."""
+        return self.carried_env.carried_example()
+
+    def commit_carried(
+        self, carry: Sequence[torch.Tensor], done: torch.Tensor, actions: torch.Tensor
+    ) -> None:
+        """:attr:`carried_env`'s (:meth:`BatchedEnv.commit_carried`).
+
+        :param carry: the last step's carry.
+        :param done: bool ``(steps, num_envs)``, each step's ended episodes.
+        :param actions: the last step's actions.
+        """
+        self.carried_env.commit_carried(carry, done, actions)
 
     def step(self, actions: Actions) -> StepReturn:
         """Step the wrapped env; see :meth:`BatchedEnv.step`. A wrapper that writes its own

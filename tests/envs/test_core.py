@@ -187,6 +187,55 @@ def test_wrapper_forwards_what_it_does_not_override() -> None:
         _ = wrapped.no_such_attribute
 
 
+class Bonus(BatchedWrapper):
+    """A wrapper that writes only its carried step: its step is BatchedWrapper's."""
+
+    @property
+    def component_names(self):
+        return (*self.carried_env.component_names, "bonus")
+
+    def advance_carried(self, carry, actions, fresh):
+        carry, (obs, reward, terminated, truncated, done, final_obs), components = (
+            self.carried_env.advance_carried(carry, actions, fresh)
+        )
+        bonus = 0.5 * final_obs[:, 0]
+        return carry, (obs, reward + bonus, terminated, truncated, done, final_obs), (*components, bonus)
+
+
+class CartPoleOwnStep(envs.CartPoleEnv):
+    """CartPole with a step of its own, so a wrapper steps it through StepsByStep."""
+
+    def step(self, actions):
+        return super().step(actions)
+
+
+@pytest.mark.parametrize("own_step", [False, True])
+def test_a_wrapper_that_writes_advance_carried_steps_as_the_env_does(own_step: bool) -> None:
+    bare = envs.make("CartPole-v1", 8, seed=3)
+    inner = CartPoleOwnStep(8, seed=3) if own_step else envs.make("CartPole-v1", 8, seed=3)
+    wrapped = Bonus(inner)
+    bare.reset()
+    wrapped.reset()
+    rng = torch.Generator().manual_seed(1)
+    ended = 0
+    for _ in range(60):
+        actions = torch.randint(0, 2, (8,), generator=rng)
+        obs, reward, terminated, truncated, info = bare.step(actions)
+        got_obs, got_reward, got_terminated, got_truncated, got_info = wrapped.step(actions)
+        assert torch.equal(got_obs, obs) and torch.equal(got_info["final_obs"], info["final_obs"])
+        assert torch.equal(got_terminated, terminated) and torch.equal(got_truncated, truncated)
+        bonus = 0.5 * info["final_obs"][:, 0]
+        assert torch.equal(got_reward, reward + bonus)
+        assert list(got_info["reward_components"]) == ["extrinsic", "bonus"]
+        assert torch.equal(got_info["reward_components"]["bonus"], bonus)
+        ended += int((terminated | truncated).sum())
+    assert ended > 0  # the autoresets took the same reset states
+    state = inner.state.clone()
+    with pytest.raises(ValueError, match=r"action 2 of env 0 is outside"):
+        wrapped.step(torch.full((8,), 2))
+    assert torch.equal(inner.state, state)
+
+
 def test_render_draws_the_chosen_copy_with_gymnasiums_renderer() -> None:
     env = envs.make("CartPole-v1", 2, seed=0)
     env.reset()

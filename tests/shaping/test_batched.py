@@ -47,3 +47,43 @@ def test_rejects_what_is_not_a_batched_env():
 
     with pytest.raises(ValueError, match="not a batched env"):
         BatchedPotentialShaping(gym.make("CartPole-v1"), phi)
+
+
+def test_a_dynamic_potential_is_given_the_transitions_seen_at_each_step():
+    times = []
+
+    def annealed(obs: torch.Tensor, t: int) -> torch.Tensor:
+        times.append(t)
+        return obs[:, 0] * (1.0 + t)
+
+    env = BatchedPotentialShaping(envs.make("CartPole-v1", num_envs=4, seed=0), annealed, gamma=1.0)
+    assert not env.steps_by_advance  # a dynamic potential steps by step alone
+    obs, _ = env.reset()
+    phi = obs[:, 0].clone()
+    for step in range(1, 4):
+        obs, _, terminated, _, info = env.step(torch.zeros(4, dtype=torch.int64))
+        last = torch.where(terminated, 0.0, info["final_obs"][:, 0] * (1.0 + 4 * step))
+        torch.testing.assert_close(info["reward_components"]["shaping"], last - phi)
+        phi = obs[:, 0] * (1.0 + 4 * step)
+    # reset at t=0, then the observations and the last observations of each step at t=4k
+    assert times == [0, 4, 4, 8, 8, 12, 12]
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf")])
+def test_a_potential_not_finite_at_a_step_is_reported_at_that_step(bad):
+    def phi_bad_later(obs: torch.Tensor) -> torch.Tensor:
+        return torch.where(obs[:, 0].abs() > 0.06, bad, 0.0)
+
+    env = BatchedPotentialShaping(envs.make("CartPole-v1", num_envs=4, seed=0), phi_bad_later)
+    env.reset(options={"low": -0.01, "high": 0.01})
+    with pytest.raises(ValueError, match="NaN or inf"):
+        for _ in range(100):
+            env.step(torch.ones(4, dtype=torch.int64))
+
+
+def test_a_name_an_inner_layer_reports_is_refused_at_the_step():
+    env = envs.make("CartPole-v1", num_envs=4, seed=0)
+    env = BatchedPotentialShaping(BatchedPotentialShaping(env, phi), phi)
+    env.reset()
+    with pytest.raises(ValueError, match=r"\['shaping'\] are already reported.*another name="):
+        env.step(torch.zeros(4, dtype=torch.int64))
