@@ -12,7 +12,8 @@ seed trains
 - ``sb3-zoo`` (with ``--sb3-zoo``): SB3's PPO with rl-baselines3-zoo's tuned settings;
 - ``jax-<config>`` (with ``--jax CONFIG ...``): a PureJaxRL-style PPO in JAX on gymnax envs
   (``benchmarks/purejaxrl_ppo.py``), in a child process run by ``--jax-python`` (an
-  interpreter with the ``bench`` extra), with the same thread count; its compile time is
+  interpreter with rewardlab and the ``bench`` extra: the child evaluates on our envs,
+  with torch), with the same thread count; its compile time is
   its warm-up, reported apart and added in the "incl. warm-up" columns. Not on the shaped
   MountainCar-v0: it has no shaping wrapper.
 
@@ -66,6 +67,8 @@ from rewardlab.shaping import BatchedPotentialShaping, potentials
 #: the code whose figures this benchmark measures (see benchmarks/freshness.py)
 MEASURES = (
     "agents/ppo.py",
+    "agents/ppo_compiled.py",
+    "agents/rollout.py",
     "agents/base.py",
     "agents/fused.py",
     "envs/core.py",
@@ -555,6 +558,19 @@ def _ratio_text(ratio: dict | None) -> str:
     return f"{'>= ' if ratio['at_least'] else ''}{ratio['value']:.2f}x"
 
 
+def _command(argv: list[str]) -> str:
+    """The command line as a result records it: the interpreter given to ``--jax-python``,
+    a path of this machine, written ``PYTHON_WITH_JAX``."""
+    words = ["python -m benchmarks.ppo_speed"]
+    for i, word in enumerate(argv):
+        if i > 0 and argv[i - 1] == "--jax-python":
+            word = "PYTHON_WITH_JAX"
+        elif word.startswith("--jax-python="):
+            word = "--jax-python=PYTHON_WITH_JAX"
+        words.append(word)
+    return " ".join(words)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -648,9 +664,7 @@ def main(argv: list[str] | None = None) -> int:
 
     report = {
         "machine": describe_machine(),
-        "command": " ".join(
-            ["python -m benchmarks.ppo_speed", *(sys.argv[1:] if argv is None else argv)]
-        ),
+        "command": _command(sys.argv[1:] if argv is None else argv),
         "args": {**recorded_args(args), "seeds": seeds},
         # Other processes on the machine slow both learners; the ratios come from runs
         # interleaved seed by seed, the absolute times only say how busy the machine was.
