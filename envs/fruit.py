@@ -117,8 +117,9 @@ class FruitCollectionEnv(BatchedEnv):
         self._cells = torch.arange(self.num_cells, device=self.device)
 
     @property
-    def component_names(self) -> list[str]:
-        """The per-fruit reward components, ``fruit_0`` .. ``fruit_{K-1}``."""
+    def fruit_names(self) -> list[str]:
+        """The per-fruit reward components, ``fruit_0`` .. ``fruit_{K-1}``, which :meth:`step`
+        adds to ``extrinsic`` (``component_names`` stays the carried step's, ``extrinsic``)."""
         return [f"fruit_{k}" for k in range(self.num_positions)]
 
     def feature_masks(self) -> dict[str, torch.Tensor]:
@@ -128,7 +129,7 @@ class FruitCollectionEnv(BatchedEnv):
         only its fruit's features (the paper's "HRA+1").
         """
         masks = {}
-        for k, name in enumerate(self.component_names):
+        for k, name in enumerate(self.fruit_names):
             mask = torch.zeros(self.single_observation_space.shape, dtype=torch.bool)
             mask[: self.num_cells] = True
             mask[self.num_cells + k] = True
@@ -203,7 +204,7 @@ class FruitCollectionEnv(BatchedEnv):
         # Fruits only disappear, so what was present before minus what is present in the
         # true last observation is what this step ate.
         eaten = present_before.T - info["final_obs"][:, self.num_cells :]
-        for k, name in enumerate(self.component_names):
+        for k, name in enumerate(self.fruit_names):
             info["reward_components"][name] = eaten[:, k]
         return obs, reward, terminated, truncated, info
 

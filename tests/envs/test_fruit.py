@@ -130,7 +130,7 @@ def test_same_seed_same_episodes() -> None:
 def test_feature_masks_keep_the_position_and_one_bit() -> None:
     env = envs.make("FruitCollection-v0", num_envs=1, seed=0)
     masks = env.feature_masks()
-    assert list(masks) == env.component_names == [f"fruit_{k}" for k in range(10)]
+    assert list(masks) == env.fruit_names == [f"fruit_{k}" for k in range(10)]
     for k, mask in enumerate(masks.values()):
         assert mask.shape == (110,) and mask[:CELLS].all() and mask.sum() == 101
         assert mask[CELLS + k]
@@ -145,7 +145,7 @@ def test_large_variant_and_contract() -> None:
     assert env.metadata["autoreset_mode"] == AutoresetMode.SAME_STEP
     assert tuple(env.action_space.shape) == (16,)
     _, _, _, _, info = env.step(torch.zeros(16, dtype=torch.int64))
-    assert sorted(info["reward_components"]) == sorted(["extrinsic", *env.component_names])
+    assert sorted(info["reward_components"]) == sorted(["extrinsic", *env.fruit_names])
     assert env.render(3).shape == (160, 160, 3)
 
 
