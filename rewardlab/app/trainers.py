@@ -162,9 +162,9 @@ class OwnPPOTrainer(Trainer):
 
 def one_thread_on_cpu(device: str) -> None:
     """Train on one torch thread on a CPU, as the SB3 trainer does: rewardlab's networks are
-    too small for a second thread to pay, and where other jobs share the cores its waits
-    cost ten times the work (our PPO on MountainCar-v0, 16 envs, 20k steps, at load average
-    5 on 2 cores: 2.3 s on one thread, 23.1 s on two)."""
+    too small for a second thread to pay, and where other jobs share the cores the threads'
+    waits can cost many times the work (``benchmarks/ppo_speed.py`` times PPO on one thread
+    for the same reason)."""
     import torch
 
     if torch.device(device).type == "cpu":
