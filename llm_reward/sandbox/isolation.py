@@ -539,7 +539,7 @@ def _die_with_parent() -> None:
 
 
 # ------------------------------------------------------------------- inside the job
-def readable_roots(extra: Iterable[str] = ()) -> list[str]:
+def readable_roots(extra: Iterable[str] = (), kernel_views: bool = True) -> list[str]:
     """What a worker may read, from an allowlist: Python, the modules imported, system libraries.
 
     The interpreter's prefixes (standard library, site-packages) and its executable's
@@ -552,13 +552,20 @@ def readable_roots(extra: Iterable[str] = ()) -> list[str]:
     the script included; nothing under ``/home``, ``/root``, ``/tmp`` or the rest of ``/etc``.
 
     :param extra: more paths (device files, CUDA's ``/sys`` folders).
+    :param kernel_views: whether the namespace's ``/proc`` and the cgroup tree are readable.
+        A job's companion, which runs the untrusted program, gets neither: they would show
+        it the mount table (the machine's folder layout), the cgroups' names and the job's
+        command line, and nothing the program computes needs them (its libraries are loaded
+        before it is confined).
     """
     prefixes = {os.path.realpath(path) for path in (sys.prefix, sys.base_prefix, sys.exec_prefix)}
     roots = prefixes | {os.path.dirname(os.path.realpath(sys.executable))}
     roots |= _imported_outside(prefixes)
     roots |= {"/usr/lib", "/usr/lib64", "/lib", "/lib64", "/usr/local/lib", "/usr/share/zoneinfo",
-              "/etc/ld.so.cache", "/etc/localtime", "/proc", "/sys/devices/system/cpu",
-              "/sys/fs/cgroup", "/dev/null", "/dev/zero", "/dev/urandom", "/dev/random"}
+              "/etc/ld.so.cache", "/etc/localtime", "/sys/devices/system/cpu",
+              "/dev/null", "/dev/zero", "/dev/urandom", "/dev/random"}
+    if kernel_views:
+        roots |= {"/proc", "/sys/fs/cgroup"}
     roots |= set(extra)
     return sorted(root for root in roots if os.path.exists(root))
 

@@ -130,8 +130,8 @@ def _start_companion(companion: str, payload: Any, limits: Limits) -> tuple[sock
 
             torch.set_num_threads(1)
             guard = Guard(writable=[])
-            # the allowlist, whose refused calls are named to the job over the pair
-            confine(None, readable_roots(), (), companion=theirs)
+            # the allowlist, whose refused calls are named to the job over the pair; no /proc
+            confine(None, readable_roots(kernel_views=False), (), companion=theirs)
             guard.install()
             guard.snapshot_modules()
             function(payload, theirs, guard)

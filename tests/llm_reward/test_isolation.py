@@ -702,9 +702,10 @@ def compute_reward(x):
     signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGRTMIN])
     for _ in builtins.range(200_000):
         os.kill(os.getpid(), signal.SIGRTMIN)  # each one queued while the kernel allows it
-    with builtins.open("/proc/self/status") as status:
-        queued = [line for line in status if line.startswith("SigQ:")][0].split()[1]
-    raise ValueError("queued=" + queued)
+    queued = 0  # each queued one is taken back once; kill() drops what the queue cannot hold
+    while signal.sigtimedwait([signal.SIGRTMIN], 0) is not None:
+        queued += 1
+    raise ValueError("queued=" + builtins.str(queued))
 """
 
 
@@ -713,8 +714,8 @@ def test_a_program_queues_few_signals(tmp_path: Path) -> None:
     # program that filled the queue made every process of that user fail sigqueue
     result = evaluate_hostile(_SIGNAL_FLOOD)
     assert result.failure is not None and "queued=" in result.failure.reason, result.failure
-    queued = int(result.failure.reason.rsplit("queued=", 1)[1].split("/")[0])  # SigQ: queued/limit
-    assert queued <= 64, queued
+    queued = int(result.failure.reason.rsplit("queued=", 1)[1])
+    assert 1 <= queued <= 65, queued  # the queue's 64 and the one pending without its details
 
 
 def _callers_own(what: str, tries: int) -> int:

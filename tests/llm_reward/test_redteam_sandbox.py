@@ -210,7 +210,7 @@ _PROC = """
 def compute_reward(x):
 """ + _GUARD_OFF + """
     seen = []
-    for name in ["mountinfo", "mounts", "mountstats", "cgroup", "environ", "status", "stat"]:
+    for name in ["mountinfo", "mounts", "mountstats", "cgroup", "environ", "status", "stat", "maps"]:
         try:
             with builtins.open("/proc/self/" + name, "rb") as file:
                 file.read(64)
@@ -227,10 +227,9 @@ def compute_reward(x):
 """
 
 
-@pytest.mark.xfail(strict=True, reason="open: the companion may read /proc whole (readable_roots); narrowing it "
-                   "to its own status files is not done yet, so the mount table stays readable to a program")
-def test_the_program_reads_its_own_status_but_not_the_machines_layout() -> None:
+def test_the_program_reads_nothing_of_the_machines_layout() -> None:
+    # the mount table names the machine's folders, the cgroup its jobs, /proc/2 the job
     result = evaluate_hostile(_PROC)
     assert result.failure is not None and "seen=" in result.failure.reason, result.failure
     seen = result.failure.reason.rsplit("seen=", 1)[1].split(",")
-    assert seen == ["status", "stat"], seen
+    assert seen == [""], seen
