@@ -67,13 +67,11 @@ from typing import Any
 
 from rewardlab.envs.descriptions import EnvDescription, success_if_terminated, success_if_truncated
 from rewardlab.llm_reward.programs.program import RewardProgram
-from rewardlab.llm_reward.programs.references import default_gamma
 from rewardlab.llm_reward.search.evolve_random import (
     GUARDED,
     Guard,
     Term,
-    _borrow_potential,
-    _borrow_task,
+    borrow_references,
     focus_variables,
     random_motion,
     render_program,
@@ -223,10 +221,7 @@ class EvolveProposer:
     ):
         self.description = description
         self.seed = seed
-        references = references or {}
-        self._task = _borrow_task(references.get("sparse"))
-        self._potential = _borrow_potential(references.get("human"), description,
-                                            default_gamma() if gamma is None else gamma)
+        self._task, self._potential = borrow_references(references, description, gamma)
         motion = random_motion(description)  # one env made, for the scalars, the start and the scales
         static, moves, self._episode_steps = _static_variables(description, motion.scalars)
         #: (coordinate, goal coordinate) pairs of a goal-conditioned task, for ``closer``

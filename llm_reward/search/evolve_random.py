@@ -137,6 +137,20 @@ def _borrow_potential(program: RewardProgram | None, description: EnvDescription
     return None
 
 
+def borrow_references(references: Mapping[str, RewardProgram] | None, description: EnvDescription,
+                      gamma: float | None) -> tuple[_Borrowed | None, _Borrowed | None]:
+    """What both offline proposers take from the references: the sparse one's reward as
+    ``task_reward`` and the human one's potential, its ``GAMMA`` the candidate's.
+
+    :param gamma: the discount the candidates train with; None: :func:`default_gamma`.
+    :return: ``(task, potential)``, each None where the reference or its function is missing.
+    """
+    references = references or {}
+    return (_borrow_task(references.get("sparse")),
+            _borrow_potential(references.get("human"), description,
+                              default_gamma() if gamma is None else gamma))
+
+
 @dataclass(frozen=True)
 class Guard:
     """A condition the task keeps and episodes start in: ``variable`` must stay on the start's
@@ -355,10 +369,7 @@ class EvolveRandomProposer:
     ):
         self.description = description
         self.seed = seed
-        references = references or {}
-        self._task = _borrow_task(references.get("sparse"))
-        self._potential = _borrow_potential(references.get("human"), description,
-                                            default_gamma() if gamma is None else gamma)
+        self._task, self._potential = borrow_references(references, description, gamma)
         kinds = ["alive", "terminal"]
         if description.action.dtype.startswith("float"):
             kinds.append("action_cost")
