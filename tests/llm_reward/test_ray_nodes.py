@@ -156,12 +156,12 @@ def cluster() -> Iterator[Cluster]:
         remove_tree(broken)
 
 
-def _task(tmp_path: Path, name: str) -> Any:
+def _task(tmp_path: Path, name: str, steps: int = 1024) -> Any:
     from rewardlab import llm_reward
     from rewardlab.llm_reward.search.executors import EvalTask
 
     source = llm_reward.reference_programs("CartPole-v1")["sparse"].source
-    return EvalTask(name, source, "CartPole-v1", 1024, (0,), str(tmp_path / name), num_envs=4,
+    return EvalTask(name, source, "CartPole-v1", steps, (0,), str(tmp_path / name), num_envs=4,
                     ppo_kwargs={"n_steps": 32, "n_epochs": 1}, num_checkpoints=1, eval_episodes=1, timeout_s=300.0)
 
 
@@ -175,16 +175,20 @@ def test_a_node_lost_mid_search_loses_nothing_and_repeats_nothing_finished(clust
     assert "seccomp" in executor.refused[node_c] and "libseccomp.so.2" in executor.refused[node_c]
     assert "nodes refused" in executor.describe() and "libseccomp" in executor.describe()
 
-    tasks = [_task(tmp_path, f"candidate{index}") for index in range(3)]
+    # the first evaluation is long: the other two come back while it runs, on whichever node
+    tasks = [_task(tmp_path, "candidate0", steps=65536), *(_task(tmp_path, f"candidate{i}") for i in (1, 2))]
     futures: list[Future[Any]] = [executor.submit(task) for task in tasks]
     deadline = time.monotonic() + 240
-    # mid-search: one evaluation came back, and node_a is running one
-    while not (any(future.done() for future in futures) and executor.accepted.get(node_a)):
-        assert time.monotonic() < deadline, "no evaluation finished while node_a ran one"
-        assert not all(future.done() for future in futures), "every evaluation finished before node_a could be lost"
+    # mid-search: the short ones came back, and one node runs the long one
+    while not all(future.done() for future in futures[1:]):
+        assert time.monotonic() < deadline, "the short evaluations did not come back"
+        assert not futures[0].done(), "the long evaluation finished before its node could be lost"
         time.sleep(0.2)
-    finished = {task.run_dir for task, future in zip(tasks, futures, strict=True) if future.done()}
-    cluster.kill_raylet("node_a")
+    finished = {task.run_dir for task in tasks[1:]}
+    running = [name for name, node in (("node_a", node_a), ("node_b", node_b)) if executor.accepted.get(node)]
+    assert len(running) == 1 and not futures[0].done(), (running, executor.accepted)
+    lost = cluster.node_id(running[0])
+    cluster.kill_raylet(running[0])
     results = [future.result(timeout=300) for future in futures]
     executor.shutdown()
 
@@ -193,7 +197,7 @@ def test_a_node_lost_mid_search_loses_nothing_and_repeats_nothing_finished(clust
     # what had come back was never sent again; the one that node_a was running was sent once more
     assert all(executor.submissions[run_dir] == 1 for run_dir in finished)
     assert sum(executor.submissions.values()) == len(tasks) + 1, executor.submissions
-    assert node_a not in executor.accepted and "lost" in executor.refused[node_a]
+    assert lost not in executor.accepted and "lost" in executor.refused[lost]
 
 
 DRIVER = '''
