@@ -23,6 +23,8 @@ Where the endpoint and the key come from (first found wins):
   history), ``REWARDLAB_API_KEY``, ``OPENAI_API_KEY``. Only ``openai`` requires one; local
   servers get a placeholder.
 
+Each try of a chat request has a deadline (``timeout_s``) for the whole answer, not only
+for each read: a server that sends its answer a byte at a time cannot hold a search.
 Transient failures (timeouts, lost connections, HTTP 429 and 5xx) are retried with
 exponential backoff (``Retry-After`` is honoured, capped); what cannot succeed (nothing
 listening, a refused key, a model the endpoint does not serve) raises
@@ -445,7 +447,7 @@ class OpenAICompatibleClient(ChatClient):
     :param provider: the provider's name (:data:`PROVIDERS`), for messages and checks.
     :param temperature: sampling temperature.
     :param max_tokens: the most tokens per answer (``None``: the server's default).
-    :param timeout_s: seconds one try may take before it is retried.
+    :param timeout_s: seconds one try may take, the whole answer read, before it is retried.
     :param retries: how many times a transient failure is retried.
     :param backoff_s: the first wait before a retry; it doubles with each retry.
     :param max_backoff_s: the longest wait, also the cap on ``Retry-After``.
@@ -493,9 +495,11 @@ class OpenAICompatibleClient(ChatClient):
         self.prices = prices or PriceTable()
         self._sleep = sleep
         self._openai = openai
-        self._client = openai.OpenAI(
+        self.timeout_s = timeout_s
+        self._new_client = lambda: openai.OpenAI(
             api_key=api_key or "not-needed", base_url=base_url, timeout=timeout_s, max_retries=0
         )
+        self._client = self._new_client()
 
     def describe(self) -> str:
         """``provider:model at base_url``."""
@@ -529,9 +533,9 @@ class OpenAICompatibleClient(ChatClient):
             options: dict[str, Any] = {"temperature": self.temperature}
             if self.max_tokens is not None:
                 options["max_tokens"] = self.max_tokens
-            return self._client.chat.completions.create(
+            return self._within_deadline(lambda client: client.chat.completions.create(
                 model=self.model, messages=[dict(message) for message in messages], **options
-            )
+            ))
 
         response = self._with_retries(request)
         if not getattr(response, "choices", None):
@@ -548,6 +552,32 @@ class OpenAICompatibleClient(ChatClient):
             retries=tries[0] - 1,
             finish_reason=getattr(choice, "finish_reason", None),
         )
+
+    def _within_deadline(self, call: Callable[[Any], Any]) -> Any:
+        """``call(client)`` on a client of its own, given at most ``timeout_s`` in all.
+
+        The client's own timeout bounds each read only, so a server that drips its answer
+        would hold the call for as long as it likes; past the deadline the client is closed
+        (the blocked read ends with its connection) and the try counts as timed out.
+        """
+        client, outcome = self._new_client(), {}
+
+        def run() -> None:
+            try:
+                outcome["value"] = call(client)
+            except BaseException as error:  # noqa: B036 - handed to the caller below
+                outcome["error"] = error
+
+        thread = threading.Thread(target=run, name="rewardlab-llm-request", daemon=True)
+        thread.start()
+        thread.join(self.timeout_s)
+        if thread.is_alive():
+            client.close()
+            raise _PastDeadline(f"the answer was not complete within {self.timeout_s:g} s")
+        client.close()
+        if "error" in outcome:
+            raise outcome["error"]
+        return outcome["value"]
 
     def _usage(self, response: Any, messages: Sequence[Message], text: str) -> Usage:
         reported = getattr(response, "usage", None)
@@ -580,7 +610,7 @@ class OpenAICompatibleClient(ChatClient):
             except openai.NotFoundError as error:
                 raise self._not_found(error) from None
             except (openai.APITimeoutError, openai.APIConnectionError, openai.RateLimitError,
-                    openai.InternalServerError) as error:
+                    openai.InternalServerError, _PastDeadline) as error:
                 status = getattr(error, "status_code", None)
                 if status is None and isinstance(error, openai.APIStatusError):
                     status = error.status_code
@@ -593,7 +623,7 @@ class OpenAICompatibleClient(ChatClient):
                     if unreachable:
                         reason = "connection refused" if _refused(error) else _message(error)
                         raise self._unreachable(reason, attempt + 1) from None
-                    what = "timed out" if isinstance(error, openai.APITimeoutError) else (
+                    what = "timed out" if isinstance(error, openai.APITimeoutError | _PastDeadline) else (
                         f"HTTP {status}" if status else "connection failed"
                     )
                     raise LLMCallFailed(self._secret_free(
@@ -660,6 +690,10 @@ def _refused(error: BaseException) -> bool:
         seen.add(id(cause))
         cause = cause.__cause__ or cause.__context__
     return False
+
+
+class _PastDeadline(Exception):
+    """A try of a request that did not finish within the client's ``timeout_s``."""
 
 
 def _message(error: Exception) -> str:

@@ -82,6 +82,13 @@ def test_retries_429_500_and_timeouts_with_backoff(scripted) -> None:
     assert waits[2] >= waits[1] * 1.8  # exponential backoff (with at most 10% jitter)
 
 
+def test_an_answer_dripped_a_byte_at_a_time_is_cut_at_the_deadline_and_retried(scripted) -> None:
+    # each byte comes well within the read timeout, the whole answer would take minutes
+    server = scripted([{"drip": 0.2, "answer": "slow " * 200}, {"answer": "on time"}])
+    completion = client_for(server, retries=1, timeout_s=1.0, sleep=lambda s: None).complete(MESSAGES)
+    assert completion.text == "on time" and completion.retries == 1
+
+
 def test_retries_used_up_raise_call_failed(scripted) -> None:
     server = scripted([{"status": 500}] * 3)
     with pytest.raises(LLMCallFailed, match="failed 3 times, the last one HTTP 500") as raised:

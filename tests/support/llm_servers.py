@@ -26,7 +26,8 @@ class ScriptedLLM:
 
     Each script entry is a dict: ``{"answer": text}`` (optionally ``"usage": (prompt,
     completion)``, ``None`` for a reply without usage, ``"finish_reason"`` (``"stop"`` unless
-    given; ``"length"``: cut off by the token limit) and ``"sleep": s`` before replying),
+    given; ``"length"``: cut off by the token limit), ``"sleep": s`` before replying and
+    ``"drip": s``, a byte every ``s`` seconds once the headers are sent),
     ``{"status": 429 | 500 | 401, ...}`` (an error; 429 may carry ``"retry_after"``), or
     ``{"hang": True}`` (never replies until :meth:`close`). Chat requests are recorded in
     :attr:`requests` (the JSON bodies) and :attr:`headers`.
@@ -49,7 +50,8 @@ class ScriptedLLM:
             def log_message(self, *args: Any) -> None:
                 pass
 
-            def _send(self, status: int, body: dict[str, Any], headers: dict[str, str] | None = None) -> None:
+            def _send(self, status: int, body: dict[str, Any], headers: dict[str, str] | None = None,
+                      drip: float = 0.0) -> None:
                 data = json.dumps(body).encode()
                 try:
                     self.send_response(status)
@@ -58,7 +60,12 @@ class ScriptedLLM:
                     for name, value in (headers or {}).items():
                         self.send_header(name, value)
                     self.end_headers()
-                    self.wfile.write(data)
+                    for index in range(len(data)) if drip else ():
+                        self.wfile.write(data[index:index + 1])
+                        self.wfile.flush()
+                        time.sleep(drip)
+                    if not drip:
+                        self.wfile.write(data)
                 except OSError:
                     pass  # the client gave up (a timeout test)
 
@@ -102,7 +109,7 @@ class ScriptedLLM:
                     if usage is not None:
                         response["usage"] = {"prompt_tokens": usage[0], "completion_tokens": usage[1],
                                              "total_tokens": usage[0] + usage[1]}
-                    self._send(200, response)
+                    self._send(200, response, drip=reply.get("drip", 0.0))
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
