@@ -14,7 +14,7 @@ from pathlib import Path
 
 from rewardlab.app.arguments import int_list, plain_text
 from rewardlab.app.rundirs import run_dir_for
-from rewardlab.app.train import DEFAULTS, check_config, train_seed
+from rewardlab.app.train import DEFAULTS, check_config, settle_compile, train_seed
 from rewardlab.common.seeds import check_seeds
 
 ENV_ID = "MountainCar-v0"
@@ -32,6 +32,7 @@ def run_quickstart(args: argparse.Namespace) -> int:
             **DEFAULTS, "env": ENV_ID, "algo": args.algo, "steps": args.steps,
             "seeds": seeds, "shaping": shaping,
         }  # fmt: skip
+        settle_compile(config)
         check_config(config)
         for seed in seeds:
             run_dir = run_dir_for(logdir / name, seed)

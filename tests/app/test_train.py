@@ -212,6 +212,23 @@ def test_an_sb3_algorithm_that_cannot_take_the_envs_actions_is_one_line(tmp_path
     assert not (tmp_path / "x").exists()
 
 
+@pytest.mark.parametrize(("flags", "compiled"), [
+    (["--steps", "2000000"], True),  # long enough to pay for its compile
+    (["--steps", "100000"], False),  # a quick start starts at once
+    (["--steps", "2000000", "--no-compile"], False),
+    (["--steps", "1000", "--compile"], True),
+    (["--steps", "5000000", "--algo", "sb3-ppo"], False),  # only our PPO compiles
+])
+def test_long_ppo_runs_compile_unless_told_not_to(capsys, flags, compiled):
+    from rewardlab.app.cli import build_parser
+    from rewardlab.app.train import resolve_config
+
+    args = build_parser(["train"]).parse_args(["train", "--env", "CartPole-v1", "--logdir", "x", *flags])
+    assert resolve_config(args)["compile"] is compiled
+    said = capsys.readouterr().err
+    assert ("compiling PPO for a run of" in said) == (compiled and "--compile" not in flags)
+
+
 def test_compile_trains_the_compiled_update_and_env(tmp_path):
     from rewardlab.agents.fused import FusedUpdate
     from rewardlab.app.train import DEFAULTS
