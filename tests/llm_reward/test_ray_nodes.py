@@ -208,7 +208,7 @@ import helper  # a module beside the script, imported on the workers too
 ray.init(address=sys.argv[1], logging_level="ERROR")
 
 
-@ray.remote(num_cpus=1, resources={"node_b": 0.01})  # a node that can run the sandbox
+@ray.remote(num_cpus=1, resources={sys.argv[3]: 0.01})  # a node that can run the sandbox
 def attack(source):
     from rewardlab import llm_reward
 
@@ -249,7 +249,12 @@ def test_the_env_file_beside_the_ray_driver_script_stays_unreadable(cluster: Clu
         (folder / "helper.py").write_text("def touch():\n    return True\n")
         (folder / "driver.py").write_text(textwrap.dedent(DRIVER))
         program = READER.replace("SECRET_FILE", repr(str(folder / ".env")))
-        done = subprocess.run([sys.executable, str(folder / "driver.py"), cluster.address, program], cwd=folder,
+        # a node that can run the sandbox, whichever the node-loss test left alive
+        if not ray.is_initialized():  # the executor's shutdown disconnected this process
+            ray.init(address=cluster.address, logging_level="ERROR")
+        node = next(name for name in ("node_a", "node_b") if any(
+            entry["Alive"] and name in entry["Resources"] for entry in ray.nodes()))
+        done = subprocess.run([sys.executable, str(folder / "driver.py"), cluster.address, program, node], cwd=folder,
                               env=cluster.env, capture_output=True, text=True, timeout=300)
         assert done.returncode == 0, done.stderr[-3000:]
         everything = done.stdout + done.stderr
