@@ -14,6 +14,30 @@ from rewardlab.common.networks import mlp
 from rewardlab.common.running_stats import whiten
 
 
+class ImageEncoder(nn.Module):
+    """A small CNN over an image observation given flat or as ``(height, width, channels)``:
+    MiniGrid's encoder in torch-ac and RLeXplore (2x2 convolutions of 16, 32 and 64 channels
+    with ReLUs, a 2x2 max-pool after the first), flattened.
+
+    :param image_shape: ``(height, width, channels)`` of one observation.
+    """
+
+    def __init__(self, image_shape: Sequence[int]) -> None:
+        super().__init__()
+        self.image_shape = tuple(int(size) for size in image_shape)
+        height, width, channels = self.image_shape
+        self.layers = nn.Sequential(
+            nn.Conv2d(channels, 16, 2), nn.ReLU(), nn.MaxPool2d(2),
+            nn.Conv2d(16, 32, 2), nn.ReLU(), nn.Conv2d(32, 64, 2), nn.ReLU(), nn.Flatten(),
+        )
+        with torch.no_grad():
+            self.out_features = int(self.layers(torch.zeros(1, channels, height, width)).shape[1])
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        images = obs.reshape(obs.shape[0], *self.image_shape).permute(0, 3, 1, 2)
+        return self.layers(images)
+
+
 class ActorCritic(nn.Module):
     """Separate actor and critic MLPs; the critic has one output per value head.
 
@@ -28,6 +52,9 @@ class ActorCritic(nn.Module):
     :param num_heads: number of value heads.
     :param activation: ``"tanh"`` or ``"relu"``.
     :param log_std_init: initial log-std of the Gaussian.
+    :param image_shape: observations are images of this ``(height, width, channels)``: the
+        actor and the critic each read them through an :class:`ImageEncoder` of their own
+        before their MLP. None: the MLPs read the flattened observation.
     """
 
     def __init__(
@@ -39,14 +66,29 @@ class ActorCritic(nn.Module):
         num_heads: int,
         activation: str,
         log_std_init: float,
+        image_shape: Sequence[int] | None = None,
     ) -> None:
         super().__init__()
         obs_dim = int(np.prod(observation_space.shape))
         self.discrete = isinstance(action_space, gymnasium.spaces.Discrete)
         action_dim = int(action_space.n) if self.discrete else int(action_space.shape[0])
-        flatten: list[nn.Module] = [nn.Flatten()] if len(observation_space.shape) > 1 else []
-        self.actor = nn.Sequential(*flatten, mlp(obs_dim, pi_sizes, action_dim, activation, output_gain=0.01))
-        self.critic = nn.Sequential(*flatten, mlp(obs_dim, vf_sizes, num_heads, activation, output_gain=1.0))
+
+        def reader() -> tuple[list[nn.Module], int]:
+            if image_shape is not None:
+                if int(np.prod(image_shape)) != obs_dim:
+                    raise ValueError(
+                        f"image_shape={list(image_shape)} holds {int(np.prod(image_shape))} values, the "
+                        f"observations {obs_dim} (shape {observation_space.shape}); give the image's "
+                        "(height, width, channels)"
+                    )
+                encoder = ImageEncoder(image_shape)
+                return [encoder], encoder.out_features
+            return ([nn.Flatten()] if len(observation_space.shape) > 1 else []), obs_dim
+
+        layers, width = reader()
+        self.actor = nn.Sequential(*layers, mlp(width, pi_sizes, action_dim, activation, output_gain=0.01))
+        layers, width = reader()
+        self.critic = nn.Sequential(*layers, mlp(width, vf_sizes, num_heads, activation, output_gain=1.0))
         if not self.discrete:
             self.log_std = nn.Parameter(torch.full((action_dim,), float(log_std_init)))
 

@@ -276,7 +276,7 @@ class PPO(PPOCompilation, Learner):
         pi_sizes, vf_sizes = split_net_arch(self.config.net_arch)
         self.policy = ActorCritic(
             observation_space, action_space, pi_sizes, vf_sizes, len(self.heads),
-            self.config.activation, self.config.log_std_init,
+            self.config.activation, self.config.log_std_init, self.config.image_shape,
         ).to(self.device)  # fmt: skip
         self._parameters = list(self.policy.parameters())
         # the Adam state that the minibatch step (rewardlab.agents.fused) reads and writes

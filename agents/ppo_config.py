@@ -90,6 +90,10 @@ class PPOConfig(LearnerConfig):
     :param net_arch: hidden sizes shared by actor and critic, or ``{"pi": [...], "vf": [...]}``.
     :param activation: ``"tanh"`` or ``"relu"``.
     :param log_std_init: initial log-std of the Gaussian policy (Box actions).
+    :param image_shape: the observations are images of this ``(height, width, channels)``
+        (flat or not; MiniGrid's view is ``(7, 7, 3)``): actor and critic each read them
+        through a small CNN (``agents.networks.ImageEncoder``) before their ``net_arch``.
+        None: the MLPs read the observation flattened.
     :param intrinsic_coef: with an ``intrinsic`` module and ``value_heads=None``, the weight
         of the intrinsic head's advantage (the env's reward head has weight 1).
     :param intrinsic_gamma: that intrinsic head's discount.
@@ -136,6 +140,7 @@ class PPOConfig(LearnerConfig):
     net_arch: Sequence[int] | Mapping[str, Sequence[int]] = (64, 64)
     activation: str = "tanh"
     log_std_init: float = 0.0
+    image_shape: Sequence[int] | None = None
     intrinsic_coef: float = 1.0
     intrinsic_gamma: float = 0.99
     value_heads: Sequence[str] | Mapping[str, Mapping[str, Any]] | None = None
@@ -145,6 +150,8 @@ class PPOConfig(LearnerConfig):
         check_config(self)
         # plain lists and dicts, so the config saves as data torch.load(weights_only=True) reads
         object.__setattr__(self, "net_arch", _plain_net_arch(self.net_arch))
+        if self.image_shape is not None:
+            object.__setattr__(self, "image_shape", [int(size) for size in self.image_shape])
         object.__setattr__(self, "value_heads", _plain_value_heads(self.value_heads))
 
     def discount(self, component: str) -> float:
@@ -197,6 +204,13 @@ def check_config(config: PPOConfig) -> None:
             fail(name, "True or False")
     if hp["activation"] not in ("tanh", "relu"):
         fail("activation", "'tanh' or 'relu'")
+    shape = hp["image_shape"]
+    if shape is not None and not (
+        isinstance(shape, Sequence) and len(shape) == 3
+        and all(isinstance(size, int) and not isinstance(size, bool) and size >= 7 for size in shape[:2])
+        and isinstance(shape[2], int) and not isinstance(shape[2], bool) and shape[2] >= 1
+    ):
+        fail("image_shape", "None or (height, width, channels): integers, height and width at least 7 (the encoder's convolutions and pool)")
     split_net_arch(hp["net_arch"])
 
 

@@ -764,3 +764,35 @@ def test_policy_sampling_and_log_probabilities_match_torch_distributions() -> No
     torch.testing.assert_close(
         (actions - mean).std(0), torch.full((2,), math.exp(-0.5)), atol=0.01, rtol=0
     )
+
+
+def test_an_image_shape_reads_minigrids_view_through_a_cnn_and_saves_it(tmp_path) -> None:
+    from rewardlab.agents.networks import ImageEncoder
+
+    pytest.importorskip("minigrid")
+    env = envs.make("MiniGrid-Empty-5x5-v0", num_envs=8, seed=0)
+    model = PPO(env, seed=0, n_steps=16, image_shape=(7, 7, 3))
+    assert isinstance(model.policy.actor[0], ImageEncoder) and isinstance(model.policy.critic[0], ImageEncoder)
+    assert model.policy.actor[0] is not model.policy.critic[0]  # each its own, as the MLPs are
+    obs, _ = env.reset(seed=0)
+    # the flat view is MiniGrid's image, (height, width, channels) in that order: the
+    # convolutions see its 3 channels (object, colour, state) at each of the 7 x 7 cells
+    encoder = model.policy.actor[0]
+    channels_first = obs[:1].reshape(1, 7, 7, 3).permute(0, 3, 1, 2)
+    assert torch.equal(encoder(obs[:1]), encoder.layers(channels_first))
+    model.learn(256)
+    model.save(tmp_path / "cnn")
+    loaded = PPO.load(tmp_path / "cnn", env=env)
+    assert loaded.config.image_shape == [7, 7, 3]
+    assert torch.equal(loaded.predict(obs, deterministic=True)[0], model.predict(obs, deterministic=True)[0])
+
+
+@pytest.mark.parametrize(("shape", "message"), [
+    ((7, 7, 2), "image_shape=[7, 7, 2] holds 98 values, the observations 147"),
+    ((3, 3, 3), "height and width at least 7"),
+])
+def test_a_wrong_image_shape_is_one_line(shape, message) -> None:
+    pytest.importorskip("minigrid")
+    env = envs.make("MiniGrid-Empty-5x5-v0", num_envs=2, seed=0)
+    with pytest.raises(ValueError, match=message.replace("[", r"\[").replace("]", r"\]")):
+        PPO(env, image_shape=shape)
