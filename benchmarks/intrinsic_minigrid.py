@@ -324,10 +324,12 @@ def main(argv: list[str] | None = None) -> None:
         "--runs", type=Path, default=RUNS, help="the JSON-lines file runs append to"
     )
     parser.add_argument("--summarize", action="store_true")
+    parser.add_argument("--out", type=Path, default=SUMMARY,
+                        help="with --summarize: the result's path, without suffix")
     parser.add_argument("--note", default="", help="with --summarize: a paragraph under the table")
     args = parser.parse_args(argv)
     if args.summarize:
-        print(summarize(args.runs, note=args.note))
+        print(summarize(args.runs, args.out, note=args.note))
         return
     torch.set_num_threads(1)
     settings = {**PPO_SETTINGS, **json.loads(args.set)}
