@@ -83,10 +83,13 @@ def resolve_config(args: argparse.Namespace) -> dict[str, Any]:
     config = dict(DEFAULTS)
     if args.config:
         config.update(read_config_file(args.config))
+    given = dict(config["hyperparameters"])
     for key in DEFAULTS:
         value = getattr(args, key, None)
         if value is not None:
             config[key] = value
+    if getattr(args, "hyperparameters", None) is not None:  # the flag's settings over the file's
+        config["hyperparameters"] = {**given, **args.hyperparameters}
     if args.seed is not None:
         config["seeds"] = [args.seed]
     config = {key: config[key] for key in DEFAULTS}
@@ -406,6 +409,9 @@ def register_train(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--env-kwargs", dest="env_kwargs", type=json_object("--env-kwargs", '{"size": 7}'),
                         help="the env's constructor arguments as a JSON object (gymnasium.make(env, **kwargs))")
     parser.add_argument("--algo", help=f"one of {', '.join(ALGOS)} (default ppo)")
+    parser.add_argument("--hyperparameters", type=json_object("--hyperparameters", '{"learning_rate": 0.0003}'),
+                        help="the learner's settings as a JSON object, over a --config file's, e.g. "
+                             "'{\"image_shape\": [7, 7, 3]}' for --algo ppo's CNN on MiniGrid's view")
     parser.add_argument("--steps", type=int, help="env steps per seed (default 100000)")
     parser.add_argument("--seed", type=int, help="one seed")
     parser.add_argument("--seeds", type=int_list, help="several seeds, e.g. 0,1,2")

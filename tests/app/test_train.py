@@ -679,3 +679,15 @@ def test_shaping_takes_the_discount_of_the_learners_config(tmp_path, algo, hyper
         shaping = trainer.env
         assert trainer.model.config.discount("shaping") == gamma
     assert shaping.tracker.gamma == gamma
+
+
+def test_hyperparameters_flag_goes_over_the_config_files(tmp_path):
+    from rewardlab.app.cli import build_parser
+    from rewardlab.app.train import resolve_config
+
+    config_file = tmp_path / "config.json"
+    config_file.write_text(json.dumps({"hyperparameters": {"learning_rate": 0.001, "n_epochs": 4}}))
+    args = build_parser(["train"]).parse_args([
+        "train", "--env", "CartPole-v1", "--logdir", "x", "--config", str(config_file),
+        "--hyperparameters", '{"learning_rate": 0.0003}'])
+    assert resolve_config(args)["hyperparameters"] == {"learning_rate": 0.0003, "n_epochs": 4}
