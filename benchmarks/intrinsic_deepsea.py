@@ -279,6 +279,7 @@ def main() -> None:
     if unknown:
         parser.error(f"unknown methods {unknown}; choose from {', '.join(METHODS)}")
     start, load_before = time.perf_counter(), os.getloadavg()
+    machine = describe_machine()  # the commit whose code this process loaded, not a later one
     runs = sweep(args)
     result = {
         "config": {
@@ -298,7 +299,7 @@ def main() -> None:
         "wall_seconds": round(time.perf_counter() - start, 1),
         "run_seconds": round(sum(r["seconds"] for r in runs), 1),
         "load_average": {"before": load_before[0], "after": os.getloadavg()[0]},
-        "machine": describe_machine(),
+        "machine": machine,
         "command": " ".join(["python -m benchmarks.intrinsic_deepsea", *sys.argv[1:]]),
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
