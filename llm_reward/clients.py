@@ -67,6 +67,9 @@ __all__ = [
 Message = Mapping[str, str]
 
 CHARS_PER_TOKEN = 4
+#: the most bytes one answer of the endpoint may have: a server that sent an endless body
+#: filled the caller's memory at about 1 GB/s until the deadline
+MAX_ANSWER_BYTES = 64 * 2**20
 REDACTED = "[redacted]"
 
 
@@ -496,8 +499,11 @@ class OpenAICompatibleClient(ChatClient):
         self._sleep = sleep
         self._openai = openai
         self.timeout_s = timeout_s
+        # uncompressed answers only, of at most MAX_ANSWER_BYTES (see _bound_answer)
         self._new_client = lambda: openai.OpenAI(
-            api_key=api_key or "not-needed", base_url=base_url, timeout=timeout_s, max_retries=0
+            api_key=api_key or "not-needed", base_url=base_url, timeout=timeout_s, max_retries=0,
+            default_headers={"Accept-Encoding": "identity"},
+            http_client=openai.DefaultHttpxClient(event_hooks={"response": [_bound_answer]}),
         )
         self._client = self._new_client()
 
@@ -512,9 +518,7 @@ class OpenAICompatibleClient(ChatClient):
         endpoints without a ``/models`` route pass (the first request will tell).
         """
         try:
-            served = self._with_retries(
-                lambda: [model.id for model in self._client.models.list()], retry_refused=False
-            )
+            served = self._with_retries(self._served_models, retry_refused=False)
         except LLMCallFailed:
             return  # no /models route, or it keeps failing: the first request will tell
         if not PROVIDERS[self.provider].serves_any_model and served and self.model not in served:
@@ -576,8 +580,15 @@ class OpenAICompatibleClient(ChatClient):
             raise _PastDeadline(f"the answer was not complete within {self.timeout_s:g} s")
         client.close()
         if "error" in outcome:
+            refused = _answer_refused(outcome["error"])
+            if refused is not None:  # not retried: the server would send the same again
+                raise LLMCallFailed(self._secret_free(f"{self.describe()}: {refused}"))
             raise outcome["error"]
         return outcome["value"]
+
+    def _served_models(self) -> list[str]:
+        """The models the endpoint lists, within the deadline (a dripped list held the check)."""
+        return self._within_deadline(lambda client: [model.id for model in client.models.list()])
 
     def _usage(self, response: Any, messages: Sequence[Message], text: str) -> Usage:
         reported = getattr(response, "usage", None)
@@ -662,8 +673,8 @@ class OpenAICompatibleClient(ChatClient):
 
     def _not_found(self, error: Exception) -> LLMError:
         try:
-            served = [model.id for model in self._client.models.list()]
-        except self._openai.APIError:
+            served = self._served_models()
+        except (self._openai.APIError, _PastDeadline, LLMCallFailed):
             served = []
         if served and self.model not in served:
             return EndpointError(self._model_message(served))
@@ -694,6 +705,48 @@ def _refused(error: BaseException) -> bool:
 
 class _PastDeadline(Exception):
     """A try of a request that did not finish within the client's ``timeout_s``."""
+
+
+class _AnswerRefused(Exception):
+    """An answer too long to read (over :data:`MAX_ANSWER_BYTES`) or compressed."""
+
+
+def _bound_answer(response: Any) -> None:
+    """An HTTP client's response hook: refuse a compressed answer (its size is known only
+    once inflated) and stop reading one past :data:`MAX_ANSWER_BYTES`."""
+    encoding = response.headers.get("content-encoding", "identity").strip().lower()
+    if encoding not in ("", "identity"):
+        raise _AnswerRefused(f"the endpoint sent a compressed answer ({encoding}), which was not asked for")
+    stream, limit = response.stream, MAX_ANSWER_BYTES
+
+    class Bounded(type(stream)):  # type: ignore[misc] - the client's own stream class, bounded
+        def __init__(self) -> None:
+            pass
+
+        def __iter__(self) -> Any:
+            read = 0
+            for chunk in stream:
+                read += len(chunk)
+                if read > limit:
+                    raise _AnswerRefused(f"the answer had more than {limit / 2**20:g} MB")
+                yield chunk
+
+        def close(self) -> None:
+            stream.close()
+
+    response.stream = Bounded()
+
+
+def _answer_refused(error: BaseException) -> str | None:
+    """The reason of an :class:`_AnswerRefused` that raised ``error`` (the SDK may wrap it), or None."""
+    seen: set[int] = set()
+    cause: BaseException | None = error
+    while cause is not None and id(cause) not in seen:
+        if isinstance(cause, _AnswerRefused):
+            return str(cause)
+        seen.add(id(cause))
+        cause = cause.__cause__ or cause.__context__
+    return None
 
 
 def _message(error: Exception) -> str:

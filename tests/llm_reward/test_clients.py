@@ -174,3 +174,43 @@ def test_redact_removes_keys_and_masked_keys() -> None:
     cleaned = redact(text, [KEY])
     assert KEY not in cleaned and KEY[-4:] not in cleaned and cleaned.count("[redacted]") == 3
     assert redact("nothing here", [KEY, ""]) == "nothing here"
+
+
+def test_a_dripping_model_list_cannot_hold_the_check() -> None:
+    import time
+
+    # the check's GET /models had only the per-read timeout: a byte every 0.2 s held it
+    server = ScriptedLLM([], models=("scripted",) * 50, models_drip=0.2)
+    try:
+        client = client_for(server, retries=1, timeout_s=1.0)
+        started = time.monotonic()
+        client.check()  # past the deadline twice: the first request will tell
+        assert time.monotonic() - started < 5.0
+    finally:
+        server.close()
+
+
+def test_an_answer_past_the_size_bound_fails_without_being_read_whole(scripted, monkeypatch) -> None:
+    import resource
+    import time
+
+    from rewardlab.llm_reward import clients
+
+    monkeypatch.setattr(clients, "MAX_ANSWER_BYTES", 2**20)
+    # 512 MB read whole raised the process's peak memory by more than a gigabyte
+    server = scripted([{"flood": 2**29}])
+    client = client_for(server, retries=2, timeout_s=30.0, sleep=lambda s: None)
+    started, peak = time.monotonic(), resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    with pytest.raises(LLMCallFailed, match="more than 1 MB") as raised:
+        client.complete(MESSAGES)
+    assert raised.value.tries == 1 and len(server.requests) == 1  # not retried
+    assert time.monotonic() - started < 10.0
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - peak < 100 * 1024  # KB
+
+
+def test_a_compressed_answer_is_refused(scripted) -> None:
+    # a compressed answer's size is known only once inflated (a few MB of gzip: gigabytes)
+    server = scripted([{"answer": "hello", "gzip": True}])
+    with pytest.raises(LLMCallFailed, match="compressed"):
+        client_for(server, retries=0).complete(MESSAGES)
+    assert server.headers[0]["accept-encoding"] == "identity"

@@ -6,6 +6,7 @@ order; :class:`ScriptedChatServer` answers the LLM policy's prompts by a rule.
 
 from __future__ import annotations
 
+import gzip
 import json
 import threading
 import time
@@ -29,16 +30,21 @@ class ScriptedLLM:
     given; ``"length"``: cut off by the token limit), ``"sleep": s`` before replying and
     ``"drip": s``, a byte every ``s`` seconds once the headers are sent),
     ``{"status": 429 | 500 | 401, ...}`` (an error; 429 may carry ``"retry_after"``), or
-    ``{"hang": True}`` (never replies until :meth:`close`). Chat requests are recorded in
+    ``{"hang": True}`` (never replies until :meth:`close`), ``{"flood": n}`` (a 200 whose
+    body is ``n`` zero bytes, sent as fast as the client reads); ``"gzip": True`` sends an
+    answer compressed (``Content-Encoding: gzip``). Chat requests are recorded in
     :attr:`requests` (the JSON bodies) and :attr:`headers`.
 
     :param script: the replies.
     :param models: what ``GET /models`` lists.
+    :param models_drip: send ``GET /models``'s answer a byte every ``models_drip`` seconds.
     """
 
-    def __init__(self, script: Iterable[dict[str, Any]], models: Iterable[str] = ("scripted",)):
+    def __init__(self, script: Iterable[dict[str, Any]], models: Iterable[str] = ("scripted",),
+                 models_drip: float = 0.0):
         self.script = list(script)
         self.models = list(models)
+        self.models_drip = models_drip
         self.requests: list[dict[str, Any]] = []
         self.headers: list[dict[str, str]] = []
         self.lock = threading.Lock()
@@ -51,11 +57,13 @@ class ScriptedLLM:
                 pass
 
             def _send(self, status: int, body: dict[str, Any], headers: dict[str, str] | None = None,
-                      drip: float = 0.0) -> None:
-                data = json.dumps(body).encode()
+                      drip: float = 0.0, encoded: bytes | None = None) -> None:
+                data = json.dumps(body).encode() if encoded is None else encoded
                 try:
                     self.send_response(status)
                     self.send_header("Content-Type", "application/json")
+                    if encoded is not None:
+                        self.send_header("Content-Encoding", "gzip")
                     self.send_header("Content-Length", str(len(data)))
                     for name, value in (headers or {}).items():
                         self.send_header(name, value)
@@ -69,11 +77,23 @@ class ScriptedLLM:
                 except OSError:
                     pass  # the client gave up (a timeout test)
 
+            def _flood(self, size: int) -> None:
+                chunk = bytes(1 << 16)
+                try:
+                    self.send_response(200)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(size))
+                    self.end_headers()
+                    for start in range(0, size, len(chunk)):
+                        self.wfile.write(chunk[:size - start])
+                except OSError:
+                    pass  # the client gave up
+
             def do_GET(self) -> None:
                 if self.path.rstrip("/").endswith("/models"):
                     self._send(200, {"object": "list", "data": [
                         {"id": name, "object": "model", "created": 0, "owned_by": "test"} for name in server.models
-                    ]})
+                    ]}, drip=server.models_drip)
                 else:
                     self._send(404, {"error": {"message": "not found"}})
 
@@ -88,6 +108,9 @@ class ScriptedLLM:
                     server.release.wait(120)
                     return
                 time.sleep(reply.get("sleep", 0.0))
+                if "flood" in reply:
+                    self._flood(int(reply["flood"]))
+                    return
                 status = reply.get("status", 200)
                 if status == 401:
                     auth = self.headers.get("Authorization", "")[len("Bearer "):]
@@ -109,7 +132,11 @@ class ScriptedLLM:
                     if usage is not None:
                         response["usage"] = {"prompt_tokens": usage[0], "completion_tokens": usage[1],
                                              "total_tokens": usage[0] + usage[1]}
-                    self._send(200, response, drip=reply.get("drip", 0.0))
+                    if "gzip" in reply:
+                        data = gzip.compress(json.dumps(response).encode())
+                        response = {}
+                    self._send(200, response, drip=reply.get("drip", 0.0),
+                               encoded=data if "gzip" in reply else None)
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
