@@ -11,7 +11,8 @@ four processes, forked from the fork server (see :func:`run_isolated`):
    every capability: being uid 0 of its namespace gives it nothing the caller's user
    lacks, and Landlock decides what of that user's files it may touch;
 3. the namespace's **init** (PID 1): a private mount of a fresh ``/proc`` (no other
-   process of the machine is visible, nor its ``environ``), and the user namespace's
+   process of the machine is visible, nor its ``environ``), the host name
+   :data:`SANDBOX_HOSTNAME` in place of the machine's, and the user namespace's
    inotify, fanotify and namespace counters set to 0 (:data:`ZEROED_COUNTERS`); it runs
 4. the **job** (PID 2), which ends in :func:`confine`: Landlock rules for reads as well
    as writes, all capabilities dropped, ``PR_SET_NO_NEW_PRIVS`` and a seccomp filter.
@@ -202,6 +203,10 @@ def _namespace_holder(job: Callable[[], None], unshared_w: int, mapped_r: int) -
     _exit_like(status)
 
 
+#: the host name inside a worker's namespaces
+SANDBOX_HOSTNAME = b"sandbox"
+
+
 def _namespace_init(job: Callable[[], None]) -> None:
     """PID 1 of the new PID namespace: mount its ``/proc``, run the job as PID 2, exit as it did.
 
@@ -215,6 +220,8 @@ def _namespace_init(job: Callable[[], None]) -> None:
         _check(libc.mount(b"none", b"/", None, _MS_REC | _MS_PRIVATE, None), "mount --make-rprivate /")
         _check(libc.mount(b"proc", b"/proc", b"proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC, None),
                "mount a fresh /proc")
+        # the UTS namespace starts with the machine's name, which a program would read in uname
+        _check(libc.sethostname(SANDBOX_HOSTNAME, len(SANDBOX_HOSTNAME)), "sethostname")
         _zero_namespace_counters()
         worker = os.fork()
         if worker == 0:

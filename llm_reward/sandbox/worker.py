@@ -130,8 +130,10 @@ def _start_companion(companion: str, payload: Any, limits: Limits) -> tuple[sock
 
             torch.set_num_threads(1)
             guard = Guard(writable=[])
+            readable = readable_roots(kernel_views=False)
+            _forget_the_callers_settings(readable)
             # the allowlist, whose refused calls are named to the job over the pair; no /proc
-            confine(None, readable_roots(kernel_views=False), (), companion=theirs)
+            confine(None, readable, (), companion=theirs)
             guard.install()
             guard.snapshot_modules()
             function(payload, theirs, guard)
@@ -147,6 +149,48 @@ def _start_companion(companion: str, payload: Any, limits: Limits) -> tuple[sock
     theirs.close()
     make_undumpable()
     return ours, pid
+
+
+#: the environment a companion keeps: its threads and locale
+_COMPANION_ENVIRONMENT = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "LANG", "LC_ALL")
+
+
+def _forget_the_callers_settings(readable: list[str]) -> None:
+    """Drop from the companion's process what it holds of its callers' settings and no
+    program needs: the environment but for :data:`_COMPANION_ENVIRONMENT` (the caller's
+    ``PATH`` and import path among the rest), the fork server's command line (``sys.argv``,
+    ``sys.orig_argv``), the import path's folders it may not read, and the strings of the
+    command line and environment the process started with (what ``/proc/self/cmdline``
+    and ``/proc/self/environ`` show), which ``ctypes`` reads from the top of the stack.
+
+    Their copies freed on the heap stay until reused: a program that scans its memory may
+    still find pieces of them.
+
+    :param readable: what the companion may read (:func:`readable_roots`).
+    """
+    kept = {name: os.environ[name] for name in _COMPANION_ENVIRONMENT if name in os.environ}
+    os.environ.clear()  # unsetenv each: the C library's environment holds none of the block
+    os.environ.update(kept)
+    sys.argv[:] = [""]
+    sys.orig_argv[:] = []
+    sys.path[:] = [path for path in sys.path if any(
+        path == root or path.startswith(root.rstrip(os.sep) + os.sep) for root in readable)]
+    for path in [path for path in sys.path_importer_cache if path not in sys.path]:
+        del sys.path_importer_cache[path]
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None)
+        # glibc's program_invocation_name is argv[0], the first of the strings the kernel put
+        # at the top of the stack; AT_EXECFN, the program's file name, follows the last
+        start = ctypes.c_void_p.in_dll(libc, "program_invocation_name").value
+        libc.getauxval.restype = ctypes.c_ulong
+        libc.getauxval.argtypes = [ctypes.c_ulong]
+        end = libc.getauxval(31)
+    except (OSError, AttributeError, ValueError):
+        return  # not glibc: the block stays
+    if start and end and 0 < end - start < 2**21:
+        ctypes.memset(start, 0, end - start)
 
 
 def _describe_error(error: BaseException) -> str:

@@ -233,3 +233,49 @@ def test_the_program_reads_nothing_of_the_machines_layout() -> None:
     assert result.failure is not None and "seen=" in result.failure.reason, result.failure
     seen = result.failure.reason.rsplit("seen=", 1)[1].split(",")
     assert seen == [""], seen
+
+
+# With /proc closed, the same facts were still in the program's own process: the caller's
+# PATH and import path in os.environ and sys.path, the fork server's command line (its
+# socket's folder) in sys.argv and sys.orig_argv, all of them again in the environment
+# block the process started with (which /proc/self/environ shows), and the machine's
+# host name in uname.
+_CALLERS_SETTINGS = """
+def compute_reward(x):
+""" + _GUARD_OFF + """
+    ctypes, sys, os = load("ctypes"), torch.sys, torch.os
+    libc = ctypes.CDLL(None)
+    start = ctypes.c_void_p.in_dll(libc, "program_invocation_name").value
+    libc.getauxval.restype = ctypes.c_ulong
+    libc.getauxval.argtypes = [ctypes.c_ulong]
+    end = libc.getauxval(31)  # AT_EXECFN, just past the environment's strings
+    views = {
+        "environ": builtins.repr(builtins.dict(os.environ)),
+        "argv": builtins.repr(sys.argv) + builtins.repr(sys.orig_argv),
+        "path": [*sys.path, *sys.path_importer_cache],  # whole entries
+        "block": ctypes.string_at(start, end - start).decode("latin-1") if start and end > start else "",
+    }
+    seen = [view + ":" + builtins.str(index) for view, text in views.items()
+            for index, marker in builtins.enumerate(MARKERS) if marker in text]
+    if os.uname().nodename == HOST:
+        seen.append("hostname")
+    raise ValueError("seen=" + ",".join(seen))
+"""
+
+
+def test_the_program_finds_none_of_the_callers_settings_in_its_process() -> None:
+    import os
+    import socket
+    import sys
+
+    from rewardlab.llm_reward.sandbox.isolation import readable_roots
+
+    roots = readable_roots(kernel_views=False)
+    hidden = [path for path in sys.path if path and not any(
+        path == root or path.startswith(root + os.sep) for root in roots)]
+    markers = ["rewardlab-forkserver-", os.environ["PATH"], *hidden]
+    source = _CALLERS_SETTINGS.replace("MARKERS", repr(markers)).replace("HOST", repr(socket.gethostname()))
+    result = evaluate_hostile(source)
+    assert result.failure is not None and "seen=" in result.failure.reason, result.failure
+    seen = result.failure.reason.rsplit("seen=", 1)[1].split(",")
+    assert seen == [""], (seen, markers)
