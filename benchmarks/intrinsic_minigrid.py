@@ -218,18 +218,22 @@ def run(task: str, method: str, seed: int, *, num_envs: int, minutes: float, ste
 
 
 def load_runs(path: Path, out: Path = SUMMARY) -> list[dict[str, Any]]:
-    """The recorded runs: the JSON lines of ``path`` or, when it does not exist, the runs kept
-    in the summary ``out.json``.
+    """The recorded runs: those kept in the summary ``out.json``, then the JSON lines of
+    ``path`` that it does not hold yet (new runs append there, and a summary keeps them all).
 
     :param path: the runs, one JSON line each
     :param out: the summary's path, without suffix
     """
-    if path.exists():
-        return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
     kept = out.with_suffix(".json")
-    if not kept.exists():
-        raise FileNotFoundError(f"no runs: neither {path} nor {kept} exists; run a task first")
-    return json.loads(kept.read_text())["runs"]
+    runs = json.loads(kept.read_text())["runs"] if kept.exists() else []
+    known = {json.dumps(run, sort_keys=True) for run in runs}
+    for line in path.read_text().splitlines() if path.exists() else []:
+        if line.strip() and json.dumps(json.loads(line), sort_keys=True) not in known:
+            runs.append(json.loads(line))
+            known.add(json.dumps(runs[-1], sort_keys=True))
+    if not runs:
+        raise FileNotFoundError(f"no runs: neither {path} nor {kept} holds any; run a task first")
+    return runs
 
 
 def budget(record: dict[str, Any]) -> str:
