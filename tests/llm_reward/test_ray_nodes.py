@@ -82,6 +82,7 @@ class Cluster:
         self.address = f"127.0.0.1:{self.port}"
         self.env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0", "RAY_AUTH_MODE": "disabled"}
         self.nodes: dict[str, subprocess.Popen[bytes]] = {}
+        self.killed: set[str] = set()
         self._start("head", ["--head", f"--port={self.port}", "--num-cpus=0", "--include-dashboard=false",
                              f"--temp-dir={self.temp}"], {})
         deadline = time.monotonic() + 120
@@ -119,6 +120,7 @@ class Cluster:
 
     def kill_raylet(self, name: str) -> None:
         """SIGKILL the node's raylet, as a machine that went down would leave it."""
+        self.killed.add(name)  # Ray may list it alive for a while yet
         raylets = [pid for pid in _children(self.nodes[name].pid) if "raylet/raylet" in _command(pid)]
         assert raylets, f"no raylet under {name}'s ray start"
         for pid in raylets:
@@ -249,11 +251,9 @@ def test_the_env_file_beside_the_ray_driver_script_stays_unreadable(cluster: Clu
         (folder / "helper.py").write_text("def touch():\n    return True\n")
         (folder / "driver.py").write_text(textwrap.dedent(DRIVER))
         program = READER.replace("SECRET_FILE", repr(str(folder / ".env")))
-        # a node that can run the sandbox, whichever the node-loss test left alive
-        if not ray.is_initialized():  # the executor's shutdown disconnected this process
-            ray.init(address=cluster.address, logging_level="ERROR")
-        node = next(name for name in ("node_a", "node_b") if any(
-            entry["Alive"] and name in entry["Resources"] for entry in ray.nodes()))
+        # a node that can run the sandbox, whichever the node-loss test left alive (Ray's
+        # own list may still show a killed node alive until its heartbeats time out)
+        node = next(name for name in ("node_a", "node_b") if name not in cluster.killed)
         done = subprocess.run([sys.executable, str(folder / "driver.py"), cluster.address, program, node], cwd=folder,
                               env=cluster.env, capture_output=True, text=True, timeout=300)
         assert done.returncode == 0, done.stderr[-3000:]
