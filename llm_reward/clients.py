@@ -504,8 +504,7 @@ class OpenAICompatibleClient(ChatClient):
             api_key=api_key or "not-needed", base_url=base_url, timeout=timeout_s, max_retries=0,
             default_headers={"Accept-Encoding": "identity"},
             http_client=openai.DefaultHttpxClient(event_hooks={"response": [_bound_answer]}),
-        )
-        self._client = self._new_client()
+        )  # a client for each try (_within_deadline), closed when it ends
 
     def describe(self) -> str:
         """``provider:model at base_url``."""
@@ -575,12 +574,11 @@ class OpenAICompatibleClient(ChatClient):
         thread = threading.Thread(target=run, name="rewardlab-llm-request", daemon=True)
         thread.start()
         thread.join(self.timeout_s)
+        client.close()  # past the deadline, this ends the blocked read with its connection
         if thread.is_alive():
-            client.close()
             raise _PastDeadline(f"the answer was not complete within {self.timeout_s:g} s")
-        client.close()
         if "error" in outcome:
-            refused = _answer_refused(outcome["error"])
+            refused = _cause(outcome["error"], _AnswerRefused)
             if refused is not None:  # not retried: the server would send the same again
                 raise LLMCallFailed(self._secret_free(f"{self.describe()}: {refused}"))
             raise outcome["error"]
@@ -691,16 +689,22 @@ class OpenAICompatibleClient(ChatClient):
         return redact(text, self.secrets)
 
 
-def _refused(error: BaseException) -> bool:
-    """Whether a connection error was refused outright: nothing listens at that port."""
+def _cause(error: BaseException, kind: type[BaseException]) -> BaseException | None:
+    """The first exception of ``kind`` in ``error``'s chain of causes (the SDK wraps the
+    transport's), or None."""
     seen: set[int] = set()
     cause: BaseException | None = error
     while cause is not None and id(cause) not in seen:
-        if isinstance(cause, ConnectionRefusedError):
-            return True
+        if isinstance(cause, kind):
+            return cause
         seen.add(id(cause))
         cause = cause.__cause__ or cause.__context__
-    return False
+    return None
+
+
+def _refused(error: BaseException) -> bool:
+    """Whether a connection error was refused outright: nothing listens at that port."""
+    return _cause(error, ConnectionRefusedError) is not None
 
 
 class _PastDeadline(Exception):
@@ -735,18 +739,6 @@ def _bound_answer(response: Any) -> None:
             stream.close()
 
     response.stream = Bounded()
-
-
-def _answer_refused(error: BaseException) -> str | None:
-    """The reason of an :class:`_AnswerRefused` that raised ``error`` (the SDK may wrap it), or None."""
-    seen: set[int] = set()
-    cause: BaseException | None = error
-    while cause is not None and id(cause) not in seen:
-        if isinstance(cause, _AnswerRefused):
-            return str(cause)
-        seen.add(id(cause))
-        cause = cause.__cause__ or cause.__context__
-    return None
 
 
 def _message(error: Exception) -> str:
