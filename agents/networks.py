@@ -73,14 +73,16 @@ class ActorCritic(nn.Module):
         self.discrete = isinstance(action_space, gymnasium.spaces.Discrete)
         action_dim = int(action_space.n) if self.discrete else int(action_space.shape[0])
 
+        if image_shape is not None and int(np.prod(image_shape)) != obs_dim:
+            raise ValueError(
+                f"image_shape={list(image_shape)} holds {int(np.prod(image_shape))} values, the "
+                f"observations {obs_dim} (shape {observation_space.shape}); give the image's "
+                "(height, width, channels)"
+            )
+
         def reader() -> tuple[list[nn.Module], int]:
+            """The layers that read an observation for one network, and their output width."""
             if image_shape is not None:
-                if int(np.prod(image_shape)) != obs_dim:
-                    raise ValueError(
-                        f"image_shape={list(image_shape)} holds {int(np.prod(image_shape))} values, the "
-                        f"observations {obs_dim} (shape {observation_space.shape}); give the image's "
-                        "(height, width, channels)"
-                    )
                 encoder = ImageEncoder(image_shape)
                 return [encoder], encoder.out_features
             return ([nn.Flatten()] if len(observation_space.shape) > 1 else []), obs_dim
