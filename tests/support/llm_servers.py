@@ -57,22 +57,24 @@ class ScriptedLLM:
                 pass
 
             def _send(self, status: int, body: dict[str, Any], headers: dict[str, str] | None = None,
-                      drip: float = 0.0, encoded: bytes | None = None) -> None:
-                data = json.dumps(body).encode() if encoded is None else encoded
+                      drip: float = 0.0, gzipped: bool = False) -> None:
+                data = json.dumps(body).encode()
+                data = gzip.compress(data) if gzipped else data
                 try:
                     self.send_response(status)
                     self.send_header("Content-Type", "application/json")
-                    if encoded is not None:
+                    if gzipped:
                         self.send_header("Content-Encoding", "gzip")
                     self.send_header("Content-Length", str(len(data)))
                     for name, value in (headers or {}).items():
                         self.send_header(name, value)
                     self.end_headers()
-                    for index in range(len(data)) if drip else ():
-                        self.wfile.write(data[index:index + 1])
-                        self.wfile.flush()
-                        time.sleep(drip)
-                    if not drip:
+                    if drip:
+                        for index in range(len(data)):
+                            self.wfile.write(data[index:index + 1])
+                            self.wfile.flush()
+                            time.sleep(drip)
+                    else:
                         self.wfile.write(data)
                 except OSError:
                     pass  # the client gave up (a timeout test)
@@ -132,11 +134,7 @@ class ScriptedLLM:
                     if usage is not None:
                         response["usage"] = {"prompt_tokens": usage[0], "completion_tokens": usage[1],
                                              "total_tokens": usage[0] + usage[1]}
-                    if "gzip" in reply:
-                        data = gzip.compress(json.dumps(response).encode())
-                        response = {}
-                    self._send(200, response, drip=reply.get("drip", 0.0),
-                               encoded=data if "gzip" in reply else None)
+                    self._send(200, response, drip=reply.get("drip", 0.0), gzipped=bool(reply.get("gzip")))
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
