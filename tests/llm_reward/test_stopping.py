@@ -7,8 +7,11 @@ real evaluation killing a sandboxed training at its rung."""
 from __future__ import annotations
 
 import json
+import multiprocessing
+import os
 import re
 import shutil
+import signal
 from pathlib import Path
 
 import pytest
@@ -214,6 +217,50 @@ def test_a_search_resumed_after_a_kill_mid_rung_stops_and_continues_the_same_can
     # trained again: what was not journaled (iteration 2's other two, iteration 3, finalists, final)
     retrained = {task.key for task in executor.tasks if "/" not in task.key and ":" not in task.key}
     assert retrained == {f"it01_s{s:02d}" for s in range(4)} - set(journaled) | {f"it02_s{s:02d}" for s in range(4)}
+    assert resumed.best.key == straight.best.key  # type: ignore[attr-defined]
+
+
+class KilledMidRung(CurveExecutor):
+    """The scripted evaluations, until the stalled candidate of iteration 2 has passed its first
+    rung and not reached its second: there the whole process is killed (SIGKILL, as ``kill -9``
+    would), whatever the other worker thread is writing."""
+
+    def _run(self, task: EvalTask) -> TrainingRun:
+        if task.key == "it01_s02":
+            stopper = StopRule.from_dict(task.stop_rule).stopper()  # type: ignore[arg-type]
+            assert stopper.at(0, task.steps // CHECKPOINTS, STALLED[0]) is None  # past the first rung
+            os.kill(os.getpid(), signal.SIGKILL)
+        return super()._run(task)
+
+
+def _search_killed_mid_rung(tmp_path: Path) -> None:
+    answers = tmp_path / "answers.jsonl"
+    search(curve_config(answers), tmp_path / "killed", client=make_client(f"replay:{answers}"),
+           executor=KilledMidRung(), llm_concurrency=1)
+
+
+def test_a_search_killed_with_sigkill_mid_rung_resumes_and_stops_the_same_candidates(tmp_path: Path) -> None:
+    straight, _ = run_curves(tmp_path, "straight")  # also writes the answers file the killed one reads
+    child = multiprocessing.get_context("fork").Process(target=_search_killed_mid_rung, args=(tmp_path,))
+    child.start()
+    child.join(120)
+    assert child.exitcode == -signal.SIGKILL
+    written = [json.loads(line) for line in (tmp_path / "killed" / "journal.jsonl").read_text().splitlines()]
+    evaluated = {record["key"] for record in written if record["type"] == "evaluation"}
+    assert "it00_s00" in evaluated and "it01_s02" not in evaluated  # killed while it trained
+    assert not [record for record in written if record["type"] in ("finalist", "final")]
+    # the replayed LLM goes on where it was: the answers the killed search had asked for are journaled
+    asked = sum(record["type"] == "answer" for record in written)
+    assert asked == 8
+    rest = tmp_path / "rest.jsonl"
+    rest.write_text("".join(json.dumps({"text": text}) + "\n" for text in ANSWERS[asked:]))
+    executor = CurveExecutor()
+    resumed = search(curve_config(tmp_path / "answers.jsonl"), tmp_path / "killed", client=make_client(f"replay:{rest}"),
+                     executor=executor, llm_concurrency=1, resume=True)
+    assert stops(resumed) == stops(straight) and stops(resumed)["it01_s02"] == (1, 4.5)
+    assert [c.status for c in resumed.candidates] == [c.status for c in straight.candidates]  # type: ignore[attr-defined]
+    assert "it01_s02" in {task.key for task in executor.tasks}  # trained again, from its start
+    assert "it00_s00" not in {task.key for task in executor.tasks}  # journaled before the kill: kept
     assert resumed.best.key == straight.best.key  # type: ignore[attr-defined]
 
 
