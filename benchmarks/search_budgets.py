@@ -35,7 +35,7 @@ from typing import Any
 from benchmarks.machine import describe_machine, recorded_args
 from rewardlab.llm_reward import evaluate, reference_programs
 from rewardlab.llm_reward.programs.references import SHAPING
-from rewardlab.llm_reward.search.budgets import default_budget, learner_discount
+from rewardlab.llm_reward.search.budgets import Budget, default_budget, learner_discount
 
 #: the code whose figures this benchmark measures (see benchmarks/freshness.py)
 MEASURES = (
@@ -56,8 +56,14 @@ SOLVED = {"CartPole-v1": 475.0, "MountainCar-v0": -150.0, "Acrobot-v1": -100.0, 
 MODES = {"on": (True,), "off": (False,), "both": (False, True)}
 
 
-def train(env_id: str, label: str, seed: int, compile: bool, steps: int | None = None) -> dict[str, Any]:
+def budget_for(env_id: str, steps: int | None = None, num_envs: int | None = None,
+               settings: dict[str, Any] | None = None) -> Budget:
+    """``env_id``'s default budget, with the steps, envs and PPO settings given instead."""
     budget = default_budget(env_id)
+    return Budget(steps or budget.steps, num_envs or budget.num_envs, {**budget.ppo_kwargs, **(settings or {})})
+
+
+def train(env_id: str, label: str, seed: int, compile: bool, budget: Budget, steps: int | None = None) -> dict[str, Any]:
     program = reference_programs(env_id, learner_discount(budget.ppo_kwargs, SHAPING))[label]
     start = time.monotonic()
     result = evaluate(program, env_id, steps=steps or budget.steps, seeds=[seed], num_envs=budget.num_envs,
@@ -76,15 +82,20 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--compile", choices=tuple(MODES), default="on",
                         help="PPO compiled (the search's default), eager, or both side by side")
+    parser.add_argument("--steps", type=int, help="train this many env steps instead of the default budget's")
+    parser.add_argument("--num-envs", type=int, help="over this many envs instead of the default budget's")
+    parser.add_argument("--set", type=json.loads, default={}, metavar="JSON",
+                        help="PPO settings over the default budget's, e.g. '{\"n_epochs\": 5}'")
     parser.add_argument("--name", default="search_budgets", help="results file name")
     args = parser.parse_args()
+    budgets = {env_id: budget_for(env_id, args.steps, args.num_envs, args.set) for env_id in args.envs}
     modes = MODES[args.compile]
     start = time.monotonic()
     # each budget's fork server (per env and mode) started, and its graphs loaded, untimed
-    started = {(env_id, mode): train(env_id, "human", 0, mode, steps=1)["wall_s"]
+    started = {(env_id, mode): train(env_id, "human", 0, mode, budgets[env_id], steps=1)["wall_s"]
                for env_id in args.envs for mode in modes}
     # seed by seed, the modes next to each other, so that both meet the same load
-    jobs = [(env_id, label, 100 + seed, mode) for seed in range(args.seeds) for env_id in args.envs
+    jobs = [(env_id, label, 100 + seed, mode, budgets[env_id]) for seed in range(args.seeds) for env_id in args.envs
             for label in ("human", "sparse") for mode in modes]
     with ThreadPoolExecutor(args.workers) as pool:
         runs = list(pool.map(lambda job: train(*job), jobs))
@@ -93,7 +104,7 @@ def main() -> None:
     for env_id in args.envs:
         for mode in modes:
             rows.append(_row(env_id, mode, [r for r in runs if r["env_id"] == env_id and r["compile"] == mode],
-                             started[env_id, mode]))
+                             started[env_id, mode], budgets[env_id]))
     machine = describe_machine()
     data = {"args": recorded_args(args), "machine": machine, "total_s": total_s, "envs": rows}
     RESULTS.mkdir(exist_ok=True)
@@ -102,7 +113,7 @@ def main() -> None:
         "# The search's default budgets: human vs sparse reference at each task's default",
         "",
         f"Each reference reward trained with PPO in the sandbox at the task's default budget "
-        f"(`rewardlab.llm_reward.search.budgets`), {args.seeds} seeds, fitness = the env's own return of 10 "
+        f"(`rewardlab.llm_reward.search.budgets`){_changed(args)}, {args.seeds} seeds, fitness = the env's own return of 10 "
         f"deterministic episodes at the end; {args.workers} trainings at a time; PPO "
         f"{ {'on': 'compiled', 'off': 'eager', 'both': 'eager and compiled, seed by seed'}[args.compile]}. "
         f"Total {total_s / 60:.1f} min.",
@@ -131,14 +142,23 @@ def main() -> None:
             lines.append(f"| {eager['env_id']} | {eager['wall_s']:.1f} | {fast['wall_s']:.1f} | "
                          f"{eager['wall_s'] / fast['wall_s']:.2f}x |")
     lines += ["", "Reproduce: `python -m benchmarks.search_budgets " + " ".join(
-        ["--envs", *args.envs, "--seeds", str(args.seeds), "--compile", args.compile, "--name", args.name])
+        ["--envs", *args.envs, "--seeds", str(args.seeds), "--compile", args.compile,
+         *([] if args.steps is None else ["--steps", str(args.steps)]),
+         *([] if args.num_envs is None else ["--num-envs", str(args.num_envs)]),
+         *([] if not args.set else ["--set", f"'{json.dumps(args.set)}'"]), "--name", args.name])
         + "`.", ""]
     (RESULTS / f"{args.name}.md").write_text("\n".join(lines))
     print("\n".join(lines))
 
 
-def _row(env_id: str, mode: bool, runs: list[dict[str, Any]], start_s: float) -> dict[str, Any]:
-    budget = default_budget(env_id)
+def _changed(args: argparse.Namespace) -> str:
+    changes = [f"{args.steps:,} steps" if args.steps else "", f"{args.num_envs} envs" if args.num_envs else "",
+               f"PPO settings {json.dumps(args.set)}" if args.set else ""]
+    changes = [change for change in changes if change]
+    return f" with {', '.join(changes)} instead" if changes else ""
+
+
+def _row(env_id: str, mode: bool, runs: list[dict[str, Any]], start_s: float, budget: Budget) -> dict[str, Any]:
     row: dict[str, Any] = {"env_id": env_id, "compile": mode, "steps": budget.steps, "num_envs": budget.num_envs,
                            "ppo_kwargs": budget.ppo_kwargs, "start_s": start_s,
                            "wall_s": statistics.fmean(r["wall_s"] for r in runs),

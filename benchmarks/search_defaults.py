@@ -16,7 +16,12 @@ candidates train on PPO's compiled graphs, the search's default (``--no-compile`
     python -m benchmarks.search_defaults --envs CartPole-v1 --proposers evolve --early-stopping both
 
 ``--early-stopping both`` runs each search without and then with early stopping of candidates
-(the same seeds, one after the other, env by env), to compare wall time and final score.
+(the same seeds, one after the other, env by env), to compare wall time and final score;
+``--prescreen off reject`` adds the prescreen (candidates scored on stored trajectories of known
+return, the poorly ranking ones sent back untrained) as a second setting, interleaved with the
+first, to see which of the two saves time where and what they do together:
+
+    python -m benchmarks.search_defaults --envs CartPole-v1 --proposers evolve --early-stopping both --prescreen off reject
 
 Writes ``benchmarks/results/search_defaults.{json,md}``.
 """
@@ -60,8 +65,10 @@ TASKS = {
 SOLVED = {"CartPole-v1": 475.0, "MountainCar-v0": -150.0, "Acrobot-v1": -100.0, "Pendulum-v1": -400.0}
 
 
-def run(env_id: str, proposer: str, args: argparse.Namespace, early_stopping: bool = True) -> dict[str, Any]:
-    out = Path(args.out) / f"{env_id}.{proposer}{'' if early_stopping else '.no_early_stopping'}"
+def run(env_id: str, proposer: str, args: argparse.Namespace, early_stopping: bool = True,
+        prescreen: str = "off") -> dict[str, Any]:
+    out = Path(args.out) / (f"{env_id}.{proposer}{'' if early_stopping else '.no_early_stopping'}"
+                            f"{'' if prescreen == 'off' else '.prescreen_' + prescreen}")
     shutil.rmtree(out, ignore_errors=True)
     task = TASKS.get(env_id, "Maximise the episode return.")
     client = None
@@ -80,7 +87,7 @@ def run(env_id: str, proposer: str, args: argparse.Namespace, early_stopping: bo
     else:
         config = SearchConfig(env_id=env_id, task=task, proposer=proposer, iterations=args.iterations,
                               samples=args.samples, final_seeds=args.final_seeds, seed=args.seed,
-                              compile=args.compile, early_stopping=early_stopping)
+                              compile=args.compile, early_stopping=early_stopping, prescreen=prescreen)
     start = time.perf_counter()
     result = search(config, out, client=client, workers=args.workers)
     data = summary(result)
@@ -88,7 +95,7 @@ def run(env_id: str, proposer: str, args: argparse.Namespace, early_stopping: bo
     data["best_source"] = result.best.source if result.best else None
     data["proposer"] = proposer
     data["compile"] = config.compile
-    print(f"{env_id} {proposer} (early stopping {'on' if early_stopping else 'off'}): best {data['final'].get('best', {}).get('mean')}, normalised "
+    print(f"{env_id} {proposer} (early stopping {'on' if early_stopping else 'off'}, prescreen {prescreen}): best {data['final'].get('best', {}).get('mean')}, normalised "
           f"{data['normalized_score']}, {data['wall_s']:.0f} s", flush=True)
     return data
 
@@ -123,6 +130,13 @@ def _early_stopping(row: dict[str, Any]) -> str:
     return f"on: {len(data['stopped'])} stopped, {share:.0%} of steps saved"
 
 
+def _prescreen(row: dict[str, Any]) -> str:
+    data = row.get("prescreen")
+    if not data:
+        return "off"
+    return f"{data['mode']}: {data['rejected']} of {data['scored']} rejected"
+
+
 def markdown(rows: list[dict[str, Any]], args: argparse.Namespace, machine: dict[str, Any], total_s: float) -> str:
     lines = [
         "# The reward search at its defaults: evolve vs evolve-random",
@@ -137,9 +151,9 @@ def markdown(rows: list[dict[str, Any]], args: argparse.Namespace, machine: dict
         f"deterministic episodes. {args.workers} evaluations at a time; total {total_s / 60:.1f} min.",
         f"Machine: {machine['summary']}.",
         "",
-        "| env | proposer | PPO | early stopping | finalists | trained | steps x envs | best, 5 seeds | solves | human, 5 seeds | sparse, 5 seeds | normalised "
+        "| env | proposer | PPO | early stopping | prescreen | finalists | trained | steps x envs | best, 5 seeds | solves | human, 5 seeds | sparse, 5 seeds | normalised "
         "score | IQM best [95% CI] | P(best > human) | wall min | candidates/min |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for row in rows:
         stats = row.get("final_statistics", {})
@@ -154,7 +168,7 @@ def markdown(rows: list[dict[str, Any]], args: argparse.Namespace, machine: dict
         rate = row["cost"]["candidates_per_minute"]
         lines.append(
             f"| {row['env_id']} | {row['proposer']} | {'compiled' if row.get('compile') else 'eager'} | "
-            f"{_early_stopping(row)} | {_finalists(row)} | "
+            f"{_early_stopping(row)} | {_prescreen(row)} | {_finalists(row)} | "
             f"{row['trained']} of {row['candidates']} | "
             f"{row['steps']:,} x {row['num_envs']} | {_mean(row, 'best')} | "
             f"{solves} | {_mean(row, 'human')} | {_mean(row, 'sparse')} | {'-' if score is None else f'{score:.2f}'} | "
@@ -170,7 +184,8 @@ def markdown(rows: list[dict[str, Any]], args: argparse.Namespace, machine: dict
         "",
         "Reproduce: `python -m benchmarks.search_defaults " + " ".join(
             ["--envs", *args.envs, "--proposers", *args.proposers, *([] if args.compile else ["--no-compile"]),
-             *([] if getattr(args, "early_stopping", "on") == "on" else ["--early-stopping", args.early_stopping])])
+             *([] if getattr(args, "early_stopping", "on") == "on" else ["--early-stopping", args.early_stopping]),
+             *([] if getattr(args, "prescreen", ["off"]) == ["off"] else ["--prescreen", *args.prescreen])])
         + "`.",
         "",
     ]
@@ -179,14 +194,14 @@ def markdown(rows: list[dict[str, Any]], args: argparse.Namespace, machine: dict
 
 def merge(args: argparse.Namespace) -> None:
     """Combine results files (``--merge A B``): B's (env, proposer) rows replace A's."""
-    rows: dict[tuple[str, str, bool | None], dict[str, Any]] = {}
+    rows: dict[tuple[str, str, bool | None, str], dict[str, Any]] = {}
     sources = []
     for name in args.merge:
         data = json.loads((RESULTS / f"{name}.json").read_text())
         sources.append(data)
         for row in data.get("searches", []):
             stopping = (row.get("early_stopping") or {}).get("on")
-            rows[(row["env_id"], row["proposer"], stopping)] = row
+            rows[(row["env_id"], row["proposer"], stopping, (row.get("prescreen") or {}).get("mode", "off"))] = row
     # a merged file (``runs``) brings the runs it was merged from
     runs = [run for name, data in zip(args.merge, sources) for run in data.get("runs") or [
         {"name": name, "args": data["args"], "total_s": data["total_s"]}]]
@@ -222,6 +237,9 @@ def main() -> None:
     parser.add_argument("--early-stopping", choices=("on", "off", "both"), default="on",
                         help="early stopping of candidates (the search's default: on); both: each search "
                              "off, then on")
+    parser.add_argument("--prescreen", nargs="+", choices=("off", "reject", "audit"), default=["off"],
+                        help="the prescreen setting(s), interleaved with --early-stopping's (the search's "
+                             "default: off)")
     parser.add_argument("--out", default="runs/bench_search_defaults")
     parser.add_argument("--name", default="search_defaults", help="results file name")
     parser.add_argument("--merge", nargs="+", metavar="NAME",
@@ -233,8 +251,9 @@ def main() -> None:
         return
     start = time.perf_counter()
     settings = {"on": (True,), "off": (False,), "both": (False, True)}[args.early_stopping]
-    rows = [run(env_id, proposer, args, early_stopping) for env_id in args.envs for proposer in args.proposers
-            if proposer != "replay" or _has_corpus(env_id) for early_stopping in settings]
+    rows = [run(env_id, proposer, args, early_stopping, prescreen) for env_id in args.envs
+            for proposer in args.proposers if proposer != "replay" or _has_corpus(env_id)
+            for prescreen in args.prescreen for early_stopping in settings]
     total_s = time.perf_counter() - start
     machine = describe_machine()
     RESULTS.mkdir(exist_ok=True)

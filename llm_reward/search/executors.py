@@ -13,13 +13,15 @@ same. Nodes need rewardlab installed, as for any Ray task.
 from __future__ import annotations
 
 import abc
+import itertools
 import os
+import queue
 import stat
 import tempfile
 import threading
 from collections import Counter
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -104,6 +106,12 @@ def run_task(task: EvalTask, run_dir: str | os.PathLike[str] | None = None) -> T
 class Executor(abc.ABC):
     """Runs evaluations concurrently; :meth:`submit` returns a future of the result.
 
+    Evaluations start in the order they were submitted, those submitted with
+    ``background=True`` only when no other evaluation waits for a slot: work that can wait
+    (the references' final seeds, which do not depend on the search) fills the slots the
+    search's iterations leave idle (a stopped candidate's, or all of them while an iteration
+    waits for its slowest candidate or for the LLM) instead of adding its time at the end.
+
     :param workers: how many evaluations run at once.
     :param thread_prefix: name prefix of the threads that wait on the evaluations.
     """
@@ -112,21 +120,51 @@ class Executor(abc.ABC):
         if workers < 1:
             raise ValueError(f"workers must be at least 1, got workers={workers!r}")
         self.workers = workers
-        self._pool = ThreadPoolExecutor(workers, thread_name_prefix=thread_prefix)
+        self._closed = False
+        # (lane, order, future, run): lane 0 before lane 1, each in submission order; None ends a thread
+        self._queue: queue.PriorityQueue[tuple[int, int, Any, Any]] = queue.PriorityQueue()
+        self._order = itertools.count()
+        self._threads = [threading.Thread(target=self._work, name=f"{thread_prefix}_{index}", daemon=True)
+                         for index in range(workers)]
+        for thread in self._threads:
+            thread.start()
 
-    def submit(self, task: EvalTask, on_start: Callable[[], None] | None = None) -> Future[TrainingRun]:
+    def submit(self, task: EvalTask, on_start: Callable[[], None] | None = None, background: bool = False,
+               on_done: Callable[[TrainingRun], None] | None = None) -> Future[TrainingRun]:
         """Queue ``task``; it starts when one of the ``workers`` slots is free.
 
         :param task: what to evaluate.
         :param on_start: called when the evaluation starts (for progress displays).
+        :param background: start it only when nothing else waits for a slot.
+        :param on_done: called with the result before the future has it (to journal it
+            even if no one is waiting for it yet).
         """
 
         def run() -> TrainingRun:
             if on_start is not None:
                 on_start()
-            return self._run(task)
+            result = self._run(task)
+            if on_done is not None:
+                on_done(result)
+            return result
 
-        return self._pool.submit(run)
+        if self._closed:
+            raise RuntimeError("this executor was shut down; make a new one")
+        future: Future[TrainingRun] = Future()
+        self._queue.put((1 if background else 0, next(self._order), future, run))
+        return future
+
+    def _work(self) -> None:
+        while True:
+            _, _, future, run = self._queue.get()
+            if future is None:
+                return
+            if not future.set_running_or_notify_cancel():
+                continue  # cancelled while it waited
+            try:
+                future.set_result(run())
+            except BaseException as error:  # noqa: BLE001 - the caller sees it through the future
+                future.set_exception(error)
 
     @abc.abstractmethod
     def _run(self, task: EvalTask) -> TrainingRun:
@@ -137,8 +175,18 @@ class Executor(abc.ABC):
         """Where evaluations run, for the report."""
 
     def shutdown(self) -> None:
-        """Stop accepting work and release what the executor holds."""
-        self._pool.shutdown(wait=False, cancel_futures=True)
+        """Stop accepting work and release what the executor holds: what waits is cancelled,
+        what runs finishes in its thread."""
+        self._closed = True
+        while True:
+            try:
+                _, _, future, _ = self._queue.get_nowait()
+            except queue.Empty:
+                break
+            if future is not None:
+                future.cancel()
+        for _ in self._threads:
+            self._queue.put((2, next(self._order), None, None))
 
 
 class LocalExecutor(Executor):

@@ -196,11 +196,17 @@ class _Search:
         self._first_prompt = task_prompt(self.description, config.task, examples, source)
         self._trajectories: list[dict[str, Any]] | None = None
         self._stop_rule: StopRule | None = None
+        self._references_ahead: list[TrainingRun | Future[TrainingRun]] = []
+        self._in_background: set[Future[TrainingRun]] = set()
 
     # ------------------------------------------------------------------ the run
     def run(self) -> SearchResult:
         start = time.monotonic()
         try:
+            # the references' final seeds do not depend on the search: queued now, they train
+            # on the slots the candidates leave idle (stopped ones, an iteration's slowest one,
+            # the LLM's answer) and the final re-training waits only for what is left of them
+            self._references_ahead = self._queue_seeds("final", self._reference_jobs(), background=True)
             if self.config.prescreen != "off":
                 self._trajectories = self._load_trajectories()
             if self.config.training_kwargs().get("compile"):
@@ -218,6 +224,8 @@ class _Search:
                 self.store.write_text(name, text)
             return result
         finally:
+            for future in self._in_background:
+                future.cancel()  # what has not started (the search failed or was stopped)
             if self._llm_pool is not None:
                 self._llm_pool.shutdown(wait=False, cancel_futures=True)
             if self._own_executor:
@@ -473,53 +481,85 @@ class _Search:
                            f"best {best.key}")
         return best
 
-    def _final(self, best: Candidate | None) -> dict[str, FinalScore]:
-        """Re-train the best program and the references with the final seeds."""
-        if best is None or self.config.final_seeds == 0:
-            return {}
-        assert best.source is not None
-        sources = {"best": best.source, **{label: self.references[label].source
-                                           for label in ("sparse", "human") if label in self.references}}
+    def _reference_jobs(self) -> list[_SeedJob]:
+        """The sparse and human references' final trainings, one per final seed."""
+        sources = {label: self.references[label].source for label in ("sparse", "human") if label in self.references}
         if sources.get("human") is not None and sources.get("human") == sources.get("sparse"):
             del sources["human"]  # one program (the MuJoCo tasks' env reward): train it once, report it once
-        seeds = [FINAL_SEED_BASE + index for index in range(self.config.final_seeds)]
-        scores = {label: FinalScore(label) for label in sources}
-        pairs = [(label, seed) for label in sources for seed in seeds]
-        jobs = [_SeedJob(f"{label}:{best.key}/seed_{seed}" if label == "best" else f"{label}/seed_{seed}",
-                         sources[label], seed, self.store.path("final", label, f"seed_{seed}"),
-                         {"label": label, "candidate": best.key if label == "best" else None})
-                for label, seed in pairs]
-        for index, result in self._train_seeds("final", "final re-training", jobs):
-            label, seed = pairs[index]
-            self._score(scores[label], seed, result)
+        return [_SeedJob(f"{label}/seed_{seed}", source, seed, self.store.path("final", label, f"seed_{seed}"),
+                         {"label": label, "candidate": None})
+                for label, source in sources.items() for seed in self._final_seed_list()]
+
+    def _final_seed_list(self) -> list[int]:
+        return [FINAL_SEED_BASE + index for index in range(self.config.final_seeds)]
+
+    def _final(self, best: Candidate | None) -> dict[str, FinalScore]:
+        """Re-train the best program with the final seeds, next to the references' trainings."""
+        references, queued = self._reference_jobs(), self._references_ahead
+        if best is None or self.config.final_seeds == 0:
+            for item in queued:
+                if isinstance(item, Future):
+                    item.cancel()  # nothing to compare them with
+            return {}
+        assert best.source is not None
+        jobs = [_SeedJob(f"best:{best.key}/seed_{seed}", best.source, seed,
+                         self.store.path("final", "best", f"seed_{seed}"), {"label": "best", "candidate": best.key})
+                for seed in self._final_seed_list()]
+        queued = self._queue_seeds("final", jobs) + queued
+        jobs += references
+        scores = {label: FinalScore(label) for label in dict.fromkeys(job.fields["label"] for job in jobs)}
+        for index, result in self._train_seeds("final", "final re-training", jobs, queued):
+            self._score(scores[jobs[index].fields["label"]], jobs[index].seed, result)
         for score in scores.values():
             score.fitness = dict(sorted(score.fitness.items()))
         return scores
 
-    def _train_seeds(self, kind: str, stage: str, jobs: list[_SeedJob]) -> Iterator[tuple[int, TrainingRun]]:
-        """Each job's one-seed training as ``(index, result)``: from the journal's ``kind``
-        records where it ran before, else trained now and journaled, as they finish."""
-        self.progress.start_iteration(0, len(jobs), stage=stage)
-        pending: dict[Future[TrainingRun], int] = {}
-        for index, job in enumerate(jobs):
+    def _queue_seeds(self, kind: str, jobs: list[_SeedJob],
+                     background: bool = False) -> list[TrainingRun | Future[TrainingRun]]:
+        """Each job's result from the journal's ``kind`` records where it ran before, else its
+        training, queued (``background``: behind every other evaluation) and journaled when it ends."""
+        queued: list[TrainingRun | Future[TrainingRun]] = []
+        for job in jobs:
             record = self.store.get(kind, job.key)
             if record is not None:
-                self.progress.finished(job.key, trained=False)
-                yield index, TrainingRun.from_dict(record["result"])
+                queued.append(TrainingRun.from_dict(record["result"]))
                 continue
+
+            def journal(result: TrainingRun, job: _SeedJob = job) -> None:
+                self.store.append({"type": kind, "key": job.key, **job.fields, "seed": job.seed,
+                                   "result": result.to_dict()})
+
             task = self._task(job.key, job.source, [job.seed], job.run_dir)
-            pending[self.executor.submit(task, self.progress.started)] = index
+            future = self.executor.submit(task, None if background else self.progress.started,
+                                          background=background, on_done=journal)
+            if background:
+                self._in_background.add(future)
+            queued.append(future)
+        return queued
+
+    def _train_seeds(self, kind: str, stage: str, jobs: list[_SeedJob],
+                     queued: list[TrainingRun | Future[TrainingRun]] | None = None) -> Iterator[tuple[int, TrainingRun]]:
+        """Each job's one-seed training as ``(index, result)``, as they finish: from the journal
+        where it ran before, else trained now (or ``queued`` before, :meth:`_queue_seeds`)."""
+        self.progress.start_iteration(0, len(jobs), stage=stage)
+        pending: dict[Future[TrainingRun], int] = {}
+        for index, item in enumerate(self._queue_seeds(kind, jobs) if queued is None else queued):
+            if isinstance(item, Future):
+                pending[item] = index
+                continue
+            self.progress.finished(jobs[index].key, trained=False)
+            yield index, item
         for future in as_completed(pending):
             index = pending[future]
             job = jobs[index]
+            counted = future not in self._in_background  # a background one never showed as running
             try:
                 result = future.result()
             except Exception as error:  # noqa: BLE001 - a seed that could not run is a failed seed, not the end
-                self.progress.finished(job.key, trained=True)
+                self.progress.finished(job.key, trained=counted)
                 yield index, self._failed_run(job.source, error)  # not journalled: a resumed search tries again
                 continue
-            self.store.append({"type": kind, "key": job.key, **job.fields, "seed": job.seed, "result": result.to_dict()})
-            self.progress.finished(job.key, trained=True)
+            self.progress.finished(job.key, trained=counted)
             yield index, result
 
     def _failed_run(self, source: str, error: BaseException) -> TrainingRun:

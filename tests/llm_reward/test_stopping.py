@@ -12,6 +12,7 @@ import os
 import re
 import shutil
 import signal
+import threading
 from pathlib import Path
 
 import pytest
@@ -248,7 +249,8 @@ def test_a_search_killed_with_sigkill_mid_rung_resumes_and_stops_the_same_candid
     written = [json.loads(line) for line in (tmp_path / "killed" / "journal.jsonl").read_text().splitlines()]
     evaluated = {record["key"] for record in written if record["type"] == "evaluation"}
     assert "it00_s00" in evaluated and "it01_s02" not in evaluated  # killed while it trained
-    assert not [record for record in written if record["type"] in ("finalist", "final")]
+    assert not [record for record in written if record["type"] == "finalist"
+                or (record["type"] == "final" and record["label"] == "best")]
     # the replayed LLM goes on where it was: the answers the killed search had asked for are journaled
     asked = sum(record["type"] == "answer" for record in written)
     assert asked == 8
@@ -260,7 +262,8 @@ def test_a_search_killed_with_sigkill_mid_rung_resumes_and_stops_the_same_candid
     assert stops(resumed) == stops(straight) and stops(resumed)["it01_s02"] == (1, 4.5)
     assert [c.status for c in resumed.candidates] == [c.status for c in straight.candidates]  # type: ignore[attr-defined]
     assert "it01_s02" in {task.key for task in executor.tasks}  # trained again, from its start
-    assert "it00_s00" not in {task.key for task in executor.tasks}  # journaled before the kill: kept
+    kept = evaluated | {record["key"] for record in written if record["type"] == "final"}
+    assert not kept & {task.key for task in executor.tasks}  # journaled before the kill: kept
     assert resumed.best.key == straight.best.key  # type: ignore[attr-defined]
 
 
@@ -342,3 +345,58 @@ def test_a_run_saved_before_early_stopping_existed_resumes_without_it(tmp_path: 
         run_curves(tmp_path, "old", resume=True)
     resumed, executor = run_curves(tmp_path, "old", resume=True, early_stopping=False)
     assert executor.tasks == [] and [c.status for c in resumed.candidates] == ["ok"] * 12  # type: ignore[attr-defined]
+
+
+# ------------------------------------------------------ the references in the background
+class Recorded(Executor):
+    """Evaluations that only record their order; the first waits until it is let go."""
+
+    def __init__(self) -> None:
+        super().__init__(1, "test-order")
+        self.order: list[str] = []
+        self.hold = threading.Event()
+
+    def _run(self, task: EvalTask) -> TrainingRun:
+        if not self.order:
+            self.hold.wait(30)
+        self.order.append(task.key)
+        return TrainingRun(task.env_id, True, 1.0, None, [], [], None, task.steps, 0.0, None, None, None, None, "")
+
+    def describe(self) -> str:
+        return "recorded order (test)"
+
+
+def make(key: str) -> EvalTask:
+    return EvalTask(key=key, source="", env_id="CartPole-v1", steps=1, seeds=(0,), run_dir="", num_envs=1,
+                    ppo_kwargs={}, num_checkpoints=1, eval_episodes=1, timeout_s=1.0)
+
+
+def test_a_background_evaluation_starts_only_when_nothing_else_waits_for_a_slot() -> None:
+    executor = Recorded()
+    done: list[str] = []
+    futures = [executor.submit(make("first")), executor.submit(make("later-1"), background=True),
+               executor.submit(make("now-1")), executor.submit(make("later-2"), background=True),
+               executor.submit(make("now-2"), on_done=lambda result: done.append(result.env_id))]
+    executor.hold.set()
+    for future in futures:
+        future.result(30)
+    assert executor.order == ["first", "now-1", "now-2", "later-1", "later-2"]
+    assert done == ["CartPole-v1"]  # on_done ran before its future had the result
+    executor.shutdown()
+    with pytest.raises(RuntimeError, match="shut down"):
+        executor.submit(make("too late"))
+
+
+def test_the_references_final_seeds_are_queued_before_the_first_candidate_and_trained_once(tmp_path: Path) -> None:
+    result, executor = run_curves(tmp_path, "run")
+    keys = [task.key for task in executor.tasks]
+    references = [key for key in keys if key.startswith(("sparse/", "human/"))]
+    assert references and len(references) == len(set(references))
+    # each reference seed trained before the best program's final seeds, journaled as a final training
+    assert max(keys.index(key) for key in references) < min(i for i, key in enumerate(keys) if key.startswith("best:"))
+    journal = [json.loads(line) for line in (result.out / "journal.jsonl").read_text().splitlines()]  # type: ignore[attr-defined]
+    assert sorted(r["key"] for r in journal if r["type"] == "final" and r["label"] != "best") == sorted(references)
+    assert set(result.final) == {"best", "sparse", "human"}  # type: ignore[attr-defined]
+    # a resumed search trains none of them again
+    again, executor = run_curves(tmp_path, "run", resume=True)
+    assert executor.tasks == [] and again.final["human"].fitness == result.final["human"].fitness  # type: ignore[attr-defined]
