@@ -9,6 +9,7 @@ the same as a bare one.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -17,6 +18,11 @@ import torch
 
 # A success rule: (true last observations, terminated, truncated) -> bool (N,)
 SuccessRule = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
+# How far observations are toward success: obs (N, ...) -> (N,) in [0, 1]
+PartialRule = Callable[[torch.Tensor], torch.Tensor]
+#: an episode's partial success counts in steps of this much (rounded down), so that a
+#: state barely off the start counts 0 and noise in the start states orders no policies
+PARTIAL_STEP = 0.05
 
 
 @dataclass(frozen=True)
@@ -25,10 +31,12 @@ class Episodes:
 
     :param returns: the true return of each env's episode.
     :param successes: whether each episode met the success rule; None without a rule.
+    :param partial: each episode's best partial success (1 for a success); None without a rule.
     """
 
     returns: list[float]
     successes: list[bool] | None = None
+    partial: list[float] | None = None
 
     @property
     def mean_return(self) -> float:
@@ -37,6 +45,14 @@ class Episodes:
     @property
     def success_rate(self) -> float | None:
         return None if self.successes is None else sum(self.successes) / len(self.successes)
+
+    @property
+    def partial_success(self) -> float | None:
+        """The mean of the episodes' partial success, each rounded down to :data:`PARTIAL_STEP`."""
+        if self.partial is None:
+            return None
+        steps = [math.floor(value / PARTIAL_STEP + 1e-9) * PARTIAL_STEP for value in self.partial]
+        return sum(steps) / len(steps)
 
 
 def play_episodes(
@@ -47,6 +63,7 @@ def play_episodes(
     deterministic: bool = True,
     success: SuccessRule | None = None,
     max_steps: int | None = None,
+    partial: PartialRule | None = None,
 ) -> Episodes:
     """Play the first episode of every env of ``env`` to its end and measure it.
 
@@ -59,6 +76,8 @@ def play_episodes(
     :param success: a success rule read from the last observation, or None.
     :param max_steps: a bound on the steps; default the env's ``max_episode_steps`` (or
         100,000 for an env without a time limit).
+    :param partial: how far an observation is toward success, or None: each episode's best
+        over its observations is kept, a success counting 1.
     """
     act = _actions_of(policy, deterministic)
     limit = max_steps or getattr(env, "max_episode_steps", None) or 100_000
@@ -66,16 +85,23 @@ def play_episodes(
     returns = torch.zeros(env.num_envs, dtype=torch.float64, device=env.device)
     running = torch.ones(env.num_envs, dtype=torch.bool, device=env.device)
     succeeded = torch.zeros(env.num_envs, dtype=torch.bool, device=env.device)
+    best = torch.zeros(env.num_envs, dtype=torch.float64, device=env.device)
     for _ in range(limit):
         obs, _, terminated, truncated, info = env.step(act(obs))
         returns += info["reward_components"]["extrinsic"].double() * running
         ended = (terminated | truncated) & running
         if success is not None:
             succeeded |= ended & success(info["final_obs"], terminated, truncated)
+        if partial is not None:  # an ended episode's last state is its final observation
+            states = torch.where(ended.view(-1, *([1] * (obs.dim() - 1))), info["final_obs"], obs)
+            best = torch.where(running, torch.maximum(best, partial(states).double()), best)
         running &= ~ended
         if not running.any():
             break
-    return Episodes(returns.tolist(), succeeded.tolist() if success is not None else None)
+    if partial is not None and success is not None:
+        best = torch.where(succeeded, torch.ones_like(best), best)
+    return Episodes(returns.tolist(), succeeded.tolist() if success is not None else None,
+                    best.tolist() if partial is not None else None)
 
 
 def evaluate_batched(

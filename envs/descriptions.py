@@ -65,6 +65,8 @@ GENERIC_MAX_COLUMNS = 32
 
 Reader = Callable[[torch.Tensor], torch.Tensor]
 SuccessRule = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
+#: how far observations ``(N, *obs_shape)`` are toward success: ``(N,)`` in [0, 1], 1 where it holds
+PartialRule = Callable[[torch.Tensor], torch.Tensor]
 
 
 def column(index: int) -> Reader:
@@ -158,6 +160,11 @@ class EnvDescription:
         maximise: the env's own return, and the success rate where ``success`` is given).
     :param success: which finished episodes count as successes, from their last
         observation and done flags; ``None`` when the task only has a return.
+    :param partial_success: how far an observed state is toward success, in [0, 1] (1 where
+        the success rule holds), for tasks whose return is the success flag alone: an episode's
+        best is what early stopping compares at a rung, where most candidates' success rates
+        are still 0 (:mod:`rewardlab.llm_reward.training.stopping`). ``None``: the return is
+        graded enough.
     :param terminated_meaning: what ``terminated`` means for this task.
     :param class_name: the class name in the prompt; derived from ``env_id`` if empty.
     """
@@ -168,6 +175,7 @@ class EnvDescription:
     action: ActionVariable
     success_metric: str
     success: SuccessRule | None = None
+    partial_success: PartialRule | None = None
     terminated_meaning: str = "the episode reached a terminal state with this step"
     class_name: str = ""
 

@@ -293,6 +293,25 @@ def ant_turn_in_place_success(
     return terminated & healthy & inside & (turned >= AntTurnInPlaceEnv.target_turn)
 
 
+# ------------------------------------------------------- partial success (for early stopping)
+# How far a state is toward each behaviour's success, 1 at the target: the distance run or
+# the angle turned so far over the target's. The health and circle conditions are left out:
+# an episode that breaks them ends, and its best state before that is what counts.
+def half_cheetah_backward_partial(obs: torch.Tensor) -> torch.Tensor:
+    """``HalfCheetah-Backward-v0``: x over the target's -20 m, in [0, 1]."""
+    return (obs[:, 0] / HalfCheetahBackwardEnv.target_x).clamp(0.0, 1.0)
+
+
+def hopper_backward_partial(obs: torch.Tensor) -> torch.Tensor:
+    """``Hopper-Backward-v0``: x over the target's -2 m, in [0, 1]."""
+    return (obs[:, 0] / HopperBackwardEnv.target_x).clamp(0.0, 1.0)
+
+
+def ant_turn_in_place_partial(obs: torch.Tensor) -> torch.Tensor:
+    """``Ant-TurnInPlace-v0``: the angle turned counter-clockwise over a full turn, in [0, 1]."""
+    return (obs[:, ANT_CONTACT_END + 2] / AntTurnInPlaceEnv.target_turn).clamp(0.0, 1.0)
+
+
 # ------------------------------------------------------------------ descriptions
 _PLANAR_RETURN = (
     "the episode return: the sum over steps of the torso's forward velocity (x_velocity, measured as the x "
@@ -394,6 +413,7 @@ DESCRIPTIONS = (
             "within 1000 steps (the episode return is 1 for those, else 0)."
         ),
         success=half_cheetah_backward_success,
+        partial_success=half_cheetah_backward_partial,
         terminated_meaning=f"the torso reached x <= {HalfCheetahBackwardEnv.target_x:g} m (success) with this step",
     ),
     EnvDescription(
@@ -413,6 +433,7 @@ DESCRIPTIONS = (
             "upright before falling and within 1000 steps (the episode return is 1 for those, else 0)."
         ),
         success=hopper_backward_success,
+        partial_success=hopper_backward_partial,
         terminated_meaning="the hopper succeeded or became unhealthy (fell) with this step",
     ),
     EnvDescription(
@@ -433,6 +454,7 @@ DESCRIPTIONS = (
             "is 1 for those, else 0)."
         ),
         success=ant_turn_in_place_success,
+        partial_success=ant_turn_in_place_partial,
         terminated_meaning=(
             "the ant succeeded, left the circle around its start or became unhealthy with this step"
         ),

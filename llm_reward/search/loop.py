@@ -80,7 +80,7 @@ from rewardlab.llm_reward.search.report import render
 from rewardlab.llm_reward.search.store import RunStore
 from rewardlab.llm_reward.training import Failure, TrainingRun
 from rewardlab.llm_reward.training.checking import check_answer
-from rewardlab.llm_reward.training.stopping import StopRule, population, rung_indices
+from rewardlab.llm_reward.training.stopping import StopRule, population, rung_indices, rung_value
 
 __all__ = ["SearchConfig", "SearchResult", "best_candidate", "search"]
 
@@ -273,7 +273,7 @@ class _Search:
                 continue
             # the first seed's checkpoints: what each candidate's own stopper saw
             points = result.seeds[0].checkpoints if result.seeds else result.curve
-            curves.append([point.fitness for point in points])
+            curves.append([rung_value(point.fitness, point.partial_success) for point in points])
         return StopRule(rungs, population(curves, rungs), self.config.num_checkpoints)
 
     def _ask(self, messages: list[dict[str, str]]) -> Completion:

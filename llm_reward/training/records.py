@@ -69,6 +69,9 @@ class Checkpoint:
     :param components: mean per step of each reward component since the previous checkpoint.
     :param reward: mean per step of the reward trained on (the program's own reward) since
         the previous checkpoint; with ``fitness`` it shows whether the two move together.
+    :param partial_success: how far the evaluation episodes got toward success
+        (:attr:`rewardlab.agents.evaluation.Episodes.partial_success`); ``None`` when the
+        task has no such rule.
     """
 
     step: int
@@ -77,13 +80,15 @@ class Checkpoint:
     train_return: float | None
     components: dict[str, float] = field(default_factory=dict)
     reward: float | None = None
+    partial_success: float | None = None
 
     @classmethod
-    def measured(cls, progress: Progress, fitness: float, success_rate: float | None) -> Checkpoint:
-        """``progress`` with the fitness (and success rate) the caller measured for it."""
+    def measured(cls, progress: Progress, fitness: float, success_rate: float | None,
+                 partial_success: float | None = None) -> Checkpoint:
+        """``progress`` with the fitness (success rate, partial success) the caller measured for it."""
         return cls(step=progress.step, fitness=fitness, success_rate=success_rate,
                    train_return=progress.train_return, components=dict(progress.components),
-                   reward=progress.reward)
+                   reward=progress.reward, partial_success=partial_success)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Checkpoint:

@@ -52,7 +52,7 @@ from rewardlab.llm_reward.training.compiled import compiled_warm_up, preload_for
 from rewardlab.llm_reward.training.failures import Failure
 from rewardlab.llm_reward.training.job import evaluation_job, partial_result, reward_companion
 from rewardlab.llm_reward.training.records import Budget, Checkpoint, Progress, SeedRun, TrainingRun
-from rewardlab.llm_reward.training.snapshots import measure_snapshot
+from rewardlab.llm_reward.training.snapshots import Measured, measure_snapshot
 from rewardlab.llm_reward.training.stopping import STOPPED, Stop, StopRule
 
 __all__ = ["evaluate", "train_on_program"]
@@ -215,9 +215,9 @@ def train_on_program(
                 warm.append(compiled_warm_up(payload, threads))
                 payload["compile_warm"] = warm[0][1]
         last: dict[int, Any] = {}
-        measured: dict[tuple[int, str], tuple[float, float | None]] = {}
+        measured: dict[tuple[int, str], Measured] = {}
 
-        def measure(policy: Any, seed: int) -> tuple[float, float | None]:
+        def measure(policy: Any, seed: int) -> Measured:
             # here, in the caller, which never loaded the program (the same seed as in place);
             # a rung's checkpoint was measured as it came, and the same policy measures the same
             last[seed] = policy
@@ -284,7 +284,7 @@ class _RungWatch:
     :param measure: ``measure(policy, seed) -> (fitness, success_rate)``.
     """
 
-    def __init__(self, rule: StopRule, seed: int, measure: Callable[[Any, int], tuple[float, float | None]]):
+    def __init__(self, rule: StopRule, seed: int, measure: Callable[[Any, int], Measured]):
         self.stopper = rule.stopper()
         self.seed = seed
         self.measure = measure
@@ -301,11 +301,11 @@ class _RungWatch:
             return False
         try:
             checkpoint = _parse_progress(message["progress"])
-            fitness, _ = self.measure(message["policy"], self.seed)
+            fitness, _, partial = self.measure(message["policy"], self.seed)
         except Exception:  # noqa: BLE001 - a checkpoint that cannot be read is the result's failure, not this
             self.count = -1
             return False
-        self.stop = self.stopper.at(index, checkpoint.step, fitness)
+        self.stop = self.stopper.at(index, checkpoint.step, fitness, partial)
         return self.stop is not None
 
 
@@ -365,7 +365,7 @@ def _failed_before_training(
 
 def _result(
     run: SandboxRun, env_id: str, steps: int, wall_s: float, run_dir: str | None, source: str,
-    measure: Callable[[Any, int], tuple[float, float | None]], seeds: Sequence[int],
+    measure: Callable[[Any, int], Measured], seeds: Sequence[int],
     num_checkpoints: int | None = None,
 ) -> TrainingRun:
     failure: Failure | None = None
@@ -475,7 +475,7 @@ def _parse_progress(data: Any) -> Progress:
 
 
 def _parse_job_result(
-    data: Mapping[str, Any], measure: Callable[[Any, int], tuple[float, float | None]], seeds: Sequence[int],
+    data: Mapping[str, Any], measure: Callable[[Any, int], Measured], seeds: Sequence[int],
     num_checkpoints: int | None = None,
 ) -> tuple[list[SeedRun], Failure | None, dict[str, float | None]]:
     """Read the worker's (untrusted) JSON into records, checking every type; measure the
@@ -520,6 +520,7 @@ def _mean_curve(seed_runs: Sequence[SeedRun]) -> list[Checkpoint]:
         rates = [p.success_rate for p in points if p.success_rate is not None]
         train = [p.train_return for p in points if p.train_return is not None]
         rewards = [p.reward for p in points if p.reward is not None]
+        partials = [p.partial_success for p in points if p.partial_success is not None]
         curve.append(
             Checkpoint(
                 step=round(sum(p.step for p in points) / len(points)),
@@ -531,6 +532,7 @@ def _mean_curve(seed_runs: Sequence[SeedRun]) -> list[Checkpoint]:
                     for name in names
                 },
                 reward=_mean(rewards) if rewards else None,
+                partial_success=_mean(partials) if partials else None,
             )
         )
     return curve

@@ -20,10 +20,12 @@ from rewardlab.agents.evaluation import play_episodes
 from rewardlab.agents.ppo import PPO
 from rewardlab.envs.descriptions import EnvDescription
 
-__all__ = ["evaluate_policy", "load_snapshot", "measure_snapshot", "policy_snapshot"]
+__all__ = ["Measured", "evaluate_policy", "load_snapshot", "measure_snapshot", "policy_snapshot"]
 
 MAX_SNAPSHOT_VALUES = 20_000_000
 _DTYPES = {"float32": torch.float32, "float64": torch.float64}
+#: what a policy's evaluation episodes measured: (mean true return, success rate, partial success)
+Measured = tuple[float, float | None, float | None]
 
 
 def policy_snapshot(model: PPO) -> dict[str, Any]:
@@ -48,8 +50,9 @@ def measure_snapshot(
     episodes: int,
     device: str | torch.device,
     seed: int,
-) -> tuple[float, float | None]:
-    """Mean true return (and success rate) of a shipped policy, as :func:`evaluate_policy`.
+) -> Measured:
+    """Mean true return, success rate and partial success of a shipped policy, as
+    :func:`evaluate_policy` (the last two ``None`` where the env's description has no such rule).
 
     Runs in the caller, which never loaded the program: the snapshot is untrusted data,
     read only as arrays of the exact names, dtypes and shapes a fresh model has.
@@ -65,10 +68,11 @@ def measure_snapshot(
     env = envs.make(description.env_id, num_envs=episodes, device=device, seed=seed)
     try:
         model = load_snapshot(snapshot, env, ppo_kwargs, seed)
-        measured = play_episodes(model, env, seed=seed, success=description.success)
+        measured = play_episodes(model, env, seed=seed, success=description.success,
+                                 partial=description.partial_success)
     finally:
         env.close()
-    return measured.mean_return, measured.success_rate
+    return measured.mean_return, measured.success_rate, measured.partial_success
 
 
 def load_snapshot(snapshot: Any, env: Any, ppo_kwargs: Mapping[str, Any], seed: int = 0) -> PPO:

@@ -2,7 +2,12 @@
 
 A candidate's training streams its checkpoints back as they are made; the caller measures
 the fitness of those at the *rungs* (:func:`rung_indices`) and asks the candidate's
-:class:`Stopper` whether to go on. The rule is Optuna's ``SuccessiveHalvingPruner``
+:class:`Stopper` whether to go on. Where the env's return is its success flag alone (the
+MuJoCo behaviours), a rung compares the episodes' *partial success* instead
+(:func:`rung_value`): there most candidates' success rate is still 0 at a third of the
+budget, and a rule that sees only ties stops nobody (a HalfCheetah-Backward search at the
+defaults stopped none of 20), while how far the episodes got already tells a reward that
+moves the robot the right way from one that does not. The rule is Optuna's ``SuccessiveHalvingPruner``
 (asynchronous successive halving, ASHA): a candidate whose fitness at a rung is not in the
 top ``1 / reduction_factor`` of the candidates that reached that rung stops there.
 
@@ -28,7 +33,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-__all__ = ["RUNG_FRACTIONS", "STOPPED", "Stop", "StopRule", "Stopper", "population", "rung_indices"]
+__all__ = ["RUNG_FRACTIONS", "STOPPED", "Stop", "StopRule", "Stopper", "population", "rung_indices", "rung_value"]
 
 #: the failure kind of a stopped candidate
 STOPPED = "stopped"
@@ -48,6 +53,16 @@ REDUCTION_FACTOR = 2
 MIN_POPULATION = 3
 #: the rungs' names in words, for the report and the LLM's feedback
 _FRACTION_WORDS = {RUNG_FRACTIONS[0]: "a ninth", RUNG_FRACTIONS[1]: "a third"}
+
+
+def rung_value(fitness: float, partial_success: float | None) -> float:
+    """What a rung compares: the checkpoint's partial success where its env has a rule for it
+    (:attr:`rewardlab.envs.descriptions.EnvDescription.partial_success`), else its fitness.
+
+    :param fitness: the checkpoint's fitness.
+    :param partial_success: its partial success, or ``None``.
+    """
+    return float(fitness if partial_success is None else partial_success)
 
 
 def rung_indices(num_checkpoints: int) -> tuple[int, ...]:
@@ -89,9 +104,12 @@ class Stop:
     :param step: env steps trained by then.
     :param share: the share of the budget that is (``"a ninth"``, ``"a third"``).
     :param fitness: its fitness there.
-    :param kept_from: the lowest fitness at that rung that went on (the cut).
+    :param kept_from: the lowest value at that rung that went on (the cut; a partial
+        success where ``partial_success`` is given, else a fitness).
     :param compared: how many earlier candidates reached that rung.
     :param kept: how many of them and this one went on (the pruner's share, at least one).
+    :param partial_success: its partial success there, what the rung compared (``None``:
+        the fitness was compared).
     """
 
     rung: int
@@ -102,13 +120,16 @@ class Stop:
     kept_from: float
     compared: int
     kept: int
+    partial_success: float | None = None
 
     @property
     def reason(self) -> str:
         """In words, for the report and the LLM: ``stopped at a third of the budget with fitness f ...``."""
-        return (f"stopped at {self.share} of the budget (step {self.step:,}) with fitness {self.fitness:.4g}: "
-                f"not among the best {self.kept} of the {self.compared + 1} candidates that got there "
-                f"(this one and earlier ones; fitness {self.kept_from:.4g} or more went on)")
+        measure = "fitness" if self.partial_success is None else "partial success"
+        partial = "" if self.partial_success is None else f" and partial success {self.partial_success:.4g}"
+        return (f"stopped at {self.share} of the budget (step {self.step:,}) with fitness {self.fitness:.4g}"
+                f"{partial}: not among the best {self.kept} of the {self.compared + 1} candidates that got "
+                f"there (this one and earlier ones; {measure} {self.kept_from:.4g} or more went on)")
 
     def to_dict(self) -> dict[str, Any]:
         """As JSON data."""
@@ -120,8 +141,10 @@ class Stop:
 
         :param data: the JSON data.
         """
+        partial = data.get("partial_success")
         return cls(int(data["rung"]), int(data["checkpoint"]), int(data["step"]), str(data["share"]),
-                   float(data["fitness"]), float(data["kept_from"]), int(data["compared"]), int(data["kept"]))
+                   float(data["fitness"]), float(data["kept_from"]), int(data["compared"]), int(data["kept"]),
+                   None if partial is None else float(partial))
 
 
 @dataclass(frozen=True)
@@ -130,7 +153,7 @@ class StopRule:
     with the evaluation task, to a Ray node too).
 
     :param rungs: the rungs' checkpoints (0-based), in order.
-    :param population: each earlier candidate's fitness at the rungs it reached, in order.
+    :param population: each earlier candidate's :func:`rung_value` at the rungs it reached, in order.
     :param num_checkpoints: checkpoints per training run (names the rungs).
     :param reduction_factor: the top ``1 / reduction_factor`` at a rung go on.
     :param min_population: fewest earlier candidates at a rung for anyone to stop there.
@@ -164,11 +187,11 @@ class StopRule:
 
 
 class Stopper:
-    """One candidate's early stopping: fed the fitness at each rung, says whether it stops.
+    """One candidate's early stopping: fed the value at each rung (:func:`rung_value`), says whether it stops.
 
     An in-memory Optuna study holds one trial per earlier candidate (its rung values as
     ``SuccessiveHalvingPruner`` records them) and one for this candidate, which reports its
-    fitness at each rung; ``should_prune`` decides.
+    value at each rung; ``should_prune`` decides.
 
     :param rule: the iteration's rule.
     """
@@ -194,13 +217,15 @@ class Stopper:
                 ))  # fmt: skip
         self._trial = self._study.ask()
 
-    def at(self, checkpoint: int, step: int, fitness: float) -> Stop | None:
-        """Take the fitness measured at ``checkpoint``; a :class:`Stop` if the candidate stops
+    def at(self, checkpoint: int, step: int, fitness: float, partial_success: float | None = None) -> Stop | None:
+        """Take what was measured at ``checkpoint``; a :class:`Stop` if the candidate stops
         there, ``None`` if it goes on (or the checkpoint is no rung).
 
         :param checkpoint: the checkpoint's index (0-based) in the candidate's first seed.
         :param step: env steps trained by then.
         :param fitness: the fitness measured there.
+        :param partial_success: the partial success measured there, where the env has a rule
+            for it: then it is what the rung compares (:func:`rung_value`).
         """
         rule = self.rule
         if checkpoint not in rule.rungs:
@@ -208,8 +233,9 @@ class Stopper:
         rung = rule.rungs.index(checkpoint)
         if rung != len(self.values):  # a rung skipped (or repeated): the rule cannot place this value
             raise ValueError(f"checkpoint {checkpoint} is rung {rung}, but {len(self.values)} rungs were reported")
-        self.values.append(float(fitness))
-        self._trial.report(float(fitness), rule.reduction_factor ** rung)
+        value = rung_value(fitness, partial_success)
+        self.values.append(value)
+        self._trial.report(value, rule.reduction_factor ** rung)
         reached = [values[rung] for values in rule.population if len(values) > rung]
         if len(reached) < rule.min_population:
             # too few to compare with; fewer still reached the later rungs (each earlier
@@ -217,17 +243,18 @@ class Stopper:
             return None
         if not self._trial.should_prune():
             return None
-        ranked = sorted([*reached, fitness], reverse=True)
+        ranked = sorted([*reached, value], reverse=True)
         kept = max(len(ranked) // rule.reduction_factor, 1)  # the pruner's rule, for the record
         return Stop(rung=rung, checkpoint=checkpoint, step=int(step), share=rung_words(rung, rule.num_checkpoints),
-                    fitness=float(fitness), kept_from=ranked[kept - 1], compared=len(reached), kept=kept)
+                    fitness=float(fitness), kept_from=ranked[kept - 1], compared=len(reached), kept=kept,
+                    partial_success=partial_success)
 
 
 def population(curves: Sequence[Sequence[float]], rungs: Sequence[int]) -> tuple[tuple[float, ...], ...]:
-    """Each earlier candidate's fitness at the rungs it reached: ``curves`` holds each one's
-    fitness per checkpoint of its first seed (what its stopper saw), as far as it trained.
+    """Each earlier candidate's value at the rungs it reached: ``curves`` holds each one's
+    :func:`rung_value` per checkpoint of its first seed (what its stopper saw), as far as it trained.
 
-    :param curves: per candidate, the fitness at its checkpoints (empty: never trained).
+    :param curves: per candidate, the values at its checkpoints (empty: never trained).
     :param rungs: the rungs' checkpoints.
     """
     rows = []

@@ -83,6 +83,35 @@ def test_hopper_backward_needs_the_torso_up_at_minus_2_m() -> None:
     check_step("Hopper-Backward-v0", env, [True, False, False, False], [True, True, False, True])
 
 
+# ------------------------------------------------------------ partial success
+@pytest.mark.parametrize(("env_id", "column", "target"), [("HalfCheetah-Backward-v0", 0, -20.0),
+                                                          ("Hopper-Backward-v0", 0, -2.0),
+                                                          ("Ant-TurnInPlace-v0", -1, 2 * math.pi)])
+def test_partial_success_is_the_share_of_the_target_reached_and_1_at_success(env_id: str, column: int,
+                                                                               target: float) -> None:
+    rule = llm_reward.describe(env_id).partial_success
+    assert rule is not None
+    size = envs.make(env_id, num_envs=1, seed=0, nthread=1).single_observation_space.shape[0]
+    obs = torch.zeros(5, size, dtype=torch.float64)
+    obs[:, column] = torch.tensor([0.0, 0.25, 0.5, 1.0, 1.5]) * target
+    obs[0, column] = -0.1 * target  # the wrong way: 0, not below it
+    assert rule(obs).tolist() == pytest.approx([0.0, 0.25, 0.5, 1.0, 1.0])
+
+
+def test_the_episodes_partial_success_is_their_best_state_a_success_counting_1() -> None:
+    from rewardlab.agents.evaluation import Episodes, play_episodes
+
+    env = make("HalfCheetah-Backward-v0", 3)
+    # a policy that does nothing: the cheetah stays near x = 0, which counts 0 (steps of 0.05)
+    still = play_episodes(lambda obs: torch.zeros(3, 6), env, seed=0, max_steps=50,
+                          success=llm_reward.describe("HalfCheetah-Backward-v0").success,
+                          partial=llm_reward.describe("HalfCheetah-Backward-v0").partial_success)
+    assert still.partial is not None and all(0.0 <= value < 0.05 for value in still.partial)
+    assert still.partial_success == 0.0 and still.success_rate == 0.0
+    assert Episodes([0.0, 0.0, 1.0], [False, False, True], [0.049, 0.51, 1.0]).partial_success == pytest.approx(
+        (0.0 + 0.5 + 1.0) / 3)
+
+
 def _yawed(env, yaw: torch.Tensor, xy: torch.Tensor) -> torch.Tensor:
     qpos = env.init_qpos.repeat(env.num_envs, 1)
     qpos[:, :2] = xy

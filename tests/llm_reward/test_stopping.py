@@ -22,7 +22,14 @@ from rewardlab.llm_reward.clients import make_client
 from rewardlab.llm_reward.search import SearchConfig, search
 from rewardlab.llm_reward.search.executors import EvalTask, Executor
 from rewardlab.llm_reward.training import Checkpoint, SeedRun, TrainingRun, evaluate
-from rewardlab.llm_reward.training.stopping import STOPPED, StopRule, population, rung_indices
+from rewardlab.llm_reward.training.stopping import (
+    STOPPED,
+    Stop,
+    StopRule,
+    population,
+    rung_indices,
+    rung_value,
+)
 
 pytest.importorskip("openai")
 from hostile_answers import PLAIN  # noqa: E402
@@ -71,6 +78,23 @@ def test_too_few_to_compare_with_stops_nobody_and_ties_go_on() -> None:
     assert StopRule((0, 2), (), CHECKPOINTS).stopper().at(0, 1_000, -100.0) is None  # the first iteration
     # all at the same floor (every candidate still at -200 on MountainCar): none is worse
     assert earlier(0.0, 0.0, 0.0, 0.0).stopper().at(0, 1_000, 0.0) is None
+
+
+def test_where_the_env_grades_partial_success_the_rung_compares_it_and_floor_ties_go_on() -> None:
+    # four earlier candidates, every success rate 0 at the first rung: their partial success decides
+    rule = StopRule(rung_indices(CHECKPOINTS), population([[rung_value(0.0, p)] * CHECKPOINTS
+                                                           for p in (0.0, 0.1, 0.4, 0.5)], rung_indices(CHECKPOINTS)),
+                    CHECKPOINTS)
+    stop = rule.stopper().at(0, 1_000, 0.0, 0.05)
+    assert stop is not None and stop.partial_success == 0.05 and stop.kept_from == 0.4
+    assert stop.reason.startswith("stopped at a ninth of the budget (step 1,000) with fitness 0 and partial "
+                                  "success 0.05:") and "partial success 0.4 or more went on" in stop.reason
+    assert Stop.from_dict(json.loads(json.dumps(stop.to_dict()))) == stop
+    assert rule.stopper().at(0, 1_000, 0.0, 0.45) is None  # moved further than half of them
+    # nobody moved yet: all at the floor, nobody stops
+    floor = StopRule(rung_indices(CHECKPOINTS), ((0.0,), (0.0,), (0.0,), (0.0,)), CHECKPOINTS)
+    assert floor.stopper().at(0, 1_000, 0.0, 0.0) is None
+    assert rung_value(3.0, None) == 3.0 and rung_value(0.0, 0.25) == 0.25
 
 
 def test_the_rule_travels_as_json_and_decides_the_same() -> None:
