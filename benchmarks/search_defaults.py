@@ -249,13 +249,13 @@ def main() -> None:
     if args.merge:
         merge(args)
         return
+    machine = describe_machine()  # before: the commit measured is the one the searches start from
     start = time.perf_counter()
     settings = {"on": (True,), "off": (False,), "both": (False, True)}[args.early_stopping]
     rows = [run(env_id, proposer, args, early_stopping, prescreen) for env_id in args.envs
             for proposer in args.proposers if proposer != "replay" or _has_corpus(env_id)
             for prescreen in args.prescreen for early_stopping in settings]
     total_s = time.perf_counter() - start
-    machine = describe_machine()
     RESULTS.mkdir(exist_ok=True)
     data = {"args": recorded_args(args), "machine": machine, "total_s": total_s, "searches": rows}
     (RESULTS / f"{args.name}.json").write_text(json.dumps(data, indent=2) + "\n")
