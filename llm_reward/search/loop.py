@@ -207,6 +207,9 @@ class _Search:
             # on the slots the candidates leave idle (stopped ones, an iteration's slowest one,
             # the LLM's answer) and the final re-training waits only for what is left of them
             self._references_ahead = self._queue_seeds("final", self._reference_jobs(), background=True)
+            if self._in_background:
+                self.progress.note(f"the references' final re-training ({len(self._in_background)} trainings) "
+                                   "runs on the slots the candidates leave idle")
             if self.config.prescreen != "off":
                 self._trajectories = self._load_trajectories()
             if self.config.training_kwargs().get("compile"):
