@@ -7,6 +7,7 @@ that reward programs get variables with meaning instead of ``obs_0 .. obs_k``::
     success = "terminated"            # or "truncated", or a comparison on the last state:
                                       # "position >= 10", "terminated and goal_distance < 0.5"
     success_metric = "reaching the goal, then the return"        # optional
+    partial_success = "position / 10"  # optional: how far a state is toward success, 0 to 1
     terminated_meaning = "the agent reached the goal cell"        # optional
 
     [action]
@@ -33,7 +34,9 @@ A derived variable and the success rule are arithmetic expressions over the vari
 ``sqrt abs exp log sin cos tan tanh atan2 hypot minimum maximum``); anything else (an
 attribute, a subscript, any other call) is refused when the file is read. A derived
 variable may use the ones above it; the success rule may also use ``terminated`` and
-``truncated``.
+``truncated``. ``partial_success`` is an expression of the same kind whose value (clipped to
+[0, 1]) says how far a state is toward success: where the return is the success flag alone,
+a search's early stopping compares it instead of the still-zero success rates.
 
 The file is data, never code: it crosses to the sandboxed workers as JSON
 (:func:`description_data`), where :func:`description_from_data` rebuilds it.
@@ -57,6 +60,7 @@ from rewardlab.common.toml import tomllib
 from rewardlab.envs.descriptions import (
     ActionVariable,
     EnvDescription,
+    PartialRule,
     StateVariable,
     SuccessRule,
     column,
@@ -68,7 +72,8 @@ from rewardlab.envs.descriptions import (
 
 __all__ = ["description_data", "description_from_data", "env_source", "load_description", "use_description"]
 
-TOP_KEYS = {"summary", "success", "success_metric", "terminated_meaning", "action", "state", "derived", "class_name"}
+TOP_KEYS = {"summary", "success", "success_metric", "partial_success", "terminated_meaning", "action", "state",
+            "derived", "class_name"}
 STATE_KEYS = {"name", "index", "meaning", "units", "low", "high"}
 ACTION_KEYS = {"meaning"}
 #: the most characters of an env's source a prompt shows
@@ -263,6 +268,7 @@ def _checked(raw: Any, path: Path, obs_shape: tuple[int, ...]) -> dict[str, Any]
         compile_expression(expression, known, f"{where}: derived {name!r}")
         known[name] = None
     _success_rule(raw.get("success", "none"), known, where)
+    _partial_rule(raw.get("partial_success"), known, where)
     return json.loads(json.dumps(raw))
 
 
@@ -313,6 +319,27 @@ def _success_rule(text: Any, readers: Mapping[str, Any], where: str) -> SuccessR
     return success
 
 
+def _partial_rule(text: Any, readers: Mapping[str, Any], where: str) -> PartialRule | None:
+    """The partial success ``text`` computes over the variables' ``readers``, clipped to [0, 1]
+    (NaN counts 0).
+
+    :raises ValueError: ``text`` is no expression over the file's variables.
+    """
+    if text is None:
+        return None
+    if not isinstance(text, str):
+        raise ValueError(f'{where}: partial_success must be an expression such as "1 - distance / 5", got {text!r}')
+    evaluate, used = compile_expression(text, set(readers), f"{where}: partial_success")
+
+    def partial(obs: torch.Tensor) -> torch.Tensor:
+        result = evaluate({name: _first_column(readers[name](obs)) for name in used})
+        values = (result.double() if isinstance(result, torch.Tensor)
+                  else torch.full((len(obs),), float(result), dtype=torch.float64))
+        return torch.nan_to_num(values.expand(len(obs)), nan=0.0).clamp(0.0, 1.0)
+
+    return partial
+
+
 def _first_column(values: torch.Tensor) -> torch.Tensor:
     return values.reshape(len(values), -1)[:, 0]
 
@@ -356,6 +383,7 @@ def description_from_data(data: Mapping[str, Any]) -> EnvDescription:
     return EnvDescription(
         env_id=data["env_id"], summary=data["summary"].strip(), state=tuple(states), action=action,
         success_metric=metric, success=success, class_name=data.get("class_name", ""),
+        partial_success=_partial_rule(data.get("partial_success"), readers, "the description"),
         terminated_meaning=data.get("terminated_meaning", "the episode reached a terminal state with this step"),
     )
 

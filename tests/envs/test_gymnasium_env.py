@@ -204,6 +204,28 @@ def test_derived_expressions_are_checked_not_evaluated(tmp_path, monkeypatch, ex
         load_description(tmp_path / "bad.toml", env_id)
 
 
+def test_a_users_goal_env_states_its_partial_success_for_early_stopping(tmp_path, monkeypatch) -> None:
+    monkeypatch.syspath_prepend(str(tmp_path))
+    env_id = write_point_mass(tmp_path, "partial_point_mass")
+    text = (tmp_path / "pointmass.toml").read_text()
+    (tmp_path / "partial.toml").write_text(text.replace('success = "goal_distance < 0.15"',
+                                                        'success = "goal_distance < 0.15"\n'
+                                                        'partial_success = "1 - goal_distance"'))
+    description, data = load_description(tmp_path / "partial.toml", env_id)
+    assert description.partial_success is not None and data["partial_success"] == "1 - goal_distance"
+    # goal (0.5, 0.5); positions at distance 0, 0.3, 2
+    obs = torch.tensor([[0.5, 0.5, 0.5, 0.5, 0, 0], [0.5, 0.5, 0.5, 0.8, 0, 0], [0.5, 0.5, 2.5, 0.5, 0, 0]])
+    assert description.partial_success(obs).tolist() == pytest.approx([1.0, 0.7, 0.0])
+    # it crosses to the workers as data and is rebuilt there the same
+    from rewardlab.envs.description_files import description_from_data
+
+    assert description_from_data(data).partial_success(obs).tolist() == pytest.approx([1.0, 0.7, 0.0])
+    (tmp_path / "bad.toml").write_text(text.replace('success = "goal_distance < 0.15"',
+                                                    'success = "goal_distance < 0.15"\npartial_success = "open(1)"'))
+    with pytest.raises(ValueError, match=r": partial_success"):
+        load_description(tmp_path / "bad.toml", env_id)
+
+
 def test_a_success_rule_may_combine_the_ending_with_a_comparison(tmp_path, monkeypatch) -> None:
     monkeypatch.syspath_prepend(str(tmp_path))
     env_id = write_point_mass(tmp_path, "ending_point_mass")
