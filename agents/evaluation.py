@@ -48,11 +48,13 @@ class Episodes:
 
     @property
     def partial_success(self) -> float | None:
-        """The mean of the episodes' partial success, each rounded down to :data:`PARTIAL_STEP`."""
+        """The mean of the episodes' partial success, each and the mean rounded down to
+        :data:`PARTIAL_STEP` (a non-finite value counts 0): one episode of ten that barely
+        moved is no signal either."""
         if self.partial is None:
             return None
-        steps = [math.floor(value / PARTIAL_STEP + 1e-9) * PARTIAL_STEP for value in self.partial]
-        return sum(steps) / len(steps)
+        steps = [_floored(value) if math.isfinite(value) else 0.0 for value in self.partial]
+        return _floored(sum(steps) / len(steps))
 
 
 def play_episodes(
@@ -92,9 +94,13 @@ def play_episodes(
         ended = (terminated | truncated) & running
         if success is not None:
             succeeded |= ended & success(info["final_obs"], terminated, truncated)
-        if partial is not None:  # an ended episode's last state is its final observation
+        if partial is not None:
+            # an ended episode's last state is its final observation; a state that ended it
+            # without success (a fall, leaving the allowed area) does not count, the one before did
             states = torch.where(ended.view(-1, *([1] * (obs.dim() - 1))), info["final_obs"], obs)
-            best = torch.where(running, torch.maximum(best, partial(states).double()), best)
+            counted = running & ~(terminated & ended & ~succeeded) if success is not None else running
+            values = torch.nan_to_num(partial(states).double(), nan=0.0, posinf=0.0, neginf=0.0)
+            best = torch.where(counted, torch.maximum(best, values), best)
         running &= ~ended
         if not running.any():
             break
@@ -102,6 +108,10 @@ def play_episodes(
         best = torch.where(succeeded, torch.ones_like(best), best)
     return Episodes(returns.tolist(), succeeded.tolist() if success is not None else None,
                     best.tolist() if partial is not None else None)
+
+
+def _floored(value: float) -> float:
+    return math.floor(value / PARTIAL_STEP + 1e-9) * PARTIAL_STEP
 
 
 def evaluate_batched(

@@ -314,7 +314,9 @@ def _success_rule(text: Any, readers: Mapping[str, Any], where: str) -> SuccessR
         flags = {"terminated": terminated, "truncated": truncated}
         values = {name: flags[name] if name in flags else _first_column(readers[name](final_obs)) for name in used}
         result = evaluate(values)
-        return _as_bool(result).expand(len(final_obs)) if not isinstance(result, torch.Tensor) else result.bool()
+        if isinstance(result, torch.Tensor):
+            return result.bool()
+        return torch.full((len(final_obs),), bool(result), dtype=torch.bool, device=final_obs.device)
 
     return success
 
@@ -334,7 +336,7 @@ def _partial_rule(text: Any, readers: Mapping[str, Any], where: str) -> PartialR
     def partial(obs: torch.Tensor) -> torch.Tensor:
         result = evaluate({name: _first_column(readers[name](obs)) for name in used})
         values = (result.double() if isinstance(result, torch.Tensor)
-                  else torch.full((len(obs),), float(result), dtype=torch.float64))
+                  else torch.full((len(obs),), float(result), dtype=torch.float64, device=obs.device))
         return torch.nan_to_num(values.expand(len(obs)), nan=0.0).clamp(0.0, 1.0)
 
     return partial
@@ -347,7 +349,8 @@ def _first_column(values: torch.Tensor) -> torch.Tensor:
 def _derived_reader(evaluate: Expression, inputs: Mapping[str, Any]) -> Any:
     def read(obs: torch.Tensor) -> torch.Tensor:
         result = evaluate({name: reader(obs) for name, reader in inputs.items()})
-        return result.float() if isinstance(result, torch.Tensor) else torch.full((len(obs),), float(result))
+        return (result.float() if isinstance(result, torch.Tensor)
+                else torch.full((len(obs),), float(result), device=obs.device))
 
     return read
 

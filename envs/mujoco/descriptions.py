@@ -296,7 +296,7 @@ def ant_turn_in_place_success(
 # ------------------------------------------------------- partial success (for early stopping)
 # How far a state is toward each behaviour's success, 1 at the target: the distance run or
 # the angle turned so far over the target's. The health and circle conditions are left out:
-# an episode that breaks them ends, and its best state before that is what counts.
+# an episode that breaks them ends, and play_episodes counts its best state before that.
 def half_cheetah_backward_partial(obs: torch.Tensor) -> torch.Tensor:
     """``HalfCheetah-Backward-v0``: x over the target's -20 m, in [0, 1]."""
     return (obs[:, 0] / HalfCheetahBackwardEnv.target_x).clamp(0.0, 1.0)

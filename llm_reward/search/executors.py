@@ -34,7 +34,7 @@ from rewardlab.llm_reward.training import TrainingRun, evaluate
 from rewardlab.llm_reward.training.failures import cut
 from rewardlab.llm_reward.training.stopping import StopRule
 
-__all__ = ["EvalTask", "Executor", "LocalExecutor", "RayExecutor", "make_executor", "node_sandbox", "run_task"]
+__all__ = ["CallbackError", "EvalTask", "Executor", "LocalExecutor", "RayExecutor", "make_executor", "node_sandbox", "run_task"]
 
 # Files larger than this are not brought back from Ray nodes (worker logs of runaway programs).
 MAX_RETURNED_FILE_BYTES = 32 * 2**20
@@ -103,6 +103,11 @@ def run_task(task: EvalTask, run_dir: str | os.PathLike[str] | None = None) -> T
     )  # fmt: skip
 
 
+class CallbackError(RuntimeError):
+    """A submit's ``on_done`` raised (the journal could not be written, say): the caller's
+    failure, not the evaluation's."""
+
+
 class Executor(abc.ABC):
     """Runs evaluations concurrently; :meth:`submit` returns a future of the result.
 
@@ -121,6 +126,7 @@ class Executor(abc.ABC):
             raise ValueError(f"workers must be at least 1, got workers={workers!r}")
         self.workers = workers
         self._closed = False
+        self._queue_lock = threading.Lock()  # a submit and a shutdown do not interleave
         # (lane, order, future, run): lane 0 before lane 1, each in submission order; None ends a thread
         self._queue: queue.PriorityQueue[tuple[int, int, Any, Any]] = queue.PriorityQueue()
         self._order = itertools.count()
@@ -145,13 +151,17 @@ class Executor(abc.ABC):
                 on_start()
             result = self._run(task)
             if on_done is not None:
-                on_done(result)
+                try:
+                    on_done(result)
+                except Exception as error:  # noqa: BLE001 - not the evaluation's failure: the caller's
+                    raise CallbackError(f"{type(error).__name__}: {error}") from error
             return result
 
-        if self._closed:
-            raise RuntimeError("this executor was shut down; make a new one")
         future: Future[TrainingRun] = Future()
-        self._queue.put((1 if background else 0, next(self._order), future, run))
+        with self._queue_lock:
+            if self._closed:
+                raise RuntimeError("this executor was shut down; make a new one")
+            self._queue.put((1 if background else 0, next(self._order), future, run))
         return future
 
     def _work(self) -> None:
@@ -177,16 +187,17 @@ class Executor(abc.ABC):
     def shutdown(self) -> None:
         """Stop accepting work and release what the executor holds: what waits is cancelled,
         what runs finishes in its thread."""
-        self._closed = True
-        while True:
-            try:
-                _, _, future, _ = self._queue.get_nowait()
-            except queue.Empty:
-                break
-            if future is not None:
-                future.cancel()
-        for _ in self._threads:
-            self._queue.put((2, next(self._order), None, None))
+        with self._queue_lock:
+            self._closed = True
+            while True:
+                try:
+                    _, _, future, _ = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                if future is not None and future.cancel():
+                    future.set_running_or_notify_cancel()  # so that as_completed sees it as done
+            for _ in self._threads:
+                self._queue.put((2, next(self._order), None, None))
 
 
 class LocalExecutor(Executor):
@@ -286,6 +297,13 @@ class RayExecutor(Executor):
 
     def __init__(self, workers: int, address: str | None = None, init_kwargs: dict[str, Any] | None = None):
         super().__init__(workers, "rewardlab-ray")
+        try:
+            self._connect(address, init_kwargs)
+        except BaseException:
+            super().shutdown()  # the worker threads started above end with it
+            raise
+
+    def _connect(self, address: str | None, init_kwargs: dict[str, Any] | None) -> None:
         try:
             import ray
         except ImportError as error:

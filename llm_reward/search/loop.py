@@ -51,7 +51,7 @@ from rewardlab.llm_reward.search.config import IDENTITY, SearchConfig
 from rewardlab.llm_reward.search.evolve import EvolveProposer
 from rewardlab.llm_reward.search.evolve_random import EvolveRandomProposer
 from rewardlab.llm_reward.search.examples import most_similar
-from rewardlab.llm_reward.search.executors import EvalTask, Executor, LocalExecutor
+from rewardlab.llm_reward.search.executors import CallbackError, EvalTask, Executor, LocalExecutor
 from rewardlab.llm_reward.search.feedback import FeedbackSource
 from rewardlab.llm_reward.search.prescreen import collect_trajectories, prescreen
 from rewardlab.llm_reward.search.progress import Progress
@@ -508,6 +508,7 @@ class _Search:
         jobs = [_SeedJob(f"best:{best.key}/seed_{seed}", best.source, seed,
                          self.store.path("final", "best", f"seed_{seed}"), {"label": "best", "candidate": best.key})
                 for seed in self._final_seed_list()]
+        self.progress.start_iteration(0, len(jobs) + len(references), stage="final re-training")
         queued = self._queue_seeds("final", jobs) + queued
         jobs += references
         scores = {label: FinalScore(label) for label in dict.fromkeys(job.fields["label"] for job in jobs)}
@@ -543,8 +544,10 @@ class _Search:
     def _train_seeds(self, kind: str, stage: str, jobs: list[_SeedJob],
                      queued: list[TrainingRun | Future[TrainingRun]] | None = None) -> Iterator[tuple[int, TrainingRun]]:
         """Each job's one-seed training as ``(index, result)``, as they finish: from the journal
-        where it ran before, else trained now (or ``queued`` before, :meth:`_queue_seeds`)."""
-        self.progress.start_iteration(0, len(jobs), stage=stage)
+        where it ran before, else trained now (or ``queued`` before, :meth:`_queue_seeds`, after
+        the stage's progress display was started)."""
+        if queued is None:
+            self.progress.start_iteration(0, len(jobs), stage=stage)
         pending: dict[Future[TrainingRun], int] = {}
         for index, item in enumerate(self._queue_seeds(kind, jobs) if queued is None else queued):
             if isinstance(item, Future):
@@ -558,6 +561,8 @@ class _Search:
             counted = future not in self._in_background  # a background one never showed as running
             try:
                 result = future.result()
+            except CallbackError:
+                raise  # its journal could not be written: the search cannot go on
             except Exception as error:  # noqa: BLE001 - a seed that could not run is a failed seed, not the end
                 self.progress.finished(job.key, trained=counted)
                 yield index, self._failed_run(job.source, error)  # not journalled: a resumed search tries again

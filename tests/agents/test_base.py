@@ -56,3 +56,38 @@ def test_every_learner_predicts_saves_and_checks_envs_through_the_base(name: str
         loaded.set_env(envs.make("Acrobot-v1", num_envs=4))
     with pytest.raises(TypeError, match=f"{name} needs a batched torch env"):
         loaded.set_env(gymnasium.make("CartPole-v1"))
+
+
+class _Walker:
+    """Two scripted episodes on a 1-D track: env 0 gets to 0.3, then a falling step shows 0.9
+    and ends it without success; env 1 gets to 0.6 by the time limit (a NaN on the way)."""
+
+    num_envs, device, max_episode_steps = 2, torch.device("cpu"), 10
+
+    def reset(self, seed=None):
+        self.t = 0
+        return torch.zeros(2, 1), {}
+
+    def step(self, actions):
+        self.t += 1
+        path = {1: (0.1, 0.2), 2: (0.3, float("nan")), 3: (0.9, 0.4), 4: (0.0, 0.6)}
+        obs = torch.tensor([[path[self.t][0]], [path[self.t][1]]])
+        terminated = torch.tensor([self.t == 3, False])
+        truncated = torch.tensor([False, self.t == 4])
+        info = {"final_obs": obs.clone(), "reward_components": {"extrinsic": torch.zeros(2)}}
+        return obs, torch.zeros(2), terminated, truncated, info
+
+
+def test_partial_success_skips_the_state_that_ended_an_episode_without_success_and_nan() -> None:
+    from rewardlab.agents.evaluation import Episodes, play_episodes
+
+    def success(final_obs, terminated, truncated):
+        return terminated & (final_obs[:, 0] >= 1.0)
+
+    played = play_episodes(lambda obs: torch.zeros(2), _Walker(), success=success,
+                           partial=lambda obs: obs[:, 0].clamp(0.0, 1.0))
+    assert played.partial == pytest.approx([0.3, 0.6])  # not the fall's 0.9; a time limit's last state counts
+    assert played.partial_success == pytest.approx(0.45) and played.success_rate == 0.0
+    # one episode of ten that barely moved is no signal: the mean is floored too
+    assert Episodes([0.0] * 10, [False] * 10, [0.05] + [0.0] * 9).partial_success == 0.0
+    assert Episodes([0.0], [False], [float("nan")]).partial_success == 0.0

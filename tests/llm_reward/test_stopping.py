@@ -379,8 +379,10 @@ class Recorded(Executor):
         super().__init__(1, "test-order")
         self.order: list[str] = []
         self.hold = threading.Event()
+        self.started = threading.Event()
 
     def _run(self, task: EvalTask) -> TrainingRun:
+        self.started.set()
         if not self.order:
             self.hold.wait(30)
         self.order.append(task.key)
@@ -424,3 +426,27 @@ def test_the_references_final_seeds_are_queued_before_the_first_candidate_and_tr
     # a resumed search trains none of them again
     again, executor = run_curves(tmp_path, "run", resume=True)
     assert executor.tasks == [] and again.final["human"].fitness == result.final["human"].fitness  # type: ignore[attr-defined]
+
+
+def test_a_shut_down_executor_cancels_what_waits_and_a_failing_on_done_is_the_callers_error() -> None:
+    from concurrent.futures import as_completed
+
+    from rewardlab.llm_reward.search.executors import CallbackError
+
+    executor = Recorded()
+    first = executor.submit(make("first"))
+    assert executor.started.wait(5)  # running: shutdown lets it finish
+    waiting = [executor.submit(make("queued")), executor.submit(make("background"), background=True)]
+    executor.shutdown()
+    assert [future.cancelled() for future in as_completed(waiting, timeout=5)] == [True, True]  # no hang
+    executor.hold.set()
+    assert first.result(30).ok and executor.order == ["first"]
+
+    def full_disk(result: TrainingRun) -> None:
+        raise OSError("No space left on device")
+
+    failing = Recorded()
+    failing.hold.set()
+    error = failing.submit(make("journaled"), on_done=full_disk).exception(30)
+    assert isinstance(error, CallbackError) and isinstance(error.__cause__, OSError)
+    failing.shutdown()
