@@ -158,17 +158,24 @@ def early_stopping_summary(result: SearchResult) -> dict[str, Any]:
     }
 
 
+def _compared_partial(data: dict[str, Any]) -> bool:
+    return any(item.get("partial_success") is not None for item in data["stopped"])
+
+
 def _early_stopping_line(result: SearchResult) -> str:
     data = early_stopping_summary(result)
     if not data["on"]:
         return "Early stopping: off (every candidate trained its whole budget)."
     if not data["stopped"]:
         return "Early stopping: on; no candidate stopped early."
-    where = "; ".join(f"{item['key']} at {item['share']} (step {item['step']:,}, fitness {item['fitness']:.4g})"
+    where = "; ".join(f"{item['key']} at {item['share']} (step {item['step']:,}, fitness {item['fitness']:.4g}"
+                      + ("" if item.get("partial_success") is None else
+                         f", partial success {item['partial_success']:.4g}") + ")"
                       for item in data["stopped"])
     share = data["steps_saved"] / data["steps_budget"] if data["steps_budget"] else 0.0
     return (f"Early stopping: {len(data['stopped'])} candidate(s) stopped, in the bottom half of the earlier "
-            f"iterations' candidates at a rung: {markdown_text(where)}; {data['steps_saved']:,} training steps "
+            f"iterations' candidates at a rung{'' if not _compared_partial(data) else ' (by partial success)'}: "
+            f"{markdown_text(where)}; {data['steps_saved']:,} training steps "
             f"saved ({share:.0%} of the trained candidates' budget).")
 
 
