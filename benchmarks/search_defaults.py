@@ -45,7 +45,9 @@ MEASURES = (
     "llm_reward/programs/",
     "llm_reward/sandbox/",
     "llm_reward/search/",
+    "llm_reward/training/",
     "agents/ppo.py",
+    "agents/evaluation.py",
     "envs/classic/",
     "envs/mujoco/",
 )
