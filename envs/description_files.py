@@ -314,9 +314,7 @@ def _success_rule(text: Any, readers: Mapping[str, Any], where: str) -> SuccessR
         flags = {"terminated": terminated, "truncated": truncated}
         values = {name: flags[name] if name in flags else _first_column(readers[name](final_obs)) for name in used}
         result = evaluate(values)
-        if isinstance(result, torch.Tensor):
-            return result.bool()
-        return torch.full((len(final_obs),), bool(result), dtype=torch.bool, device=final_obs.device)
+        return _per_row(result, final_obs, torch.bool)
 
     return success
 
@@ -334,12 +332,18 @@ def _partial_rule(text: Any, readers: Mapping[str, Any], where: str) -> PartialR
     evaluate, used = compile_expression(text, set(readers), f"{where}: partial_success")
 
     def partial(obs: torch.Tensor) -> torch.Tensor:
-        result = evaluate({name: _first_column(readers[name](obs)) for name in used})
-        values = (result.double() if isinstance(result, torch.Tensor)
-                  else torch.full((len(obs),), float(result), dtype=torch.float64, device=obs.device))
-        return torch.nan_to_num(values.expand(len(obs)), nan=0.0).clamp(0.0, 1.0)
+        values = _per_row(evaluate({name: _first_column(readers[name](obs)) for name in used}), obs, torch.float64)
+        return torch.nan_to_num(values, nan=0.0).clamp(0.0, 1.0)
 
     return partial
+
+
+def _per_row(result: Any, obs: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """An expression's value for each of the ``len(obs)`` rows: a tensor as ``dtype``, a
+    constant (an expression without variables) repeated, on the observations' device."""
+    if isinstance(result, torch.Tensor):
+        return result.to(dtype)
+    return torch.full((len(obs),), result, dtype=dtype, device=obs.device)
 
 
 def _first_column(values: torch.Tensor) -> torch.Tensor:
@@ -348,9 +352,7 @@ def _first_column(values: torch.Tensor) -> torch.Tensor:
 
 def _derived_reader(evaluate: Expression, inputs: Mapping[str, Any]) -> Any:
     def read(obs: torch.Tensor) -> torch.Tensor:
-        result = evaluate({name: reader(obs) for name, reader in inputs.items()})
-        return (result.float() if isinstance(result, torch.Tensor)
-                else torch.full((len(obs),), float(result), device=obs.device))
+        return _per_row(evaluate({name: reader(obs) for name, reader in inputs.items()}), obs, torch.float32)
 
     return read
 
