@@ -196,6 +196,8 @@ class _Search:
         self._first_prompt = task_prompt(self.description, config.task, examples, source)
         self._trajectories: list[dict[str, Any]] | None = None
         self._stop_rule: StopRule | None = None
+        # the references' final trainings and what was queued for them at the start
+        self._references: list[_SeedJob] = []
         self._references_ahead: list[TrainingRun | Future[TrainingRun]] = []
         self._in_background: set[Future[TrainingRun]] = set()
 
@@ -206,7 +208,8 @@ class _Search:
             # the references' final seeds do not depend on the search: queued now, they train
             # on the slots the candidates leave idle (stopped ones, an iteration's slowest one,
             # the LLM's answer) and the final re-training waits only for what is left of them
-            self._references_ahead = self._queue_seeds("final", self._reference_jobs(), background=True)
+            self._references = self._reference_jobs()
+            self._references_ahead = self._queue_seeds("final", self._references, background=True)
             if self._in_background:
                 self.progress.note(f"the references' final re-training ({len(self._in_background)} trainings) "
                                    "runs on the slots the candidates leave idle")
@@ -498,19 +501,15 @@ class _Search:
 
     def _final(self, best: Candidate | None) -> dict[str, FinalScore]:
         """Re-train the best program with the final seeds, next to the references' trainings."""
-        references, queued = self._reference_jobs(), self._references_ahead
         if best is None or self.config.final_seeds == 0:
-            for item in queued:
-                if isinstance(item, Future):
-                    item.cancel()  # nothing to compare them with
-            return {}
+            return {}  # the references queued for nothing are cancelled as the run ends
         assert best.source is not None
         jobs = [_SeedJob(f"best:{best.key}/seed_{seed}", best.source, seed,
                          self.store.path("final", "best", f"seed_{seed}"), {"label": "best", "candidate": best.key})
                 for seed in self._final_seed_list()]
-        self.progress.start_iteration(0, len(jobs) + len(references), stage="final re-training")
-        queued = self._queue_seeds("final", jobs) + queued
-        jobs += references
+        self.progress.start_iteration(0, len(jobs) + len(self._references), stage="final re-training")
+        queued = self._queue_seeds("final", jobs) + self._references_ahead
+        jobs += self._references
         scores = {label: FinalScore(label) for label in dict.fromkeys(job.fields["label"] for job in jobs)}
         for index, result in self._train_seeds("final", "final re-training", jobs, queued):
             self._score(scores[jobs[index].fields["label"]], jobs[index].seed, result)
