@@ -32,6 +32,11 @@ listening, a refused key, a model the endpoint does not serve) raises
 estimated at four characters a token when a server sends none) and cost from a
 :class:`PriceTable`. The key is kept in the client only: :func:`redact` removes it from
 any text before it is written anywhere.
+
+A reply is data and is typed where it arrives: its content must be a string (a list, a
+dict, a number or null is an invalid reply, :class:`LLMCallFailed`, never an answer), its
+token counts finite non-negative integers (else estimated) and its finish reason one of
+:data:`FINISH_REASONS` (else unknown, ``None``). A replayed journal is typed the same way.
 """
 
 from __future__ import annotations
@@ -71,6 +76,10 @@ CHARS_PER_TOKEN = 4
 #: filled the caller's memory at about 1 GB/s until the deadline
 MAX_ANSWER_BYTES = 64 * 2**20
 REDACTED = "[redacted]"
+#: why a chat completion may stop, as the API documents it; any other reason is unknown (None)
+FINISH_REASONS = frozenset({"stop", "length", "content_filter", "tool_calls", "function_call"})
+#: the most tokens one call may report; a larger count is not believed and is estimated instead
+MAX_REPORTED_TOKENS = 2**40
 
 
 @dataclass(frozen=True)
@@ -390,11 +399,15 @@ class ReplayClient(ChatClient):
         if index >= len(self.answers):
             raise LLMCallFailed(f"replay: all {len(self.answers)} answers of {self.path} are used up", tries=1)
         text, usage, finish_reason = self.answers[index]
+        if text is None:
+            raise LLMCallFailed(f"replay: answer {index + 1} of {self.path} is not a string", tries=1)
         return Completion(text=text, usage=usage, cost_usd=0.0, model=self.model, wall_s=0.0,
                           finish_reason=finish_reason)
 
 
-def _replayed_answers(path: Path) -> list[tuple[str, Usage, str | None]]:
+def _replayed_answers(path: Path) -> list[tuple[str | None, Usage, str | None]]:
+    """The answers a journal or JSON Lines file holds, in order, each typed as a live reply is
+    (an answer that is not a string is kept as ``None``: its call fails when replayed)."""
     file = path / "journal.jsonl" if path.is_dir() else path
     try:
         lines = file.read_text().splitlines()
@@ -415,12 +428,11 @@ def _replayed_answers(path: Path) -> list[tuple[str, Usage, str | None]]:
     records.sort(key=lambda item: (item[0], item[1]))  # a journal's candidates in key order
     answers = []
     for _, _, record in records:
-        usage = record.get("usage") if isinstance(record.get("usage"), dict) else {}
+        text = record.get("text", record.get("answer"))
         # why the model stopped is replayed too: a cut-off answer gets the same note in the next prompt
-        finish_reason = record.get("finish_reason")
-        answers.append((record.get("text", record.get("answer")),
-                        Usage(int(usage.get("prompt_tokens", 0)), int(usage.get("completion_tokens", 0))),
-                        finish_reason if isinstance(finish_reason, str) else None))
+        answers.append((text if isinstance(text, str) else None,
+                        typed_usage(record.get("usage")) or Usage(),
+                        typed_finish_reason(record.get("finish_reason"))))
     return answers
 
 
@@ -536,24 +548,27 @@ class OpenAICompatibleClient(ChatClient):
             options: dict[str, Any] = {"temperature": self.temperature}
             if self.max_tokens is not None:
                 options["max_tokens"] = self.max_tokens
-            return self._within_deadline(lambda client: client.chat.completions.create(
+            # the raw body, typed here (typed_reply): the SDK's objects take any JSON shape
+            return self._within_deadline(lambda client: client.chat.completions.with_raw_response.create(
                 model=self.model, messages=[dict(message) for message in messages], **options
-            ))
+            ).content)
 
-        response = self._with_retries(request)
-        if not getattr(response, "choices", None):
-            raise LLMCallFailed(f"{self.describe()} sent an answer without choices")
-        choice = response.choices[0]
-        text = choice.message.content or ""
-        usage = self._usage(response, messages, text)
+        body = self._with_retries(request)
+        try:
+            reply = typed_reply(body)
+        except ValueError as error:
+            raise LLMCallFailed(self._secret_free(
+                f"{self.describe()} sent an invalid reply ({error}); the answer is not used"
+            ), tries=tries[0]) from None
+        usage = reply.usage or _estimated_usage(messages, reply.text)
         return Completion(
-            text=text,
+            text=reply.text,
             usage=usage,
             cost_usd=self.prices.cost(self.model, usage),
-            model=getattr(response, "model", None) or self.model,
+            model=reply.model or self.model,
             wall_s=time.monotonic() - start,
             retries=tries[0] - 1,
-            finish_reason=getattr(choice, "finish_reason", None),
+            finish_reason=reply.finish_reason,
         )
 
     def _within_deadline(self, call: Callable[[Any], Any]) -> Any:
@@ -587,13 +602,6 @@ class OpenAICompatibleClient(ChatClient):
     def _served_models(self) -> list[str]:
         """The models the endpoint lists, within the deadline (a dripped list held the check)."""
         return self._within_deadline(lambda client: [model.id for model in client.models.list()])
-
-    def _usage(self, response: Any, messages: Sequence[Message], text: str) -> Usage:
-        reported = getattr(response, "usage", None)
-        if reported is not None and getattr(reported, "prompt_tokens", None) is not None:
-            return Usage(int(reported.prompt_tokens), int(reported.completion_tokens or 0))
-        prompt_chars = sum(len(message.get("content", "")) for message in messages)
-        return Usage(-(-prompt_chars // CHARS_PER_TOKEN), -(-len(text) // CHARS_PER_TOKEN), estimated=True)
 
     def _with_retries(self, call: Callable[[], Any], retry_refused: bool = True) -> Any:
         """Run ``call``, retrying transient failures; map the rest to :class:`LLMError`.
@@ -687,6 +695,93 @@ class OpenAICompatibleClient(ChatClient):
 
     def _secret_free(self, text: str) -> str:
         return redact(text, self.secrets)
+
+
+@dataclass(frozen=True)
+class Reply:
+    """A chat completion's body, typed.
+
+    :param text: the answer (a string, possibly empty).
+    :param usage: the tokens it reports, ``None`` when it reports none that can be believed.
+    :param model: the model it names, ``None`` when it names none that is a short string.
+    :param finish_reason: one of :data:`FINISH_REASONS`, ``None`` when unknown.
+    """
+
+    text: str
+    usage: Usage | None
+    model: str | None
+    finish_reason: str | None
+
+
+def typed_reply(body: bytes | str) -> Reply:
+    """Read a chat completion's JSON body, trusting none of its shapes.
+
+    :param body: the HTTP body as the endpoint sent it.
+    :raises ValueError: it is not JSON, or holds no answer as a string, with what it holds.
+    """
+    try:
+        data = json.loads(body)
+    except (ValueError, RecursionError):
+        raise ValueError("the body is not JSON") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"the body is a JSON {_json_kind(data)}, not an object")
+    choices = data.get("choices")
+    if not isinstance(choices, list) or not choices:
+        raise ValueError("it has no choices")
+    choice = choices[0]
+    message = choice.get("message") if isinstance(choice, dict) else None
+    if not isinstance(message, dict):
+        raise ValueError("choices[0] has no message object")
+    content = message.get("content")
+    if not isinstance(content, str):
+        raise ValueError(f"choices[0].message.content is {_json_kind(content)}, not a string")
+    model = data.get("model")
+    return Reply(
+        text=content,
+        usage=typed_usage(data.get("usage")),
+        model=model if isinstance(model, str) and 0 < len(model) <= 200 and model.isprintable() else None,
+        finish_reason=typed_finish_reason(choice.get("finish_reason")),
+    )
+
+
+def typed_usage(data: object) -> Usage | None:
+    """The token counts of a reply's ``usage``, ``None`` unless ``prompt_tokens`` (and
+    ``completion_tokens`` where given) are integers in ``[0, MAX_REPORTED_TOKENS]``.
+
+    :param data: the ``usage`` value as sent.
+    """
+    if not isinstance(data, dict):
+        return None
+    prompt, completion = data.get("prompt_tokens"), data.get("completion_tokens", 0)
+    if not all(_token_count(value) for value in (prompt, completion)):
+        return None
+    return Usage(prompt, completion)
+
+
+def typed_finish_reason(value: object) -> str | None:
+    """``value`` if it is one of :data:`FINISH_REASONS`, else ``None`` (unknown).
+
+    :param value: the ``finish_reason`` as sent.
+    """
+    return value if isinstance(value, str) and value in FINISH_REASONS else None
+
+
+def _token_count(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_REPORTED_TOKENS
+
+
+def _json_kind(value: object) -> str:
+    """What a JSON value is, in words, for a message that must not echo it."""
+    if value is None:
+        return "null"
+    kinds = {bool: "a boolean", str: "a string", list: "a list", dict: "an object"}
+    return kinds.get(type(value), "a number" if isinstance(value, int | float) else type(value).__name__)
+
+
+def _estimated_usage(messages: Sequence[Message], text: str) -> Usage:
+    """Tokens at :data:`CHARS_PER_TOKEN` characters each, for a reply that reports none."""
+    prompt_chars = sum(len(message.get("content", "")) for message in messages)
+    return Usage(-(-prompt_chars // CHARS_PER_TOKEN), -(-len(text) // CHARS_PER_TOKEN), estimated=True)
 
 
 def _cause(error: BaseException, kind: type[BaseException]) -> BaseException | None:

@@ -214,3 +214,116 @@ def test_a_compressed_answer_is_refused(scripted) -> None:
     with pytest.raises(LLMCallFailed, match="compressed"):
         client_for(server, retries=0).complete(MESSAGES)
     assert server.headers[0]["accept-encoding"] == "identity"
+
+
+def _completion(content: Any, **fields: Any) -> dict[str, Any]:
+    body: dict[str, Any] = {"id": "x", "object": "chat.completion", "created": 0, "model": "scripted",
+                            "choices": [{"index": 0, "finish_reason": "stop",
+                                         "message": {"role": "assistant", "content": content}}],
+                            "usage": {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5}}
+    body.update(fields)
+    return body
+
+
+@pytest.mark.parametrize("content", [["def compute_reward(obs): ..."], {"code": "x"}, 3.5, None, True])
+def test_content_that_is_not_a_string_is_an_invalid_reply(scripted, content: Any) -> None:
+    server = scripted([{"raw": _completion(content)}])
+    with pytest.raises(LLMCallFailed, match="invalid reply.*content is .*not a string"):
+        client_for(server, retries=0).complete(MESSAGES)
+
+
+def test_usage_and_finish_reason_of_unknown_shapes_are_estimated_and_unknown(scripted) -> None:
+    body = _completion("hello", usage={"prompt_tokens": -5, "completion_tokens": float("inf")})
+    body["choices"][0]["finish_reason"] = ["stop"]
+    server = scripted([{"raw": body}, {"raw": _completion("hi", usage={"prompt_tokens": 1e300})}])
+    client = client_for(server, retries=0)
+    completion = client.complete(MESSAGES)
+    assert completion.text == "hello" and completion.finish_reason is None
+    assert completion.usage.estimated and completion.usage.completion_tokens == 2
+    assert client.complete(MESSAGES).usage.estimated
+
+
+def _random_json(rng: Any, depth: int = 0) -> Any:
+    kinds = ["null", "bool", "int", "float", "str"] + (["list", "dict"] if depth < 3 else [])
+    kind = rng.choice(kinds)
+    if kind == "null":
+        return None
+    if kind == "bool":
+        return rng.random() < 0.5
+    if kind == "int":
+        return rng.choice([0, -1, 7, 2**63, -(2**70), rng.randint(-10**6, 10**6)])
+    if kind == "float":
+        return rng.choice([0.5, -3.25, 1e308, float("nan"), float("inf"), -float("inf")])
+    if kind == "str":
+        return rng.choice(["", "stop", "length", "\x1b]0;pwned\x07", "x" * 300, "def f(): ..."])
+    if kind == "list":
+        return [_random_json(rng, depth + 1) for _ in range(rng.randint(0, 3))]
+    keys = ["choices", "message", "content", "usage", "model", "finish_reason", "prompt_tokens",
+            "completion_tokens", "index", "role", "zz"]
+    return {rng.choice(keys): _random_json(rng, depth + 1) for _ in range(rng.randint(0, 4))}
+
+
+def _fuzzed_reply(rng: Any) -> dict[str, Any]:
+    """A random reply body: a whole random JSON value, or a completion with one to three of its
+    fields (at any depth) replaced by a random JSON value."""
+    if rng.random() < 0.2:
+        return {"raw": _random_json(rng)} if rng.random() < 0.8 else {"raw_bytes": b"{\"choices\": [{"}
+    body = _completion(rng.choice(["ok", "", "\x1b[2J"]))
+    for _ in range(rng.randint(1, 3)):
+        path = rng.choice([("model",), ("usage",), ("usage", "prompt_tokens"),
+                           ("usage", "completion_tokens"), ("choices",), ("choices", 0),
+                           ("choices", 0, "finish_reason"), ("choices", 0, "message"),
+                           ("choices", 0, "message", "content")])
+        target: Any = body
+        try:
+            for step in path[:-1]:
+                target = target[step]
+            target[path[-1]] = _random_json(rng)
+        except (KeyError, IndexError, TypeError):
+            pass  # an earlier replacement removed the path
+    return {"raw": body}
+
+
+def test_fuzzed_reply_shapes_give_a_typed_answer_or_the_clients_own_error(scripted) -> None:
+    import math
+    import random
+
+    from rewardlab.llm_reward.clients import FINISH_REASONS
+
+    rng = random.Random(47)
+    script = [_fuzzed_reply(rng) for _ in range(300)]
+    server = scripted(script)
+    client = client_for(server, retries=0)
+    answered = failed = 0
+    for _ in script:
+        try:
+            completion = client.complete(MESSAGES)
+        except LLMCallFailed as error:
+            assert "invalid reply" in str(error)
+            failed += 1
+            continue
+        answered += 1
+        assert type(completion.text) is str and type(completion.model) is str
+        assert completion.finish_reason is None or completion.finish_reason in FINISH_REASONS
+        for count in (completion.usage.prompt_tokens, completion.usage.completion_tokens):
+            assert type(count) is int and 0 <= count and math.isfinite(count)
+        assert completion.cost_usd is None or math.isfinite(completion.cost_usd)
+    assert answered > 30 and failed > 30  # both sides of the boundary were exercised
+
+
+def test_a_replayed_answer_that_is_not_a_string_fails_its_call(tmp_path) -> None:
+    import json
+
+    from rewardlab.llm_reward.clients import ReplayClient
+
+    lines = [{"type": "answer", "proposer": "llm", "key": "it00_s00", "text": ["a", "list"],
+              "usage": {"prompt_tokens": "many"}, "finish_reason": {"x": 1}},
+             {"type": "answer", "proposer": "llm", "key": "it00_s01", "text": "def f(): ...",
+              "usage": {"prompt_tokens": -3}, "finish_reason": "length"}]
+    (tmp_path / "journal.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+    client = ReplayClient(tmp_path)
+    with pytest.raises(LLMCallFailed, match="answer 1 .* not a string"):
+        client.complete(MESSAGES)
+    completion = client.complete(MESSAGES)
+    assert completion.text == "def f(): ..." and completion.finish_reason == "length"
+    assert completion.usage == Usage(0, 0)

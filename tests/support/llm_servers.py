@@ -32,7 +32,9 @@ class ScriptedLLM:
     ``{"status": 429 | 500 | 401, ...}`` (an error; 429 may carry ``"retry_after"``), or
     ``{"hang": True}`` (never replies until :meth:`close`), ``{"flood": n}`` (a 200 whose
     body is ``n`` zero bytes, sent as fast as the client reads); ``"gzip": True`` sends an
-    answer compressed (``Content-Encoding: gzip``). Chat requests are recorded in
+    answer compressed (``Content-Encoding: gzip``); ``{"raw": value}`` sends ``value`` as the
+    whole 200 body, JSON-encoded (``{"raw_bytes": b"..."}``: those bytes), whatever its shape
+    (the reply-schema fuzz test). Chat requests are recorded in
     :attr:`requests` (the JSON bodies) and :attr:`headers`.
 
     :param script: the replies.
@@ -56,9 +58,9 @@ class ScriptedLLM:
             def log_message(self, *args: Any) -> None:
                 pass
 
-            def _send(self, status: int, body: dict[str, Any], headers: dict[str, str] | None = None,
+            def _send(self, status: int, body: Any, headers: dict[str, str] | None = None,
                       drip: float = 0.0, gzipped: bool = False) -> None:
-                data = json.dumps(body).encode()
+                data = body if isinstance(body, bytes) else json.dumps(body).encode()
                 data = gzip.compress(data) if gzipped else data
                 try:
                     self.send_response(status)
@@ -114,7 +116,9 @@ class ScriptedLLM:
                     self._flood(int(reply["flood"]))
                     return
                 status = reply.get("status", 200)
-                if status == 401:
+                if "raw" in reply or "raw_bytes" in reply:
+                    self._send(200, reply["raw_bytes"] if "raw_bytes" in reply else reply["raw"])
+                elif status == 401:
                     auth = self.headers.get("Authorization", "")[len("Bearer "):]
                     masked = auth[:5] + "*" * 10 + auth[-4:]
                     self._send(401, {"error": {"message": f"Incorrect API key provided: {masked}",
