@@ -15,8 +15,8 @@ sorts them when the space is made from a plain dict), each part's values in row-
 a ``Discrete`` part one-hot. ``{"pos": (2,), "vel": (2,), "goal": (2,)}`` becomes six columns
 ``goal_0, goal_1, pos_0, pos_1, vel_0, vel_1``: :attr:`GymnasiumBatchedEnv.observation_parts`
 keeps those names, which the generic description, the LLM policy's prompt and reward programs
-use. MiniGrid ids keep the agent's ``7 x 7 x 3`` view, flattened (see
-:mod:`rewardlab.envs.minigrid`). Actions are ``Discrete`` or ``Box``.
+use. MiniGrid tasks (any env whose class is a ``MiniGridEnv``, whatever its id) keep the
+agent's ``7 x 7 x 3`` view, flattened, and drop the mission (see :mod:`rewardlab.envs.minigrid`). Actions are ``Discrete`` or ``Box``.
 
 Example::
 
@@ -44,6 +44,7 @@ from gymnasium.vector import AutoresetMode, SyncVectorEnv
 from gymnasium.wrappers import FlattenObservation
 
 from rewardlab.envs.core import Actions, Batched, StepReturn, WholeNumberBox, resolve_device
+from rewardlab.envs.minigrid import is_minigrid, minigrid_view
 
 #: the modules whose import registers (and wraps) envs of an id prefix, and how to install them
 ID_PACKAGES = {
@@ -110,8 +111,8 @@ def env_module(env_id: str) -> str | None:
 def import_env_module(env_id: str) -> str | None:
     """Import what registers ``env_id`` with Gymnasium and return the module's file or folder.
 
-    A ``"module:Env-v0"`` id imports ``module``, from the working directory if it is not on
-    the import path (as ``python -m`` would find it); a MiniGrid id imports ``minigrid``.
+    A ``"module:Env-v0"`` id imports ``module`` (see :func:`import_user_module` for where it is
+    looked for); a MiniGrid id imports ``minigrid``.
 
     :return: the path of the user's module (its file, or its package folder), ``None`` for
         ids of installed packages.
@@ -138,23 +139,43 @@ def import_env_module(env_id: str) -> str | None:
     return folder[0] if folder else os.path.realpath(path)
 
 
+#: where :func:`import_user_module` also looks for a user's module; ``None``: the import path only
+_working_folder: str | None = None
+
+
+def look_in_working_folder(folder: str) -> None:
+    """Let :func:`import_user_module` find a user's module in ``folder`` when it is on no import
+    path, as ``python -m`` finds one in the working folder.
+
+    The ``rewardlab`` command calls it once, for the ids its command line and ``--config`` name
+    (the user's own words); the library alone never changes the import path, and an id read
+    from a file (a reward program's header) is refused before anything is imported.
+
+    :param folder: the folder, usually the working directory.
+    """
+    global _working_folder
+    _working_folder = os.path.realpath(folder)
+
+
 def import_user_module(module: str, what: str) -> Any:
-    """Import a user's ``module`` (of a ``"module:name"`` spec), from the working directory
-    too if it is not on the import path (as ``python -m`` would find it).
+    """Import a user's ``module`` (of a ``"module:name"`` spec): from the import path, or from
+    the folder :func:`look_in_working_folder` named (the ``rewardlab`` command's working folder).
 
     :param module: the module's dotted name.
     :param what: what it is imported for, for the error (``"env 'm:Env-v0'"``).
     :raises ValueError: it cannot be found, or importing it failed (a syntax error, any
         error its code raised), naming it and what to do.
     """
-    if importlib.util.find_spec(module.split(".")[0]) is None and os.getcwd() not in sys.path:
-        sys.path.append(os.getcwd())  # the user's own module, next to where they run rewardlab
+    folder = _working_folder
+    if folder is not None and folder not in sys.path and importlib.util.find_spec(module.split(".")[0]) is None:
+        # on the import path, not only imported here: the sandbox's fork server takes this path
+        sys.path.append(folder)
     try:
         return importlib.import_module(module)
     except ImportError as error:
         raise ValueError(
-            f"{what}: cannot import module {module!r} ({error}); run from the folder that "
-            f"holds {module.split('.')[0]}.py, or install it, or add its folder to PYTHONPATH"
+            f"{what}: cannot import module {module!r} ({error}); run rewardlab from the folder "
+            f"that holds {module.split('.')[0]}.py, or install it, or add its folder to PYTHONPATH"
         ) from error
     except Exception as error:  # the user's module ran and failed (a syntax error, a bad register call)
         raise ValueError(
@@ -191,7 +212,8 @@ def check_gymnasium_id(env_id: str) -> None:
 
 def make_one(env_id: str, kwargs: dict[str, Any] | None = None) -> gymnasium.Env:
     """One Gymnasium env of ``env_id`` with the observation rewardlab's learners take
-    (MiniGrid's view flattened, ``Dict``/``Tuple`` observations flattened).
+    (a MiniGrid task's view flattened, its mission dropped; ``Dict``/``Tuple`` observations
+    flattened).
 
     :param env_id: a Gymnasium id or ``"module:Env-v0"`` (its module imported already).
     :param kwargs: passed to ``gymnasium.make`` (and so to the env's constructor).
@@ -200,13 +222,11 @@ def make_one(env_id: str, kwargs: dict[str, Any] | None = None) -> gymnasium.Env
     """
     kwargs = dict(kwargs or {})
     try:
-        if env_id.startswith(("MiniGrid-", "BabyAI-")):
-            from rewardlab.envs.minigrid import make_minigrid
-
-            return make_minigrid(env_id, **kwargs)
         env = gymnasium.make(env_id, **kwargs)
     except Exception as error:  # the user's constructor can raise anything: say which and why
         raise construction_error(env_id, kwargs, error) from error
+    if is_minigrid(env):
+        return minigrid_view(env, env_id)
     if isinstance(env.observation_space, spaces.Dict | spaces.Tuple):
         env = FlattenObservation(env)
     return env

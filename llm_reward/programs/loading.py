@@ -39,6 +39,7 @@ from rewardlab.common.components import with_components
 from rewardlab.envs.core import Batched
 from rewardlab.envs.description_files import description_data, description_from_data
 from rewardlab.envs.descriptions import EnvDescription, describe
+from rewardlab.envs.gymnasium_env import env_module
 from rewardlab.llm_reward.programs.program import COMPONENT_PREFIX, RewardFunction, RewardProgram
 from rewardlab.llm_reward.programs.wrapper import ProgramReward
 
@@ -222,12 +223,14 @@ def load_reward(
     """Read a reward program file (e.g. a search's ``best_reward.py``) and check it.
 
     :param path: the file.
-    :param env_id: the env; default: the file's ``# rewardlab-env:`` line.
+    :param env_id: the env; default: the file's ``# rewardlab-env:`` line, unless that names a
+        ``module:Env-v0`` id: a file's words never import a module, only the caller's do.
     :param description: a description file's data (``load_description(file, env_id)[1]``) for
         a program written under it; default: the file's ``# rewardlab-description:`` line,
         else the env's own description.
-    :raises ValueError: the file is missing, not text, names no env and ``env_id`` is not
-        given, names another env than ``env_id``, or carries a malformed description.
+    :raises ValueError: the file is missing, not text, names no env (or a ``module:Env-v0``
+        one) and ``env_id`` is not given, names another env than ``env_id``, or carries a
+        malformed description.
     :raises llm_reward.CheckError: the program fails the static checks for the env.
     """
     path = Path(path)
@@ -246,6 +249,12 @@ def load_reward(
                 f"{path} does not say which env it is for (no '{ENV_MARKER} ENV_ID' line); pass env_id"
             )
         env_id = match.group(1)
+        if env_module(env_id) is not None:
+            raise ValueError(
+                f"{path} names the env {env_id!r}, which would import the module {env_module(env_id)!r}: "
+                "a file never makes rewardlab import code; if you trust that module, name the env "
+                f"yourself (--env {env_id!r}, or load_reward(path, env_id={env_id!r}))"
+            )
     if description is None:
         description = _carried_description(source, path, env_id)
     program = RewardProgram.from_source(source)

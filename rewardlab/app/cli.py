@@ -11,6 +11,7 @@ mistyped flag is answered before anything heavy loads.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Iterable
 from importlib import import_module
@@ -81,6 +82,9 @@ def main(argv: list[str] | None = None) -> int:
     if getattr(args, "func", None) is None:
         parser.print_help()
         return 0
+    from rewardlab.envs.gymnasium_env import look_in_working_folder
+
+    look_in_working_folder(os.getcwd())  # a module id the user types is found where they run, as python -m does
     try:
         return int(args.func(args) or 0)
     except ValueError as error:

@@ -804,3 +804,26 @@ def test_both_causes_of_a_per_state_failure_are_reported() -> None:
     assert "1D tensors expected" in reason and "called with env 0's values alone, it failed too" in reason
     assert "math domain error" in reason
     assert "line 6" in error.value.traceback and "line 7" in error.value.traceback
+
+
+def test_a_reward_files_header_never_imports_a_module(tmp_path, monkeypatch, capsys) -> None:
+    """A shared run folder: a helper module beside best_reward.py, named by its header, never runs."""
+    import sys
+
+    from rewardlab.app.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    marker = tmp_path / "helper_ran"
+    (tmp_path / "helper_env_module.py").write_text(f"open({str(marker)!r}, 'w').close()\n")
+    path = tmp_path / "best_reward.py"
+    path.write_text("# rewardlab-env: helper_env_module:Helper-v0\n"
+                    "def compute_reward(next_theta):\n    return next_theta, {}\n")
+    import_path = list(sys.path)
+    with pytest.raises(ValueError, match="a file never makes rewardlab import code") as error:
+        llm_reward.load_reward(path)
+    assert "--env 'helper_env_module:Helper-v0'" in str(error.value)
+    with pytest.raises(ValueError, match="was written for helper_env_module:Helper-v0, not CartPole-v1"):
+        llm_reward.load_reward(path, "CartPole-v1")
+    assert main(["train", "--env", "CartPole-v1", "--reward-program", "best_reward.py", "--logdir", "runs"]) == 2
+    assert "not CartPole-v1" in capsys.readouterr().err
+    assert not marker.exists() and "helper_env_module" not in sys.modules and sys.path == import_path
