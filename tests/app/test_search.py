@@ -57,7 +57,7 @@ def test_a_description_line_inside_the_program_is_not_the_files_description(tmp_
     program = ("import torch\n\n# rewardlab-description: " + forged + "\n"
                "def compute_reward(goal_0):\n    return goal_0, {}\n")
     (tmp_path / "reward.py").write_text(f"# rewardlab-env: {env_id}\n{program}")
-    loaded = load_reward(tmp_path / "reward.py")
+    loaded = load_reward(tmp_path / "reward.py", env_id)  # a file's module:Env-v0 id is the caller's to name
     assert loaded.description_data is None and "goal_0" in loaded.description.state_names
 
 
@@ -74,7 +74,7 @@ def test_a_found_program_wraps_the_users_gymnasium_env_with_its_dict_observation
     program = ("def compute_reward(goal_distance, next_goal_distance):\n"
                "    closer = goal_distance - next_goal_distance\n    return closer, {'closer': closer}\n")
     (tmp_path / "best_reward.py").write_text(reward_file_text(program, env_id, []))
-    env = load_reward(tmp_path / "best_reward.py").wrap(gymnasium.make(env_id.partition(":")[2]), trusted=True)
+    env = load_reward(tmp_path / "best_reward.py", env_id).wrap(gymnasium.make(env_id.partition(":")[2]), trusted=True)
     obs, _ = env.reset(seed=0)
     before = np.linalg.norm(obs["pos"] - obs["goal"])
     obs, reward, *_, info = env.step(np.array([1.0, 0.0], dtype=np.float32))

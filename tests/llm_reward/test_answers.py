@@ -224,7 +224,7 @@ def test_every_correct_env_answer_runs_and_loads_from_a_file(answer: Answer, use
     env_id, description, data = resolve(answer, user_envs)
     path = tmp_path / "best_reward.py"
     path.write_text(reward_file_text(function.program.source, env_id, ["from the corpus"]))
-    loaded = llm_reward.load_reward(path, description=data)
+    loaded = llm_reward.load_reward(path, env_id, description=data)
     assert loaded.program.source.endswith(function.program.source) and loaded.env_id == env_id
 
 
