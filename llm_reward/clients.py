@@ -755,7 +755,7 @@ def typed_usage(data: object) -> Usage | None:
     prompt, completion = data.get("prompt_tokens"), data.get("completion_tokens", 0)
     if not all(_token_count(value) for value in (prompt, completion)):
         return None
-    return Usage(prompt, completion)
+    return Usage(prompt, completion, data.get("estimated") is True)
 
 
 def typed_finish_reason(value: object) -> str | None:

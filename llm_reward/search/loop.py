@@ -35,7 +35,7 @@ from typing import Any
 
 from rewardlab.envs.description_files import description_data, env_source, use_description
 from rewardlab.envs.descriptions import EnvDescription, describe, registered_descriptions
-from rewardlab.llm_reward.clients import ChatClient, Completion, LLMCallFailed, Usage
+from rewardlab.llm_reward.clients import ChatClient, Completion, LLMCallFailed, Usage, typed_usage
 from rewardlab.llm_reward.programs.program import RewardProgram
 from rewardlab.llm_reward.programs.references import (
     SHAPING,
@@ -72,6 +72,8 @@ from rewardlab.llm_reward.search.records import (
     best_of,
     confirmed_fitness,
     journal_runs,
+    journaled_cost,
+    journaled_count,
     late_fitness,
     rank_key,
 )
@@ -314,7 +316,8 @@ class _Search:
             return {"iteration": iteration, "source": self.feedback.name, "text": text}
 
         record, _ = self.store.journaled("feedback", f"it{iteration:02d}", ask)
-        return None if record is None else record["text"]
+        text = None if record is None else record.get("text")
+        return text if isinstance(text, str) else None
 
     # -------------------------------------------------------- one candidate
     def _candidate(self, candidate: Candidate, proposal: _Proposal, answer: Future[Completion] | None) -> None:
@@ -360,12 +363,8 @@ class _Search:
         record, _ = self.store.journaled("answer", key, receive)
         if record is None:
             return False
-        candidate.answer = record["text"]
-        candidate.genome = record.get("genome")
-        candidate.finish_reason = record.get("finish_reason")
-        if "usage" in record:
-            candidate.usage = Usage(**record["usage"])
-            candidate.cost_usd = record.get("cost_usd")
+        if not candidate.take_answer(record):
+            return False
         # shown as the text it is (a Markdown viewer renders none of its HTML, links or images);
         # the journal keeps it exactly
         self.store.write_text(f"candidates/{key}/answer.md", "\n".join(fenced(candidate.answer or "")) + "\n")
@@ -589,7 +588,7 @@ class _Search:
     ) -> SearchResult:
         answers = [record for record in self.store.records("answer") if record.get("proposer") == "llm"]
         errors = list(self.store.records("llm_error"))
-        costs = [record.get("cost_usd") for record in answers]
+        costs = [journaled_cost(record.get("cost_usd")) for record in answers]
         normalized = None
         method, sparse, human = (final[label].mean if label in final else None for label in FINAL_LABELS)
         if method is not None and sparse is not None and human is not None and abs(human - sparse) > 1e-12:
@@ -601,17 +600,20 @@ class _Search:
             best=best,
             final=final,
             normalized_score=normalized,
-            usage=sum((Usage(**record["usage"]) for record in answers), Usage()),
+            usage=sum((typed_usage(record.get("usage")) or Usage() for record in answers), Usage()),
             cost_usd=sum(cost for cost in costs if cost is not None),
             cost_unknown=any(cost is None for cost in costs),
             llm_calls=len(answers),
             llm_failures=len(errors),
-            llm_retries=sum(record.get("retries", 0) for record in answers)
-            + sum(record.get("tries", 1) - 1 for record in errors),
+            llm_retries=sum(journaled_count(record.get("retries")) for record in answers)
+            + sum(journaled_count(record.get("tries"), 1) - 1 for record in errors),
             executor=self.executor.describe(),
             llm=self.client.describe() if self.client else None,
             wall_s=wall_s,
-            feedback={record["iteration"]: record["text"] for record in self.store.records("feedback")},
+            feedback={record["iteration"]: record["text"]
+                      for record in self.store.records("feedback")
+                      if isinstance(record.get("iteration"), int)
+                      and isinstance(record.get("text"), str | None)},
             final_runs=journal_runs(self.store.records("final"), "label"),
             finalist_runs=journal_runs(self.store.records("finalist"), "candidate"),
             fork_server_start_s=sum(server_startups()) if server_startups() else None,

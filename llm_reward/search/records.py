@@ -9,13 +9,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rewardlab.llm_reward.clients import Usage
+from rewardlab.llm_reward.clients import Usage, typed_finish_reason, typed_usage
 from rewardlab.llm_reward.search.config import SearchConfig
 from rewardlab.llm_reward.search.reflection import RewardSignals
 from rewardlab.llm_reward.training import Checkpoint, TrainingRun
 from rewardlab.llm_reward.training.failures import Failure
 
-__all__ = ["Candidate", "FinalScore", "PrescreenScore", "SearchResult", "candidate_key"]
+__all__ = ["Candidate", "FinalScore", "PrescreenScore", "SearchResult", "candidate_key",
+           "journaled_cost", "journaled_count"]
 
 # Failure kinds a candidate can have besides those of reading its answer
 # (rewardlab.llm_reward.training.failures) and of its evaluation.
@@ -69,9 +70,20 @@ class PrescreenScore:
 
         :param data: the JSON data.
         """
-        failure = data.get("failure")
-        return cls(data["tau"], data["pairs"], data["passed"], list(data["returns"]), data["finding"],
-                   Failure(**failure) if failure else None)
+        tau, pairs, passed = data.get("tau"), data.get("pairs"), data.get("passed")
+        returns, finding = data.get("returns"), data.get("finding")
+        if not (
+            (tau is None or _is_number(tau)) and isinstance(pairs, int) and isinstance(passed, bool)
+            and isinstance(returns, list) and all(_is_number(value) for value in returns)
+            and isinstance(finding, str)
+        ):
+            raise ValueError("a prescreen record's tau, pairs, passed, returns or finding is not "
+                             "of its type")
+        return cls(tau, pairs, passed, returns, finding, Failure.from_dict(data.get("failure")))
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
 
 
 @dataclass
@@ -108,6 +120,27 @@ class Candidate:
     finish_reason: str | None = None
     #: a finalist's late fitness per extra seed (``None``: that seed failed), when the search confirms finalists
     confirmation: dict[int, float | None] | None = None
+
+    def take_answer(self, record: Mapping[str, Any]) -> bool:
+        """Fill in the answer's fields from its journal record, each typed (a journal is data
+        of unknown type); an answer that is not text fails the candidate.
+
+        :param record: the ``answer`` record.
+        :return: the record held an answer as text.
+        """
+        genome = record.get("genome")
+        terms = isinstance(genome, list) and all(isinstance(term, dict) for term in genome)
+        self.genome = genome if terms else None
+        self.finish_reason = typed_finish_reason(record.get("finish_reason"))
+        self.usage = typed_usage(record.get("usage")) if "usage" in record else None
+        self.cost_usd = journaled_cost(record.get("cost_usd")) if self.usage is not None else None
+        text = record.get("text")
+        if not isinstance(text, str):
+            kind = "null" if text is None else type(text).__name__
+            self.failure = Failure(SEARCH_FAILURE, f"the journaled answer is not text ({kind})")
+            return False
+        self.answer = text
+        return True
 
     @property
     def key(self) -> str:
@@ -163,6 +196,26 @@ class FinalScore:
         if mean is None:
             return None
         return (sum((value - mean) ** 2 for value in values) / len(values)) ** 0.5
+
+
+def journaled_cost(value: object) -> float | None:
+    """A journaled cost in USD if it is a finite non-negative number, else ``None`` (unknown).
+
+    :param value: the journal's value.
+    """
+    if isinstance(value, int | float) and not isinstance(value, bool) and 0 <= value < math.inf:
+        return float(value)
+    return None
+
+
+def journaled_count(value: object, default: int = 0) -> int:
+    """A journaled count if it is a non-negative integer, else ``default``.
+
+    :param value: the journal's value.
+    :param default: what a missing or malformed count is taken to be.
+    """
+    counted = isinstance(value, int) and not isinstance(value, bool) and value >= 0
+    return value if counted else default
 
 
 #: the checkpoints at the end of training whose mean fitness ranks a candidate

@@ -4,8 +4,10 @@ Every answer, program, prescreen score, evaluation result and human feedback is 
 to ``journal.jsonl`` as one JSON line the moment it exists, flushed and synced to disk,
 so a crash or ``kill -9`` loses at most the record being written (a torn last line is
 dropped when the run is opened again). ``--resume`` reads the journal back: what is in it
-is never asked for or computed again. Every text written here first has the run's
-secrets (the API key) removed.
+is never asked for or computed again. What it reads is data of unknown type: a line that
+is not an object with a string ``type`` is skipped, and each field is typed where the
+search takes it (a malformed candidate record fails that candidate, never the run). Every
+text written here first has the run's secrets (the API key) removed.
 
 Layout::
 
@@ -131,7 +133,13 @@ class RunStore:
             with open(path, "r+b") as journal:
                 journal.truncate(good)
 
-    def _remember(self, record: dict[str, Any]) -> None:
+    def _remember(self, record: Any) -> None:
+        # a line of another shape (written by hand, or by another program) is no record of
+        # this run: kept in the file, never read as one
+        if not isinstance(record, dict) or not isinstance(record.get("type"), str):
+            return
+        if "key" in record and not isinstance(record["key"], str):
+            return
         self._records.append(record)
         if "key" in record:
             self._index[(record["type"], record["key"])] = record

@@ -91,6 +91,30 @@ class Failure:
         self.details = cut(str(self.details), MAX_DETAILS_CHARS)
         self.findings = _capped_findings(self.findings)
 
+    @classmethod
+    def from_dict(cls, data: object) -> Failure | None:
+        """A failure from :func:`vars`' output, read back from a journal or a worker: texts
+        must be text (they are then cut to size), findings a list.
+
+        :param data: the plain data, or ``None`` for no failure.
+        :raises ValueError: a field is not of its type, naming it.
+        """
+        if data is None:
+            return None
+        if not isinstance(data, dict):
+            raise ValueError(f"a failure record is {type(data).__name__}, not an object")
+        texts = {}
+        for name, default in (("kind", None), ("reason", None), ("traceback", ""), ("details", "")):
+            value = data.get(name, default)
+            if not isinstance(value, str):
+                kind = "null" if value is None else type(value).__name__
+                raise ValueError(f"a failure record's {name} is {kind}, not text")
+            texts[name] = value
+        findings = data.get("findings", [])
+        if not isinstance(findings, list):
+            raise ValueError(f"a failure record's findings are {type(findings).__name__}, not a list")
+        return cls(findings=[str(finding) for finding in findings], **texts)
+
 
 def _capped_findings(findings: Sequence[object]) -> list[str]:
     if len(findings) <= MAX_FINDINGS:  # a list cut before stays as it is

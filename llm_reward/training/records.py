@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from rewardlab.llm_reward.training.failures import Failure
+from rewardlab.llm_reward.training.failures import MAX_REASON_CHARS, Failure, cut
 from rewardlab.llm_reward.training.stopping import Stop
 
 __all__ = ["Budget", "Checkpoint", "Progress", "SeedRun", "TrainingRun"]
@@ -95,8 +95,57 @@ class Checkpoint:
         """A checkpoint from :func:`dataclasses.asdict`'s output (a journal's, of any version).
 
         :param data: the plain data.
+        :raises ValueError: a field is not of its type.
         """
-        return cls(**{f.name: data[f.name] for f in fields(cls) if f.name in data})
+        data = _mapping(data, "checkpoint")
+        components = _mapping(data.get("components", {}), "checkpoint's components")
+        return cls(
+            step=_integer(data.get("step"), "checkpoint's step"),
+            fitness=_number(data.get("fitness"), "checkpoint's fitness"),
+            success_rate=_number(data.get("success_rate"), "success_rate", optional=True),
+            train_return=_number(data.get("train_return"), "train_return", optional=True),
+            components={str(name): _number(value, "component")
+                        for name, value in components.items()},
+            reward=_number(data.get("reward"), "reward", optional=True),
+            partial_success=_number(data.get("partial_success"), "partial_success", optional=True),
+        )
+
+
+def _kind(value: object) -> str:
+    return "null" if value is None else type(value).__name__
+
+
+def _mapping(value: object, name: str) -> Mapping[str, Any]:
+    if not isinstance(value, Mapping):
+        raise ValueError(f"a training record's {name} is {_kind(value)}, not an object")
+    return value
+
+
+def _number(value: object, name: str, optional: bool = False) -> Any:
+    """``value`` if it is a number (or ``None`` where ``optional``); a record read back from a
+    journal or a worker is data of unknown type."""
+    numeric = isinstance(value, int | float) and not isinstance(value, bool)
+    if numeric or (value is None and optional):
+        return value
+    raise ValueError(f"a training record's {name} is {_kind(value)}, not a number")
+
+
+def _integer(value: object, name: str) -> int:
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    raise ValueError(f"a training record's {name} is {_kind(value)}, not an integer")
+
+
+def _text(value: object, name: str, optional: bool = False) -> Any:
+    if (value is None and optional) or isinstance(value, str):
+        return value
+    raise ValueError(f"a training record's {name} is {_kind(value)}, not text")
+
+
+def _list(value: object, name: str) -> list[Any]:
+    if not isinstance(value, list):
+        raise ValueError(f"a training record's {name} is {_kind(value)}, not a list")
+    return value
 
 
 @dataclass
@@ -172,31 +221,38 @@ class TrainingRun:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> TrainingRun:
-        """Rebuild a record from :meth:`to_dict`'s output.
+        """Rebuild a record from :meth:`to_dict`'s output, a journal's or a worker's: every
+        field is typed, none trusted.
 
         :param data: the plain data.
+        :raises ValueError: a field is not of its type, naming it.
         """
-        failure = data.get("failure")
+        data = _mapping(data, "result")
+        stopped = data.get("stopped")
         return cls(
-            env_id=data["env_id"],
-            ok=data["ok"],
-            fitness=data["fitness"],
-            success_rate=data["success_rate"],
-            curve=[Checkpoint.from_dict(point) for point in data["curve"]],
+            env_id=_text(data.get("env_id"), "env_id"),
+            ok=data.get("ok") is True,
+            fitness=_number(data.get("fitness"), "fitness", optional=True),
+            success_rate=_number(data.get("success_rate"), "success_rate", optional=True),
+            curve=[Checkpoint.from_dict(point) for point in _list(data.get("curve"), "curve")],
             seeds=[
-                SeedRun(run["seed"], [Checkpoint.from_dict(point) for point in run["checkpoints"]], run["wall_s"])
-                for run in data["seeds"]
+                SeedRun(_integer(run.get("seed"), "seed"),
+                        [Checkpoint.from_dict(point)
+                         for point in _list(run.get("checkpoints"), "checkpoints")],
+                        _number(run.get("wall_s"), "seed's wall_s", optional=True))
+                for run in (_mapping(run, "seed run") for run in _list(data.get("seeds"), "seeds"))
             ],
-            failure=Failure(**failure) if failure else None,
-            steps=data["steps"],
-            wall_s=data["wall_s"],
-            peak_rss_mb=data["peak_rss_mb"],
-            peak_vm_mb=data["peak_vm_mb"],
-            cpu_s=data["cpu_s"],
-            run_dir=data["run_dir"],
-            source=data["source"],
-            notes=list(data.get("notes", [])),
-            compiled=bool(data.get("compiled", False)),
-            compile_note=str(data.get("compile_note", "")),
-            stopped=Stop.from_dict(data["stopped"]) if data.get("stopped") else None,
+            failure=Failure.from_dict(data.get("failure")),
+            steps=_integer(data.get("steps"), "steps"),
+            wall_s=_number(data.get("wall_s"), "wall_s"),
+            peak_rss_mb=_number(data.get("peak_rss_mb"), "peak_rss_mb", optional=True),
+            peak_vm_mb=_number(data.get("peak_vm_mb"), "peak_vm_mb", optional=True),
+            cpu_s=_number(data.get("cpu_s"), "cpu_s", optional=True),
+            run_dir=_text(data.get("run_dir"), "run_dir", optional=True),
+            source=_text(data.get("source"), "source"),
+            notes=[cut(_text(note, "note"), MAX_REASON_CHARS)
+                   for note in _list(data.get("notes", []), "notes")],
+            compiled=data.get("compiled") is True,
+            compile_note=cut(_text(data.get("compile_note", ""), "compile_note"), MAX_REASON_CHARS),
+            stopped=Stop.from_dict(dict(_mapping(stopped, "stop"))) if stopped else None,
         )

@@ -531,3 +531,53 @@ def test_the_terminal_and_the_progress_line_get_no_escape_sequence_from_a_progra
     assert "Feedback for iteration 2" in shown.getvalue() and len(result.candidates) == 4
     for text in (shown.getvalue(), progress.getvalue()):
         assert "\x1b" not in text and "\x07" not in text and "\u202e" not in text
+
+
+def test_a_journal_of_any_shape_still_gives_a_report_and_resumes(tmp_path: Path) -> None:
+    """Every journaled field is data of unknown type: a candidate whose answer, usage or failure
+    reason is a list, a dict, a huge string or control bytes is shown as what it is, and the
+    report is written and the search resumes all the same."""
+    answers = tmp_path / "answers.jsonl"
+    texts = [scored(3), scored(5), scored(4, "# hostile failure"), scored(6)]
+    answers.write_text("".join(json.dumps({"text": text}) + "\n" for text in texts))
+    config = SearchConfig("CartPole-v1", "balance the pole", llm=f"replay:{answers}", iterations=1,
+                          samples=4, final_seeds=0, **TINY)
+    run = tmp_path / "run"
+    search(config, run, client=make_client(f"replay:{answers}"), executor=ScoredExecutor(),
+           llm_concurrency=1)
+
+    journal = run / "journal.jsonl"
+    records = [json.loads(line) for line in journal.read_text().splitlines()]
+    for record in records:
+        if record["type"] == "answer" and record["key"] == "it00_s00":
+            record.update(text=["def compute_reward(next_theta):", 1], usage={"prompt_tokens": "x"},
+                          finish_reason={"why": 1}, cost_usd="free", retries="many")
+        elif record["type"] == "answer" and record["key"] == "it00_s01":
+            record.update(text={"code": "x"}, genome="not a list", usage=[1, 2])
+        elif record["type"] == "evaluation" and record["key"] == "it00_s02":
+            record["result"]["failure"] = {"kind": ["program"], "reason": {"a": [1, 2]},
+                                           "traceback": 7, "findings": 3}
+        elif record["type"] == "evaluation" and record["key"] == "it00_s03":
+            record["result"]["fitness"] = "high"
+            record["result"]["notes"] = "\x1b]0;owned\x07" + "n" * 2_000_000
+    lines = [json.dumps(record) for record in records]
+    lines += ["[1, 2]", '{"no type": true}', '{"type": 5, "key": ["x"]}']
+    journal.write_text("".join(line + "\n" for line in lines))
+    for name in ("report.md", "report.html"):
+        (run / name).unlink()
+
+    executor = ScoredExecutor()
+    result = search(config, run, client=make_client(f"replay:{answers}"), executor=executor,
+                    resume=True, llm_concurrency=1)
+    report, page = (run / "report.md").read_text(), (run / "report.html").read_text()
+    statuses = {c.key: c.status for c in result.candidates}
+    assert statuses["it00_s00"] == statuses["it00_s01"] == "error"
+    assert all(isinstance(c.answer, str | None) for c in result.candidates)
+    for key in statuses:
+        assert key in report and key in page
+    assert "not text" in report and "\x1b" not in report and "\x1b" not in page
+    assert len(report) < 200_000 and len(page) < 2_000_000
+    assert executor.runs == 0  # nothing journaled was computed again
+    again = search(config, run, client=make_client(f"replay:{answers}"), executor=executor,
+                   resume=True, llm_concurrency=1)
+    assert {c.key: c.status for c in again.candidates} == statuses
