@@ -39,6 +39,7 @@ import numpy as np
 import torch
 from gymnasium import spaces
 
+from rewardlab.envs.core import BatchedEnv
 from rewardlab.envs.gymnasium_env import ObservationPart
 from rewardlab.envs.registration import check_id, make
 
@@ -48,6 +49,7 @@ __all__ = [
     "StateVariable",
     "column",
     "describe",
+    "register_describer",
     "register_description",
     "registered_descriptions",
     "success_if_terminated",
@@ -97,6 +99,10 @@ class StateVariable:
     :param read: maps an observation batch ``(N, *obs_shape)`` to this variable's ``(N,)``
         (or ``(N, ...)``) tensor; e.g. :class:`column`.
     :param dtype: the dtype of what ``read`` returns, for the description's text.
+    :param categories: the names of a categorical variable's values, value ``i`` named
+        ``categories[i]`` (MiniGrid's object types): the values are labels, to compare with
+        ``==``, not magnitudes to scale or subtract; two categories (``("no", "yes")``) make an
+        indicator. Empty for a number.
     """
 
     name: str
@@ -106,6 +112,12 @@ class StateVariable:
     high: float | None = None
     read: Reader = _whole
     dtype: str = "float32"
+    categories: tuple[str, ...] = ()
+
+    @property
+    def categorical(self) -> bool:
+        """Whether the values are labels (:attr:`categories`), not magnitudes."""
+        return bool(self.categories)
 
 
 @dataclass(frozen=True)
@@ -328,6 +340,11 @@ def _number(value: float) -> str:
 
 def _variable_comment(variable: StateVariable) -> str:
     parts = [variable.meaning]
+    if variable.categorical:
+        named = ", ".join(f"{value} {name}" for value, name in enumerate(variable.categories) if name)
+        kind = "indicator" if len(variable.categories) == 2 else "categorical, compare with ==; a label"
+        parts.append(f"{kind} ({named}), not a magnitude")
+        return ", ".join(parts)
     if variable.units:
         parts.append(variable.units)
     if variable.low is None and variable.high is None:
@@ -365,10 +382,26 @@ def registered_descriptions() -> list[str]:
 
 
 _GENERIC: dict[str, EnvDescription] = {}
+#: what describes an id without a registered description from its made env, before its spaces do
+Describer = Callable[[str, BatchedEnv], EnvDescription | None]
+_DESCRIBERS: list[Describer] = []
+
+
+def register_describer(describer: Describer) -> None:
+    """Let ``describer`` describe ids that have no registered description: it gets the id and
+    one made copy of its env (``num_envs=1``) and returns a description, or ``None`` when the
+    env is none of its kind (a family of envs known by what they are, not by their ids: any
+    ``MiniGridEnv``). Describers are asked in the order they were registered.
+
+    :param describer: ``describer(env_id, env) -> EnvDescription | None``.
+    """
+    if describer not in _DESCRIBERS:
+        _DESCRIBERS.append(describer)
 
 
 def describe(env_id: str) -> EnvDescription:
-    """The description of ``env_id``: the registered one, or one derived from its spaces.
+    """The description of ``env_id``: the registered one, a describer's
+    (:func:`register_describer`: any MiniGrid env's view), or one derived from its spaces.
 
     A derived description names the observation's dimensions ``obs_0 .. obs_k`` (or one
     ``obs`` for large or non-flat observations) and scores the task by its return.
@@ -379,14 +412,13 @@ def describe(env_id: str) -> EnvDescription:
     if env_id in _REGISTRY:
         return _REGISTRY[env_id]
     if env_id not in _GENERIC:
-        _GENERIC[env_id] = _generic_description(env_id)
+        _GENERIC[env_id] = _made_description(env_id)
     return _GENERIC[env_id]
 
 
-def _env_spaces(env_id: str) -> tuple[spaces.Space, spaces.Space, int | None, list[ObservationPart] | None]:
-    """The single spaces of ``env_id`` as its batched env shows them, the one-hot size of
-    a Discrete observation (``None`` otherwise) and the parts of a Dict/Tuple observation
-    (``None`` otherwise)."""
+def _made_description(env_id: str) -> EnvDescription:
+    """The description of ``env_id`` made from one copy of its env: a describer's
+    (:func:`register_describer`), else one derived from its spaces."""
     try:
         check_id(env_id)
     except ValueError as error:
@@ -398,14 +430,19 @@ def _env_spaces(env_id: str) -> tuple[spaces.Space, spaces.Space, int | None, li
     # change its spaces (actions the batched envs do not take) nor give its constructor arguments.
     env = make(env_id, num_envs=1)
     try:
-        return (env.single_observation_space, env.single_action_space, getattr(env, "discrete_observations", None),
-                getattr(env, "observation_parts", None))
+        for describer in _DESCRIBERS:
+            description = describer(env_id, env)
+            if description is not None:
+                return description
+        return _generic_description(env_id, env)
     finally:
         env.close()
 
 
-def _generic_description(env_id: str) -> EnvDescription:
-    observation_space, action_space, discrete, parts = _env_spaces(env_id)
+def _generic_description(env_id: str, env: BatchedEnv) -> EnvDescription:
+    observation_space, action_space = env.single_observation_space, env.single_action_space
+    discrete = getattr(env, "discrete_observations", None)
+    parts: list[ObservationPart] | None = getattr(env, "observation_parts", None)
     summary = "a Gymnasium environment described only by its spaces."
     if discrete is not None:
         state: tuple[StateVariable, ...] = (

@@ -1,17 +1,33 @@
-"""Descriptions of the batched MiniGrid tasks for reward programs: the agent's view, what is in
-front of it and what it carries, named."""
+"""Descriptions of MiniGrid tasks for reward programs: the agent's view, what is in front of it
+and what it carries, named.
+
+MiniGrid's view is made of labels: an object type, a colour and a door state per cell. The
+description says so (each such variable is categorical: its values compare with ``==``,
+``front_object == 5`` is a key, and ``front_object / 10`` means nothing), and derives the
+indicators a reader of the task would reach for (``has_key``, ``door_open``, ``goal_visible``)
+and one true magnitude, ``goal_distance``. The mission text is not described: the policy does
+not see it, and the search's task says what to do. The batched ids get their family's
+summary and success rule; any other MiniGrid env whose observation is the flat view (a
+user's ``MiniGridEnv`` subclass) gets the same variables through
+:func:`~rewardlab.envs.descriptions.register_describer`.
+"""
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 
 import torch
 
+from rewardlab.envs.batched_minigrid.env import BatchedMiniGridEnv
+from rewardlab.envs.core import BatchedEnv
 from rewardlab.envs.descriptions import (
     ActionVariable,
     EnvDescription,
+    Reader,
     StateVariable,
     column,
+    register_describer,
     register_description,
     success_if_terminated,
 )
@@ -45,9 +61,22 @@ TASKS = {
     "MiniGrid-SimpleCrossing": "reach the green goal square through the gaps in walls",
 }
 
-OBJECTS = "0 unseen, 1 empty, 2 wall, 3 floor, 4 door, 5 key, 6 ball, 7 box, 8 goal, 9 lava"
-COLOURS = "0 red, 1 green, 2 blue, 3 purple, 4 yellow, 5 grey"
+#: MiniGrid's object, colour and door-state indices, named (value i is called names[i])
+OBJECT_NAMES = ("unseen", "empty", "wall", "floor", "door", "key", "ball", "box", "goal", "lava")
+COLOUR_NAMES = ("red", "green", "blue", "purple", "yellow", "grey")
+OBJECTS = ", ".join(f"{index} {name}" for index, name in enumerate(OBJECT_NAMES))
+COLOURS = ", ".join(f"{index} {name}" for index, name in enumerate(COLOUR_NAMES))
 DOOR_STATES = "0 open, 1 closed, 2 locked"
+#: ``front_state``: MiniGrid's door state shifted by one, so that 0 says no door is in front
+#: (MiniGrid writes 0, a door's "open", for every object without a state)
+FRONT_STATES = ("no door", "open", "closed", "locked")
+DOOR, KEY, GOAL = OBJECT_NAMES.index("door"), OBJECT_NAMES.index("key"), OBJECT_NAMES.index("goal")
+#: ``goal_distance`` where no goal is in view: one more than the farthest visible cell's 3 + 6
+GOAL_UNSEEN = 10.0
+NO_YES = ("no", "yes")
+#: the ``MiniGridEnv`` class and the observation size of a view a description here reads
+MINIGRID_MODULE = "minigrid.minigrid_env"
+FLAT_VIEW = VIEW * VIEW * 3
 
 
 def _view(obs: torch.Tensor) -> torch.Tensor:
@@ -58,18 +87,62 @@ def _cell(cell: tuple[int, int], channel: int) -> Callable[[torch.Tensor], torch
     return column((cell[0] * VIEW + cell[1]) * 3 + channel)
 
 
-def minigrid_description(env_id: str) -> EnvDescription:
-    """The description of one batched MiniGrid task.
+def front_state(obs: torch.Tensor) -> torch.Tensor:
+    """The state of the door in front (:data:`FRONT_STATES`): 0 where the front cell is no door.
 
-    :param env_id: a MiniGrid id with a family in :data:`TASKS`
-    :raises ValueError: an id of no family here
+    :param obs: flat views ``(N, 147)``.
     """
-    # the longest prefix first: MiniGrid-UnlockPickup before MiniGrid-Unlock
-    family = next((prefix for prefix in sorted(TASKS, key=len, reverse=True) if env_id.startswith(prefix)), None)
-    if family is None:
-        raise ValueError(f"env_id={env_id!r} is not one of the MiniGrid families {sorted(TASKS)}")
-    lava = "Lava" in family
-    state = (
+    front = _view(obs)[:, FRONT[0], FRONT[1]]
+    return torch.where(front[:, 0] == DOOR, front[:, 2] + 1, torch.zeros_like(front[:, 2]))
+
+
+def has_key(obs: torch.Tensor) -> torch.Tensor:
+    """1 where the agent carries a key, else 0.
+
+    :param obs: flat views ``(N, 147)``.
+    """
+    return (_view(obs)[:, AGENT[0], AGENT[1], 0] == KEY).float()
+
+
+def door_open(obs: torch.Tensor) -> torch.Tensor:
+    """1 where a door the agent sees (the one in front, or any other in view) is open, else 0.
+
+    :param obs: flat views ``(N, 147)``.
+    """
+    view = _view(obs)
+    return ((view[..., 0] == DOOR) & (view[..., 2] == 0)).flatten(1).any(dim=1).float()
+
+
+def goal_visible(obs: torch.Tensor) -> torch.Tensor:
+    """1 where a goal square is in view, else 0.
+
+    :param obs: flat views ``(N, 147)``.
+    """
+    return (_view(obs)[..., 0] == GOAL).flatten(1).any(dim=1).float()
+
+
+def goal_distance(obs: torch.Tensor) -> torch.Tensor:
+    """Steps (``|dx| + |dy|``, walls ignored) from the agent to the nearest goal square in view;
+    :data:`GOAL_UNSEEN` where none is.
+
+    :param obs: flat views ``(N, 147)``.
+    """
+    goal = _view(obs)[..., 0] == GOAL  # (N, x, y)
+    x = torch.arange(VIEW, device=obs.device).view(1, VIEW, 1)
+    y = torch.arange(VIEW, device=obs.device).view(1, 1, VIEW)
+    steps = ((x - AGENT[0]).abs() + (y - AGENT[1]).abs()).float().expand_as(goal)
+    return torch.where(goal, steps, torch.full_like(steps, GOAL_UNSEEN)).flatten(1).amin(dim=1)
+
+
+def view_variables() -> tuple[StateVariable, ...]:
+    """The state variables of MiniGrid's egocentric view (``(N, 147)`` flat observations):
+    the view itself, the cell in front and what the agent carries as categories, and the
+    indicators and distance derived from them."""
+    def categorical(name: str, meaning: str, names: tuple[str, ...], read: Reader) -> StateVariable:
+        return StateVariable(name, meaning, low=0, high=len(names) - 1, read=read,
+                             categories=names)
+
+    return (
         StateVariable(
             "obs",
             "the agent's view as the policy sees it, flat, shape (N, 147): view (below) reshaped "
@@ -86,32 +159,95 @@ def minigrid_description(env_id: str) -> EnvDescription:
             "are 0 (unseen). The agent's compass direction is not observed",
             low=0, high=10, read=_view,
         ),
-        StateVariable("front_object", f"the object in front of the agent ({OBJECTS})", low=0, high=9,
-                      read=_cell(FRONT, 0)),
-        StateVariable("front_colour", f"its colour ({COLOURS})", low=0, high=5, read=_cell(FRONT, 1)),
-        StateVariable("front_state", f"its state if it is a door ({DOOR_STATES}), else 0", low=0, high=2,
-                      read=_cell(FRONT, 2)),
-        StateVariable("carrying_object", "the object the agent carries (1 = nothing, 5 key, 6 ball, 7 box)",
-                      low=1, high=7, read=_cell(AGENT, 0)),
-        StateVariable("carrying_colour", f"its colour ({COLOURS}; 0 when carrying nothing)", low=0, high=5,
-                      read=_cell(AGENT, 1)),
+        categorical("front_object", "the object in front of the agent", OBJECT_NAMES,
+                    _cell(FRONT, 0)),
+        categorical("front_colour", "its colour (red also where it has none)", COLOUR_NAMES,
+                    _cell(FRONT, 1)),
+        categorical("front_state", "the state of the door in front, 0 where the front is no door",
+                    FRONT_STATES, front_state),
+        categorical("carrying_object", "the object the agent carries (1 = nothing)",
+                    ("", "nothing", "", "", "", "key", "ball", "box"), _cell(AGENT, 0)),
+        categorical("carrying_colour", "its colour (red also when carrying nothing)", COLOUR_NAMES,
+                    _cell(AGENT, 1)),
+        categorical("has_key", "whether the agent carries a key", NO_YES, has_key),
+        categorical("door_open", "whether a door in view (in front or anywhere visible) is open",
+                    NO_YES, door_open),
+        categorical("goal_visible", "whether a goal square is in view", NO_YES, goal_visible),
+        StateVariable("goal_distance", "steps from the agent to the nearest goal square in view "
+                      f"(|dx| + |dy|, walls ignored); {GOAL_UNSEEN:g} where no goal is in view, and at "
+                      "the step onto the goal (the agent's own cell shows what it carries)",
+                      low=0, high=GOAL_UNSEEN, read=goal_distance),
     )  # fmt: skip
+
+
+ACTIONS = ActionVariable(
+    "0 = turn left, 1 = turn right, 2 = move forward, 3 = pick up the object in front, "
+    "4 = drop the carried object in front, 5 = toggle the object in front (open or close "
+    "a door, unlock it while carrying the key of its colour, open a box), 6 = done (nothing)"
+)
+
+
+#: what every MiniGrid description says of the mission
+_MISSION = ("The mission text is not observed and not described (the policy sees only the view): "
+            "the task says what to do.")
+
+
+def minigrid_description(env_id: str) -> EnvDescription:
+    """The description of one batched MiniGrid task.
+
+    :param env_id: a MiniGrid id with a family in :data:`TASKS`
+    :raises ValueError: an id of no family here
+    """
+    # the longest prefix first: MiniGrid-UnlockPickup before MiniGrid-Unlock
+    family = next((prefix for prefix in sorted(TASKS, key=len, reverse=True) if env_id.startswith(prefix)), None)
+    if family is None:
+        raise ValueError(f"env_id={env_id!r} is not one of the MiniGrid families {sorted(TASKS)}")
+    lava = "Lava" in family
     return EnvDescription(
         env_id=env_id,
         summary=f"A MiniGrid gridworld: {TASKS[family]}. Success pays 1 - 0.9 * steps / max_steps "
-        "and ends the episode; every other step pays 0, and the episode is truncated at max_steps.",
-        state=state,
-        action=ActionVariable(
-            "0 = turn left, 1 = turn right, 2 = move forward, 3 = pick up the object in front, "
-            "4 = drop the carried object in front, 5 = toggle the object in front (open or close "
-            "a door, unlock it while carrying the key of its colour, open a box), 6 = done (nothing)"
-        ),
+        "and ends the episode; every other step pays 0, and the episode is truncated at max_steps. "
+        + _MISSION,
+        state=view_variables(),
+        action=ACTIONS,
         success_metric="the env's return (1 - 0.9 * steps / max_steps on success, else 0)"
         + ("" if lava else " and the success rate"),
         # in lava tasks stepping into lava terminates too, which the last view cannot tell apart
         success=None if lava else success_if_terminated,
         terminated_meaning="the agent stepped into lava (no reward) or reached the goal (reward)"
         if lava else "the task was done (reward > 0)",
+    )
+
+
+def user_minigrid_description(env_id: str, env: BatchedEnv) -> EnvDescription | None:
+    """The view's description for any MiniGrid env without one of its own (a user's
+    ``MiniGridEnv`` subclass, ``module:MiniGrid-MyTask-v0``), or ``None`` when ``env`` is no
+    MiniGrid env whose observation is the flat ``7 x 7 x 3`` view. Its reward and what ends its
+    episodes are the user's, so its fitness is its return and no success rule is assumed.
+
+    :param env_id: the id.
+    :param env: one copy of its batched env.
+    """
+    if tuple(env.single_observation_space.shape or ()) != (FLAT_VIEW,):
+        return None
+    minigrid_env = sys.modules.get(MINIGRID_MODULE)  # imported by whatever made a MiniGrid env
+    copies = getattr(env, "envs", None)  # the Gymnasium adapter's envs, one per copy
+    unwrapped = copies[0].unwrapped if copies else None
+    if isinstance(env, BatchedMiniGridEnv):
+        what = "A MiniGrid gridworld"
+    elif minigrid_env is not None and isinstance(unwrapped, minigrid_env.MiniGridEnv):
+        what = f"A MiniGrid gridworld ({type(unwrapped).__name__})"
+    else:
+        return None
+    return EnvDescription(
+        env_id=env_id,
+        summary=f"{what}: the agent sees a 7 x 7 view ahead of it and acts on the "
+        f"cell in front. {_MISSION}",
+        state=view_variables(),
+        action=ACTIONS,
+        success_metric="the env's return (MiniGrid pays 1 - 0.9 * steps / max_steps at the goal, 0 "
+        "otherwise, unless the env says else)",
+        terminated_meaning="the episode reached a terminal state (in MiniGrid: the goal, or lava)",
     )
 
 
@@ -122,3 +258,4 @@ def register_minigrid_descriptions(env_ids: tuple[str, ...]) -> None:
     """
     for env_id in env_ids:
         register_description(minigrid_description(env_id))
+    register_describer(user_minigrid_description)
