@@ -16,7 +16,8 @@ a ``Discrete`` part one-hot. ``{"pos": (2,), "vel": (2,), "goal": (2,)}`` become
 ``goal_0, goal_1, pos_0, pos_1, vel_0, vel_1``: :attr:`GymnasiumBatchedEnv.observation_parts`
 keeps those names, which the generic description, the LLM policy's prompt and reward programs
 use. MiniGrid tasks (any env whose class is a ``MiniGridEnv``, whatever its id) keep the
-agent's ``7 x 7 x 3`` view, flattened, and drop the mission (see :mod:`rewardlab.envs.minigrid`). Actions are ``Discrete`` or ``Box``.
+agent's ``7 x 7 x 3`` view, flattened, and drop the mission (see :mod:`rewardlab.envs.minigrid`).
+Actions are ``Discrete`` or ``Box``.
 
 Example::
 

@@ -1,4 +1,5 @@
-"""MiniGrid tasks (DoorKey, MultiRoom, ...) as Gymnasium envs with the observations learners need.
+"""MiniGrid tasks (DoorKey, MultiRoom, a user's own ``MiniGridEnv``) as Gymnasium envs with
+the observations learners need.
 
 MiniGrid's own observation is a dict (``image``, ``direction``, ``mission``). The helpers here
 keep the agent's egocentric ``7 x 7 x 3`` view (object, colour and state index per cell):
@@ -7,6 +8,14 @@ keep the agent's egocentric ``7 x 7 x 3`` view (object, colour and state index p
   (SB3's ``"MlpPolicy"``) and for the intrinsic modules (``Count`` counts it exactly);
 - ``obs="image"``: the view as ``(7, 7, 3)`` uint8, for a small CNN of your own (SB3's
   ``NatureCNN`` needs images of at least 36 x 36).
+
+The mission text is dropped, as in the batched MiniGrid (:mod:`rewardlab.envs.batched_minigrid`):
+one warning per task says so, and whether the mission changes between episodes (then the
+view must show what the mission names, as MiniGrid's own tasks do).
+
+Any env whose unwrapped class is a ``minigrid`` ``MiniGridEnv`` gets this handling, whatever
+its id (``"MiniGrid-DoorKey-8x8-v0"``, ``"BabyAI-GoToLocal-v0"``,
+``"my_module:MiniGrid-MyTask-v0"``): :func:`is_minigrid` is how rewardlab tells.
 
 A successful episode is one whose return is positive: MiniGrid pays
 ``1 - 0.9 * steps / max_steps`` for reaching the goal and 0 otherwise.
@@ -24,6 +33,8 @@ Example::
 
 from __future__ import annotations
 
+import sys
+import warnings
 from typing import Any
 
 import gymnasium as gym
@@ -43,26 +54,93 @@ def _import_minigrid() -> Any:
     return minigrid
 
 
+def is_minigrid(env: gym.Env) -> bool:
+    """Whether ``env`` (wrapped or not) is a MiniGrid task: its unwrapped class subclasses
+    ``minigrid``'s ``MiniGridEnv``, whatever its id.
+
+    :param env: a Gymnasium env
+    """
+    # an env of a MiniGridEnv subclass was made by importing minigrid: nothing to import here
+    module = sys.modules.get("minigrid.minigrid_env")
+    return module is not None and isinstance(env.unwrapped, module.MiniGridEnv)
+
+
+def is_minigrid_id(env_id: str) -> bool:
+    """Whether Gymnasium's ``env_id`` (``"module:Name-v0"`` too) makes a MiniGrid task, read
+    from its registered entry point without making the env. The id's module (``minigrid``,
+    or the user's) must be imported already (``rewardlab.envs.check_id`` does it).
+
+    :param env_id: a Gymnasium id, or ``"module:Name-v0"``
+    """
+    name = env_id.partition(":")[2] if ":" in env_id else env_id
+    module = sys.modules.get("minigrid.minigrid_env")
+    if module is None or name not in gym.registry:
+        return False
+    entry_point = gym.registry[name].entry_point
+    if isinstance(entry_point, str):
+        entry_point = gym.envs.registration.load_env_creator(entry_point)
+    return isinstance(entry_point, type) and issubclass(entry_point, module.MiniGridEnv)
+
+
+def mission_note(env: gym.Env, env_id: str) -> str:
+    """The line that says a MiniGrid task's mission is not part of the observation.
+
+    :param env: the task, unwrapped or not
+    :param env_id: its id, for the line
+    """
+    space = env.unwrapped.observation_space["mission"]
+    if getattr(space, "ordered_placeholders", None):
+        # the same line for every episode's mission, so that Python shows it once
+        mission = "which changes between episodes: the policy must see what it names"
+    else:
+        mission = f"{env.unwrapped.mission!r}, the same in every episode"
+    view = "the observation is the agent's 7 x 7 x 3 view"
+    return f"{env_id}: {view}; the mission ({mission}) is dropped"
+
+
+def minigrid_view(env: gym.Env, env_id: str, obs: str = "flat") -> gym.Env:
+    """A MiniGrid env with the agent's view as its observation, the mission dropped (one
+    warning says so).
+
+    :param env: a MiniGrid env as ``gymnasium.make`` gives it (see :func:`is_minigrid`)
+    :param env_id: its id, for the warning
+    :param obs: ``"flat"`` (``(147,)`` uint8) or ``"image"`` (``(7, 7, 3)`` uint8)
+    :raises ValueError: an unknown ``obs``, or an env that is not a MiniGrid task
+    """
+    if obs not in OBSERVATIONS:
+        raise ValueError(f"obs must be one of {OBSERVATIONS}, got {obs!r}")
+    if not is_minigrid(env):
+        raise ValueError(
+            f"env_id={env_id!r} is not a MiniGrid task (its class {type(env.unwrapped).__name__} "
+            "is no minigrid MiniGridEnv)"
+        )
+    minigrid = _import_minigrid()
+    warnings.warn(mission_note(env, env_id), stacklevel=2)
+    env = minigrid.wrappers.ImgObsWrapper(env)
+    return FlattenObservation(env) if obs == "flat" else env
+
+
 def make_minigrid(
     env_id: str, *, obs: str = "flat", seed: int | None = None, **kwargs: Any
 ) -> gym.Env:
     """One MiniGrid env with the agent's view as its observation.
 
-    :param env_id: a MiniGrid id, e.g. ``"MiniGrid-DoorKey-8x8-v0"`` or
-        ``"MiniGrid-MultiRoom-N2-S4-v0"``
+    :param env_id: a MiniGrid task's id, e.g. ``"MiniGrid-DoorKey-8x8-v0"`` or a user's
+        ``"my_module:MiniGrid-MyTask-v0"`` (Gymnasium imports ``my_module``)
     :param obs: ``"flat"`` (``(147,)`` uint8) or ``"image"`` (``(7, 7, 3)`` uint8)
     :param seed: seeds the env's first reset and its action space
     :param kwargs: passed to ``gymnasium.make`` (e.g. ``max_steps``, ``render_mode``)
-    :raises ValueError: an unknown ``obs`` or a non-MiniGrid ``env_id``
+    :raises ValueError: an unknown ``obs`` or an env that is not a MiniGrid task
     """
     if obs not in OBSERVATIONS:
         raise ValueError(f"obs must be one of {OBSERVATIONS}, got {obs!r}")
-    minigrid = _import_minigrid()
-    if not env_id.startswith("MiniGrid-"):
-        raise ValueError(f"env_id={env_id!r} is not a MiniGrid task (ids start with 'MiniGrid-')")
-    env = minigrid.wrappers.ImgObsWrapper(gym.make(env_id, **kwargs))
-    if obs == "flat":
-        env = FlattenObservation(env)
+    _import_minigrid()
+    made = gym.make(env_id, **kwargs)
+    try:
+        env = minigrid_view(made, env_id, obs)
+    except ValueError:
+        made.close()
+        raise
     if seed is not None:
         env.reset(seed=seed)
         env.action_space.seed(seed)
@@ -74,7 +152,7 @@ def make_minigrid_vec(
 ) -> Any:
     """``n_envs`` MiniGrid envs as an SB3 ``DummyVecEnv``, each inside a ``Monitor``.
 
-    :param env_id: a MiniGrid id
+    :param env_id: a MiniGrid task's id
     :param n_envs: how many envs
     :param obs: ``"flat"`` or ``"image"``, see :func:`make_minigrid`
     :param seed: env ``i`` is seeded with ``seed + i``

@@ -480,6 +480,17 @@ def _ego_offset(forward: int, right: int) -> str:
 CODEC_ENVS = (*_CLASSIC_ACTIONS, "DeepSea-v0", "FruitCollection-v0", "MiniGrid-*", "any other Gymnasium id")
 
 
+def _user_minigrid(env_id: str) -> bool:
+    """Whether a ``"module:Name-v0"`` id is a user's ``MiniGridEnv`` (its module imported here)."""
+    from rewardlab.envs.gymnasium_env import env_module, import_env_module
+    from rewardlab.envs.minigrid import is_minigrid_id
+
+    if env_module(env_id) is None:
+        return False
+    import_env_module(env_id)
+    return is_minigrid_id(env_id)
+
+
 def generic_codec(env_id: str) -> TextCodec:
     """The codec of any other env, from its description (the spaces', or a file's registered
     with :func:`rewardlab.envs.description_files.use_description`) and its action space.
@@ -529,7 +540,7 @@ def codec_for(env_id: str, **options: Any) -> TextCodec:
         return deepsea_codec(**options)
     if env_id == "FruitCollection-v0":
         return fruit_codec(**options)
-    if env_id.startswith("MiniGrid-"):
+    if env_id.startswith("MiniGrid-") or _user_minigrid(env_id):
         return minigrid_codec(env_id, **options)
     if options:
         raise ValueError(f"codec options {sorted(options)} are for DeepSea, FruitCollection and MiniGrid, not {env_id}")

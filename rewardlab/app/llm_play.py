@@ -49,7 +49,9 @@ def make_env(env_id: str, num_envs: int, shaping: str, seed: int, gamma: float) 
 
     if shaping not in SHAPINGS:
         raise ValueError(f"unknown shaping {shaping!r}; choose from {', '.join(SHAPINGS)}")
-    if env_id.startswith("MiniGrid-"):
+    from rewardlab.envs.minigrid import is_minigrid_id
+
+    if env_id.startswith("MiniGrid-") or is_minigrid_id(env_id):  # a user's MiniGridEnv too
         if shaping != "none":
             raise ValueError(
                 "--shaping builtin on MiniGrid needs a fully observed grid, and llm-play shows the "

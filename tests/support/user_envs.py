@@ -235,3 +235,58 @@ def write_point_mass(folder: Path, module: str, derived: bool = True) -> str:
         description = description.split("[derived]")[0].replace('success = "goal_distance < 0.15"\n', "")
     (folder / "pointmass.toml").write_text(description)
     return write_env(folder, module, POINT_MASS_SOURCE)
+
+
+KEY_ROOMS_SOURCE = '''
+"""A user's own MiniGrid task, written as MiniGrid's documentation teaches: three rooms in a
+row, a key in the first, a locked door of the key's colour into the second, a closed door
+into the third, where the goal is."""
+import gymnasium as gym
+from minigrid.core.constants import COLOR_NAMES
+from minigrid.core.grid import Grid
+from minigrid.core.mission import MissionSpace
+from minigrid.core.world_object import Door, Goal, Key
+from minigrid.minigrid_env import MiniGridEnv
+
+
+class KeyRoomsEnv(MiniGridEnv):
+    def __init__(self, room_size: int = 5, max_steps: int | None = None, **kwargs):
+        self.room_size = room_size
+        width = 3 * (room_size - 1) + 1
+        mission_space = MissionSpace(self._gen_mission, ordered_placeholders=[COLOR_NAMES])
+        super().__init__(
+            mission_space=mission_space,
+            width=width,
+            height=room_size,
+            max_steps=max_steps or 10 * width * room_size,
+            **kwargs,
+        )
+
+    @staticmethod
+    def _gen_mission(color: str):
+        return f"use the {color} key to open the locked door and get to the goal"
+
+    def _gen_grid(self, width, height):
+        self.grid = Grid(width, height)
+        self.grid.wall_rect(0, 0, width, height)
+        wall = self.room_size - 1
+        for room in (1, 2):
+            self.grid.vert_wall(room * wall, 0)
+        color = self._rand_elem(COLOR_NAMES)
+        self.put_obj(Door(color, is_locked=True), wall, self._rand_int(1, height - 1))
+        self.put_obj(Door(self._rand_elem(COLOR_NAMES)), 2 * wall, self._rand_int(1, height - 1))
+        self.place_obj(Goal(), top=(2 * wall, 0), size=(wall, height))
+        self.place_obj(Key(color), top=(0, 0), size=(wall, height))
+        self.place_agent(top=(0, 0), size=(wall, height))
+        self.mission = self._gen_mission(color)
+
+
+gym.register("{name}-v0", entry_point=KeyRoomsEnv)
+'''
+
+
+def write_key_rooms(folder: Path, module: str) -> str:
+    """Write ``module.py``, a user's MiniGrid task registering ``MiniGrid-KeyRooms-v0`` with
+    Gymnasium; return its ``module:MiniGrid-KeyRooms-v0`` id."""
+    (folder / f"{module}.py").write_text(KEY_ROOMS_SOURCE.replace("{name}", "MiniGrid-KeyRooms"))
+    return f"{module}:MiniGrid-KeyRooms-v0"
