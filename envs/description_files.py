@@ -38,6 +38,11 @@ variable may use the ones above it; the success rule may also use ``terminated``
 [0, 1]) says how far a state is toward success: where the return is the success flag alone,
 a search's early stopping compares it instead of the still-zero success rates.
 
+An expression is total and cheap by construction: every value is a tensor, numbers float64
+(``9**9**9`` is inf, ``1 // 0`` inf, never an error or a billion-digit integer), so one
+costs a few hundred tensor operations over the batch at most, whatever numbers it holds; a
+file derives at most :data:`MAX_DERIVED_VARIABLES` variables, each computed once per call.
+
 The file is data, never code: it crosses to the sandboxed workers as JSON
 (:func:`description_data`), where :func:`description_from_data` rebuilds it.
 """
@@ -50,7 +55,7 @@ import json
 import math
 import operator
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -88,10 +93,15 @@ _FUNCTIONS: dict[str, Callable[..., torch.Tensor]] = {
     "cos": torch.cos, "tan": torch.tan, "tanh": torch.tanh, "atan2": torch.atan2, "hypot": torch.hypot,
     "minimum": torch.minimum, "maximum": torch.maximum,
 }  # fmt: skip
+_TWO_ARGUMENTS = {"atan2", "hypot", "minimum", "maximum"}  # the other functions take one
+#: the episode's ends, which a success rule may use beside the variables
+_FLAGS = ("terminated", "truncated")
 _CONSTANTS = {"pi": math.pi}
 #: the longest expression a description file may hold
 MAX_EXPRESSION_CHARS = 500
-Expression = Callable[[Mapping[str, torch.Tensor]], Any]
+#: the most derived variables a description file may hold (each is computed at every step)
+MAX_DERIVED_VARIABLES = 32
+Expression = Callable[[Mapping[str, torch.Tensor]], torch.Tensor]
 
 
 def compile_expression(text: Any, names: set[str] | Mapping[str, Any], where: str) -> tuple[Expression, list[str]]:
@@ -136,6 +146,10 @@ def compile_expression(text: Any, names: set[str] | Mapping[str, Any], where: st
             children = list(node.values)
         elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in _FUNCTIONS
               and not node.keywords):
+            arity = 2 if node.func.id in _TWO_ARGUMENTS else 1
+            if len(node.args) != arity:
+                raise ValueError(f"{where}: {text!r} calls {node.func.id} with {len(node.args)} "
+                                 f"arguments; it takes {arity}")
             children = list(node.args)
         else:
             raise ValueError(
@@ -148,45 +162,53 @@ def compile_expression(text: Any, names: set[str] | Mapping[str, Any], where: st
 
     check(tree)
 
-    def evaluate(values: Mapping[str, torch.Tensor]) -> Any:
-        return _walk(tree, values)
+    def evaluate(values: Mapping[str, torch.Tensor]) -> torch.Tensor:
+        device = next((value.device for value in values.values()), None)
+        return _walk(tree, values, device)
 
     return evaluate, used
 
 
-def _walk(node: ast.AST, values: Mapping[str, torch.Tensor]) -> Any:
+def _constant(value: float, device: torch.device | None) -> torch.Tensor:
+    """A number of an expression as a float64 tensor: arithmetic on it is float arithmetic,
+    whose cost does not grow with the numbers (``9**9**9`` is inf, not a billion-digit int)."""
+    try:
+        number = float(value)
+    except OverflowError:  # an integer literal past float64's range
+        number = math.inf
+    return torch.tensor(number, dtype=torch.float64, device=device)
+
+
+def _walk(node: ast.AST, values: Mapping[str, torch.Tensor], device: torch.device | None
+          ) -> torch.Tensor:
+    """The value of a checked expression's ``node``: every value is a tensor (numbers 0-d
+    float64), so every operation costs a tensor operation over the batch at most."""
     if isinstance(node, ast.Constant):
-        return node.value
+        return _constant(node.value, device)
     if isinstance(node, ast.Name):
-        return _CONSTANTS[node.id] if node.id in _CONSTANTS else values[node.id]
+        return _constant(_CONSTANTS[node.id], device) if node.id in _CONSTANTS else values[node.id]
     if isinstance(node, ast.BinOp):
-        return _BINARY[type(node.op)](_walk(node.left, values), _walk(node.right, values))
+        left, right = _walk(node.left, values, device), _walk(node.right, values, device)
+        return _BINARY[type(node.op)](left, right)
     if isinstance(node, ast.UnaryOp):
-        operand = _walk(node.operand, values)
-        return ~_as_bool(operand) if isinstance(node.op, ast.Not) else _UNARY[type(node.op)](operand)
+        operand = _walk(node.operand, values, device)
+        return ~operand.bool() if isinstance(node.op, ast.Not) else _UNARY[type(node.op)](operand)
     if isinstance(node, ast.Compare):
-        result, left = None, _walk(node.left, values)
+        result, left = None, _walk(node.left, values, device)
         for op, comparator in zip(node.ops, node.comparators, strict=True):
-            right = _walk(comparator, values)
-            step = _as_bool(_COMPARE[type(op)](left, right))
+            right = _walk(comparator, values, device)
+            step = _COMPARE[type(op)](left, right).bool()
             result, left = step if result is None else result & step, right
+        assert result is not None  # a comparison has at least one operator
         return result
     if isinstance(node, ast.BoolOp):
-        parts = [_as_bool(_walk(value, values)) for value in node.values]
+        parts = [_walk(value, values, device).bool() for value in node.values]
         combined = parts[0]
         for part in parts[1:]:
             combined = combined & part if isinstance(node.op, ast.And) else combined | part
         return combined
     assert isinstance(node, ast.Call) and isinstance(node.func, ast.Name)  # the only node check() lets by
-    arguments = [_walk(argument, values) for argument in node.args]
-    like = next((argument for argument in arguments if isinstance(argument, torch.Tensor)), None)
-    arguments = [torch.as_tensor(argument, dtype=torch.float32, device=like.device if like is not None else None)
-                 if not isinstance(argument, torch.Tensor) else argument for argument in arguments]
-    return _FUNCTIONS[node.func.id](*arguments)
-
-
-def _as_bool(value: Any) -> torch.Tensor:
-    return value.bool() if isinstance(value, torch.Tensor) else torch.tensor(bool(value))
+    return _FUNCTIONS[node.func.id](*(_walk(argument, values, device) for argument in node.args))
 
 
 def load_description(path: str | Path, env_id: str) -> tuple[EnvDescription, dict[str, Any]]:
@@ -258,24 +280,18 @@ def _checked(raw: Any, path: Path, obs_shape: tuple[int, ...]) -> dict[str, Any]
     action = raw.get("action", {})
     if not isinstance(action, dict) or sorted(set(action) - ACTION_KEYS):
         raise ValueError(f'{where}: [action] takes only meaning = "..."')
-    known = dict.fromkeys(state["name"] for state in states)
-    derived = raw.get("derived", {})
-    if not isinstance(derived, dict):
+    if not isinstance(raw.get("derived", {}), dict):
         raise ValueError(f'{where}: [derived] must be a table of name = "expression"')
-    for name, expression in derived.items():
-        if not name.isidentifier() or name in known:
-            raise ValueError(f"{where}: derived variable {name!r} must be a new Python identifier")
-        compile_expression(expression, known, f"{where}: derived {name!r}")
-        known[name] = None
-    _success_rule(raw.get("success", "none"), known, where)
-    _partial_rule(raw.get("partial_success"), known, where)
+    variables = _variables(raw, where)[1]
+    _success_rule(raw.get("success", "none"), variables, where)
+    _partial_rule(raw.get("partial_success"), variables, where)
     return json.loads(json.dumps(raw))
 
 
 def _index_range(index: Any, where: str) -> tuple[int, int]:
     if isinstance(index, int) and not isinstance(index, bool):
         return index, index + 1
-    if isinstance(index, str) and re.fullmatch(r"\s*\d+\s*:\s*\d+\s*", index):
+    if isinstance(index, str) and re.fullmatch(r"\s*\d{1,9}\s*:\s*\d{1,9}\s*", index):
         start, stop = (int(part) for part in index.split(":"))
         return start, stop
     raise ValueError(f'{where}: index must be a column number (3) or a slice ("0:3"), got {index!r}')
@@ -288,8 +304,47 @@ def _slice_reader(start: int, stop: int) -> Any:
     return read
 
 
-def _success_rule(text: Any, readers: Mapping[str, Any], where: str) -> SuccessRule | None:
-    """The success rule ``text`` names, over the variables' ``readers`` (name -> reader).
+class _Variables:
+    """A description's variables on a batch of observations: the state columns read, the
+    derived variables computed in the file's order, each at most once per call (a variable
+    used by several others is not computed again for each of them).
+
+    :param readers: the state variables' readers, name -> ``read(obs)``.
+    """
+
+    def __init__(self, readers: Mapping[str, Callable[[torch.Tensor], torch.Tensor]]):
+        self.readers = dict(readers)
+        #: derived name -> (evaluate, the names it uses), in the file's order
+        self.derived: dict[str, tuple[Expression, list[str]]] = {}
+
+    def names(self) -> list[str]:
+        """Every variable's name, the state's then the derived ones."""
+        return [*self.readers, *self.derived]
+
+    def values(self, obs: torch.Tensor, names: Iterable[str]) -> dict[str, torch.Tensor]:
+        """The values of ``names`` (and of what they are derived from) on ``obs``."""
+        needed = set(names)
+        for name in reversed(self.derived):  # a derived variable uses only the ones above it
+            if name in needed:
+                needed.update(self.derived[name][1])
+        values = {name: read(obs) for name, read in self.readers.items() if name in needed}
+        for name, (evaluate, used) in self.derived.items():
+            if name in needed:
+                inputs = {used_name: values[used_name] for used_name in used}
+                values[name] = _per_row(evaluate(inputs), obs, torch.float32)
+        return values
+
+    def reader(self, name: str) -> Callable[[torch.Tensor], torch.Tensor]:
+        """``read(obs)`` for the derived variable ``name``."""
+
+        def read(obs: torch.Tensor) -> torch.Tensor:
+            return self.values(obs, [name])[name]
+
+        return read
+
+
+def _success_rule(text: Any, variables: _Variables, where: str) -> SuccessRule | None:
+    """The success rule ``text`` names, over the description's ``variables``.
 
     :raises ValueError: ``text`` is no rule, or uses a variable the file does not declare.
     """
@@ -300,9 +355,9 @@ def _success_rule(text: Any, readers: Mapping[str, Any], where: str) -> SuccessR
     if text == "truncated":
         return success_if_truncated
     hint = (f'{where}: success must be "terminated", "truncated", "none" or a comparison on the last '
-            f'state such as "{next(iter(readers))} >= 1.0" (or "terminated and ...")')
+            f'state such as "{variables.names()[0]} >= 1.0" (or "terminated and ...")')
     try:
-        evaluate, used = compile_expression(text, {*readers, "terminated", "truncated"}, hint)
+        evaluate, used = compile_expression(text, {*variables.names(), *_FLAGS}, hint)
     except ValueError as error:
         raise ValueError(f"{error}, got {text!r}") from None
     tree = ast.parse(text.strip(), mode="eval").body
@@ -311,17 +366,18 @@ def _success_rule(text: Any, readers: Mapping[str, Any], where: str) -> SuccessR
         raise ValueError(f"{hint}, got {text!r}")
 
     def success(final_obs: torch.Tensor, terminated: torch.Tensor, truncated: torch.Tensor) -> torch.Tensor:
+        read = variables.values(final_obs, [name for name in used if name not in _FLAGS])
+        values = {name: _first_column(value) for name, value in read.items()}
         flags = {"terminated": terminated, "truncated": truncated}
-        values = {name: flags[name] if name in flags else _first_column(readers[name](final_obs)) for name in used}
-        result = evaluate(values)
-        return _per_row(result, final_obs, torch.bool)
+        values.update((name, flag) for name, flag in flags.items() if name in used)
+        return _per_row(evaluate(values), final_obs, torch.bool)
 
     return success
 
 
-def _partial_rule(text: Any, readers: Mapping[str, Any], where: str) -> PartialRule | None:
-    """The partial success ``text`` computes over the variables' ``readers``, clipped to [0, 1]
-    (NaN counts 0).
+def _partial_rule(text: Any, variables: _Variables, where: str) -> PartialRule | None:
+    """The partial success ``text`` computes over the description's ``variables``, clipped to
+    [0, 1] (NaN counts 0).
 
     :raises ValueError: ``text`` is no expression over the file's variables.
     """
@@ -329,56 +385,63 @@ def _partial_rule(text: Any, readers: Mapping[str, Any], where: str) -> PartialR
         return None
     if not isinstance(text, str):
         raise ValueError(f'{where}: partial_success must be an expression such as "1 - distance / 5", got {text!r}')
-    evaluate, used = compile_expression(text, set(readers), f"{where}: partial_success")
+    evaluate, used = compile_expression(text, set(variables.names()), f"{where}: partial_success")
 
     def partial(obs: torch.Tensor) -> torch.Tensor:
-        values = _per_row(evaluate({name: _first_column(readers[name](obs)) for name in used}), obs, torch.float64)
-        return torch.nan_to_num(values, nan=0.0).clamp(0.0, 1.0)
+        values = {name: _first_column(value) for name, value in variables.values(obs, used).items()}
+        fraction = _per_row(evaluate(values), obs, torch.float64)
+        return torch.nan_to_num(fraction, nan=0.0).clamp(0.0, 1.0)
 
     return partial
 
 
-def _per_row(result: Any, obs: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
-    """An expression's value for each of the ``len(obs)`` rows: a tensor as ``dtype``, a
-    constant (an expression without variables) repeated, on the observations' device."""
-    if isinstance(result, torch.Tensor):
-        return result.to(dtype)
-    return torch.full((len(obs),), result, dtype=dtype, device=obs.device)
+def _per_row(result: torch.Tensor, obs: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """An expression's value for each of the ``len(obs)`` rows, as ``dtype`` on the
+    observations' device: a constant (an expression without variables) repeated."""
+    result = result.to(device=obs.device, dtype=dtype)
+    return result.expand(len(obs)).contiguous() if result.dim() == 0 else result
 
 
 def _first_column(values: torch.Tensor) -> torch.Tensor:
     return values.reshape(len(values), -1)[:, 0]
 
 
-def _derived_reader(evaluate: Expression, inputs: Mapping[str, Any]) -> Any:
-    def read(obs: torch.Tensor) -> torch.Tensor:
-        return _per_row(evaluate({name: reader(obs) for name, reader in inputs.items()}), obs, torch.float32)
+def _variables(data: Mapping[str, Any], where: str) -> tuple[list[StateVariable], _Variables]:
+    """A description's state variables (the file's, then the derived ones) and their values.
 
-    return read
-
-
-def description_from_data(data: Mapping[str, Any]) -> EnvDescription:
-    """The description that :func:`load_description` checked, from its JSON data."""
+    :raises ValueError: an index or a derived expression is malformed, naming it.
+    """
     states = []
     for state in data["state"]:
         index = state.get("index")
         read: Any = None
         if index is not None:
-            start, stop = _index_range(index, state["name"])
+            start, stop = _index_range(index, f"{where}: state {state['name']!r}")
             read = column(start) if stop == start + 1 else _slice_reader(start, stop)
         kwargs = {"read": read} if read is not None else {}
         states.append(StateVariable(
             state["name"], state["meaning"], units=state.get("units", ""),
             low=state.get("low"), high=state.get("high"), **kwargs,
         ))
-    readers = {state.name: state.read for state in states}
-    for name, expression in (data.get("derived") or {}).items():
-        evaluate, used = compile_expression(expression, readers, f"derived {name!r}")
-        read = _derived_reader(evaluate, {used_name: readers[used_name] for used_name in used})
-        readers[name] = read
-        states.append(StateVariable(name, f"derived: {expression}", read=read))
+    variables = _Variables({state.name: state.read for state in states})
+    derived = data.get("derived") or {}
+    if len(derived) > MAX_DERIVED_VARIABLES:
+        raise ValueError(f"{where}: {len(derived)} derived variables; a description may derive at "
+                         f"most {MAX_DERIVED_VARIABLES}")
+    for name, expression in derived.items():
+        if not isinstance(name, str) or not name.isidentifier() or name in variables.names():
+            raise ValueError(f"{where}: derived variable {name!r} must be a new Python identifier")
+        variables.derived[name] = compile_expression(
+            expression, set(variables.names()), f"{where}: derived {name!r}")
+        states.append(StateVariable(name, f"derived: {expression}", read=variables.reader(name)))
+    return states, variables
+
+
+def description_from_data(data: Mapping[str, Any]) -> EnvDescription:
+    """The description that :func:`load_description` checked, from its JSON data."""
+    states, variables = _variables(data, "the description")
     success_text = data.get("success", "none")
-    success = _success_rule(success_text, readers, "the description")
+    success = _success_rule(success_text, variables, "the description")
     metric = data.get("success_metric") or (
         f"the success rate ({success_text}), then the episode return" if success is not None
         else "the episode return (sum of the environment's own rewards)."
@@ -388,7 +451,7 @@ def description_from_data(data: Mapping[str, Any]) -> EnvDescription:
     return EnvDescription(
         env_id=data["env_id"], summary=data["summary"].strip(), state=tuple(states), action=action,
         success_metric=metric, success=success, class_name=data.get("class_name", ""),
-        partial_success=_partial_rule(data.get("partial_success"), readers, "the description"),
+        partial_success=_partial_rule(data.get("partial_success"), variables, "the description"),
         terminated_meaning=data.get("terminated_meaning", "the episode reached a terminal state with this step"),
     )
 
