@@ -19,6 +19,7 @@ import numpy as np
 import torch
 
 from rewardlab.agents.common import check_batched, read_saved
+from rewardlab.common.threads import ThreadsSetting
 
 __all__ = ["Learner", "predict_in_form", "same_space"]
 
@@ -70,8 +71,11 @@ def predict_in_form(
     return actions.cpu().numpy() if as_numpy else actions
 
 
-class Learner:
+class Learner(ThreadsSetting):
     """The base of rewardlab's own learners (``PPO``, ``HRA``).
+
+    A learner's ``learn`` runs at its ``threads`` torch threads (1 by default on a CPU, None
+    for torch's own setting) and gives the caller back its own count when it returns.
 
     A subclass sets the class attributes below and, once built, ``observation_space``,
     ``action_space``, ``device``, ``seed``, ``config`` (a ``LearnerConfig``),

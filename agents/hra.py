@@ -67,6 +67,7 @@ from rewardlab.agents.common import (
 )
 from rewardlab.agents.logger import TensorBoardLogger
 from rewardlab.common.networks import mlp
+from rewardlab.common.threads import at_own_threads
 
 EXTRINSIC = "extrinsic"
 BOOTSTRAPS = ("max", "mean")
@@ -388,6 +389,11 @@ class HRA(Learner):
     :param feature_masks: ``{name: bool mask shaped like one observation}``, the features the
         head of ``name`` sees (heads not named see all); separate heads only.
     :param tensorboard_log: folder for TensorBoard runs; None: no logging.
+    :param threads: torch's intra-op threads while :meth:`learn` runs, on a CPU: 1 (the
+        default; these networks and batched steps gain little from a second thread and lose
+        many times their time where other work shares the cores), or None for torch's own
+        setting. The caller's count is restored when ``learn`` returns; change it later as
+        ``model.threads``.
     :param hyperparameters: changes to ``config`` by name (``HRA(env, gamma=0.9)``), as
         :meth:`HRAConfig.replace` takes them.
     """
@@ -408,9 +414,11 @@ class HRA(Learner):
         head_weights: Mapping[str, float] | None = None,
         feature_masks: Mapping[str, Any] | None = None,
         tensorboard_log: str | os.PathLike[str] | None = None,
+        threads: int | None = 1,
         **hyperparameters: Any,
     ) -> None:
         check_batched(env, "HRA", "DQN")
+        self.threads = threads
         if device is not None and torch.device(device) != torch.device(env.device):
             raise ValueError(
                 f"device={device!r} but the env lives on {env.device}; the env and the "
@@ -580,6 +588,7 @@ class HRA(Learner):
         with torch.no_grad():
             return self.q_network(obs.reshape(len(obs), -1).to(torch.float32))
 
+    @at_own_threads
     def learn(
         self,
         total_timesteps: int,

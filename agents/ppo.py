@@ -66,6 +66,7 @@ from rewardlab.agents.ppo_config import (
 )
 from rewardlab.agents.rollout import Rollout, episode_sums
 from rewardlab.common.running_stats import RunningMeanStd
+from rewardlab.common.threads import at_own_threads
 from rewardlab.envs.core import carried_steps
 from rewardlab.intrinsic.base import IntrinsicModule
 
@@ -201,6 +202,11 @@ class PPO(PPOCompilation, Learner):
         return) and each returned component is logged as ``reward/<name>`` and
         ``episode/<name>``. A learned reward model or a reward program takes the whole
         rollout in one call this way. None: the env's reward.
+    :param threads: torch's intra-op threads while :meth:`learn` runs, on a CPU: 1 (the
+        default; these networks and batched steps gain little from a second thread and lose
+        many times their time where other work shares the cores), or None for torch's own
+        setting. The caller's count is restored when ``learn`` returns; change it later as
+        ``model.threads``.
     :param hyperparameters: changes to ``config`` by name (``PPO(env, n_steps=64)``), as
         :meth:`PPOConfig.replace` takes them.
 
@@ -224,9 +230,11 @@ class PPO(PPOCompilation, Learner):
         intrinsic: IntrinsicModule | None = None,
         tensorboard_log: str | os.PathLike[str] | None = None,
         reward_fn: RolloutReward | None = None,
+        threads: int | None = 1,
         **hyperparameters: Any,
     ) -> None:
         check_batched(env, "PPO", "PPO")
+        self.threads = threads
         if reward_fn is not None and not callable(reward_fn):
             raise TypeError(f"reward_fn must be a function (obs, actions, next_obs, terminated, env_reward) -> "
                             f"(reward, components), got {type(reward_fn).__name__}")
@@ -333,6 +341,7 @@ class PPO(PPOCompilation, Learner):
         self._env_steps = carried_steps(env)
         self._env_steps_compile = self._env_steps is env and env.advance_traces
 
+    @at_own_threads
     def learn(
         self,
         total_timesteps: int,

@@ -25,6 +25,7 @@ from gymnasium.vector.utils import batch_space
 from torch.fx.experimental.proxy_tensor import make_fx
 
 from rewardlab.common.compiled import NotLoadedError, load_or_compile, source_fingerprint
+from rewardlab.common.threads import DEFAULT_THREADS, ThreadsSetting, at_own_threads
 
 Actions = torch.Tensor | np.ndarray
 StepReturn = tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, dict[str, Any]]
@@ -42,7 +43,7 @@ REFILL_EVERY = 16
 _RUN_STATE = frozenset({
     "_state", "_elapsed", "_pool", "_pool_steps", "_ended_since_refill", "_steps_since_refill", "_reset_low",
     "_reset_high", "_last_actions", "_render_env", "_compiled_advance", "_tracing",
-    "generator", "compile",
+    "generator", "compile", "_threads",
 })  # fmt: skip
 
 
@@ -124,12 +125,23 @@ def object_fingerprint(obj: Any, source: str, skip: frozenset[str] = frozenset()
     return digest.hexdigest()
 
 
-class Batched:
-    """What batched envs and their wrappers share: the Gymnasium and SB3 views of ``self``.
+class Batched(ThreadsSetting):
+    """What batched envs and their wrappers share: the Gymnasium and SB3 views of ``self``,
+    and the torch threads their steps run at.
 
     Defined once here, so a wrapper adapts itself (its reward included), never the env
-    beneath it.
+    beneath it. Every ``step`` and ``reset`` of a subclass, a user's own included, runs at
+    :attr:`threads` torch intra-op threads (1 by default on a CPU; set ``env.threads = None``
+    to step at torch's own setting) and gives the caller back its own count when it returns
+    (:mod:`rewardlab.common.threads`). A stack of wrappers shares its env's setting.
     """
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        for name in ("step", "reset"):
+            method = cls.__dict__.get(name)
+            if callable(method):
+                setattr(cls, name, at_own_threads(method))
 
     @property
     def steps_by_advance(self) -> bool:
@@ -795,6 +807,17 @@ class BatchedWrapper(Batched):
     def unwrapped(self) -> BatchedEnv:
         """The env at the bottom of the stack of wrappers."""
         return self.env.unwrapped
+
+    @property
+    def threads(self) -> int | None:
+        """The wrapped env's :attr:`~rewardlab.common.threads.ThreadsSetting.threads`, which
+        this wrapper's steps run at too (the default for an env of the contract that has
+        no such setting)."""
+        return getattr(self.env, "threads", DEFAULT_THREADS)
+
+    @threads.setter
+    def threads(self, threads: int | None) -> None:
+        self.env.threads = threads
 
     def reset(
         self, seed: int | None = None, options: dict[str, Any] | None = None

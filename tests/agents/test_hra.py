@@ -205,6 +205,23 @@ def test_a_gap_that_appears_later_fails_at_the_next_log_point() -> None:
         model.learn(2_000)
 
 
+def test_learn_runs_at_the_models_threads_and_gives_the_users_back() -> None:
+    seen: list[int] = []
+    user_threads = torch.get_num_threads()
+    torch.set_num_threads(2)  # a user of the Python API at torch's default on two cores
+    try:
+        model = HRA(CorridorEnv(4), seed=0, log_interval=64)
+        model.learn(256, callback=lambda _: seen.append(torch.get_num_threads()))
+        assert seen and set(seen) == {1} and torch.get_num_threads() == 2
+        model.threads = None
+        model.learn(256, callback=lambda _: seen.append(torch.get_num_threads()))
+        assert seen[-1] == 2
+    finally:
+        torch.set_num_threads(user_threads)
+    with pytest.raises(ValueError, match=r"threads=-1 is not a thread count"):
+        HRA(CorridorEnv(4), threads=-1)
+
+
 def test_a_component_function_supplies_the_heads() -> None:
     def two_parts(obs, actions, next_obs, reward, info):
         goal = info["reward_components"]["left"] + info["reward_components"]["right"]

@@ -684,6 +684,25 @@ def test_bad_setup_errors() -> None:
         model.learn(8, callback="stop")
 
 
+@pytest.mark.parametrize("threads", [1, None])
+def test_learn_runs_at_the_models_threads_and_gives_the_users_back(threads: int | None) -> None:
+    seen: list[int] = []
+    user_threads = torch.get_num_threads()
+    torch.set_num_threads(2)  # a user of the Python API at torch's default on two cores
+    try:
+        model = PPO(ChainEnv(2), n_steps=4, threads=threads)
+        model.learn(16, callback=lambda _: seen.append(torch.get_num_threads()))
+        assert torch.get_num_threads() == 2
+        assert set(seen) == {1 if threads == 1 else 2}
+        with pytest.raises(TypeError, match="callback must be a function"):
+            model.learn(8, callback="stop")
+        assert torch.get_num_threads() == 2  # also when learn raises
+    finally:
+        torch.set_num_threads(user_threads)
+    with pytest.raises(ValueError, match=r"threads=0 is not a thread count"):
+        PPO(ChainEnv(2), threads=0)
+
+
 def test_value_head_for_a_component_the_env_does_not_report() -> None:
     model = PPO(ChainEnv(2), n_steps=4, value_heads=["extrinsic", "shaping"])
     with pytest.raises(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 import torch
@@ -234,6 +236,70 @@ def test_a_wrapper_that_writes_advance_carried_steps_as_the_env_does(own_step: b
     with pytest.raises(ValueError, match=r"action 2 of env 0 is outside"):
         wrapped.step(torch.full((8,), 2))
     assert torch.equal(inner.state, state)
+
+
+class ThreadsSeen(envs.CartPoleEnv):
+    """CartPole that records torch's thread count at each transition (a user's own env)."""
+
+    seen: list[int]
+
+    def transition(self, state, actions):
+        self.seen.append(torch.get_num_threads())
+        return super().transition(state, actions)
+
+
+class ThreadsSeenOwnStep(ThreadsSeen):
+    """The same with a step of its own, as the batched MiniGrid's and a user's may be."""
+
+    def step(self, actions):
+        self.seen.append(torch.get_num_threads())
+        return super().step(actions)
+
+
+@pytest.fixture
+def users_threads() -> Any:
+    """torch at two threads, as a user of the Python API may have it; the session's after."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)
+    yield 2
+    torch.set_num_threads(threads)
+
+
+@pytest.mark.parametrize("kind", [ThreadsSeen, ThreadsSeenOwnStep])
+def test_steps_run_at_the_envs_threads_and_give_the_users_back(kind: type, users_threads: int) -> None:
+    env = kind(4, seed=0)
+    env.seen = []
+    wrapped = ScaleReward(env)
+    wrapped.reset()
+    assert torch.get_num_threads() == users_threads
+    wrapped.step(torch.ones(4, dtype=torch.int64))
+    assert set(env.seen) == {1} and torch.get_num_threads() == users_threads
+    with pytest.raises(ValueError, match="outside"):
+        wrapped.step(torch.full((4,), 2))
+    assert torch.get_num_threads() == users_threads  # restored when the step raises too
+    wrapped.threads = None  # a wrapper's setting is its env's
+    assert env.threads is None
+    env.seen = []
+    wrapped.step(torch.ones(4, dtype=torch.int64))
+    assert set(env.seen) == {users_threads}
+    with pytest.raises(ValueError, match=r"threads=0 is not a thread count"):
+        env.threads = 0
+
+
+def test_the_threads_setting_is_not_part_of_the_compiled_step() -> None:
+    env = envs.make("CartPole-v1", 4)
+    fingerprint = env.step_fingerprint()
+    env.threads = 2
+    assert env.step_fingerprint() == fingerprint
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_a_cuda_env_leaves_torchs_threads_alone(users_threads: int) -> None:
+    env = ThreadsSeen(4, device="cuda", seed=0)
+    env.seen = []
+    env.reset()
+    env.step(torch.ones(4, dtype=torch.int64, device="cuda"))
+    assert set(env.seen) == {users_threads} and torch.get_num_threads() == users_threads
 
 
 def test_render_draws_the_chosen_copy_with_gymnasiums_renderer() -> None:
