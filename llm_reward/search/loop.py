@@ -58,6 +58,7 @@ from rewardlab.llm_reward.search.progress import Progress
 from rewardlab.llm_reward.search.prompts import (
     candidate_line,
     conversation,
+    failure_details,
     feedback_prompt,
     task_prompt,
 )
@@ -308,6 +309,8 @@ class _Search:
             if self.feedback is None:
                 return None
             lines = ["Results so far:", *(f"- {candidate_line(c)}" for c in last)]
+            details = failure_details(last)
+            lines += [] if details is None else ["", details]
             if best is not None and best.result is not None:
                 lines += ["", f"Best program so far ({best.key}):",
                           *fenced((best.source or "").rstrip(), language="python"), reflect(best.result, best.signals)]

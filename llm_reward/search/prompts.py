@@ -32,13 +32,14 @@ __all__ = [
     "answer_notes",
     "candidate_line",
     "conversation",
+    "failure_details",
     "feedback_prompt",
     "task_prompt",
 ]
 
 Message = dict[str, str]
 
-# A failure's reason in a candidate's one-line summary is cut to this length.
+# A search's note in a candidate's one-line summary is cut to this length.
 LINE_CHARS = 300
 
 SYSTEM_PROMPT = (
@@ -146,12 +147,35 @@ def _outcome(candidate: Candidate) -> str:
     failure = candidate.failure
     if failure is None:
         return f"{candidate.key}: not evaluated"
-    # a program's own text, on one line: it cannot open a fence or pose as a line of the prompt
+    # the search's own words (a prescreen finding, where it stopped), on one line
     if failure.kind == PRESCREEN_FAILURE:
         return f"{candidate.key}: not trained: {prompt_line(failure.reason)}"
     if failure.kind == STOPPED:  # "stopped at a third of the budget with fitness f ..."
         return f"{candidate.key}: {prompt_line(failure.reason, LINE_CHARS)}"
-    return f"{candidate.key}: failed ({failure.kind}): {prompt_line(failure.reason, LINE_CHARS)}"
+    # anything else may hold the program's text: only in its labelled block (failure_details)
+    return f"{candidate.key}: failed ({failure.kind}); its output is quoted below"
+
+
+def _quotes_output(candidate: Candidate) -> bool:
+    """Whether the candidate's failure holds text the program may have written."""
+    failure = candidate.failure
+    return failure is not None and failure.kind not in (PRESCREEN_FAILURE, STOPPED)
+
+
+def failure_details(candidates: Sequence[Candidate]) -> str | None:
+    """Why each failed candidate failed, its program's output quoted in a labelled block
+    (:func:`~rewardlab.llm_reward.search.reflection.describe_failure`); ``None`` when none
+    failed so.
+
+    :param candidates: the candidates, in sample order.
+    """
+    failed = [candidate for candidate in candidates if _quotes_output(candidate)]
+    if not failed:
+        return None
+    return "Why the failed reward functions failed:\n\n" + "\n\n".join(
+        f"{candidate.key}: {describe_failure(candidate.failure)}" for candidate in failed
+        if candidate.failure is not None
+    )
 
 
 def _best_block(best: Candidate | None) -> str:
@@ -182,16 +206,9 @@ def feedback_prompt(
     parts.append("Results of the last iteration's reward functions:\n"
                  + "\n".join(f"- {candidate_line(candidate)}" for candidate in last))
     parts.append(_best_block(best))
-    # The line above holds each failure's first line; details for those with more to say.
-    failed = [
-        c for c in last if c.failure is not None and c.failure.kind != PRESCREEN_FAILURE
-        and (c.failure.traceback.strip() or len(c.failure.reason) > LINE_CHARS or "\n" in c.failure.reason)
-    ]
-    if failed:
-        parts.append("Why the failed reward functions failed:\n\n" + "\n\n".join(
-            f"{candidate.key}: {describe_failure(candidate.failure)}" for candidate in failed
-            if candidate.failure is not None
-        ))
+    details = failure_details(last)
+    if details is not None:
+        parts.append(details)
     cut_off = [candidate.key for candidate in last if candidate.finish_reason == "length"]
     if cut_off:
         parts.append(CUT_OFF_NOTE.format(keys=", ".join(cut_off)))

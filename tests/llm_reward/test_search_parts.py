@@ -23,7 +23,12 @@ from rewardlab.llm_reward.search.examples import EXAMPLES, most_similar
 from rewardlab.llm_reward.search.executors import EvalTask
 from rewardlab.llm_reward.search.prescreen import kendall_tau_b
 from rewardlab.llm_reward.search.records import Candidate, PrescreenScore
-from rewardlab.llm_reward.search.reflection import component_notes, reflect, reward_signals
+from rewardlab.llm_reward.search.reflection import (
+    PROGRAM_OUTPUT_LABEL,
+    component_notes,
+    reflect,
+    reward_signals,
+)
 from rewardlab.llm_reward.search.report import prescreen_summary
 from rewardlab.llm_reward.search.store import JOURNAL_FILE, RunStore
 from rewardlab.llm_reward.training import Checkpoint, Failure, TrainingRun
@@ -144,7 +149,8 @@ def test_reflection_lists_components_and_notes() -> None:
     failed = TrainingRun("CartPole-v1", False, None, None, [], [], Failure("program", "it raised", "Traceback: x"),
                         1, 1.0, None, None, None, None, "")
     # the reason and traceback are the program's text: quoted as code, in a block it cannot close
-    assert reflect(failed) == "it failed (program): `it raised`\n\n```\nTraceback: x\n```"
+    assert reflect(failed) == ("it failed (program). " + PROGRAM_OUTPUT_LABEL
+                               + "\n```text\nit raised\n\nTraceback: x\n```")
 
 
 # ------------------------------------------------------------- examples, Kendall tau
