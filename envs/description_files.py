@@ -52,6 +52,7 @@ from __future__ import annotations
 import ast
 import inspect
 import json
+import keyword
 import math
 import operator
 import re
@@ -268,6 +269,7 @@ def _checked(raw: Any, path: Path, obs_shape: tuple[int, ...]) -> dict[str, Any]
         for key in ("name", "meaning"):
             if not isinstance(state.get(key), str) or not state[key]:
                 raise ValueError(f"{where}: state {number} needs {key} = \"...\"")
+        _check_name(state["name"], f"state {number}'s name", where)
         index = state.get("index")
         if index is not None:
             start, stop = _index_range(index, f"{where}: state {state['name']!r}")
@@ -280,12 +282,26 @@ def _checked(raw: Any, path: Path, obs_shape: tuple[int, ...]) -> dict[str, Any]
     action = raw.get("action", {})
     if not isinstance(action, dict) or sorted(set(action) - ACTION_KEYS):
         raise ValueError(f'{where}: [action] takes only meaning = "..."')
+    if "class_name" in raw:
+        _check_name(raw["class_name"], "class_name", where)
     if not isinstance(raw.get("derived", {}), dict):
         raise ValueError(f'{where}: [derived] must be a table of name = "expression"')
     variables = _variables(raw, where)[1]
     _success_rule(raw.get("success", "none"), variables, where)
     _partial_rule(raw.get("partial_success"), variables, where)
     return json.loads(json.dumps(raw))
+
+
+def _check_name(name: Any, what: str, where: str) -> None:
+    """Refuse a name that is not a Python identifier: a variable's name is a parameter of the
+    reward function, and every name is shown in prompts, reports and errors.
+
+    :raises ValueError: naming the value (escaped) and what to write instead.
+    """
+    if (not isinstance(name, str) or not name.isidentifier() or keyword.iskeyword(name)
+            or name.startswith("_")):
+        raise ValueError(f"{where}: {what} {name!r} must be a Python identifier (letters, digits "
+                         "and _, not starting with a digit or _, not a keyword), e.g. cart_position")
 
 
 def _index_range(index: Any, where: str) -> tuple[int, int]:
@@ -412,7 +428,8 @@ def _variables(data: Mapping[str, Any], where: str) -> tuple[list[StateVariable]
     :raises ValueError: an index or a derived expression is malformed, naming it.
     """
     states = []
-    for state in data["state"]:
+    for number, state in enumerate(data["state"], 1):
+        _check_name(state["name"], f"state {number}'s name", where)
         index = state.get("index")
         read: Any = None
         if index is not None:
@@ -429,8 +446,10 @@ def _variables(data: Mapping[str, Any], where: str) -> tuple[list[StateVariable]
         raise ValueError(f"{where}: {len(derived)} derived variables; a description may derive at "
                          f"most {MAX_DERIVED_VARIABLES}")
     for name, expression in derived.items():
-        if not isinstance(name, str) or not name.isidentifier() or name in variables.names():
-            raise ValueError(f"{where}: derived variable {name!r} must be a new Python identifier")
+        _check_name(name, "derived variable", where)
+        if name in variables.names():
+            raise ValueError(f"{where}: derived variable {name!r} is already a variable; give it "
+                             "a new name")
         variables.derived[name] = compile_expression(
             expression, set(variables.names()), f"{where}: derived {name!r}")
         states.append(StateVariable(name, f"derived: {expression}", read=variables.reader(name)))
@@ -440,6 +459,8 @@ def _variables(data: Mapping[str, Any], where: str) -> tuple[list[StateVariable]
 def description_from_data(data: Mapping[str, Any]) -> EnvDescription:
     """The description that :func:`load_description` checked, from its JSON data."""
     states, variables = _variables(data, "the description")
+    if data.get("class_name"):
+        _check_name(data["class_name"], "class_name", "the description")
     success_text = data.get("success", "none")
     success = _success_rule(success_text, variables, "the description")
     metric = data.get("success_metric") or (

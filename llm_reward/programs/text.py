@@ -20,13 +20,10 @@ from __future__ import annotations
 import html
 import re
 
+from rewardlab.common.terminal import CONTROL, escape_controls
+
 __all__ = ["fenced", "markdown_text", "prompt_block", "prompt_line", "sanitize"]
 
-# C0 controls but tab and newline, DEL, C1 controls, the bidirectional overrides and
-# isolates, the line and paragraph separators (str.splitlines breaks on them) and lone
-# surrogates (a JSON string may hold one; no file, terminal or request can encode it).
-_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069"
-                      "\ud800-\udfff]")
 # what Markdown could read as a link, an image, a table cell or an escape
 _MARKDOWN_PUNCTUATION = re.compile(r"([\\\[\]|])")
 
@@ -36,13 +33,7 @@ def sanitize(text: str) -> str:
 
     :param text: any text.
     """
-    return _CONTROL.sub("", text.replace("\r\n", "\n"))
-
-
-def _visible(text: str) -> str:
-    """``text`` with each control character written as its escape (``\\x1b``, ``\\u202e``)."""
-    return _CONTROL.sub(lambda match: match.group().encode("unicode_escape", "backslashreplace").decode("ascii"),
-                        text.replace("\r\n", "\n"))
+    return CONTROL.sub("", text.replace("\r\n", "\n"))
 
 
 def markdown_text(text: str) -> str:
@@ -64,7 +55,7 @@ def fenced(text: str, indent: str = "", language: str = "") -> list[str]:
     :param indent: put before every line (a block inside a list item).
     :param language: the block's language (``"python"``), or none.
     """
-    text = _visible(text)
+    text = escape_controls(text)
     longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
     fence = "`" * max(3, longest + 1)
     return [indent + fence + language, *(indent + line for line in text.splitlines()), indent + fence]

@@ -15,10 +15,11 @@ import os
 import sys
 from collections.abc import Iterable
 from importlib import import_module
-from typing import Any
+from typing import Any, NoReturn
 
 from rewardlab import __version__
 from rewardlab.app.arguments import join_leading_minus_values
+from rewardlab.common.terminal import terminal_line
 
 #: command -> ("module:register_function", the help line ``rewardlab --help`` shows)
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -33,6 +34,14 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "search": ("rewardlab.app.search:register_search",
                "search for a reward program (Eureka / Text2Reward with an LLM, or evolve)"),
 }  # fmt: skip
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser, whose usage errors show control characters as escapes too (they
+    quote the command line, which a script may have filled from a file)."""
+
+    def error(self, message: str) -> NoReturn:
+        super().error(terminal_line(message))
 
 
 class _Subparsers:
@@ -53,7 +62,7 @@ def build_parser(commands: Iterable[str] | None = None) -> argparse.ArgumentPars
         others are listed by name and help only); None: every command.
     """
     wanted = set(COMMANDS) if commands is None else set(commands)
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="rewardlab",
         description="Reward engineering for RL: shaping, intrinsic rewards, HRA and reward-code search.",
     )
@@ -84,20 +93,28 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     from rewardlab.envs.gymnasium_env import look_in_working_folder
 
-    look_in_working_folder(os.getcwd())  # a module id the user types is found where they run, as python -m does
+    # the module of a module:Env-v0 id the user types is found where they run, as python -m finds it
+    look_in_working_folder(os.getcwd())
     try:
         return int(args.func(args) or 0)
     except ValueError as error:
         # Bad input from the user: say what was wrong, without a traceback.
-        print(f"rewardlab {args.command}: error: {error}", file=sys.stderr)
+        _print_error(args.command, str(error))
         return 2
     except OSError as error:
         # A folder or file the command cannot write or read (--logdir, --out): name it.
-        print(f"rewardlab {args.command}: error: {_os_error_line(error)}", file=sys.stderr)
+        _print_error(args.command, _os_error_line(error))
         return 2
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+
+
+def _print_error(command: str, message: str) -> None:
+    """Print ``message`` as the command's one error line, every control character in it shown
+    as its escape: the values it names come from files and replies, which may hold terminal
+    escapes (a window title, a cleared screen, a forged line)."""
+    print(f"rewardlab {command}: error: {terminal_line(message)}", file=sys.stderr)
 
 
 def _os_error_line(error: OSError) -> str:

@@ -124,3 +124,47 @@ def test_a_broken_user_module_and_a_binary_reward_file_are_one_line(tmp_path, mo
     assert main(["train", "--env", "CartPole-v1", "--reward-program", "reward.py", "--logdir", "runs"]) == 2
     assert "cannot read the reward program reward.py: it is not a UTF-8 text file" in _one_line_error(capsys)
     assert not (tmp_path / "runs").exists()
+
+
+DESCRIPTION_WITH_ESCAPES = r'''summary = "balance"
+success = "speed > 1"
+[[state]]
+name = "\u001b]0;pwned\u0007\u001b[2J"
+index = 0
+meaning = "position"
+'''
+
+
+def test_a_description_files_names_reach_the_terminal_as_escapes(tmp_path, monkeypatch, capsys):
+    """A state name holding a window title and a screen clear is refused, shown as escapes."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "described.toml").write_text(DESCRIPTION_WITH_ESCAPES)
+    (tmp_path / "reward.py").write_text("def compute_reward(x):\n    return x, {}\n")
+    commands = [
+        ["train", "--env", "CartPole-v1", "--reward-program", "reward.py", "--describe",
+         "described.toml", "--logdir", "runs"],
+        ["search", "--env", "CartPole-v1", "--task", "balance", "--proposer", "evolve",
+         "--describe", "described.toml", "--out", "search_run"],
+    ]
+    for argv in commands:
+        assert main(argv) == 2
+        err = _one_line_error(capsys)
+        assert not any(character in err for character in "\x1b\x07"), repr(err)
+        assert r"'\x1b]0;pwned\x07\x1b[2J' must be a Python identifier" in err
+    assert not (tmp_path / "runs").exists() and not (tmp_path / "search_run").exists()
+
+
+def test_every_error_the_command_prints_shows_control_characters_as_escapes(tmp_path, monkeypatch,
+                                                                            capsys):
+    monkeypatch.chdir(tmp_path)
+    header = "# rewardlab-env: \x1b]0;pwned\x07\x9b2J\u202eCartPole-v1\r\n"
+    (tmp_path / "reward.py").write_text(header + "def compute_reward(x):\n    return x, {}\n")
+    argv = ["train", "--env", "CartPole-v1", "--reward-program", "reward.py", "--logdir", "runs"]
+    assert main(argv) == 2
+    err = _one_line_error(capsys)
+    assert r"was written for \x1b]0;pwned\x07\x9b2J\u202eCartPole-v1, not CartPole-v1" in err
+    assert not any(character in err for character in "\x1b\x07\x9b\u202e\r")
+    with pytest.raises(SystemExit):
+        main(["train", "--env", "CartPole-v1", "--logdir", "runs", "--no-such-flag", "\x1b[2J"])
+    assert "--no-such-flag \\x1b[2J" in capsys.readouterr().err
+

@@ -3,6 +3,7 @@ their names are identifiers, and what they cost is bounded when the file is read
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
@@ -125,3 +126,24 @@ def test_a_huge_slice_index_is_refused_in_one_line(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match=r"index must be a column number \(3\) or a") as caught:
         load_description(path, "CartPole-v1")
     assert "\n" not in str(caught.value)
+
+
+@pytest.mark.parametrize("name", ["\x1b]0;pwned\x07", "cart position (m)", "if", "_hidden", "1st",
+                                  ""])
+def test_every_name_in_a_file_is_an_identifier_or_refused_in_one_line(tmp_path: Path,
+                                                                       name: str) -> None:
+    path = tmp_path / "names.toml"
+    text = CARTPOLE.format(top="", derived="")
+    path.write_text(text.replace('name = "x"', f"name = {json.dumps(name)}"))
+    with pytest.raises(ValueError) as caught:
+        load_description(path, "CartPole-v1")
+    assert len(str(caught.value).splitlines()) == 1
+    assert not any(character in str(caught.value) for character in "\x1b\x07")
+    if name:
+        assert f"state 1's name {name!r} must be a Python identifier" in str(caught.value)
+    # the same names where a reward file carries its description, and as class or derived names
+    for data in ({**data_with("none", {}), "state": [{"name": name, "index": 0, "meaning": "m"}]},
+                 {**data_with("none", {name: "x"})}, {**data_with("none", {}), "class_name": name}):
+        if name or "class_name" not in data:
+            with pytest.raises(ValueError, match="must be a Python identifier"):
+                description_from_data(data)
