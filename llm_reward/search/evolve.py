@@ -42,6 +42,17 @@ variable near 0); "backwards", "left", "down" make it negative, and a variable's
   a tenth of the task term (none without one). A hopper's or an ant's task keeps its wage:
   falling is what ends those episodes early, and the wage is what keeps them up.
 
+Categorical variables (a description's labels, MiniGrid's object types and door states) are
+compared, never measured: their only term is ``event`` on a value the task names (``has_key``
+for "pick up the key", ``front_state == open`` for "open the door", by :func:`named_labels`),
+how much more the step made ``variable == value`` hold, so that no loop pays; a value the task
+does not name (a locked door) is paid nothing, and no label gets ``progress``, a scale or a
+``closer`` pair. On such a view the numbers (``goal_distance``, which a name with "distance"
+directs down) get ``shaped`` terms, potential-based and 0 at an episode's end: the step onto
+the goal hides it. The env's own reward is in every program (its weight tuned only where
+failing also ends episodes) and the first program is that reward alone, so on a sparse task
+nothing worse than the sparse reward can win.
+
 A variable whose direction nothing names may take either sign. ``progress`` and ``away``
 terms of a variable without a declared range are divided by its mean change in a step of
 random actions (:func:`~rewardlab.llm_reward.search.evolve_random.random_motion`), so that a weight
@@ -69,9 +80,11 @@ from rewardlab.envs.descriptions import EnvDescription, success_if_terminated, s
 from rewardlab.llm_reward.programs.program import RewardProgram
 from rewardlab.llm_reward.search.evolve_random import (
     GUARDED,
+    SHAPED,
     Guard,
     Term,
     borrow_references,
+    categorical_variables,
     focus_variables,
     random_motion,
     render_program,
@@ -79,7 +92,7 @@ from rewardlab.llm_reward.search.evolve_random import (
 from rewardlab.llm_reward.search.records import Candidate, rank_key
 
 __all__ = ["REACH", "REACH_ALIVE", "SURVIVE", "EvolveProposer", "goal_directions", "kept_conditions",
-           "task_kind", "velocity_of"]
+           "named_labels", "task_kind", "velocity_of"]
 
 #: the most state variables that get term slots (the task's own first)
 MAX_VARIABLES = 8
@@ -99,6 +112,12 @@ _SUCCEEDS = re.compile(r"\b(succe(ss|ssful|ssfully|eds?|eded)|reach(es|ed)? (the
 _FAILS = re.compile(r"\b(without success|unhealthy|fails?|failed|failure|falls?|fell|fallen|crash\w*|left the|"
                     r"leaves|out of bounds)\b", re.I)
 _SENTENCE = re.compile(r"(?<=[.;!?])\s+(?=[A-Z(])")
+#: a distance, which a task that ends at a goal wants smaller (``goal_distance``)
+_DISTANCE = re.compile(r"(^|_)(distance|dist)(_|$)")
+#: words before a label that make it something to keep away from ("avoid the lava")
+_NEGATED = re.compile(r"\b(avoid|avoiding|never|not|don't|without|away from)\s+(\w+\s+){0,2}$", re.I)
+#: words of an indicator's name that say nothing of what it indicates (``has_key``: key)
+_INDICATOR_WORDS = frozenset({"has", "is", "any", "in", "front", "carrying", "visible", "seen"})
 #: how a variable's velocity is named after it (``x`` -> ``x_velocity``)
 _VELOCITY_NAMES = ("{}_velocity", "{}_vel", "{}_dot", "{}_rate")
 
@@ -151,10 +170,44 @@ def goal_directions(
             directions[name] = words
             decided.add(name)
     for name in names:
+        if name not in decided and _DISTANCE.search(name):
+            directions[name] = -1  # nearer, where the task is to get somewhere
+            decided.add(name)
+    for name in names:
         of = velocity_of(name, names)
         if of is not None and name not in decided:
             directions[name] = directions[of]
     return directions
+
+
+def named_labels(description: EnvDescription, task: str) -> list[tuple[str, int, int]]:
+    """The values of categorical variables the task names, as ``(variable, value, sign)``:
+    an indicator (two categories) by a word of its name (``has_key``: "key"), another
+    variable by a category's name (``front_object``'s "door"), indicators first. The sign is
+    -1 where "avoid", "not" or "never" comes just before the word, else +1. The summary is
+    read where the task names none.
+
+    :param description: the env's description.
+    :param task: the task text.
+    """
+    found: list[tuple[int, str, int, int]] = []
+    for text in (task, description.summary):
+        for name, categories in categorical_variables(description).items():
+            if len(categories) == 2:
+                words = [[word for word in name.split("_") if word not in _INDICATOR_WORDS]]
+                values = [1]
+            else:
+                values = [value for value, label in enumerate(categories) if label]
+                words = [[categories[value]] for value in values]
+            for value, value_words in zip(values, words):
+                match = next((m for word in value_words if word for m in
+                              [re.search(rf"\b{re.escape(word)}s?\b", text, re.I)] if m), None)
+                if match is not None:
+                    sign = -1 if _NEGATED.search(text[: match.start()]) else 1
+                    found.append((0 if len(categories) == 2 else 1, name, value, sign))
+        if found:
+            break
+    return [(name, value, sign) for _, name, value, sign in sorted(found, key=lambda item: item[0])]
 
 
 def kept_conditions(
@@ -224,9 +277,17 @@ class EvolveProposer:
         self._task, self._potential = borrow_references(references, description, gamma)
         motion = random_motion(description)  # one env made, for the scalars, the start and the scales
         static, moves, self._episode_steps = _static_variables(description, motion.scalars)
+        labels = categorical_variables(description)
+        numbers = tuple(name for name in motion.scalars if name not in labels)
         #: (coordinate, goal coordinate) pairs of a goal-conditioned task, for ``closer``
-        self.pairs = goal_pairs(motion.scalars, static)
-        names = tuple(name for name in motion.scalars if name not in static)  # what the agent controls
+        self.pairs = goal_pairs(numbers, static)
+        #: the description has labels: a view (MiniGrid's), whose numbers get potential-based terms;
+        #: what random actions do not change there is what they do not reach (a goal behind a door)
+        self._view = bool(labels)
+        names = tuple(name for name in numbers if self._view or name not in static)  # what the agent controls
+        #: the values of categorical variables the task names, with their signs, for ``event`` terms
+        self.labels = [label for label in named_labels(description, task) if label[0] in motion.scalars]
+        self._gamma = gamma
         self.kind = task_kind(description, task)
         directions = goal_directions(description, task, names, motion.start)
         focus = [name for name in focus_variables(description) if name in names]
@@ -240,11 +301,16 @@ class EvolveProposer:
         #: the episode-end terms the study may choose, with their signs: ``terminal`` is
         #: success and failure at once where both end episodes, and no sign fits it there
         self._end_terms = (("alive", self._alive_sign), ("terminal", -self._alive_sign))[
-            : 1 if self.kind == REACH_ALIVE else 2]
+            : 1 if self.kind == REACH_ALIVE or self._view else 2]
         #: the terms every program has, their weights tuned: where failing ends episodes
         #: early, progress without ``alive`` pays for falling the right way
         self._required = {"alive"} if self.kind == REACH_ALIVE else set()
-        self._ranges = {**_RANGES, **(_REACH_ALIVE_RANGES if self.kind == REACH_ALIVE else {})}
+        #: the env's own reward is in every program (the others add to it), so that where nothing
+        #: beats it the search returns it: the first program is it alone
+        if self._task is not None:
+            self._required.add("task")
+        self._ranges = {**_RANGES, **(_REACH_ALIVE_RANGES if self.kind == REACH_ALIVE else {}),
+                        **(_VIEW_RANGES if self._view else {})}
         #: reaching the goal there forfeits the rest of the episode's ``alive`` pay, so the
         #: success the env pays is weighted (tuned from 100, as the human references weigh it)
         self._task_weight = 100.0 if self.kind == REACH_ALIVE else 1.0
@@ -264,6 +330,8 @@ class EvolveProposer:
         """The term kinds variable ``name`` may get, each with its sign."""
         direction = self.directions[name]
         signs = ("+", "-") if direction == 0 else ("+" if direction > 0 else "-",)
+        if self._view:  # a view's number may not show the state at an episode's end
+            return [f"{SHAPED}{s}" for s in signs]
         away = {REACH: ("+",), SURVIVE: ("-",)}.get(self.kind, ("+", "-"))
         guarded = [f"{GUARDED}{s}" for s in signs] if direction and self._guarded(name) else []
         return [*(f"progress{s}" for s in signs), *guarded, *(f"linear{s}" for s in signs),
@@ -275,7 +343,8 @@ class EvolveProposer:
 
     def _slot_choices(self) -> list[str]:
         """What one state-term slot may hold: ``none`` or ``kind<sign>:variable``."""
-        return ["none", *(f"{shape}:{name}" for name in self.variables for shape in self._shapes(name))]
+        labels = [f"event{'+' if sign > 0 else '-'}:{name}={value}" for name, value, sign in self.labels]
+        return ["none", *labels, *(f"{shape}:{name}" for name in self.variables for shape in self._shapes(name))]
 
     def _suggest(self, trial: Any) -> list[Term]:
         """The terms one Optuna trial chooses (define-by-run: a weight only for a chosen term)."""
@@ -298,12 +367,14 @@ class EvolveProposer:
             choice = trial.suggest_categorical(f"term_{slot}", choices)
             if choice == "none":
                 continue
-            shape, name = choice.split(":")
+            shape, target = choice.split(":")
+            name, _, value = target.partition("=")
             weight = self._suggest_log(trial, f"w_term_{slot}")
             temperature = 1.0
             if shape.startswith("gauss"):
                 temperature = _round(self._suggest_log(trial, f"t_term_{slot}"))
-            term = Term(shape[:-1], name, _round((1.0 if shape.endswith("+") else -1.0) * weight), temperature)
+            term = Term(shape[:-1], name, _round((1.0 if shape.endswith("+") else -1.0) * weight), temperature,
+                        int(value) if value else None)
             if all(other.name != term.name for other in terms):
                 terms.append(term)
         if not terms:  # an empty program pays nothing: fall back to the env's own reward, or survival
@@ -353,7 +424,8 @@ class EvolveProposer:
                 params[f"term_{slot}"] = "none"
                 continue
             term = state_terms[slot]
-            params[f"term_{slot}"] = f"{term.kind}{'+' if term.weight >= 0 else '-'}:{term.variable}"
+            value = "" if term.category is None else f"={term.category}"
+            params[f"term_{slot}"] = f"{term.kind}{'+' if term.weight >= 0 else '-'}:{term.variable}{value}"
             params[f"w_term_{slot}"] = abs(term.weight)
             if term.kind == "gauss":
                 params[f"t_term_{slot}"] = term.temperature
@@ -387,6 +459,8 @@ class EvolveProposer:
         damping) energy; ``alive`` and ``terminal``. Each has the terms every program has,
         with a small ``alive``."""
         base = [Term("task", None, self._task_weight)] if self._task is not None else []
+        if self._view:
+            return self._view_structures(base)
         structures = [base] if base else []
         if self._potential is not None:
             structures.append([*base, Term("potential", None, 1.0)])
@@ -421,11 +495,22 @@ class EvolveProposer:
             self._cap_alive(terms)
         return list({self.render(terms): terms for terms in completed if terms}.values())
 
+    def _view_structures(self, base: list[Term]) -> list[list[Term]]:
+        """The first round on a view's labels: the env's own reward; with the events the task
+        names (the indicators first: picking up the key, the door opening); with potential-based
+        shaping by the numbers the task directs (nearer the goal); with both; a step cost."""
+        events = [Term("event", name, float(sign), category=value) for name, value, sign in self.labels]
+        shaped = [Term(SHAPED, name, float(self.directions[name])) for name in self.variables
+                  if self.directions[name]]
+        structures = [base, [*base, *events[:VARIABLE_SLOTS]], [*base, *shaped[:VARIABLE_SLOTS]],
+                      [*base, *events[:1], *shaped[:1]], [*base, Term("alive", None, self._alive_sign * 0.1)]]
+        return list({self.render(terms): terms for terms in structures if terms}.values())
+
     # ---------------------------------------------------------------- proposing
     def render(self, terms: Sequence[Term]) -> str:
         """The source of a program made of ``terms``."""
         return render_program(terms, self.description, self._task, self._potential, self._steps, self.guards,
-                              self.pairs)
+                              self.pairs, self._gamma)
 
     def propose(
         self, iteration: int, count: int, history: Sequence[Candidate]
@@ -500,6 +585,10 @@ _RANGES = {"w_task": (1.0, 1000.0), "w_potential": (0.1, 10.0), "w_closer": (0.1
 #: counts, up to 0.3 it stays well below progress (Hopper-Backward's human reference with
 #: Hopper's own healthy reward, 1 a step beside the backward speed in m/s, stood still)
 _REACH_ALIVE_RANGES = {"w_alive": (0.03, 0.3)}
+#: a view's task pays 1 at most for an episode that may last hundreds of steps (MiniGrid's):
+#: a step's cost stays a few times that over a whole episode, and no end term is proposed
+#: (the env's reward pays success, and an episode may end in lava as well)
+_VIEW_RANGES = {"w_alive": (0.001, 0.02)}
 _STATE_WEIGHT = (0.01, 10.0)
 _TEMPERATURE = (0.1, 3.0)
 

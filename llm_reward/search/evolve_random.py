@@ -5,6 +5,8 @@ Programs are built from the env description's terms, each a weighted component:
 - per state variable ``v`` (scaled by its range ``s``): ``-(v'/s)**2`` (stay near 0),
   ``v'/s`` (push it one way), ``exp(-(v'/s)**2 / T)`` (closeness with a temperature),
   ``(v' - v)/s`` (progress), ``(|v'| - |v|)/s`` (move away from 0), ``|v'/s|`` (speed);
+- per categorical variable (a label, :attr:`StateVariable.categories`) only ``event``:
+  ``(v' == k) - (v == k)`` for one of its values ``k``, never a scale or a difference of labels;
 - ``alive`` (``1 - terminated``), ``terminal`` (``terminated``), ``action_cost``
   (``-action**2``, continuous actions, summed over the action's dimensions);
 - ``task``: the env's own reward (the ``sparse`` reference program), and ``potential``:
@@ -37,7 +39,7 @@ import random
 import re
 import warnings
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 from rewardlab.envs.descriptions import ACTION, NEXT_PREFIX, TERMINATED, EnvDescription
 from rewardlab.llm_reward.programs.program import RewardProgram
@@ -45,9 +47,18 @@ from rewardlab.llm_reward.programs.references import default_gamma
 from rewardlab.llm_reward.search.records import Candidate
 from rewardlab.llm_reward.search.reflection import component_notes
 
-__all__ = ["GUARDED", "EvolveRandomProposer", "Guard", "Term", "focus_variables", "Motion", "random_motion", "render_program"]
+__all__ = ["GUARDED", "SHAPED", "EvolveRandomProposer", "Guard", "Term", "categorical_variables", "focus_variables",
+           "Motion", "random_motion", "render_program"]
 
 STATE_KINDS = ("square", "linear", "gauss", "progress", "away", "speed")
+#: the terms of a categorical variable (:attr:`StateVariable.categories`): ``event`` is how much
+#: more the step made ``variable == category`` hold (1 when it began to hold, -1 when it stopped,
+#: so that no cycle pays), the one thing a label is used for: never scaled or subtracted
+CATEGORY_KINDS = ("event",)
+#: potential-based shaping by one variable, ``GAMMA * v' * (1 - terminated) - v`` over its
+#: scale: 0 at an episode's end, where a view's variables need not show the state (MiniGrid's
+#: goal is hidden under the agent that reached it)
+SHAPED = "shaped"
 GLOBAL_KINDS = ("alive", "terminal", "action_cost", "task", "potential", "closer")
 #: progress times the margins of the task's kept conditions (:class:`Guard`; ``--proposer
 #: evolve`` only, which reads the conditions from the description)
@@ -66,17 +77,21 @@ class Term:
     :param variable: the state variable of a state term, else ``None``.
     :param weight: the component's weight.
     :param temperature: the temperature of ``gauss`` terms.
+    :param category: the value of a categorical variable an ``event`` term compares with.
     """
 
     kind: str
     variable: str | None
     weight: float
     temperature: float = 1.0
+    category: int | None = None
 
     @property
     def name(self) -> str:
-        """The component's name: ``kind`` or ``kind_variable``."""
-        return self.kind if self.variable is None else f"{self.kind}_{self.variable}"
+        """The component's name: ``kind``, ``kind_variable`` or ``kind_variable_is_category``."""
+        if self.variable is None:
+            return self.kind
+        return f"{self.kind}_{self.variable}" + ("" if self.category is None else f"_is_{self.category}")
 
 
 def _round(value: float) -> float:
@@ -189,6 +204,16 @@ def _expression(term: Term, description: EnvDescription, task: _Borrowed | None,
         # divided by a coordinate's own step where one was measured: a weight of 1 pays about 1 a step
         scale = steps.get(pairs[0][0], _scale(description, pairs[0][0]))
         return f"({distance('')} - {distance(NEXT_PREFIX)}) / {scale}", read
+    if kind in CATEGORY_KINDS:  # a label compared, never a magnitude
+        assert name is not None and term.category is not None
+        after = NEXT_PREFIX + name
+        return (f"({after} == {term.category}).float() - ({name} == {term.category}).float()",
+                {after, name})
+    if kind == SHAPED:
+        assert name is not None
+        scale, after = _scale(description, name), NEXT_PREFIX + name
+        return (f"GAMMA * ({after} / {scale}) * (1.0 - {TERMINATED}.float()) - {name} / {scale}",
+                {after, name, TERMINATED})
     if kind == GUARDED:  # progress, paid less the nearer the kept conditions are to breaking
         assert name is not None
         progress, read = _expression(Term("progress", name, 1.0), description, task, potential, steps)
@@ -237,6 +262,7 @@ def render_program(
     steps: Mapping[str, float] | None = None,
     guards: Sequence[Guard] = (),
     pairs: Sequence[tuple[str, str]] = (),
+    gamma: float | None = None,
 ) -> str:
     """The source of the program whose components are ``terms``.
 
@@ -249,6 +275,8 @@ def render_program(
     :param guards: the task's kept conditions, for ``guarded`` terms.
     :param pairs: ``(coordinate, goal coordinate)`` pairs, for ``closer`` terms (the decrease
         of the distance between them).
+    :param gamma: the discount the candidate trains with, for ``shaped`` terms; None:
+        :func:`default_gamma`.
     """
     used: set[str] = set()
     lines = []
@@ -263,6 +291,8 @@ def render_program(
               "import torch", ""]
     helpers = [borrowed.source for borrowed, kind in ((task, "task"), (potential, "potential"))
                if borrowed is not None and any(term.kind == kind for term in terms)]
+    if any(term.kind == SHAPED for term in terms) and not any(term.kind == "potential" for term in terms):
+        helpers.append(f"GAMMA = {float(default_gamma() if gamma is None else gamma)!r}")
     body = [
         *header,
         *(f"\n{helper}\n" for helper in helpers),
@@ -273,6 +303,14 @@ def render_program(
         f"    return reward, {{{components}}}",
     ]
     return "\n".join(body) + "\n"
+
+
+def categorical_variables(description: EnvDescription) -> dict[str, tuple[str, ...]]:
+    """The categorical state variables (labels, not magnitudes) and their categories.
+
+    :param description: the env's description.
+    """
+    return {variable.name: variable.categories for variable in description.state if variable.categorical}
 
 
 def scalar_variables(description: EnvDescription) -> tuple[str, ...]:
@@ -379,9 +417,13 @@ class EvolveRandomProposer:
             kinds.append("potential")
         self._global_kinds = tuple(kinds)
         self._focus = focus_variables(description) if len(description.state) >= FOCUS_MIN_VARIABLES else ()
-        #: the state variables with one value per env (terms of a whole image make no sense)
-        self._names = scalar_variables(description)
+        scalars = scalar_variables(description)
+        #: the numbers with one value per env (terms of a whole image make no sense)
+        self._names = tuple(name for name in scalars if name not in categorical_variables(description))
         self._focus = tuple(name for name in self._focus if name in self._names)
+        #: ``(variable, value)`` of every named value of a categorical variable, for ``event`` terms
+        self._labels = tuple((name, value) for name, categories in categorical_variables(description).items()
+                             if name in scalars for value, label in enumerate(categories) if label)
 
     def render(self, terms: Sequence[Term]) -> str:
         """The source of a program made of ``terms``.
@@ -423,6 +465,10 @@ class EvolveRandomProposer:
         return proposals
 
     def _random_term(self, rng: random.Random) -> Term:
+        if self._labels and rng.random() < 0.3:
+            variable, value = rng.choice(self._labels)
+            magnitude = _round(math.exp(rng.uniform(math.log(0.05), math.log(5.0))))
+            return Term("event", variable, rng.choice((-1.0, 1.0)) * magnitude, category=value)
         if self._names and rng.random() < 0.6:
             names = self._focus if self._focus and rng.random() < 0.5 else self._names
             kind, variable = rng.choice(STATE_KINDS), rng.choice(names)
@@ -475,9 +521,9 @@ class EvolveRandomProposer:
             if kind == "constant":
                 if rng.random() < 0.7 and len(terms) > 1:
                     continue
-                term = Term(term.kind, term.variable, _round(term.weight * 3.0), term.temperature)
+                term = replace(term, weight=_round(term.weight * 3.0))
             elif kind == "dominant":
-                term = Term(term.kind, term.variable, _round(term.weight * 0.3), term.temperature)
+                term = replace(term, weight=_round(term.weight * 0.3))
             changed.append(term)
         if parent.signals is not None and parent.signals.hacking and len(changed) > 1:
             changed.pop(rng.randrange(len(changed)))
@@ -493,7 +539,7 @@ class EvolveRandomProposer:
             if term.kind not in ("task", "potential") and rng.random() < 0.1:
                 weight = -weight
             temperature = _round(term.temperature * math.exp(rng.gauss(0.0, 0.5))) if term.kind == "gauss" else 1.0
-            terms[name] = Term(term.kind, term.variable, _round(weight), temperature)
+            terms[name] = replace(term, weight=_round(weight), temperature=temperature)
         elif operation < 0.7 and len(terms) < MAX_TERMS:
             term = self._random_term(rng)
             terms.setdefault(term.name, term)
