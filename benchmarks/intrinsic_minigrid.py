@@ -28,7 +28,7 @@ settings and the curve), so that runs can be spread over several processes and s
 JSON keeps every run, so ``--summarize`` without a runs file rewrites the table from it::
 
     python -m benchmarks.intrinsic_minigrid --tasks MiniGrid-DoorKey-16x16-v0 \\
-        --methods 'none;episodic' --seeds 0,1,2 --steps 5000000 --coef 0.5
+        --methods 'none;episodic' --seeds 0,1,2
     python -m benchmarks.intrinsic_minigrid --summarize
 """
 
@@ -49,6 +49,7 @@ import torch
 from benchmarks.machine import describe_machine
 from rewardlab import envs, intrinsic
 from rewardlab.agents import PPO
+from rewardlab.app.presets import MINIGRID_BONUS
 from rewardlab.envs.core import BatchedWrapper
 
 #: the code whose figures this benchmark measures (see benchmarks/freshness.py)
@@ -64,18 +65,9 @@ TASKS = (
     "MiniGrid-ObstructedMaze-1Dlhb-v0",
 )
 METHODS = ("none", "episodic", "noveld:rnd,episodic")
-PPO_SETTINGS: dict[str, Any] = {
-    "n_steps": 64,
-    "batch_size": 8192,
-    "n_epochs": 4,
-    "learning_rate": 5e-4,
-    "gamma": 0.99,
-    "gae_lambda": 0.95,
-    "ent_coef": 0.01,
-    "normalize_obs": True,
-    "net_arch": [64, 64],
-    "activation": "tanh",
-}
+#: PPO's settings, the run settings and each task's budget and bonus weight are the preset that
+#: ``rewardlab train --env MiniGrid-... --intrinsic ...`` trains with: one source for both
+PPO_SETTINGS: dict[str, Any] = {**MINIGRID_BONUS.hyperparameters, "compile": MINIGRID_BONUS.settings["compile"]}
 
 
 class EpisodeLog(BatchedWrapper):
@@ -313,15 +305,16 @@ def main(argv: list[str] | None = None) -> None:
         help="methods separated by ';' (a fusion's modules by ',')",
     )
     parser.add_argument("--seeds", default="0")
-    parser.add_argument("--num-envs", type=int, default=512)
-    parser.add_argument("--steps", type=int, default=5_000_000, help="env steps per run")
+    parser.add_argument("--num-envs", type=int, default=MINIGRID_BONUS.settings["num_envs"])
+    parser.add_argument("--steps", type=int,
+                        help="env steps per run (default: the task's budget in the preset, else 5M)")
     parser.add_argument(
         "--minutes",
         type=float,
         default=15.0,
         help="wall-time cap per run (a safety stop; the budget is --steps)",
     )
-    parser.add_argument("--coef", type=float, default=1.0)
+    parser.add_argument("--coef", type=float, help="the bonus's weight (default: the task's in the preset)")
     parser.add_argument("--bin", type=int, default=500_000, help="env steps per bin of the curve")
     parser.add_argument("--set", default="{}", help="PPO settings to change, as JSON")
     parser.add_argument(
@@ -344,9 +337,11 @@ def main(argv: list[str] | None = None) -> None:
     for task in args.tasks.split(","):
         for method in args.methods.split(";"):
             for seed in (int(s) for s in args.seeds.split(",")):
+                preset = MINIGRID_BONUS.settings_for(task)
+                steps = args.steps if args.steps is not None else preset.get("steps", 5_000_000)
+                coef = args.coef if args.coef is not None else preset["intrinsic_coef"]
                 record = run(task, method, seed, num_envs=args.num_envs, minutes=args.minutes,
-                             steps=args.steps, coef=args.coef,
-                             bin_steps=args.bin, settings=settings)  # fmt: skip
+                             steps=steps, coef=coef, bin_steps=args.bin, settings=settings)  # fmt: skip
                 record |= {"command": command, "machine": machine}
                 with args.runs.open("a") as f:
                     f.write(json.dumps(record) + "\n")

@@ -28,13 +28,13 @@ from typing import Any
 import numpy as np
 
 from rewardlab.app.arguments import int_list, json_object, plain_text
+from rewardlab.app.presets import preset_for
 from rewardlab.app.rundirs import prepare_run_dir, remove_run_dir, run_dir_for, write_json
 from rewardlab.app.trainers import (
     HRATrainer,
     OwnPPOTrainer,
     ProgressBar,
     SandboxedProgramTrainer,
-    is_mujoco,
     load_program,
     potential_for,
 )
@@ -44,6 +44,9 @@ from rewardlab.common.toml import tomllib
 ALGOS = ("ppo", "hra", "sb3-ppo", "sb3-a2c", "sb3-dqn", "sb3-sac")
 SHAPINGS = ("none", "builtin")
 FUSIONS = ("sum", "product", "cycle", "max", "ngu", "noveld")  # rewardlab.intrinsic.FUSIONS
+#: the bonuses a named method fuses, as its paper does (NGU and NovelD: a lifelong RND
+#: novelty with a per-episode count), for the line that answers ``--intrinsic noveld``
+FUSION_HINTS = {"ngu": "rnd,episodic", "noveld": "rnd,episodic"}
 
 DEFAULTS: dict[str, Any] = {
     "env": None,
@@ -79,28 +82,27 @@ AUTO_COMPILE_STEPS = 2_000_000
 
 
 def resolve_config(args: argparse.Namespace) -> dict[str, Any]:
-    """Defaults, then the ``--config`` file, then the flags given on the command line."""
-    config = dict(DEFAULTS)
-    if args.config:
-        config.update(read_config_file(args.config))
-    given = dict(config["hyperparameters"])
+    """Defaults, then the preset for the env (:mod:`rewardlab.app.presets`), then the
+    ``--config`` file, then the flags given on the command line."""
+    given: dict[str, Any] = read_config_file(args.config) if args.config else {}
+    file_hyperparameters = given.get("hyperparameters", {})
     for key in DEFAULTS:
         value = getattr(args, key, None)
         if value is not None:
-            config[key] = value
+            given[key] = value
     if getattr(args, "hyperparameters", None) is not None:  # the flag's settings over the file's
-        config["hyperparameters"] = {**given, **args.hyperparameters}
+        given["hyperparameters"] = {**file_hyperparameters, **args.hyperparameters}
     if args.seed is not None:
-        config["seeds"] = [args.seed]
-    config = {key: config[key] for key in DEFAULTS}
+        given["seeds"] = [args.seed]
+    config = {key: given.get(key, default) for key, default in DEFAULTS.items()}
+    preset = preset_for(config["env"], config["algo"], config["intrinsic"])
+    if preset is not None:
+        decided = preset.apply(config, given)
+        if decided:
+            print(f"preset {preset.name} ({preset.source}): {' '.join(decided)}; a flag, --config "
+                  "or --hyperparameters overrides any of them", file=sys.stderr)
     settle_compile(config)
     check_config(config)
-    if config["algo"] == "ppo" and is_mujoco(config["env"]):
-        # PPO's own defaults suit classic control; MuJoCo tasks train with the preset, which
-        # hyperparameters given in the config file still override.
-        from rewardlab.agents.ppo import MUJOCO_CONFIG
-
-        config["hyperparameters"] = {**MUJOCO_CONFIG.to_dict(), **config["hyperparameters"]}
     return config
 
 
@@ -175,8 +177,11 @@ def check_config(config: dict[str, Any]) -> None:
         )
     unknown = [name for name in config["intrinsic"] if name not in intrinsic.registered()]
     if unknown:
+        fusions = [name for name in unknown if name in FUSIONS]
+        hint = "".join(f"; {name} is a fusion of bonuses: --intrinsic {FUSION_HINTS.get(name, 'rnd,count')} "
+                       f"--fusion {name}" for name in fusions)
         raise ValueError(
-            f"unknown intrinsic reward(s) {unknown}; choose from {', '.join(intrinsic.registered())}"
+            f"unknown intrinsic reward(s) {unknown}; choose from {', '.join(intrinsic.registered())}{hint}"
         )
     if config["fusion"] not in FUSIONS:
         raise ValueError(f"unknown fusion {config['fusion']!r}; choose from {', '.join(FUSIONS)}")
@@ -420,7 +425,9 @@ def register_train(subparsers: argparse._SubParsersAction) -> None:
                         help="shape with your own potential: function(obs_batch) -> one value per row, "
                              "imported from module (the working directory too), e.g. my_potentials:phi")
     parser.add_argument("--shaping-scale", dest="shaping_scale", type=float)
-    parser.add_argument("--intrinsic", type=_name_list, help="e.g. rnd or rnd,count")
+    parser.add_argument("--intrinsic", type=_name_list,
+                        help="one bonus or several (e.g. episodic, or rnd,count; the error lists them all); "
+                             "NovelD and NGU are fusions: --intrinsic rnd,episodic --fusion noveld")
     parser.add_argument("--fusion", help=f"how several intrinsic rewards fuse: {', '.join(FUSIONS)}")
     parser.add_argument("--intrinsic-coef", dest="intrinsic_coef", type=float)
     parser.add_argument("--num-envs", dest="num_envs", type=int)

@@ -691,3 +691,70 @@ def test_hyperparameters_flag_goes_over_the_config_files(tmp_path):
         "train", "--env", "CartPole-v1", "--logdir", "x", "--config", str(config_file),
         "--hyperparameters", '{"learning_rate": 0.0003}'])
     assert resolve_config(args)["hyperparameters"] == {"learning_rate": 0.0003, "n_epochs": 4}
+
+
+def resolved(*flags: str) -> dict:
+    """The config ``rewardlab train`` resolves for ``flags``, without training."""
+    from rewardlab.app.cli import build_parser
+    from rewardlab.app.train import resolve_config
+
+    return resolve_config(build_parser(["train"]).parse_args(["train", "--logdir", "unused", *flags]))
+
+
+def test_minigrid_with_a_bonus_trains_with_the_benchmarks_preset(tmp_path, capsys):
+    pytest.importorskip("minigrid")
+    from rewardlab.app.presets import MINIGRID_BONUS_PPO
+
+    config = resolved("--env", "MiniGrid-KeyCorridorS4R3-v0", "--intrinsic", "episodic")
+    assert config["num_envs"] == 512 and config["steps"] == 6_000_000
+    assert config["intrinsic_coef"] == 0.5 and config["compile"] is True and config["eval_episodes"] == 512
+    assert config["hyperparameters"] == MINIGRID_BONUS_PPO
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("preset minigrid-bonus") and "num_envs=512" in lines[0]
+    # ObstructedMaze takes the weight that solved it; a task the benchmark did not run keeps --steps'
+    assert resolved("--env", "MiniGrid-ObstructedMaze-1Dlh-v0", "--intrinsic", "episodic")["intrinsic_coef"] == 0.1
+    assert resolved("--env", "MiniGrid-DoorKey-8x8-v0", "--intrinsic", "count")["steps"] == 100_000
+    # without a bonus, or for another learner, no preset
+    assert resolved("--env", "MiniGrid-KeyCorridorS4R3-v0")["num_envs"] is None
+    assert resolved("--env", "MiniGrid-KeyCorridorS4R3-v0", "--algo", "hra")["hyperparameters"] == {}
+
+
+def test_flags_the_config_file_and_hyperparameters_override_the_preset(tmp_path, capsys):
+    pytest.importorskip("minigrid")
+    config_file = tmp_path / "run.json"
+    config_file.write_text(json.dumps({"num_envs": 64, "hyperparameters": {"n_steps": 128, "ent_coef": 0.0}}))
+    config = resolved(
+        "--env", "MiniGrid-KeyCorridorS4R3-v0", "--intrinsic", "episodic", "--config", str(config_file),
+        "--steps", "4096", "--no-compile", "--intrinsic-coef", "1.0", "--hyperparameters", '{"ent_coef": 0.02}',
+    )  # fmt: skip
+    assert config["num_envs"] == 64 and config["steps"] == 4096 and config["compile"] is False
+    assert config["intrinsic_coef"] == 1.0 and config["eval_episodes"] == 512
+    assert config["hyperparameters"]["n_steps"] == 128 and config["hyperparameters"]["ent_coef"] == 0.02
+    assert config["hyperparameters"]["batch_size"] == 8192
+    line = capsys.readouterr().err
+    assert "num_envs" not in line and "steps=" not in line.replace("n_steps", "") and "batch_size=8192" in line
+
+
+def test_a_run_writes_the_preset_into_its_config(tmp_path):
+    pytest.importorskip("minigrid")
+    logdir = tmp_path / "runs"
+    code = main([
+        "train", "--no-progress", "--env", "MiniGrid-Empty-5x5-v0", "--intrinsic", "episodic", "--steps", "256",
+        "--num-envs", "4", "--no-compile", "--hyperparameters", '{"n_steps": 16, "batch_size": 64}',
+        "--logdir", str(logdir),
+    ])  # fmt: skip
+    assert code == 0
+    config = json.loads((logdir / "seed_0" / "config.json").read_text())
+    assert config["hyperparameters"]["normalize_reward"] is True and config["hyperparameters"]["n_steps"] == 16
+    assert config["intrinsic_coef"] == 0.5 and config["eval_episodes"] == 512
+    # the config.json repeats the run as it was
+    assert resolved("--config", str(logdir / "seed_0" / "config.json"))["hyperparameters"] == config["hyperparameters"]
+
+
+def test_a_fusion_given_as_a_bonus_is_told_how_to_ask_for_it(tmp_path, capsys):
+    assert main(["train", "--logdir", str(tmp_path / "x"), "--env", "CartPole-v1", "--intrinsic", "noveld"]) == 2
+    error = capsys.readouterr().err
+    assert "noveld is a fusion of bonuses: --intrinsic rnd,episodic --fusion noveld" in error
+    with pytest.raises(SystemExit):
+        main(["train", "--help"])
+    assert "--fusion noveld" in capsys.readouterr().out
