@@ -102,6 +102,7 @@ def _client(args: argparse.Namespace) -> OpenAICompatibleClient | None:
 def _print_result(result: SearchResult) -> None:
     from rewardlab.llm_reward.search.report import BEST_FILE, REPORT_FILE
     from rewardlab.llm_reward.search.report_html import HTML_FILE
+    from rewardlab.llm_reward.search.verdict import verdict
 
     best = result.best
     if best is None:
@@ -119,6 +120,10 @@ def _print_result(result: SearchResult) -> None:
     cost = "unknown" if result.cost_unknown else f"${result.cost_usd:.4f}"
     print(f"tokens {result.usage.total_tokens:,}, cost {cost}, failures {dict(result.failures) or 0}")
     print(f"wrote {result.out / REPORT_FILE}, {result.out / HTML_FILE} and {result.out / BEST_FILE}")
+    outcome = verdict(result)
+    if outcome.beat_sparse is False:  # a tie with the env's own reward is no program to train on
+        print(outcome.message)
+        return
     print(f"train on it: rewardlab train --env {result.config.env_id} --reward-program "
           f"{result.out / BEST_FILE} --logdir runs/best_reward")
 

@@ -1,0 +1,79 @@
+"""What a finished search says to do next: train on its best program where that beat the env's
+own reward, or raise the budget where nothing did.
+
+On a sparse task, at a budget where no reward teaches the task, every candidate scores the
+floor (MiniGrid's 0) and the best is picked by a tie-breaker: its program is no better than
+the env's own reward, and "train on it" would say it won. A search compares its best with the
+sparse reference over the final seeds (or, without them, its candidates with each other) and
+says when it found nothing, with the budget to try next.
+
+    >>> from rewardlab.llm_reward.search.verdict import verdict
+    >>> verdict(result).message  # doctest: +SKIP
+    'no candidate beat the env's own reward at this budget (best 0 ± 0 against 0 ± 0 over 5 seeds): ...'
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from rewardlab.llm_reward.search.records import FinalScore, SearchResult
+
+__all__ = ["RAISE_STEPS", "Verdict", "verdict"]
+
+#: the factor of the steps that a search which found nothing suggests next
+RAISE_STEPS = 4
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """A search's outcome against the env's own reward.
+
+    :param beat_sparse: the best program scored above the sparse reference by more than their
+        seeds' standard error (``None``: nothing to compare it with).
+    :param message: one line for the user when it did not; empty when it did or is unknown.
+    :param steps: the steps per candidate to search with next, when it did not.
+    """
+
+    beat_sparse: bool | None
+    message: str = ""
+    steps: int | None = None
+
+
+def _standard_error(score: FinalScore) -> float:
+    values = score.values
+    if len(values) < 2:
+        return 0.0
+    mean = sum(values) / len(values)
+    return math.sqrt(sum((value - mean) ** 2 for value in values) / (len(values) - 1) / len(values))
+
+
+def verdict(result: SearchResult) -> Verdict:
+    """Whether the search's best program beat the env's own reward, and what to do if not.
+
+    With final seeds: the best's mean against the sparse reference's, a win only beyond the
+    standard error of their difference. Without them: a search whose trained candidates all
+    scored the same found nothing either.
+
+    :param result: a finished search with a best candidate.
+    """
+    steps = result.config.steps
+    raise_to = (f"raise --steps to {RAISE_STEPS * steps:,} (now {steps:,}) and search again" if steps
+                else "raise --steps and search again")
+    suggested = RAISE_STEPS * steps if steps else None
+    best, sparse = result.final.get("best"), result.final.get("sparse")
+    if best is not None and sparse is not None and best.mean is not None and sparse.mean is not None:
+        difference = best.mean - sparse.mean
+        noise = math.hypot(_standard_error(best), _standard_error(sparse))
+        if difference > max(noise, 1e-9 * max(1.0, abs(sparse.mean))):
+            return Verdict(True)
+        seeds = min(len(best.values), len(sparse.values))
+        head = ("no candidate beat the env's own reward" if difference >= -noise
+                else "the env's own reward scored above the best program")
+        return Verdict(False, f"{head} at this budget (best {best.mean:.3g} ± {best.std:.2g} against "
+                       f"{sparse.mean:.3g} ± {sparse.std:.2g} over {seeds} seeds): {raise_to}", suggested)
+    fitness = {candidate.fitness for candidate in result.candidates if candidate.ok and candidate.fitness is not None}
+    if len(fitness) == 1 and sum(candidate.ok for candidate in result.candidates) > 1:
+        return Verdict(False, f"every candidate tied at fitness {fitness.pop():.3g}: nothing told them apart "
+                       f"at this budget; {raise_to}", suggested)
+    return Verdict(None)

@@ -1,0 +1,48 @@
+"""A search's next step: train on the best program only where it beat the env's own reward."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rewardlab.llm_reward.clients import Usage
+from rewardlab.llm_reward.search.config import SearchConfig
+from rewardlab.llm_reward.search.records import Candidate, FinalScore, SearchResult
+from rewardlab.llm_reward.search.verdict import RAISE_STEPS, verdict
+from rewardlab.llm_reward.training import Checkpoint, TrainingRun
+
+
+def _candidate(sample: int, fitness: float) -> Candidate:
+    point = Checkpoint(step=100, fitness=fitness, success_rate=None, train_return=None)
+    run = TrainingRun("CartPole-v1", True, fitness, None, [point], [], None, 100, 1.0, None, None, None, None, "")
+    return Candidate(0, sample, source=f"# {sample}", result=run)
+
+
+def _result(final: dict[str, list[float]], fitness: tuple[float, ...] = (0.0, 1.0)) -> SearchResult:
+    config = SearchConfig(env_id="CartPole-v1", task="balance", proposer="evolve", steps=20_000)
+    candidates = [_candidate(sample, value) for sample, value in enumerate(fitness)]
+    scores = {label: FinalScore(label, dict(enumerate(values))) for label, values in final.items()}
+    return SearchResult(config, Path("out"), candidates, candidates[-1], scores, None, Usage(), 0.0, False, 0, 0, 0,
+                        "local", None, 1.0)
+
+
+def test_a_tie_at_the_sparse_rewards_level_says_so_with_the_budget_to_raise() -> None:
+    tie = verdict(_result({"best": [0.0] * 5, "sparse": [0.0] * 5}))
+    assert tie.beat_sparse is False and tie.steps == RAISE_STEPS * 20_000
+    assert tie.message.startswith("no candidate beat the env's own reward at this budget")
+    assert f"raise --steps to {RAISE_STEPS * 20_000:,} (now 20,000)" in tie.message
+    # within the seeds' noise is no win either
+    noisy = verdict(_result({"best": [0.0, 0.9, 0.0, 0.0, 0.0], "sparse": [0.0, 0.0, 0.8, 0.0, 0.0]}))
+    assert noisy.beat_sparse is False
+
+
+def test_a_clear_win_trains_on_it_and_a_clear_loss_is_named() -> None:
+    assert verdict(_result({"best": [0.9, 0.8, 0.9, 0.95, 0.9], "sparse": [0.0] * 5})).beat_sparse is True
+    lost = verdict(_result({"best": [0.0] * 5, "sparse": [0.9, 0.8, 0.9, 0.95, 0.9]}))
+    assert lost.beat_sparse is False and lost.message.startswith("the env's own reward scored above")
+
+
+def test_without_final_seeds_only_candidates_that_all_tie_found_nothing() -> None:
+    assert verdict(_result({}, fitness=(0.0, 0.0, 0.0))).beat_sparse is False
+    assert "every candidate tied at fitness 0" in verdict(_result({}, fitness=(0.0, 0.0))).message
+    assert verdict(_result({}, fitness=(0.0, 0.5))).beat_sparse is None
+    assert verdict(_result({}, fitness=(0.5,))).beat_sparse is None, "one candidate is no tie"
