@@ -166,6 +166,32 @@ EXAMPLES: tuple[Example, ...] = (
             slow = -0.05 * next_theta_dot**2
             return close + slow, {"close": close, "slow": slow}
     '''),
+    # MiniGrid's cells are labels: compared with ==, each change paid once each way so no loop pays
+    _example("MiniGrid-DoorKey-5x5-v0", "Pick up the key, open the door and reach the goal.", '''
+        import torch
+
+        GAMMA = 0.99
+
+
+        def compute_reward(has_key, next_has_key, door_open, next_door_open, goal_distance,
+                           next_goal_distance, terminated, env_reward):
+            key = 0.3 * ((next_has_key == 1).float() - (has_key == 1).float())
+            door = 0.3 * ((next_door_open == 1).float() - (door_open == 1).float())
+            # potential-based, 0 at the end: the step onto the goal hides it
+            nearer = 0.1 * (goal_distance - GAMMA * next_goal_distance * (1.0 - terminated.float()))
+            return env_reward + key + door + nearer, {"task": env_reward, "key": key, "door": door,
+                                                      "nearer": nearer}
+    '''),
+    _example("MiniGrid-LavaGapS5-v0", "Reach the goal without stepping into the lava.", '''
+        import torch
+
+
+        def compute_reward(front_object, next_front_object, goal_visible, next_goal_visible, env_reward):
+            facing_lava = -0.1 * ((next_front_object == 9).float() - (front_object == 9).float())
+            sees_goal = 0.2 * ((next_goal_visible == 1).float() - (goal_visible == 1).float())
+            return env_reward + facing_lava + sees_goal, {"task": env_reward, "lava": facing_lava,
+                                                          "goal": sees_goal}
+    '''),
 )
 
 _STOP_WORDS = frozenset(
