@@ -959,6 +959,8 @@ class RefusalWatch:
     the companion is shut down, so that the job, waiting for an answer, stops waiting and
     fails the program (:attr:`refused` says why); then the listener is closed, and the
     refused call, which never ran, returns ``ENOSYS`` into a process that can no longer answer.
+    The job waits for the watch (:meth:`wait`) before it accepts a result or blames an exit,
+    so a call made after the last answer, or just before the companion exits, is seen too.
 
     Take it with :meth:`receive` before anything else reads the channel.
     """
@@ -967,8 +969,21 @@ class RefusalWatch:
         self.refused: str | None = None
         self._listener = listener
         self._channel = channel
+        self._thread: threading.Thread | None = None
         if listener is not None:
-            threading.Thread(target=self._watch, name="refused-calls", daemon=True).start()
+            self._thread = threading.Thread(target=self._watch, name="refused-calls", daemon=True)
+            self._thread.start()
+
+    def wait(self, timeout_s: float) -> str | None:
+        """Wait until the watch has ended (the companion has ended, or a call was refused),
+        at most ``timeout_s``, and return :attr:`refused`: a result is accepted only once
+        the watch has seen the companion's last call.
+
+        :param timeout_s: the longest wait, seconds.
+        """
+        if self._thread is not None:
+            self._thread.join(timeout_s)
+        return self.refused
 
     @classmethod
     def receive(cls, channel: socket.socket) -> RefusalWatch:
@@ -986,6 +1001,7 @@ class RefusalWatch:
         assert listener is not None
         poller = select.poll()
         poller.register(listener, select.POLLIN)
+        withdrawn = False
         try:
             while True:
                 events = next((event for fd, event in poller.poll() if fd == listener), 0)
@@ -994,8 +1010,14 @@ class RefusalWatch:
                     try:
                         fcntl.ioctl(listener, _NOTIF_RECV, notification, True)
                     except OSError as error:
-                        if error.errno in (errno.ENOENT, errno.EINTR):
-                            continue  # the caller died, or a signal came first
+                        if error.errno == errno.EINTR:
+                            continue
+                        if error.errno == errno.ENOENT:
+                            # the call was withdrawn before it could be read: its thread was
+                            # killed (an exit at once) or a signal came first (the call is
+                            # then made again and named); an attempt either way
+                            withdrawn = True
+                            continue
                         # a kernel whose notice this cannot read: refused all the same, unnamed
                         self.refused = f"a call whose notice could not be read ({os.strerror(error.errno or 0)})"
                     else:
@@ -1007,7 +1029,10 @@ class RefusalWatch:
                         pass  # closed already
                     return
                 if events & (select.POLLHUP | select.POLLERR | select.POLLNVAL):
-                    return  # no process uses the filter any more: the companion has ended
+                    # no process uses the filter any more: the companion has ended
+                    if withdrawn:
+                        self.refused = "a call withdrawn as its thread ended, before it could be named"
+                    return
         finally:
             os.close(listener)
 

@@ -240,8 +240,9 @@ def score_job(payload: Mapping[str, Any], guard: Guard, companion: tuple[socket.
         failure = {"kind": "error", "reason": f"scoring failed: {type(error).__name__}: {error}"[:2000],
                    "traceback": ""}
     finally:
-        if function is not None:
-            function.close()
+        late = function.close() if function is not None else None
+    if late is not None and (failure is None or failure["kind"] != "sandbox"):
+        failure = {"kind": "sandbox", "reason": late.reason, "traceback": ""}
     if guard.violation is not None:
         failure = {"kind": "sandbox", "reason": guard.violation, "traceback": ""}
     return {"returns": returns, "failure": failure}

@@ -255,8 +255,11 @@ def evaluation_job(
     except Exception as error:
         failure = _failure_from_exception(error)
     finally:
-        if reward_function is not None:
-            reward_function.close()  # never raises: a companion that stays on is left to the teardown
+        # never raises; a refused call the answers did not report (made after the last one)
+        # fails the candidate all the same
+        late = reward_function.close() if reward_function is not None else None
+    if late is not None and (failure is None or failure["kind"] != "sandbox"):
+        failure = {"kind": "sandbox", "reason": late.reason, "traceback": ""}
     if guard.violation is not None:
         failure = {"kind": "sandbox", "reason": guard.violation,
                    "traceback": failure["traceback"] if failure else ""}

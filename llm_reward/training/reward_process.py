@@ -120,13 +120,20 @@ class RemoteReward:
         reward, components = self._answer(len(obs))
         return reward.to(obs.device), {name: value.to(obs.device) for name, value in components.items()}
 
-    def close(self) -> None:
-        """Close the channel and reap the companion, so that this process's children's usage
-        (``RUSAGE_CHILDREN``) holds its CPU time and memory. Never raises: a companion that
-        does not exit at the closed channel is left to the worker's teardown (the kernel
-        kills what is left in its PID namespace), since this process may not signal it."""
+    def close(self) -> ProgramError | None:
+        """Close the channel, reap the companion (so that this process's children's usage,
+        ``RUSAGE_CHILDREN``, holds its CPU time and memory) and wait for the watch of its
+        refused calls. Never raises: a companion that does not exit at the closed channel is
+        left to the worker's teardown (the kernel kills what is left in its PID namespace),
+        since this process may not signal it.
+
+        :return: the failure of a call the sandbox refused that no answer reported (one made
+            after the last answer, as the companion ended), or ``None``.
+        """
         self._frames.channel.close()
-        self._reap()
+        _, running = self._reap()
+        refused = self._refusals.wait(0.0 if running else CLOSE_WAIT_S)
+        return _refused_call(refused) if refused is not None else None
 
     def _reap(self) -> tuple[int | None, bool]:
         """Wait up to :data:`CLOSE_WAIT_S` for the companion, which exits at the closed channel.
@@ -195,12 +202,12 @@ class RemoteReward:
         """The error for a companion that stopped answering, saying how it ended."""
         self._frames.channel.close()
         if self._refusals.refused is not None:
-            return ProgramError(f"the reward program made a system call the sandbox refuses, "
-                                f"{self._refusals.refused} (it may compute, read its inputs and the installed "
-                                "libraries, nothing else: no files written or watched, no processes, sockets, "
-                                "timers or signals); the call did not run and the program was stopped",
-                                kind="sandbox")
+            return _refused_call(self._refusals.refused)
         status, running = self._reap()
+        # a call refused just before the end is read by the watch, maybe after the exit
+        refused = self._refusals.wait(0.0 if running else CLOSE_WAIT_S)
+        if refused is not None:
+            return _refused_call(refused)
         if running:
             return ProgramError("the reward program's process stopped answering and did not exit (a reward "
                                 "program must return its reward, not close its channel)")
@@ -225,6 +232,14 @@ class RemoteReward:
             how = "it is gone"
         return ProgramError(f"the reward program's process ended without answering: {how} (a reward "
                             "program must return its reward, not exit or end its process)")
+
+
+def _refused_call(name: str) -> ProgramError:
+    """The failure of a program that made a call the sandbox refuses, the call named."""
+    return ProgramError(f"the reward program made a system call the sandbox refuses, {name} (it "
+                        "may compute, read its inputs and the installed libraries, nothing else: no "
+                        "files written or watched, no processes, sockets, timers or signals); the "
+                        "call did not run and the program was stopped", kind="sandbox")
 
 
 def _sendable(value: torch.Tensor) -> torch.Tensor:

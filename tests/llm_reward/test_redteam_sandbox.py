@@ -83,6 +83,57 @@ def test_a_refused_call_fails_the_candidate_by_name(call: str) -> None:
     assert f"refuses, {call} (" in result.failure.reason, result.failure.reason
 
 
+# ------------------------------------------------- a refused call at the very end is seen
+_AT_THE_END = {
+    # after its last answer: the companion's own exit, replaced, makes the call first
+    "after_the_last_answer": """
+    os_module = torch.os
+    real_exit = os_module._exit
+
+    def late_exit(code):
+        try:
+            os_module.setsid()
+        except builtins.BaseException:
+            pass
+        real_exit(code)
+
+    os_module._exit = late_exit
+""",
+    # the call, caught, then an exit at once: the exit must not hide the attempt
+    "then_exit": """
+    try:
+        torch.os.setsid()
+    except builtins.BaseException:
+        pass
+    torch.os._exit(0)
+""",
+    # the call from a thread of its own while the answering thread exits at once
+    "in_a_thread_then_exit": """
+    start = builtins.getattr(guard, "_start_new" + "_thread")
+    lock = load("_thread").allocate_lock()
+    lock.acquire()
+
+    def call():
+        lock.release()
+        torch.os.setsid()
+
+    start(call, ())
+    lock.acquire()
+    torch.os._exit(0)
+""",
+}
+
+
+@pytest.mark.skipif(not notification_supported(), reason="the kernel or libseccomp has no seccomp user notification")
+@pytest.mark.parametrize("when", sorted(_AT_THE_END))
+def test_a_refused_call_at_the_end_fails_the_candidate_by_name(when: str) -> None:
+    source = "def compute_reward(x):\n" + _GUARD_OFF + _AT_THE_END[when] + "    return x, {'x': x}\n"
+    result = evaluate_hostile(source)
+    assert not result.ok and result.fitness is None, result
+    assert result.failure is not None and result.failure.kind == "sandbox", result.failure
+    assert "refuses, setsid (" in result.failure.reason, result.failure.reason
+
+
 @pytest.mark.skipif(not notification_supported(), reason="the kernel or libseccomp has no seccomp user notification")
 def test_the_job_hears_of_the_refused_call_and_the_call_never_runs() -> None:
     import ctypes
