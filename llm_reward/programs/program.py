@@ -30,12 +30,14 @@ import __future__
 import ast
 import builtins
 import dis
+import json
 import linecache
 import math
 import re
 import sys
 import textwrap
 import traceback
+import unicodedata
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -103,6 +105,8 @@ _ORDINAL = re.compile(r"\b(first|second|third|fourth|fifth|last|final)\b", re.IG
 _ORDINALS = ("first", "second", "third", "fourth", "fifth")
 # a heading right before a block ("### Option B (recommended)") speaks of that block
 _HEADING_CHARS = 200
+# the most values of a JSON answer looked at for code (a reply holds a handful)
+_MAX_JSON_VALUES = 1000
 
 
 @dataclass(frozen=True)
@@ -148,7 +152,13 @@ def find_code(answer: str) -> FoundCode:
                                      f"{MAX_ANSWER_CHARS:,} are read; reply with one ```python block "
                                      f"defining `{REWARD_FUNCTION}` and a few lines of prose")], "")
     fenced = _python_blocks(answer)
-    blocks = [body for body, _ in fenced] if fenced else _unfenced_code(answer)
+    blocks = [body for body, _ in fenced]
+    if not any(_DEFINES_ANY.search(block) for block in blocks):
+        in_json = _json_code(answer)  # structured output: {"reward_function": "def ...", ...}
+        if in_json:
+            fenced, blocks = [], in_json
+    if not blocks:
+        blocks = _unfenced_code(answer)
     chosen, note = _choose(blocks, [before for _, before in fenced], answer)
     if chosen is None:
         raise CheckError(
@@ -169,6 +179,31 @@ def code_choice_note(answer: str) -> str:
         return ""
     fenced = _python_blocks(answer)
     return _choose([body for body, _ in fenced], [before for _, before in fenced], answer)[1]
+
+
+def _json_code(answer: str) -> list[str]:
+    """The code in an answer that is a JSON object, or holds one in a fenced block, as
+    structured-output modes return it: each string value (at any depth) that defines a
+    function, its own fences taken off."""
+    blocks = [body for language, body, _ in _fenced_blocks(answer) if language in ("json", "")]
+    texts = [answer, *blocks]
+    found: list[str] = []
+    for text in texts:
+        try:
+            data = json.loads(text)
+        except (ValueError, RecursionError):  # not JSON, or nested past the parser's limit
+            continue
+        pending, visited = [data], 0
+        while pending and visited < _MAX_JSON_VALUES:
+            value, visited = pending.pop(), visited + 1
+            if isinstance(value, dict):
+                pending += reversed(list(value.values()))
+            elif isinstance(value, list):
+                pending += reversed(value)
+            elif isinstance(value, str) and _DEFINES_ANY.search(value):
+                inner = _python_blocks(value)
+                found += [body for body, _ in inner] if inner else [textwrap.dedent(value)]
+    return found
 
 
 def _python_blocks(answer: str) -> list[tuple[str, str]]:
@@ -414,8 +449,9 @@ class RewardProgram:
         defaults = tuple(a.arg for a in with_default) + tuple(
             a.arg for a, value in zip(arguments.kwonlyargs, arguments.kw_defaults) if value is not None
         )
+        notes = (*normalized.notes, *_component_name_notes(function))
         return cls(source=normalized.source, function_name=function.name, parameters=parameters,
-                   defaults=defaults, notes=normalized.notes)
+                   defaults=defaults, notes=notes)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> RewardProgram:
@@ -759,17 +795,53 @@ def _is_scalar(reward: Any) -> bool:
 
 
 def plain_component_name(name: str) -> str:
-    """``name`` as :data:`COMPONENT_NAME` takes it: words separated by spaces, hyphens or
-    dots are joined by ``_`` ("speed bonus" is "speed_bonus"), cut to
-    :data:`MAX_COMPONENT_NAME_CHARS` characters.
+    """``name`` as :data:`COMPONENT_NAME` takes it. A name is a label: one that is not an
+    identifier becomes one, its letters and digits kept (accents dropped) and every run of
+    anything else made one ``_`` ("cart position (m)" is "cart_position_m"), ``_`` put
+    before a leading digit, cut to :data:`MAX_COMPONENT_NAME_CHARS` characters.
 
-    :raises ProgramError: the name is not an identifier even so (``../x``, markup).
+    :raises ProgramError: the name has no letter or digit to keep (``""``, ``"!!"``).
     """
-    plain = re.sub(r"[\s.-]+", "_", name.strip())[:MAX_COMPONENT_NAME_CHARS]
-    if not COMPONENT_NAME.fullmatch(plain):
+    if COMPONENT_NAME.fullmatch(name):
+        return name
+    folded = unicodedata.normalize("NFKD", name).encode("ascii", "ignore").decode("ascii")
+    words = re.findall(r"[A-Za-z0-9]+", folded)
+    if not words:
         raise ProgramError(f"component names are identifiers (letters, digits and _, not starting with a digit), "
-                           f"such as 'speed_bonus'; got {name!r:.80}")
-    return plain
+                           f"such as 'speed_bonus'; got {name!r:.80}, which has no letter or digit")
+    plain = "_".join(words)
+    return ("_" + plain if plain[0].isdigit() else plain)[:MAX_COMPONENT_NAME_CHARS].rstrip("_")
+
+
+def _component_name_notes(function: ast.FunctionDef) -> tuple[str, ...]:
+    """A note for each component name the reward function writes as a string that is not an
+    identifier (in the dict it returns, or that it fills under the name it returns), saying
+    the name it is reported under."""
+    returned = [node.value.elts[1] for node in ast.walk(function) if isinstance(node, ast.Return)
+                and isinstance(node.value, ast.Tuple) and len(node.value.elts) == 2]
+    names = {node.id for node in returned if isinstance(node, ast.Name)}
+    dicts = [node for node in returned if isinstance(node, ast.Dict)]
+    keys: list[ast.expr | None] = []
+    for node in ast.walk(function):
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Dict) and any(
+                isinstance(target, ast.Name) and target.id in names for target in node.targets):
+            dicts.append(node.value)
+        elif (isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Store)
+              and isinstance(node.value, ast.Name) and node.value.id in names):
+            keys.append(node.slice)
+    keys += [key for node in dicts for key in node.keys]
+    notes: dict[str, None] = {}
+    for key in keys:
+        if not isinstance(key, ast.Constant) or not isinstance(key.value, str):
+            continue
+        try:
+            plain = plain_component_name(key.value)
+        except ProgramError:
+            continue  # the run says why, naming the component
+        if plain != key.value:
+            notes[f"the component {key.value!r:.80} is reported as {plain} (component names are "
+                  "identifiers)"] = None
+    return tuple(notes)[:MAX_COMPONENTS]
 
 
 def _is_number(value: Any) -> bool:
@@ -1151,8 +1223,9 @@ class RewardFunction:
                     )
                 plain = plain_component_name(key)
                 if plain in components:
-                    raise ProgramError(f"the component names {key!r} and another both become {plain!r} (letters, "
-                                       "digits, _ . / - only); give them names that differ in those")
+                    raise ProgramError(f"the component names {key!r:.80} and another both become "
+                                       f"{plain!r} (component names are identifiers); give them names "
+                                       "that differ in their letters and digits")
                 components[plain] = _check_output(value, f"component {key!r}", num_envs, device, line)
         else:
             raise ProgramError(

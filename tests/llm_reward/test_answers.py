@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 import torch
-from llm_answers import ANSWERS, Answer
+from llm_answers import ANSWERS, STRUCTURED_CODE, Answer
 from llm_answers_envs import ENV_ANSWERS, USER_DESCRIBED, USER_SPACES
 from user_envs import CORRIDOR_SOURCE, write_corridor, write_env
 
@@ -103,6 +103,21 @@ def test_no_message_sends_the_model_in_a_circle() -> None:
         assert "full_like" not in message or "constant" in message  # not the fix for a collapsed batch
 
 
+def test_structured_output_and_prose_names_are_taken_as_the_model_meant_them() -> None:
+    """The code inside a JSON reply (bare or fenced) is the program; a component's prose name
+    becomes an identifier, and the program's notes say which."""
+    for name in ("structured_output_json", "structured_output_json_fenced"):
+        answer = next(a for a in ANSWERS if a.name == name)
+        assert RewardProgram.from_llm_answer(answer.text).source == STRUCTURED_CODE
+    answer = next(a for a in ANSWERS if a.name == "prose_component_names")
+    function = run_steps(answer, steps=2)
+    renamed = {"cart position (m)": "cart_position_m", "pole angle (rad)": "pole_angle_rad",
+               "angular velocity penalty": "angular_velocity_penalty"}
+    assert function.program.notes == tuple(
+        f"the component {name!r} is reported as {plain} (component names are identifiers)"
+        for name, plain in renamed.items())
+
+
 def test_normalisation_keeps_lines_and_says_what_it_removed() -> None:
     answer = next(a for a in ANSWERS if a.name == "eureka_jit_typing")
     program = RewardProgram.from_llm_answer(answer.text)
@@ -116,7 +131,8 @@ def test_normalisation_keeps_lines_and_says_what_it_removed() -> None:
     assert len(program.constant_notes(envs.describe("CartPole-v1"))) == 2
 
 
-@pytest.mark.parametrize("name", ["eureka_jit_typing", "text2reward_per_state_if", "icpl_in_place"])
+@pytest.mark.parametrize("name", ["eureka_jit_typing", "text2reward_per_state_if", "icpl_in_place",
+                                  "structured_output_json", "prose_component_names"])
 def test_answers_train_in_the_sandbox(name: str, tmp_path) -> None:
     answer = next(a for a in ANSWERS if a.name == name)
     result = llm_reward.evaluate(
@@ -124,7 +140,12 @@ def test_answers_train_in_the_sandbox(name: str, tmp_path) -> None:
         ppo_kwargs={"n_steps": 32, "n_epochs": 1}, num_checkpoints=1, eval_episodes=2, timeout_s=120,
     )
     assert result.ok, result.failure
-    assert result.notes or name == "icpl_in_place"
+    assert result.notes or name in ("icpl_in_place", "structured_output_json")
+    if name == "prose_component_names":  # trained under identifiers, and the model is told so
+        notes = " ".join(result.notes)
+        assert "the component 'cart position (m)' is reported as cart_position_m" in notes
+        assert {"program/cart_position_m", "program/pole_angle_rad",
+                "program/angular_velocity_penalty"} <= set(result.curve[-1].components)
     if "per_state" in name or "if" in name:
         note = next(note for note in result.notes if "once per env" in note)
         assert "line 4: `if terminated:` needs one value" in note, note

@@ -75,8 +75,18 @@ def test_a_report_block_of_a_hostile_failure() -> None:
     assert set(fence) == {"`"} and len(fence) > 3 and block.rstrip().endswith(fence)
 
 
-@pytest.mark.parametrize("name", ["../../../x", "<script>alert(1)</script>", "1st", "a/b", "", "\x1b]0;x\x07"])
-def test_a_program_s_hostile_component_names_are_refused_clearly(name: str) -> None:
+@pytest.mark.parametrize(("name", "plain"), [
+    ("../../../x", "x"), ("<script>alert(1)</script>", "script_alert_1_script"), ("1st", "_1st"),
+    ("a/b", "a_b"), ("\x1b]0;x\x07", "_0_x"), ("cart position (m)", "cart_position_m"),
+    ("Vitesse élevée", "Vitesse_elevee"),
+])
+def test_a_program_s_component_names_become_identifiers(name: str, plain: str) -> None:
+    """A name is a label: no path, markup or escape survives, and the program still trains."""
+    assert plain_component_name(name) == plain
+
+
+@pytest.mark.parametrize("name", ["", "!!", "\x1b\x07"])
+def test_a_component_name_without_a_letter_or_digit_is_refused_clearly(name: str) -> None:
     with pytest.raises(ProgramError, match="component names are identifiers"):
         plain_component_name(name)
 

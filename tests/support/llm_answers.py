@@ -10,6 +10,7 @@ action, terminated.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
 
@@ -37,8 +38,36 @@ def fenced(code: str, before: str = "Here is the reward function:", after: str =
     return f"{before}\n\n```python\n{code.strip()}\n```\n\n{after}".strip() + "\n"
 
 
+STRUCTURED_CODE = """import torch
+
+def compute_reward(next_theta, next_x):
+    upright = torch.cos(next_theta)
+    centred = 1.0 - torch.abs(next_x) / 2.4
+    return upright + 0.5 * centred, {"upright": upright, "centred": centred}
+"""
+
 ANSWERS = [
     # ------------------------------------------------------------------ trains
+    # structured-output modes (JSON mode, a response schema) return the code as a JSON string
+    Answer("structured_output_json", json.dumps({
+        "reasoning": "Reward keeping the pole upright and the cart near the centre of the track.",
+        "reward_function": STRUCTURED_CODE,
+    }), "trains"),
+    Answer("structured_output_json_fenced", "```json\n" + json.dumps({
+        "reward_function": STRUCTURED_CODE, "components": ["upright", "centred"],
+    }, indent=2) + "\n```\n", "trains"),
+    # component names written as labels, units and all
+    Answer("prose_component_names", fenced('''
+import torch
+
+def compute_reward(next_x, next_theta, next_theta_dot):
+    position_term = 1.0 - torch.abs(next_x) / 2.4
+    angle_term = torch.cos(next_theta)
+    spin_term = -0.05 * next_theta_dot ** 2
+    reward = position_term + angle_term + spin_term
+    return reward, {"cart position (m)": position_term, "pole angle (rad)": angle_term,
+                    "angular velocity penalty": spin_term}
+'''), "trains"),
     Answer("eureka_jit_typing", fenced('''
 import torch
 from typing import Tuple, Dict
