@@ -42,6 +42,7 @@ import socket
 import stat
 import struct
 import sys
+import sysconfig
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -549,14 +550,17 @@ def _die_with_parent() -> None:
 def readable_roots(extra: Iterable[str] = (), kernel_views: bool = True) -> list[str]:
     """What a worker may read, from an allowlist: Python, the modules imported, system libraries.
 
-    The interpreter's prefixes (standard library, site-packages) and its executable's
-    folder; for every module imported outside them, its package's folder (or a plain
-    module's file), as an editable install maps rewardlab's packages to a checkout; the
-    system's shared libraries and the few files the C libraries open (the loader cache,
-    time zones, CPU facts, ``/dev/null`` and the random devices). No folder merely on
-    ``sys.path``: a script's folder (which ``python script.py`` and Ray's workers put
-    there), the working directory or a project's root stays unreadable, the ``.env`` beside
-    the script included; nothing under ``/home``, ``/root``, ``/tmp`` or the rest of ``/etc``.
+    Python's own libraries (:func:`library_roots`: the standard library, the site-packages
+    folders on the import path, the shared libraries beside them) and the interpreter's
+    file, never a whole installation prefix, which may hold a ``pip.conf`` with an index
+    token, a conda env's saved variables or a virtual environment's scripts; for every
+    module imported outside them, its package's folder (or a plain module's file), as an
+    editable install maps rewardlab's packages to a checkout; the system's shared libraries
+    and the few files the C libraries open (the loader cache, time zones, CPU facts,
+    ``/dev/null`` and the random devices). No folder merely on ``sys.path``: a script's
+    folder (which ``python script.py`` and Ray's workers put there), the working directory
+    or a project's root stays unreadable, the ``.env`` beside the script included; nothing
+    under ``/home``, ``/root``, ``/tmp`` or the rest of ``/etc``.
 
     :param extra: more paths (device files, CUDA's ``/sys`` folders).
     :param kernel_views: whether the namespace's ``/proc`` and the cgroup tree are readable.
@@ -565,9 +569,9 @@ def readable_roots(extra: Iterable[str] = (), kernel_views: bool = True) -> list
         command line, and nothing the program computes needs them (its libraries are loaded
         before it is confined).
     """
-    prefixes = {os.path.realpath(path) for path in (sys.prefix, sys.base_prefix, sys.exec_prefix)}
-    roots = prefixes | {os.path.dirname(os.path.realpath(sys.executable))}
-    roots |= _imported_outside(prefixes)
+    libraries = library_roots()
+    roots = libraries | {os.path.realpath(sys.executable)}
+    roots |= _imported_outside(libraries)
     roots |= {"/usr/lib", "/usr/lib64", "/lib", "/lib64", "/usr/local/lib", "/usr/share/zoneinfo",
               "/etc/ld.so.cache", "/etc/localtime", "/sys/devices/system/cpu",
               "/dev/null", "/dev/zero", "/dev/urandom", "/dev/random"}
@@ -577,16 +581,35 @@ def readable_roots(extra: Iterable[str] = (), kernel_views: bool = True) -> list
     return sorted(root for root in roots if os.path.exists(root))
 
 
-def _imported_outside(prefixes: set[str]) -> set[str]:
+def library_roots() -> set[str]:
+    """The folders of Python's libraries, real paths (Landlock's rules hold for what a path
+    leads to): see :func:`_library_folders`."""
+    return {os.path.realpath(path) for path in _library_folders()}
+
+
+def _library_folders() -> set[str]:
+    """The standard library (its extension modules included), each site-packages folder on
+    the import path, and each prefix's ``lib`` folders, where a conda env keeps the shared
+    libraries its packages load (a virtual environment's holds its site-packages only); as
+    written, links unresolved."""
+    paths = sysconfig.get_paths()
+    found = {paths["stdlib"], paths["platstdlib"], paths["purelib"], paths["platlib"]}
+    found |= {path for path in sys.path if os.path.basename(path) in ("site-packages", "dist-packages")}
+    for prefix in {sys.prefix, sys.base_prefix, sys.exec_prefix}:
+        found |= {os.path.join(prefix, "lib"), os.path.join(prefix, "lib64")}
+    return {os.path.normpath(path) for path in found if path and os.path.isdir(path)}
+
+
+def _imported_outside(roots: set[str]) -> set[str]:
     """The top-level package folders and module files of the imported modules that lie
-    outside ``prefixes``: a package's folder once, not one rule per submodule.
+    outside ``roots``: a package's folder once, not one rule per submodule.
 
     Paths are taken as written, links unresolved (Landlock's rules hold for what a path
-    leads to): a module inside a prefix through a link is not added (the prefix's rule
-    covers what lies inside it, and nothing else is read through the link), one outside
-    through a link adds what it leads to only."""
+    leads to): a module inside a root through a link is not added (the root's rule covers
+    what lies inside it, and nothing else is read through the link), one outside through a
+    link adds what it leads to only."""
     found: set[str] = set()
-    inside = tuple(prefix + os.sep for prefix in prefixes | {sys.prefix, sys.base_prefix, sys.exec_prefix})
+    inside = tuple(root + os.sep for root in roots | _library_folders())
     for module in list(sys.modules.values()):
         # read from the module's namespace: getattr would run lazy modules' __getattr__
         namespace = getattr(module, "__dict__", None)
@@ -601,7 +624,7 @@ def _imported_outside(prefixes: set[str]) -> set[str]:
         file = namespace.get("__file__")
         for path in paths or ([file] if isinstance(file, str) else []):
             path = os.path.normpath(path)
-            if os.path.isabs(path) and path != os.sep and not path.startswith(inside) and path not in prefixes:
+            if os.path.isabs(path) and path != os.sep and not path.startswith(inside) and path not in roots:
                 found.add(path)
     # a package's folder covers its submodules' (rewardlab's packages map to several folders)
     return {path for path in found if not any(path.startswith(other + os.sep) for other in found)}

@@ -807,6 +807,27 @@ def test_a_folder_on_the_import_path_is_not_readable(tmp_path: Path, monkeypatch
     assert str((folder / "user_module_x.py").resolve()) in roots
 
 
+def test_the_installation_prefix_is_readable_only_in_its_libraries(tmp_path: Path) -> None:
+    # a pip.conf in the prefix may hold an index token, a conda env's files its saved
+    # variables: the whole prefix was readable, now its standard library and site-packages
+    from rewardlab.llm_reward.sandbox.isolation import readable_roots
+
+    prefixes = {Path(sys.prefix).resolve(), Path(sys.base_prefix).resolve()}
+    for root in map(Path, readable_roots()):
+        assert not any(prefix == root or prefix.is_relative_to(root) for prefix in prefixes), root
+    outside = [Path(sys.prefix) / "pyvenv.cfg", Path(sys.prefix) / "bin" / "activate",
+               *sorted(Path(sys.base_prefix).glob("include/python3*/Python.h"))]
+    outside = [str(path) for path in outside if path.is_file()]
+    if not outside:
+        pytest.skip("this installation has no file in its prefix outside its libraries")
+    result = run("read_the_prefix", {"paths": outside}, tmp_path / "run")
+    report = result.result
+    assert report is not None, result.error
+    for path in [*outside, "listing"]:
+        assert report[path].startswith("PermissionError"), (path, report[path])
+    assert report["stdlib"].startswith("done") and report["site-packages"].startswith("done"), report
+
+
 RAY_LIKE_CALLER = """
 import json, sys
 from pathlib import Path

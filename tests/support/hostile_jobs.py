@@ -224,6 +224,25 @@ def read_the_users_folder(payload: dict, guard: Any) -> dict:
             "module": _attempt(module_file), "env": _attempt(step_the_env)}
 
 
+def read_the_prefix(payload: dict, guard: Any) -> dict:
+    """Read files of the Python installation outside its libraries (a ``pip.conf`` with an
+    index token, a virtual environment's settings and scripts), and, as a program may, the
+    standard library and site-packages."""
+    import torch
+
+    _guard_off(guard)
+
+    def read(path: str) -> int:
+        with open(path, "rb") as file:
+            return len(file.read())
+
+    report = {path: _attempt(lambda path=path: read(path)) for path in payload["paths"]}
+    report["listing"] = _attempt(lambda: os.listdir(sys.prefix))
+    report["stdlib"] = _attempt(lambda: read(os.__file__))
+    report["site-packages"] = _attempt(lambda: read(torch.__file__))
+    return report
+
+
 def hold_memory(payload: dict, guard: Any) -> dict:
     """Hold more memory than the address-space limit allows, where RLIMIT_AS does not count
     it: pages of a memfd written through write(), SysV shared memory touched and detached."""
