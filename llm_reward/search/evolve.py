@@ -73,7 +73,6 @@ from __future__ import annotations
 import re
 import warnings
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict
 from typing import Any
 
 from rewardlab.envs.descriptions import EnvDescription, success_if_terminated, success_if_truncated
@@ -563,7 +562,7 @@ class EvolveProposer:
                     study.tell(trial, state=optuna.trial.TrialState.PRUNED)
             source = self.render(terms)
             seen.add(source)
-            proposals.append(([asdict(term) for term in terms], source))
+            proposals.append(([term.record() for term in terms], source))
         return proposals
 
 

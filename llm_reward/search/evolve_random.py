@@ -86,6 +86,14 @@ class Term:
     temperature: float = 1.0
     category: int | None = None
 
+    def record(self) -> dict[str, object]:
+        """The term as a candidate's genome holds it (no ``category`` where it has none, as
+        genomes were written before terms had one)."""
+        fields = asdict(self)
+        if self.category is None:
+            del fields["category"]
+        return fields
+
     @property
     def name(self) -> str:
         """The component's name: ``kind``, ``kind_variable`` or ``kind_variable_is_category``."""
@@ -461,7 +469,7 @@ class EvolveRandomProposer:
                 if source not in seen:
                     break
             seen.add(source)
-            proposals.append(([asdict(term) for term in terms], source))
+            proposals.append(([term.record() for term in terms], source))
         return proposals
 
     def _random_term(self, rng: random.Random) -> Term:
