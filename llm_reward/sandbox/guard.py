@@ -24,12 +24,17 @@ While the reward program's own code is on the call stack (frames compiled from
   ``gi_frame``), build code objects, or install trace/profile/audit hooks.
 
 A violation raises :class:`SandboxViolation` where it happened and is also recorded in
-:attr:`Guard.violation`, so a program that catches the exception still fails. Audit hooks
-are a Python-level guard: they see what goes through Python (``open``, ``os``,
-``socket``, ``subprocess``), not file I/O done in C++ (``torch.save``,
-``torch.from_file``). The OS layer of the sandbox is what holds there and when this layer
-is bypassed: CPU time, address space, open files, the process-group kill, and Landlock
-(writes only beneath the run directory, no TCP, no signals out) where the kernel has it.
+:attr:`Guard.violation`, so a program that merely catches the exception still fails.
+
+The guard is feedback, not a security layer. It runs in the program's own interpreter
+and keeps its state there (per thread), so a program written to escape can switch it
+off (reach it through the frames, mark its thread busy, replace its methods) or write
+its record; it sees only what goes through Python, not I/O done in C++ (``torch.save``,
+``torch.from_file``). What it gives is the clear message an honest program needs (what
+it tried, on which line). The boundary is the kernel's
+(:mod:`~rewardlab.llm_reward.sandbox.isolation`): namespaces, Landlock, seccomp and the
+limits hold whether the guard is on or not, and a call the companion's seccomp allowlist
+refuses fails the candidate by name without the guard. Its silence proves nothing.
 """
 
 from __future__ import annotations

@@ -63,9 +63,9 @@ class Failure:
 
     :param kind: ``"no_code"`` (no program in the answer), ``"check"`` (static checks),
         ``"program"`` (the program raised, returned something malformed or non-finite, or
-        changed its inputs), ``"sandbox"`` (the guard refused something, or the kernel
-        killed the program's process for a system call outside its allowlist, caught or
-        not), ``"timeout"``, ``"limit"`` (CPU time, memory or file size), ``"crash"`` (the
+        changed its inputs), ``"sandbox"`` (the kernel refused a system call outside the
+        program's allowlist, caught or not, named where the kernel can notify; or the
+        Python guard saw an attempt, worded for the LLM), ``"timeout"``, ``"limit"`` (CPU time, memory or file size), ``"crash"`` (the
         worker died) or ``"error"`` (training failed for another reason).
     :param reason: what went wrong, in words fit to send back to an LLM
         (:data:`MAX_REASON_CHARS`).

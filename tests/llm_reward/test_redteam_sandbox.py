@@ -83,6 +83,29 @@ def test_a_refused_call_fails_the_candidate_by_name(call: str) -> None:
     assert f"refuses, {call} (" in result.failure.reason, result.failure.reason
 
 
+# ------------------------------------------- the guard is feedback, the kernel the boundary
+_WRITE_A_FILE = """
+    try:
+        torch.os.open("out.txt", torch.os.O_WRONLY | torch.os.O_CREAT)
+    except builtins.BaseException:
+        pass
+"""
+
+
+@pytest.mark.skipif(not notification_supported(), reason="the kernel or libseccomp has no seccomp user notification")
+def test_the_guard_switched_off_from_inside_leaves_the_kernels_refusal_by_name() -> None:
+    # the guard lives in the program's own interpreter, so the program can switch it off;
+    # it only words the feedback of a program that does not fight it
+    guarded = "def compute_reward(x):\n    builtins = torch.sys.modules['builtins']\n" + _WRITE_A_FILE
+    result = evaluate_hostile(guarded + "    return x, {'x': x}\n")
+    assert result.failure is not None and result.failure.kind == "sandbox", result.failure
+    assert "tried to open the file 'out.txt' (line 5)" in result.failure.reason, result.failure.reason
+    # switched off: the same attempt fails the candidate all the same, named by the kernel
+    result = evaluate_hostile("def compute_reward(x):\n" + _GUARD_OFF + _WRITE_A_FILE + "    return x, {'x': x}\n")
+    assert not result.ok and result.failure is not None and result.failure.kind == "sandbox", result.failure
+    assert "refuses, openat (" in result.failure.reason, result.failure.reason
+
+
 # ------------------------------------------------- a refused call at the very end is seen
 _AT_THE_END = {
     # after its last answer: the companion's own exit, replaced, makes the call first
