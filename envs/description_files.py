@@ -102,6 +102,16 @@ _CONSTANTS = {"pi": math.pi}
 MAX_EXPRESSION_CHARS = 500
 #: the most derived variables a description file may hold (each is computed at every step)
 MAX_DERIVED_VARIABLES = 32
+#: the most state variables a description file may name (each is a line of every prompt)
+MAX_STATE_VARIABLES = 512
+#: the longest summary, meaning or units a description file may give
+MAX_TEXT_CHARS = 2000
+#: the largest column index, or action size, a description's data may hold
+MAX_COLUMN = 2**20
+#: the keys :func:`load_description` adds to a file's for the workers
+DATA_KEYS = {"env_id", "action_dtype", "action_shape"}
+#: the action dtypes a description's data may give (those of discrete and continuous spaces)
+ACTION_DTYPES = {"int64", "float32"}
 Expression = Callable[[Mapping[str, torch.Tensor]], torch.Tensor]
 
 
@@ -249,17 +259,38 @@ def load_description(path: str | Path, env_id: str) -> tuple[EnvDescription, dic
 
 def _checked(raw: Any, path: Path, obs_shape: tuple[int, ...]) -> dict[str, Any]:
     where = f"--describe {path}"
+    _check_structure(raw, where, TOP_KEYS, obs_shape)
+    variables = _variables(raw, where)[1]
+    _success_rule(raw.get("success", "none"), variables, where)
+    _partial_rule(raw.get("partial_success"), variables, where)
+    return json.loads(json.dumps(raw))
+
+
+def _check_structure(raw: Any, where: str, keys: set[str], obs_shape: tuple[int, ...] | None
+                     ) -> None:
+    """Check a description's keys, the kind and size of every value, and its names, wherever
+    it comes from: a file (``keys``: :data:`TOP_KEYS`) or the data a reward file carries.
+
+    :param obs_shape: the env's observation shape, to check the indexes against; ``None``
+        where the env is not made (the data a reward file or a worker is given).
+    :raises ValueError: naming the key, the value (escaped) and what to write.
+    """
     if not isinstance(raw, dict):
         raise ValueError(f"{where}: the file must hold a table of keys ({', '.join(sorted(TOP_KEYS))})")
-    unknown = sorted(set(raw) - TOP_KEYS)
+    unknown = sorted(set(raw) - keys)
     if unknown:
-        raise ValueError(f"{where}: unknown keys {unknown}; known: {sorted(TOP_KEYS)}")
+        raise ValueError(f"{where}: unknown keys {unknown}; known: {sorted(keys)}")
     if not isinstance(raw.get("summary"), str) or not raw["summary"].strip():
         raise ValueError(f'{where}: needs summary = "the task and how its episodes end"')
+    for key in ("summary", "success_metric", "terminated_meaning"):
+        _check_text(raw, key, where)
     states = raw.get("state")
     if not isinstance(states, list) or not states:
         raise ValueError(f"{where}: needs at least one [[state]] table with name, index and meaning")
-    columns = obs_shape[0] if len(obs_shape) == 1 else None
+    if len(states) > MAX_STATE_VARIABLES:
+        raise ValueError(f"{where}: {len(states)} [[state]] tables; a description may name at most "
+                         f"{MAX_STATE_VARIABLES} (use a slice, index = \"0:8\", for a vector)")
+    columns = obs_shape[0] if obs_shape is not None and len(obs_shape) == 1 else None
     for number, state in enumerate(states, 1):
         if not isinstance(state, dict):
             raise ValueError(f"{where}: state {number} must be a table")
@@ -270,26 +301,47 @@ def _checked(raw: Any, path: Path, obs_shape: tuple[int, ...]) -> dict[str, Any]
             if not isinstance(state.get(key), str) or not state[key]:
                 raise ValueError(f"{where}: state {number} needs {key} = \"...\"")
         _check_name(state["name"], f"state {number}'s name", where)
+        _check_text(state, "meaning", f"{where}: state {state['name']!r}")
+        _check_text(state, "units", f"{where}: state {state['name']!r}")
+        for key in ("low", "high"):
+            value = state.get(key)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int | float)):
+                raise ValueError(f"{where}: state {state['name']!r} {key} must be a number, got "
+                                 f"{value!r:.80}")
         index = state.get("index")
         if index is not None:
             start, stop = _index_range(index, f"{where}: state {state['name']!r}")
-            if columns is None:
+            if obs_shape is not None and columns is None:
                 raise ValueError(f"{where}: state {state['name']!r} has an index, but the observation has "
                                  f"shape {obs_shape}; an index needs a flat observation")
-            if not 0 <= start < stop <= columns:
+            if not 0 <= start < stop <= (columns if columns is not None else MAX_COLUMN):
                 raise ValueError(f"{where}: state {state['name']!r} index {index!r} is outside the "
-                                 f"observation's {columns} columns (0 .. {columns - 1})")
+                                 f"observation's {columns or MAX_COLUMN} columns")
     action = raw.get("action", {})
     if not isinstance(action, dict) or sorted(set(action) - ACTION_KEYS):
         raise ValueError(f'{where}: [action] takes only meaning = "..."')
+    _check_text(action, "meaning", f"{where}: [action]")
+    if raw.get("action_dtype", "int64") not in ACTION_DTYPES:
+        raise ValueError(f"{where}: action_dtype must be one of {sorted(ACTION_DTYPES)}, got "
+                         f"{raw['action_dtype']!r:.80}")
+    shape = raw.get("action_shape", [])
+    if not isinstance(shape, list) or len(shape) > 4 or not all(
+            isinstance(size, int) and not isinstance(size, bool) and 0 < size <= MAX_COLUMN
+            for size in shape):
+        raise ValueError(f"{where}: action_shape must be a list of at most 4 sizes, got "
+                         f"{shape!r:.80}")
     if "class_name" in raw:
         _check_name(raw["class_name"], "class_name", where)
     if not isinstance(raw.get("derived", {}), dict):
         raise ValueError(f'{where}: [derived] must be a table of name = "expression"')
-    variables = _variables(raw, where)[1]
-    _success_rule(raw.get("success", "none"), variables, where)
-    _partial_rule(raw.get("partial_success"), variables, where)
-    return json.loads(json.dumps(raw))
+
+
+def _check_text(table: Mapping[str, Any], key: str, where: str) -> None:
+    """Refuse ``table[key]`` (where present) unless it is text of at most :data:`MAX_TEXT_CHARS`."""
+    value = table.get(key)
+    if value is not None and (not isinstance(value, str) or len(value) > MAX_TEXT_CHARS):
+        raise ValueError(f"{where}: {key} must be text of at most {MAX_TEXT_CHARS} characters, got "
+                         f"{value!r:.80}")
 
 
 def _check_name(name: Any, what: str, where: str) -> None:
@@ -457,10 +509,16 @@ def _variables(data: Mapping[str, Any], where: str) -> tuple[list[StateVariable]
 
 
 def description_from_data(data: Mapping[str, Any]) -> EnvDescription:
-    """The description that :func:`load_description` checked, from its JSON data."""
+    """The description that :func:`load_description` checked, from its JSON data, checked
+    again (it may come from a reward file's header).
+
+    :raises ValueError: the data is not a description, naming the key and the value.
+    """
+    _check_structure(data, "the description", TOP_KEYS | DATA_KEYS, None)
+    if not isinstance(data.get("env_id"), str):
+        raise ValueError(f"the description: env_id must be an env id, got "
+                         f"{data.get('env_id')!r:.80}")
     states, variables = _variables(data, "the description")
-    if data.get("class_name"):
-        _check_name(data["class_name"], "class_name", "the description")
     success_text = data.get("success", "none")
     success = _success_rule(success_text, variables, "the description")
     metric = data.get("success_metric") or (

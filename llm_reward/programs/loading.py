@@ -278,8 +278,8 @@ def _carried_description(source: str, path: Path, env_id: str) -> dict[str, Any]
         data = json.loads(match.group(1))
         if not isinstance(data, dict) or data.get("env_id") != env_id:
             raise ValueError(f"it describes {data.get('env_id') if isinstance(data, dict) else data!r}, not {env_id}")
-        description_from_data(data)  # builds every reader and the success rule: a bad one fails here
-    except (ValueError, KeyError, TypeError) as error:
+        description_from_data(data)  # checks every value, builds every reader and the rules
+    except (ValueError, KeyError, TypeError, RecursionError) as error:  # JSON nested past its limit
         raise ValueError(
             f"{path}: its '{DESCRIPTION_MARKER}' line is not a description of {env_id} ({error}); "
             "delete the line and pass the description file with --describe"

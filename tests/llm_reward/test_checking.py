@@ -4,6 +4,7 @@ is cut to size where it is made."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -140,3 +141,32 @@ def test_load_reward_raises_only_what_it_documents_on_a_hostile_file(source: str
     path.write_text("# rewardlab-env: CartPole-v1\n" + source)
     with pytest.raises(ValueError):  # as documented (CheckError is one); no RecursionError, nothing else
         llm_reward.load_reward(path)
+
+
+CARRIED = {"env_id": "CartPole-v1", "summary": "s", "action": {"meaning": "a"},
+           "state": [{"name": "x", "index": 0, "meaning": "m"}]}
+
+
+@pytest.mark.parametrize("line", [
+    json.dumps({**CARRIED, "summary": 5}),
+    json.dumps({**CARRIED, "state": [{"name": "x", "index": 0, "meaning": 3}]}),
+    json.dumps({**CARRIED, "state": [{"name": "x", "index": 0, "meaning": "m", "low": "\x1b[2J"}]}),
+    json.dumps({**CARRIED, "state": [{"name": "x", "index": -5, "meaning": "m"}]}),
+    json.dumps({**CARRIED, "state": [{"name": f"x{i}", "index": 0, "meaning": "m"}
+                                     for i in range(513)]}),
+    json.dumps({**CARRIED, "action_dtype": "object"}),
+    json.dumps({**CARRIED, "derived": ["x"]}),
+    json.dumps({**CARRIED, "success_metric": [1]}),
+    json.dumps({**CARRIED, "success": "x > 9**9**9", "derived": {f"d{i}": "x" for i in range(40)}}),
+    "[" * 100_000,
+    '{"a": ' * 100_000,
+], ids=["summary", "meaning", "low", "index", "states", "dtype", "derived", "metric",
+        "derived-count", "deep-list", "deep-dict"])
+def test_load_reward_refuses_a_malformed_carried_description_in_one_line(line: str,
+                                                                         tmp_path) -> None:
+    """A shared reward file's description line is data: any malformed value is one ValueError."""
+    path = tmp_path / "best_reward.py"
+    path.write_text(f"# rewardlab-env: CartPole-v1\n# rewardlab-description: {line}\n{PLAIN}")
+    with pytest.raises(ValueError, match="line is not a description of CartPole-v1") as caught:
+        llm_reward.load_reward(path)
+    assert "\n" not in str(caught.value) and "\x1b" not in str(caught.value)
