@@ -29,6 +29,7 @@ from rewardlab.common.statistics import bootstrap_ci
 from rewardlab.llm_reward.programs.text import fenced, sanitize
 from rewardlab.llm_reward.search.records import Candidate, late_fitness, rank_key, seed_runs
 from rewardlab.llm_reward.training import Checkpoint
+from rewardlab.llm_reward.training.failures import cut
 
 if TYPE_CHECKING:
     from rewardlab.llm_reward.search.records import SearchResult
@@ -41,6 +42,8 @@ PALETTE = ("#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F
 FINAL_COLOURS = {"best": PALETTE[0], "human": PALETTE[2], "sparse": PALETTE[3]}
 FINAL_NAMES = {"best": "best program", "human": "human reference", "sparse": "sparse reference (env's own reward)"}
 CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
+#: the most characters of an LLM's answer shown on the page
+MAX_SHOWN_ANSWER_CHARS = 20_000
 
 
 # ---------------------------------------------------------------------------- escaping
@@ -451,7 +454,10 @@ def _candidate_details(c: Candidate) -> str:
     if c.source:
         parts.append(f"<pre class=\"code\"><code>{code(c.source.rstrip())}</code></pre>")
     if c.answer and c.answer != c.source:
-        parts.append(f"<details><summary>the whole answer</summary><pre>{code(c.answer)}</pre></details>")
+        # an answer may be megabytes (the client reads up to 64 MB): answer.md keeps it whole
+        shown = cut(c.answer, MAX_SHOWN_ANSWER_CHARS)
+        parts.append(f"<details><summary>the answer (whole in candidates/{text(c.key)}/answer.md)"
+                     f"</summary><pre>{code(shown)}</pre></details>")
     opened = " open" if c.failure is not None else ""  # a failure is read first
     return f"<details class=\"candidate\"{opened}>" + "".join(parts) + "</details>"
 

@@ -155,3 +155,13 @@ def test_the_page_loads_in_chromium_without_console_errors_and_shows_its_plots(r
     # the plots' lines and markers are drawn: their colours cover a visible part of the page
     for colour in (blue, orange):
         assert (np.abs(pixels - colour).max(axis=-1) < 0.06).sum() > 200, colour
+
+
+def test_a_huge_answer_is_shown_cut_and_the_page_stays_small() -> None:
+    from rewardlab.llm_reward.search.records import Candidate
+    from rewardlab.llm_reward.search.report_html import MAX_SHOWN_ANSWER_CHARS, _candidate_details
+
+    answer = "<b>" + "x" * 5_000_000 + "\x1b[2J"
+    shown = _candidate_details(Candidate(0, 0, answer=answer))
+    assert len(shown) < 2 * MAX_SHOWN_ANSWER_CHARS and "more characters cut" in shown
+    assert "<b>x" not in shown and "&lt;b&gt;x" in shown and "\x1b" not in shown and "answer.md" in shown
