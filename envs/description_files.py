@@ -236,11 +236,15 @@ def load_description(path: str | Path, env_id: str) -> tuple[EnvDescription, dic
         text = path.read_text()
     except OSError as error:
         raise ValueError(f"--describe {path}: cannot read it ({error.strerror})") from None
+    except UnicodeDecodeError:
+        raise ValueError(f"--describe {path}: cannot read it: it is not a UTF-8 text file") from None
+    kind = "JSON" if path.suffix == ".json" else "TOML"
     try:
         raw = json.loads(text) if path.suffix == ".json" else tomllib.loads(text)
     except (ValueError, tomllib.TOMLDecodeError) as error:
-        kind = "JSON" if path.suffix == ".json" else "TOML"
         raise ValueError(f"--describe {path}: not valid {kind} ({error})") from None
+    except RecursionError:
+        raise ValueError(f"--describe {path}: its {kind} nests tables or arrays too deeply") from None
     generic = describe(env_id)  # the spaces' view: the action, and how many columns there are
     from rewardlab.envs.registration import make
 

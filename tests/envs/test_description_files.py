@@ -147,3 +147,17 @@ def test_every_name_in_a_file_is_an_identifier_or_refused_in_one_line(tmp_path: 
         if name or "class_name" not in data:
             with pytest.raises(ValueError, match="must be a Python identifier|needs name"):
                 description_from_data(data)
+
+
+@pytest.mark.parametrize(("name", "text", "message"), [
+    ("deep.toml", "a = " + "[" * 100_000, "nests tables or arrays too deeply"),
+    ("deep.json", "[" * 100_000, "nests tables or arrays too deeply"),
+    ("binary.toml", bytes(range(256)), "not a UTF-8 text file"),
+])
+def test_a_file_that_is_no_description_is_refused_in_one_line(tmp_path: Path, name: str,
+                                                              text: str | bytes, message: str) -> None:
+    path = tmp_path / name
+    path.write_bytes(text if isinstance(text, bytes) else text.encode())
+    with pytest.raises(ValueError, match=message) as caught:
+        load_description(path, "CartPole-v1")
+    assert str(path) in str(caught.value) and "\n" not in str(caught.value)
