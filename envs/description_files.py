@@ -41,7 +41,8 @@ a search's early stopping compares it instead of the still-zero success rates.
 An expression is total and cheap by construction: every value is a tensor, numbers float64
 (``9**9**9`` is inf, ``1 // 0`` inf, never an error or a billion-digit integer), so one
 costs a few hundred tensor operations over the batch at most, whatever numbers it holds; a
-file derives at most :data:`MAX_DERIVED_VARIABLES` variables, each computed once per call.
+file derives at most :data:`MAX_DERIVED_VARIABLES` variables, each computed once per call,
+and its expressions hold :data:`MAX_DESCRIPTION_EXPRESSION_CHARS` characters in all.
 
 The file is data, never code: it crosses to the sandboxed workers as JSON
 (:func:`description_data`), where :func:`description_from_data` rebuilds it.
@@ -102,6 +103,8 @@ _CONSTANTS = {"pi": math.pi}
 MAX_EXPRESSION_CHARS = 500
 #: the most derived variables a description file may hold (each is computed at every step)
 MAX_DERIVED_VARIABLES = 32
+#: the most characters of all a description file's expressions together
+MAX_DESCRIPTION_EXPRESSION_CHARS = 4000
 #: the most state variables a description file may name (each is a line of every prompt)
 MAX_STATE_VARIABLES = 512
 #: the longest summary, meaning or units a description file may give
@@ -338,6 +341,12 @@ def _check_structure(raw: Any, where: str, keys: set[str], obs_shape: tuple[int,
         _check_name(raw["class_name"], "class_name", where)
     if not isinstance(raw.get("derived", {}), dict):
         raise ValueError(f'{where}: [derived] must be a table of name = "expression"')
+    expressions = [*raw.get("derived", {}).values(), raw.get("success"), raw.get("partial_success")]
+    total = sum(len(text) for text in expressions if isinstance(text, str))
+    if total > MAX_DESCRIPTION_EXPRESSION_CHARS:
+        raise ValueError(f"{where}: its expressions hold {total} characters in all, and at most "
+                         f"{MAX_DESCRIPTION_EXPRESSION_CHARS} are allowed (each is computed at every "
+                         "step)")
 
 
 def _check_text(table: Mapping[str, Any], key: str, where: str) -> None:
