@@ -13,13 +13,14 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import traceback
 from collections.abc import Iterable
 from importlib import import_module
 from typing import Any, NoReturn
 
 from rewardlab import __version__
 from rewardlab.app.arguments import join_leading_minus_values
-from rewardlab.common.terminal import terminal_line
+from rewardlab.common.terminal import escape_controls, terminal_line
 
 #: command -> ("module:register_function", the help line ``rewardlab --help`` shows)
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -108,6 +109,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except Exception:  # a bug: its traceback, whose values may have come from a file or a reply
+        print(escape_controls(traceback.format_exc()), file=sys.stderr, end="")
+        return 1
 
 
 def _print_error(command: str, message: str) -> None:

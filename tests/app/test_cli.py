@@ -168,3 +168,17 @@ def test_every_error_the_command_prints_shows_control_characters_as_escapes(tmp_
         main(["train", "--env", "CartPole-v1", "--logdir", "runs", "--no-such-flag", "\x1b[2J"])
     assert "--no-such-flag \\x1b[2J" in capsys.readouterr().err
 
+
+
+def test_a_crash_prints_its_traceback_with_control_characters_as_escapes(monkeypatch, capsys):
+    """A bug's traceback names values too (read from a file): it reaches the terminal escaped."""
+    from rewardlab.app import compare
+
+    def crash(args):
+        raise RuntimeError("\x1b]0;pwned\x07\x1b[2J")
+
+    monkeypatch.setattr(compare, "run_compare", crash)
+    assert main(["compare", "runs", "--out", "cmp"]) == 1
+    err = capsys.readouterr().err
+    assert "Traceback" in err and "RuntimeError: \\x1b]0;pwned\\x07\\x1b[2J" in err
+    assert not any(character in err for character in "\x1b\x07")
