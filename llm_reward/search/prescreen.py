@@ -242,7 +242,7 @@ def score_job(payload: Mapping[str, Any], guard: Guard, companion: tuple[socket.
     finally:
         late = function.close() if function is not None else None
     if late is not None and (failure is None or failure["kind"] != "sandbox"):
-        failure = {"kind": "sandbox", "reason": late.reason, "traceback": ""}
+        failure = {"kind": late.kind, "reason": late.reason, "traceback": ""}
     if guard.violation is not None:
         failure = {"kind": "sandbox", "reason": guard.violation, "traceback": ""}
     return {"returns": returns, "failure": failure}

@@ -259,7 +259,7 @@ def evaluation_job(
         # fails the candidate all the same
         late = reward_function.close() if reward_function is not None else None
     if late is not None and (failure is None or failure["kind"] != "sandbox"):
-        failure = {"kind": "sandbox", "reason": late.reason, "traceback": ""}
+        failure = {"kind": late.kind, "reason": late.reason, "traceback": ""}
     if guard.violation is not None:
         failure = {"kind": "sandbox", "reason": guard.violation,
                    "traceback": failure["traceback"] if failure else ""}

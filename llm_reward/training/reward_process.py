@@ -56,9 +56,10 @@ __all__ = ["RemoteReward", "serve_rewards"]
 _LENGTHS = struct.Struct(">II")
 MAX_HEADER_BYTES = 64 * 1024
 MAX_BLOCK_BYTES = 256 * 2**20
-#: how long closing waits for the companion to exit (to count its CPU time and memory);
-#: one that has not exited by then is left to the worker's teardown
-CLOSE_WAIT_S = 2.0
+#: how long closing waits for the companion to exit (to count its CPU time and memory, and
+#: to see its last calls); one that has not exited by then fails the program and is left to
+#: the worker's teardown
+CLOSE_WAIT_S = 5.0
 #: how often (in calls) the companion compares torch, numpy and math with their snapshot
 MODULE_CHECK_EVERY = 64
 _KINDS = ("program", "limit", "sandbox")
@@ -128,12 +129,19 @@ class RemoteReward:
         since this process may not signal it.
 
         :return: the failure of a call the sandbox refused that no answer reported (one made
-            after the last answer, as the companion ended), or ``None``.
+            after the last answer, as the companion ended), or of a companion that did not
+            end, or ``None``.
         """
         self._frames.channel.close()
         _, running = self._reap()
         refused = self._refusals.wait(0.0 if running else CLOSE_WAIT_S)
-        return _refused_call(refused) if refused is not None else None
+        if refused is not None:
+            return _refused_call(refused)
+        if running:  # what it does from now on no one would see: its result is not accepted
+            return ProgramError(f"the reward program's process did not end within {CLOSE_WAIT_S:g} s "
+                                "of the training's end (a reward program must return its reward, "
+                                "not keep its process running)")
+        return None
 
     def _reap(self) -> tuple[int | None, bool]:
         """Wait up to :data:`CLOSE_WAIT_S` for the companion, which exits at the closed channel.

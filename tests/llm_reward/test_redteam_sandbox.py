@@ -83,6 +83,21 @@ def test_a_refused_call_fails_the_candidate_by_name(call: str) -> None:
     assert f"refuses, {call} (" in result.failure.reason, result.failure.reason
 
 
+def test_a_companion_that_stays_on_after_the_training_fails_the_candidate() -> None:
+    # its exit replaced by a wait: what it would do after the job's last look goes unseen
+    stay = """
+    os_module = torch.os
+
+    def stay(code):
+        torch.sys.modules["time"].sleep(3600)
+
+    os_module._exit = stay
+"""
+    result = evaluate_hostile("def compute_reward(x):\n" + _GUARD_OFF + stay + "    return x, {'x': x}\n")
+    assert not result.ok and result.failure is not None, result
+    assert "did not end within" in result.failure.reason, result.failure
+
+
 # ------------------------------------------- the guard is feedback, the kernel the boundary
 _WRITE_A_FILE = """
     try:
