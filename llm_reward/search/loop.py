@@ -75,6 +75,7 @@ from rewardlab.llm_reward.search.records import (
     journal_runs,
     journaled_cost,
     journaled_count,
+    journaled_run,
     late_fitness,
     rank_key,
 )
@@ -424,7 +425,7 @@ class _Search:
 
         record, trained = self.store.journaled("evaluation", candidate.key, train)
         assert record is not None
-        result = candidate.result = TrainingRun.from_dict(record["result"])
+        result = candidate.result = journaled_run(record)
         if result.ok:
             candidate.signals = reward_signals(result.curve)
             board.log_candidate(result, candidate.prescreen.tau if candidate.prescreen else None)
@@ -527,7 +528,7 @@ class _Search:
         for job in jobs:
             record = self.store.get(kind, job.key)
             if record is not None:
-                queued.append(TrainingRun.from_dict(record["result"]))
+                queued.append(journaled_run(record))
                 continue
 
             def journal(result: TrainingRun, job: _SeedJob = job) -> None:

@@ -16,7 +16,7 @@ from rewardlab.llm_reward.training import Checkpoint, TrainingRun
 from rewardlab.llm_reward.training.failures import Failure
 
 __all__ = ["Candidate", "FinalScore", "PrescreenScore", "SearchResult", "candidate_key",
-           "journaled_cost", "journaled_count"]
+           "journaled_cost", "journaled_count", "journaled_run"]
 
 # Failure kinds a candidate can have besides those of reading its answer
 # (rewardlab.llm_reward.training.failures) and of its evaluation.
@@ -269,12 +269,25 @@ def seed_runs(result: TrainingRun | None) -> list[list[Checkpoint]]:
     return [run.checkpoints for run in result.seeds if run.checkpoints] or ([result.curve] if result.curve else [])
 
 
+def journaled_run(record: Mapping[str, Any]) -> TrainingRun:
+    """A journaled training's result; a failed run that says so when the record's result is
+    malformed (a journal is data of unknown type: one bad record stops no search or report).
+
+    :param record: a journal record with a ``result``.
+    """
+    try:
+        return TrainingRun.from_dict(record.get("result"))
+    except ValueError as error:
+        failure = Failure(SEARCH_FAILURE, f"the journaled result is malformed ({error})")
+        return TrainingRun("", False, None, None, [], [], failure, 0, 0.0, None, None, None, None, "")
+
+
 def journal_runs(records: Iterable[Mapping[str, Any]], field_name: str) -> dict[str, list[list[Checkpoint]]]:
     """Journaled one-seed trainings (``final``, ``finalist`` records): their seeds'
     checkpoints grouped by each record's ``field_name`` (``label``, ``candidate``)."""
     runs: dict[str, list[list[Checkpoint]]] = {}
     for record in records:
-        runs.setdefault(str(record.get(field_name)), []).extend(seed_runs(TrainingRun.from_dict(record["result"])))
+        runs.setdefault(str(record.get(field_name)), []).extend(seed_runs(journaled_run(record)))
     return runs
 
 

@@ -561,7 +561,9 @@ def test_a_journal_of_any_shape_still_gives_a_report_and_resumes(tmp_path: Path)
             record["result"]["fitness"] = "high"
             record["result"]["notes"] = "\x1b]0;owned\x07" + "n" * 2_000_000
     lines = [json.dumps(record) for record in records]
-    lines += ["[1, 2]", '{"no type": true}', '{"type": 5, "key": ["x"]}']
+    lines += ["[1, 2]", '{"no type": true}', '{"type": 5, "key": ["x"]}',
+              '{"type": "final", "key": "best_s100", "label": "best", "result": {"fitness": "x"}}',
+              '{"type": "finalist", "key": "it00_s00_s50", "candidate": [], "result": 3}']
     journal.write_text("".join(line + "\n" for line in lines))
     for name in ("report.md", "report.html"):
         (run / name).unlink()
@@ -572,6 +574,8 @@ def test_a_journal_of_any_shape_still_gives_a_report_and_resumes(tmp_path: Path)
     report, page = (run / "report.md").read_text(), (run / "report.html").read_text()
     statuses = {c.key: c.status for c in result.candidates}
     assert statuses["it00_s00"] == statuses["it00_s01"] == "error"
+    assert statuses["it00_s02"] == statuses["it00_s03"] == "error"
+    assert "journaled result is malformed" in report
     assert all(isinstance(c.answer, str | None) for c in result.candidates)
     for key in statuses:
         assert key in report and key in page
