@@ -46,7 +46,7 @@ from rewardlab.llm_reward.programs.wrapper import ProgramReward
 __all__ = ["GymnasiumProgramReward", "LoadedReward", "load_reward", "reward_file_text"]
 
 ENV_MARKER = "# rewardlab-env:"
-_ENV_LINE = re.compile(rf"^{re.escape(ENV_MARKER)}\s*(\S+)\s*$", re.MULTILINE)
+_ENV_LINE = re.compile(rf"^{re.escape(ENV_MARKER)}[ \t]*(\S+)[ \t\r]*$", re.MULTILINE)  # on its line
 DESCRIPTION_MARKER = "# rewardlab-description:"
 _DESCRIPTION_LINE = re.compile(rf"^{re.escape(DESCRIPTION_MARKER)}(.*)$", re.MULTILINE)
 

@@ -827,3 +827,8 @@ def test_a_reward_files_header_never_imports_a_module(tmp_path, monkeypatch, cap
     assert main(["train", "--env", "CartPole-v1", "--reward-program", "best_reward.py", "--logdir", "runs"]) == 2
     assert "not CartPole-v1" in capsys.readouterr().err
     assert not marker.exists() and "helper_env_module" not in sys.modules and sys.path == import_path
+    # the env is named on the marker's own line: an empty one does not take the next line's word
+    path.write_text("# rewardlab-env:\nhelper_env_module:Helper-v0\ndef compute_reward(next_theta):\n"
+                    "    return next_theta, {}\n")
+    with pytest.raises(ValueError, match="does not say which env it is for"):
+        llm_reward.load_reward(path)
