@@ -110,6 +110,8 @@ def test_each_derived_variable_is_computed_once_per_call(monkeypatch: pytest.Mon
 @pytest.mark.parametrize(("derived", "message"), [
     ({f"d{i}": "x" for i in range(33)}, "33 derived variables; a description may derive at most"),
     ({"bad": "sqrt(x, x)"}, "calls sqrt with 2 arguments; it takes 1"),
+    ({"pi": "3.0"}, "derived variable 'pi' is a name the expressions already give"),
+    ({"truncated": "x"}, "derived variable 'truncated' is a name the expressions already give"),
     ({f"d{i}": "x + " * 120 + "x" for i in range(9)}, "characters in all, and at most 4000"),
     ({"bad": "atan2(x)"}, "calls atan2 with 1 arguments; it takes 2"),
 ])
