@@ -368,7 +368,8 @@ def _check_name(name: Any, what: str, where: str) -> None:
         raise ValueError(f"{where}: {what} {name!r} must be a Python identifier (letters, digits "
                          "and _, not starting with a digit or _, not a keyword), e.g. cart_position")
     if name in _CONSTANTS or name in _FLAGS:
-        raise ValueError(f"{where}: {what} {name!r} is a name the expressions already give; pick another")
+        raise ValueError(f"{where}: {what} {name!r} is a name the expressions already give; pick "
+                         "another")
 
 
 def _index_range(index: Any, where: str) -> tuple[int, int]:
