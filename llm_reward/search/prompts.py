@@ -23,7 +23,7 @@ from rewardlab.llm_reward.programs.program import code_choice_note
 from rewardlab.llm_reward.programs.text import prompt_block, prompt_line
 from rewardlab.llm_reward.search.examples import Example
 from rewardlab.llm_reward.search.records import PRESCREEN_FAILURE, Candidate
-from rewardlab.llm_reward.search.reflection import describe_failure, reflect, tips
+from rewardlab.llm_reward.search.reflection import describe_failure, program_output, reflect, tips
 from rewardlab.llm_reward.training.stopping import STOPPED
 
 __all__ = [
@@ -141,8 +141,8 @@ def _outcome(candidate: Candidate) -> str:
                 line += f"; REWARD HACKING SIGNAL: {signals.reason}"
             elif signals.stuck:
                 line += f"; {signals.reason}"
-        if result.notes:
-            line += "; notes: " + "; ".join(prompt_line(note) for note in result.notes)
+        if result.notes:  # they may quote the program's own text (why it ran per state)
+            line += "; notes on how it ran are quoted below"
         return line
     failure = candidate.failure
     if failure is None:
@@ -156,26 +156,28 @@ def _outcome(candidate: Candidate) -> str:
     return f"{candidate.key}: failed ({failure.kind}); its output is quoted below"
 
 
-def _quotes_output(candidate: Candidate) -> bool:
-    """Whether the candidate's failure holds text the program may have written."""
-    failure = candidate.failure
-    return failure is not None and failure.kind not in (PRESCREEN_FAILURE, STOPPED)
+def _quoted(candidate: Candidate) -> str | None:
+    """What the candidate's run reported that may hold the program's own text, as a
+    labelled block: its failure, or the notes on how a trained one ran; ``None`` if nothing."""
+    failure, result = candidate.failure, candidate.result
+    if candidate.ok and result is not None and result.notes:
+        return f"{candidate.key}: notes on how it ran. " + program_output("\n".join(result.notes))
+    if failure is not None and failure.kind not in (PRESCREEN_FAILURE, STOPPED):
+        return f"{candidate.key}: {describe_failure(failure)}"
+    return None
 
 
 def failure_details(candidates: Sequence[Candidate]) -> str | None:
-    """Why each failed candidate failed, its program's output quoted in a labelled block
-    (:func:`~rewardlab.llm_reward.search.reflection.describe_failure`); ``None`` when none
-    failed so.
+    """Why each failed candidate failed and how each trained one ran where its run noted
+    something, the program's output quoted in a labelled block
+    (:func:`~rewardlab.llm_reward.search.reflection.program_output`); ``None`` if nothing.
 
     :param candidates: the candidates, in sample order.
     """
-    failed = [candidate for candidate in candidates if _quotes_output(candidate)]
-    if not failed:
+    quoted = [block for block in map(_quoted, candidates) if block is not None]
+    if not quoted:
         return None
-    return "Why the failed reward functions failed:\n\n" + "\n\n".join(
-        f"{candidate.key}: {describe_failure(candidate.failure)}" for candidate in failed
-        if candidate.failure is not None
-    )
+    return "Details of the last reward functions' runs:\n\n" + "\n\n".join(quoted)
 
 
 def _best_block(best: Candidate | None) -> str:
