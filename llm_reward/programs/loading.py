@@ -40,6 +40,7 @@ from rewardlab.envs.core import Batched
 from rewardlab.envs.description_files import description_data, description_from_data
 from rewardlab.envs.descriptions import EnvDescription, describe
 from rewardlab.envs.gymnasium_env import env_module
+from rewardlab.llm_reward.programs.checks import MAX_SOURCE_CHARS
 from rewardlab.llm_reward.programs.program import COMPONENT_PREFIX, RewardFunction, RewardProgram
 from rewardlab.llm_reward.programs.wrapper import ProgramReward
 
@@ -235,11 +236,15 @@ def load_reward(
     """
     path = Path(path)
     try:
-        source = path.read_text()
+        with path.open(encoding="utf-8") as file:  # no more than a program may hold
+            source = file.read(MAX_SOURCE_CHARS + 1)
     except OSError as error:
         raise ValueError(f"cannot read the reward program {path}: {error.strerror or error}") from None
     except UnicodeDecodeError:
         raise ValueError(f"cannot read the reward program {path}: it is not a UTF-8 text file") from None
+    if len(source) > MAX_SOURCE_CHARS:
+        raise ValueError(f"the reward program {path} has more than {MAX_SOURCE_CHARS:,} characters, its "
+                         "header included; a reward file holds one program")
     match = _ENV_LINE.search(source)
     if match is not None and env_id is not None and match.group(1) != env_id:
         raise ValueError(f"{path} was written for {match.group(1)}, not {env_id}")

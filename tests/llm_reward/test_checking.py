@@ -143,6 +143,15 @@ def test_load_reward_raises_only_what_it_documents_on_a_hostile_file(source: str
         llm_reward.load_reward(path)
 
 
+def test_load_reward_reads_no_more_of_a_file_than_a_program_may_hold(tmp_path) -> None:
+    path = tmp_path / "best_reward.py"
+    with path.open("w") as file:  # a shared run folder's file of any size
+        file.write("# rewardlab-env: CartPole-v1\n" + PLAIN)
+        file.writelines("# " + "x" * 1000 + "\n" for _ in range(200))
+    with pytest.raises(ValueError, match="has more than 100,000 characters, its header included"):
+        llm_reward.load_reward(path)
+
+
 CARRIED = {"env_id": "CartPole-v1", "summary": "s", "action": {"meaning": "a"},
            "state": [{"name": "x", "index": 0, "meaning": "m"}]}
 
@@ -158,8 +167,8 @@ CARRIED = {"env_id": "CartPole-v1", "summary": "s", "action": {"meaning": "a"},
     json.dumps({**CARRIED, "derived": ["x"]}),
     json.dumps({**CARRIED, "success_metric": [1]}),
     json.dumps({**CARRIED, "success": "x > 9**9**9", "derived": {f"d{i}": "x" for i in range(40)}}),
-    "[" * 100_000,
-    '{"a": ' * 100_000,
+    "[" * 50_000,
+    '{"a": ' * 10_000,
 ], ids=["summary", "meaning", "low", "index", "states", "dtype", "derived", "metric",
         "derived-count", "deep-list", "deep-dict"])
 def test_load_reward_refuses_a_malformed_carried_description_in_one_line(line: str,
