@@ -243,8 +243,8 @@ def load_reward(
     except UnicodeDecodeError:
         raise ValueError(f"cannot read the reward program {path}: it is not a UTF-8 text file") from None
     if len(source) > MAX_SOURCE_CHARS:
-        raise ValueError(f"the reward program {path} has more than {MAX_SOURCE_CHARS:,} characters, its "
-                         "header included; a reward file holds one program")
+        raise ValueError(f"the reward program {path} has more than {MAX_SOURCE_CHARS:,} characters, "
+                         "its header included; a reward file holds one program")
     match = _ENV_LINE.search(source)
     if match is not None and env_id is not None and match.group(1) != env_id:
         raise ValueError(f"{path} was written for {match.group(1)}, not {env_id}")
