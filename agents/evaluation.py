@@ -20,6 +20,8 @@ import torch
 SuccessRule = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
 # How far observations are toward success: obs (N, ...) -> (N,) in [0, 1]
 PartialRule = Callable[[torch.Tensor], torch.Tensor]
+# An episode's success from its true return: returns (E,) -> bool (E,)
+ReturnRule = Callable[[torch.Tensor], torch.Tensor]
 #: an episode's partial success counts in steps of this much (rounded down), so that a
 #: state barely off the start counts 0 and noise in the start states orders no policies
 PARTIAL_STEP = 0.05
@@ -114,11 +116,35 @@ def _floored(value: float) -> float:
     return math.floor(value / PARTIAL_STEP + 1e-9) * PARTIAL_STEP
 
 
+def positive_return(returns: torch.Tensor) -> torch.Tensor:
+    """MiniGrid's success rule: the episode was paid, which MiniGrid does only for reaching
+    the task's goal (``1 - 0.9 * steps / max_steps``), so stepping into lava or running out
+    of time is no success.
+
+    :param returns: the episodes' true returns ``(E,)``.
+    """
+    return returns > 0
+
+
+def success_rule_of(env: Any) -> ReturnRule | None:
+    """The rule that tells an episode of ``env`` succeeded from its true return, or None for
+    an env without one (its return is the whole measure).
+
+    :param env: a batched env, wrapped or not.
+    """
+    from rewardlab.envs.batched_minigrid.env import BatchedMiniGridEnv
+
+    if isinstance(getattr(env, "unwrapped", env), BatchedMiniGridEnv):
+        return positive_return
+    return None
+
+
 def evaluate_batched(
     model: Any, env_id: str, episodes: int = 10, seed: int = 0, device: str = "cpu",
     deterministic: bool = True, max_steps: int | None = None, env_kwargs: dict[str, Any] | None = None,
-) -> list[float]:
-    """True returns of ``episodes`` episodes of ``model`` on a fresh, unshaped batched env.
+) -> Episodes:
+    """``episodes`` episodes of ``model`` on a fresh, unshaped batched env: their true returns,
+    and their successes where the env has a success rule (:func:`success_rule_of`).
 
     :param model: anything with ``predict(obs_tensor, deterministic=...) -> (actions, _)``.
     :param env_id: a batched env id (``rewardlab.envs.registered()``).
@@ -128,7 +154,6 @@ def evaluate_batched(
     :param deterministic: act greedily.
     :param max_steps: a bound on the steps (see :func:`play_episodes`).
     :param env_kwargs: passed to the env (``rewardlab.envs.make(env_id, ..., **env_kwargs)``).
-    :return: one true return per episode.
     """
     from rewardlab import envs
 
@@ -136,9 +161,13 @@ def evaluate_batched(
         raise ValueError(f"episodes={episodes!r} must be at least 1")
     env = envs.make(env_id, num_envs=episodes, device=device, seed=seed, **(env_kwargs or {}))
     try:
-        return play_episodes(model, env, seed=seed, deterministic=deterministic, max_steps=max_steps).returns
+        played = play_episodes(model, env, seed=seed, deterministic=deterministic, max_steps=max_steps)
+        rule = success_rule_of(env)
     finally:
         env.close()
+    if rule is None:
+        return played
+    return Episodes(played.returns, rule(torch.tensor(played.returns)).tolist())
 
 
 def _actions_of(policy: Any, deterministic: bool) -> Callable[[Any], Any]:

@@ -15,6 +15,7 @@ from gymnasium import spaces
 from stable_baselines3.common.callbacks import BaseCallback, CallbackList
 from stable_baselines3.common.evaluation import evaluate_policy
 
+from rewardlab.agents.evaluation import Episodes
 from rewardlab.agents.sb3 import RewardComponentCallback, make_sb3_env, sb3_algorithm
 from rewardlab.app.trainers import (
     ON_POLICY,
@@ -120,12 +121,12 @@ class SB3Trainer(Trainer):
         )
         return self.model.num_timesteps
 
-    def evaluate(self, episodes: int, seed: int) -> list[float]:
+    def evaluate(self, episodes: int, seed: int, deterministic: bool) -> Episodes:
         returns, _ = evaluate_policy(
             self.model, make_sb3_env(self.config["env"], n_envs=1, seed=seed, env_kwargs=self.config["env_kwargs"]),
-            n_eval_episodes=episodes, deterministic=True, return_episode_rewards=True,
+            n_eval_episodes=episodes, deterministic=deterministic, return_episode_rewards=True,
         )  # fmt: skip
-        return [float(r) for r in returns]
+        return Episodes([float(r) for r in returns])
 
 
 class PeriodicCallback(BaseCallback):

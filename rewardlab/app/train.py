@@ -4,11 +4,15 @@ Each seed gets its own run directory under ``--logdir``::
 
     runs/NAME/seed_0/
         config.json      the full resolved config: `rewardlab train --config` repeats the run
-        tb/              TensorBoard events (SB3's keys, plus reward/<c> and episode/<c>; eval/mean_return,
-                         the final true evaluation return, in tb/eval_1)
+        tb/              TensorBoard events (SB3's keys, plus reward/<c> and episode/<c>, and
+                         rollout/success_rate for an env with a success rule (MiniGrid: a
+                         positive return); in tb/eval_1 the final evaluation: eval/mean_return
+                         and eval/success_rate with the policy's sampled actions, as it trained,
+                         eval/greedy_mean_return and eval/greedy_success_rate with greedy ones)
         model.pt|.zip    the final model
         checkpoint.*     the latest periodic checkpoint (``--resume`` continues from it)
-        metrics.json     status, steps, wall time and the final true evaluation return
+        metrics.json     status, steps, wall time and the final evaluation (eval_return_mean:
+                         sampled actions; eval_greedy_return_mean: greedy; success rates)
 
 Example::
 
@@ -341,23 +345,59 @@ def train_seed(config: dict[str, Any], seed: int, run_dir: Path, resume: bool, p
         "wall_time_s": time.perf_counter() - started,
     }
     if status == "complete":
-        returns = trainer.evaluate(config["eval_episodes"], seed=10_000 + seed)
-        metrics |= {
-            "eval_return_mean": float(np.mean(returns)),
-            "eval_return_std": float(np.std(returns)),
-            "eval_episodes": len(returns),
-        }
+        metrics |= evaluate(trainer, config["eval_episodes"], 10_000 + seed)
         from rewardlab.agents.logger import TensorBoardLogger
 
         # beside the training curves: TensorBoard and compare --tag eval/mean_return show it
         logger = TensorBoardLogger(run_dir / "tb", "eval")
-        logger.record({"eval/mean_return": metrics["eval_return_mean"],
-                       "eval/std_return": metrics["eval_return_std"]}, trainer.num_timesteps)
+        logger.record({tag: metrics[key] for tag, key in EVAL_SCALARS.items() if metrics[key] is not None},
+                      trainer.num_timesteps)
         logger.close()
     write_json(run_dir / "metrics.json", metrics)
     if status == "interrupted":
         raise Interrupted(run_dir, trainer.keeps_checkpoints)
     return metrics
+
+
+#: the final evaluation's TensorBoard tags and their metrics.json entries: the policy as
+#: trained (sampled actions), then its greedy actions
+EVAL_SCALARS = {
+    "eval/mean_return": "eval_return_mean", "eval/std_return": "eval_return_std",
+    "eval/success_rate": "eval_success_rate", "eval/greedy_mean_return": "eval_greedy_return_mean",
+    "eval/greedy_std_return": "eval_greedy_return_std", "eval/greedy_success_rate": "eval_greedy_success_rate",
+}
+
+
+def evaluate(trainer: Any, episodes: int, seed: int) -> dict[str, Any]:
+    """The final evaluation, in fresh episodes: the policy as it trained, sampling its actions,
+    and its greedy actions (a greedy MiniGrid policy can get stuck turning where the sampled
+    one succeeds), each with its success rate where the env has a success rule.
+
+    :param trainer: the run's trainer.
+    :param episodes: episodes per kind of action.
+    :param seed: seeds the evaluation envs (the same start states for both).
+    :return: metrics.json's ``eval_*`` entries; ``eval_return_mean`` is the sampled actions'.
+    """
+    metrics: dict[str, Any] = {"eval_episodes": episodes, "eval_actions": "sampled"}
+    for prefix, deterministic in (("", False), ("greedy_", True)):
+        played = trainer.evaluate(episodes, seed=seed, deterministic=deterministic)
+        metrics[f"eval_{prefix}return_mean"] = played.mean_return
+        metrics[f"eval_{prefix}return_std"] = float(np.std(played.returns))
+        metrics[f"eval_{prefix}success_rate"] = played.success_rate
+    return metrics
+
+
+def verdict(metrics: dict[str, Any]) -> str:
+    """The line a seed's run ends with: its true evaluation return (and success rate), the
+    sampled actions' first and the greedy ones' beside them, each said which."""
+    if "eval_return_mean" not in metrics:
+        return "not evaluated"
+    text = (f"true eval return {metrics['eval_return_mean']:.2f} with sampled actions, "
+            f"{metrics['eval_greedy_return_mean']:.2f} greedy")
+    if metrics.get("eval_success_rate") is not None:
+        text += (f"; success {metrics['eval_success_rate']:.2f} sampled, "
+                 f"{metrics['eval_greedy_success_rate']:.2f} greedy")
+    return f"{text} ({metrics['eval_episodes']} episodes each)"
 
 
 class Interrupted(KeyboardInterrupt):
@@ -398,7 +438,7 @@ def run_train(args: argparse.Namespace) -> int:
         results.append(metrics)
         print(
             f"seed {seed}: {metrics['num_timesteps']} steps in {metrics['wall_time_s']:.1f} s, "
-            f"true eval return {metrics.get('eval_return_mean', float('nan')):.2f}"
+            f"{verdict(metrics)}"
         )
     print(f"runs in {logdir}; compare with: rewardlab compare {logdir} --out {logdir}/compare")
     print(f"TensorBoard: tensorboard --logdir {logdir}")

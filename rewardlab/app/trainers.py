@@ -26,10 +26,13 @@ class ProgressBar:
         self._bar = tqdm(total=total, initial=initial, desc=label, unit="step", unit_scale=True)
         self.total = total
 
-    def update(self, num_timesteps: int, episode_return: float | None) -> None:
+    def update(self, num_timesteps: int, episode_return: float | None, success_rate: float | None = None) -> None:
         self._bar.update(max(num_timesteps - self._bar.n, 0))
-        if episode_return is not None:
-            self._bar.set_postfix(ep_rew_mean=f"{episode_return:.1f}", refresh=False)
+        shown = {} if episode_return is None else {"ep_rew_mean": f"{episode_return:.1f}"}
+        if success_rate is not None:
+            shown["success_rate"] = f"{success_rate:.2f}"
+        if shown:
+            self._bar.set_postfix(shown, refresh=False)
 
     def close(self) -> None:
         self._bar.close()
@@ -125,14 +128,25 @@ class OwnPPOTrainer(Trainer):
         )  # fmt: skip
 
     def learn(self, steps: int, resumed: bool, bar: ProgressBar | None) -> None:
+        import torch
+
+        from rewardlab.agents.evaluation import success_rule_of
+
         every = checkpoint_interval(self.config)
         next_checkpoint = [self.model.num_timesteps + every]
+        rule = success_rule_of(self.env)
 
         def callback(local: dict[str, Any]) -> None:
             model = local["self"]
+            ep = [e["r"] for e in model.ep_info_buffer]
+            success = None
+            if rule is not None and ep:
+                # the episodes rollout/ep_rew_mean averages (SB3's last 100), beside it in the log
+                success = float(rule(torch.tensor(ep)).float().mean())
+                if local.get("logger") is not None:
+                    local["logger"].record({"rollout/success_rate": success}, model.num_timesteps)
             if bar is not None:
-                ep = [e["r"] for e in model.ep_info_buffer]
-                bar.update(model.num_timesteps, float(np.mean(ep)) if ep else None)
+                bar.update(model.num_timesteps, float(np.mean(ep)) if ep else None, success)
             if model.num_timesteps >= next_checkpoint[0]:
                 self.save_checkpoint()
                 next_checkpoint[0] = model.num_timesteps + every
@@ -151,11 +165,17 @@ class OwnPPOTrainer(Trainer):
         self.model.tensorboard_log = str(self.run_dir / "tb")
         return self.model.num_timesteps
 
-    def evaluate(self, episodes: int, seed: int) -> list[float]:
+    def evaluate(self, episodes: int, seed: int, deterministic: bool) -> Any:
+        """The true returns (and successes, where the env has a rule) of ``episodes`` fresh episodes.
+
+        :param episodes: how many, one per env.
+        :param seed: seeds the evaluation env.
+        :param deterministic: greedy actions instead of sampled ones.
+        """
         from rewardlab.agents.evaluation import evaluate_batched
 
         return evaluate_batched(
-            self.model, self.config["env"], episodes, seed, self.config["device"],
+            self.model, self.config["env"], episodes, seed, self.config["device"], deterministic,
             env_kwargs=self.config["env_kwargs"],
         )  # fmt: skip
 
@@ -418,7 +438,7 @@ class SandboxedProgramTrainer(Trainer):
             f"starts afresh in the sandbox), so {self.run_dir} cannot be continued; start it again with another --logdir"
         )
 
-    def evaluate(self, episodes: int, seed: int) -> list[float]:
+    def evaluate(self, episodes: int, seed: int, deterministic: bool) -> Any:
         from rewardlab.agents.evaluation import evaluate_batched
 
-        return evaluate_batched(self.model, self.config["env"], episodes, seed, self.config["device"])
+        return evaluate_batched(self.model, self.config["env"], episodes, seed, self.config["device"], deterministic)

@@ -421,7 +421,7 @@ def test_env_kwargs_reach_the_env_and_a_failing_constructor_is_one_clean_line(tm
     config = json.loads((logdir / "seed_0" / "config.json").read_text())
     assert config["env_kwargs"] == {"length": 2}
     # a corridor of 2 cells: the greedy policy reaches the goal in 2 steps or never (30)
-    assert json.loads((logdir / "seed_0" / "metrics.json").read_text())["eval_return_mean"] in (0.0, 1.0)
+    assert json.loads((logdir / "seed_0" / "metrics.json").read_text())["eval_greedy_return_mean"] in (0.0, 1.0)
     # the config file's key, as a run's own config.json repeats it
     again = tmp_path / "again"
     assert main(["train", "--no-progress", "--config", str(logdir / "seed_0" / "config.json"), "--logdir", str(again)]) == 0
@@ -709,7 +709,7 @@ def test_minigrid_with_a_bonus_trains_with_the_benchmarks_preset(tmp_path, capsy
     assert config["num_envs"] == 512 and config["steps"] == 6_000_000
     assert config["intrinsic_coef"] == 0.5 and config["compile"] is True and config["eval_episodes"] == 512
     assert config["hyperparameters"] == MINIGRID_BONUS_PPO
-    lines = capsys.readouterr().err.splitlines()
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("preset")]
     assert len(lines) == 1 and lines[0].startswith("preset minigrid-bonus") and "num_envs=512" in lines[0]
     # ObstructedMaze takes the weight that solved it; a task the benchmark did not run keeps --steps'
     assert resolved("--env", "MiniGrid-ObstructedMaze-1Dlh-v0", "--intrinsic", "episodic")["intrinsic_coef"] == 0.1
@@ -731,7 +731,7 @@ def test_flags_the_config_file_and_hyperparameters_override_the_preset(tmp_path,
     assert config["intrinsic_coef"] == 1.0 and config["eval_episodes"] == 512
     assert config["hyperparameters"]["n_steps"] == 128 and config["hyperparameters"]["ent_coef"] == 0.02
     assert config["hyperparameters"]["batch_size"] == 8192
-    line = capsys.readouterr().err
+    line = next(line for line in capsys.readouterr().err.splitlines() if line.startswith("preset"))
     assert "num_envs" not in line and "steps=" not in line.replace("n_steps", "") and "batch_size=8192" in line
 
 
@@ -758,3 +758,32 @@ def test_a_fusion_given_as_a_bonus_is_told_how_to_ask_for_it(tmp_path, capsys):
     with pytest.raises(SystemExit):
         main(["train", "--help"])
     assert "--fusion noveld" in capsys.readouterr().out
+
+
+def test_minigrid_runs_log_the_success_rate_and_evaluate_sampled_and_greedy(tmp_path, capsys):
+    pytest.importorskip("minigrid")
+    code = main(["train", "--no-progress", "--env", "MiniGrid-Empty-5x5-v0", "--steps", "2048", "--num-envs", "16",
+                 "--hyperparameters", '{"n_steps": 32}', "--logdir", str(tmp_path)])  # fmt: skip
+    assert code == 0
+    run = tmp_path / "seed_0"
+    success, returns = scalars(run, "rollout/success_rate"), scalars(run, "rollout/ep_rew_mean")
+    assert len(success) == len(returns) > 0
+    # MiniGrid pays only for the goal: a success rate above 0 exactly where a return is
+    assert [s > 0 for s in success] == [r > 0 for r in returns] and all(0 <= s <= 1 for s in success)
+    metrics = json.loads((run / "metrics.json").read_text())
+    assert metrics["eval_actions"] == "sampled" and 0 <= metrics["eval_success_rate"] <= 1
+    assert (metrics["eval_greedy_success_rate"] > 0) == (metrics["eval_greedy_return_mean"] > 0)
+    series = read_scalars(run / "tb" / "eval_1")
+    assert series["eval/success_rate"][1].tolist() == pytest.approx([metrics["eval_success_rate"]])
+    assert series["eval/greedy_mean_return"][1].tolist() == pytest.approx([metrics["eval_greedy_return_mean"]])
+    out = capsys.readouterr().out
+    assert (f"true eval return {metrics['eval_return_mean']:.2f} with sampled actions, "
+            f"{metrics['eval_greedy_return_mean']:.2f} greedy; success {metrics['eval_success_rate']:.2f} sampled") in out
+
+
+def test_an_env_without_a_success_rule_logs_no_success_rate(tmp_path, capsys):
+    assert main(["train", "--env", "CartPole-v1", "--steps", "64", "--num-envs", "2", "--logdir", str(tmp_path),
+                 "--no-progress", "--config", str(write_small_ppo(tmp_path))]) == 0
+    assert not scalars(tmp_path / "seed_0", "rollout/success_rate")
+    metrics = json.loads((tmp_path / "seed_0" / "metrics.json").read_text())
+    assert metrics["eval_success_rate"] is None and "; success" not in capsys.readouterr().out
