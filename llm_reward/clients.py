@@ -600,8 +600,18 @@ class OpenAICompatibleClient(ChatClient):
         return outcome["value"]
 
     def _served_models(self) -> list[str]:
-        """The models the endpoint lists, within the deadline (a dripped list held the check)."""
-        return self._within_deadline(lambda client: [model.id for model in client.models.list()])
+        """The models the endpoint lists, within the deadline (a dripped list held the check):
+        the names that are strings; a list of another shape is a failed call."""
+
+        def listed(client: Any) -> list[str]:
+            try:
+                names = [getattr(model, "id", None) for model in client.models.list()]
+            except (TypeError, ValueError, AttributeError, KeyError) as error:
+                raise LLMCallFailed(f"{self.describe()} sent a malformed model list "
+                                    f"({type(error).__name__})") from None
+            return [name for name in names if isinstance(name, str)]
+
+        return self._within_deadline(listed)
 
     def _with_retries(self, call: Callable[[], Any], retry_refused: bool = True) -> Any:
         """Run ``call``, retrying transient failures; map the rest to :class:`LLMError`.

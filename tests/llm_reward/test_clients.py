@@ -327,3 +327,28 @@ def test_a_replayed_answer_that_is_not_a_string_fails_its_call(tmp_path) -> None
     completion = client.complete(MESSAGES)
     assert completion.text == "def f(): ..." and completion.finish_reason == "length"
     assert completion.usage == Usage(0, 0)
+
+
+@pytest.mark.parametrize("models", [[["x"], 3, None, "other"], [{"a": 1}, "other"], []])
+def test_a_model_list_of_any_shape_gives_a_clear_check(scripted, models: list[Any]) -> None:
+    server = scripted([], models=models)
+    client = client_for(server, retries=0)
+    if "other" in models:
+        with pytest.raises(EndpointError, match="it serves: other"):
+            client.check()
+    else:
+        client.check()  # nothing listed: the first request will tell
+
+
+@pytest.mark.parametrize("body", [[1, 2], {"data": {"id": "x"}}, {"data": [1, "a", None]}, "text", None])
+def test_a_model_list_body_of_any_shape_passes_the_check_or_fails_it_clearly(body: Any) -> None:
+    server = ScriptedLLM([{"answer": "hello"}], models_body=body if body is not None else {"data": None})
+    try:
+        client = client_for(server, retries=0)
+        try:
+            client.check()
+        except EndpointError as error:
+            assert "is not served" in str(error)
+        assert client.complete(MESSAGES).text == "hello"
+    finally:
+        server.close()

@@ -40,12 +40,14 @@ class ScriptedLLM:
     :param script: the replies.
     :param models: what ``GET /models`` lists.
     :param models_drip: send ``GET /models``'s answer a byte every ``models_drip`` seconds.
+    :param models_body: ``GET /models``'s whole body instead, whatever its shape.
     """
 
     def __init__(self, script: Iterable[dict[str, Any]], models: Iterable[str] = ("scripted",),
-                 models_drip: float = 0.0):
+                 models_drip: float = 0.0, models_body: Any = None):
         self.script = list(script)
         self.models = list(models)
+        self.models_body = models_body
         self.models_drip = models_drip
         self.requests: list[dict[str, Any]] = []
         self.headers: list[dict[str, str]] = []
@@ -94,7 +96,9 @@ class ScriptedLLM:
                     pass  # the client gave up
 
             def do_GET(self) -> None:
-                if self.path.rstrip("/").endswith("/models"):
+                if self.path.rstrip("/").endswith("/models") and server.models_body is not None:
+                    self._send(200, server.models_body)
+                elif self.path.rstrip("/").endswith("/models"):
                     self._send(200, {"object": "list", "data": [
                         {"id": name, "object": "model", "created": 0, "owned_by": "test"} for name in server.models
                     ]}, drip=server.models_drip)
