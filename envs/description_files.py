@@ -109,6 +109,8 @@ MAX_DESCRIPTION_EXPRESSION_CHARS = 4000
 MAX_STATE_VARIABLES = 512
 #: the longest summary, meaning or units a description file may give
 MAX_TEXT_CHARS = 2000
+#: the most characters of a description file that are read
+MAX_FILE_CHARS = 2**21
 #: the largest column index, or action size, a description's data may hold
 MAX_COLUMN = 2**20
 #: the keys :func:`load_description` adds to a file's for the workers
@@ -236,11 +238,15 @@ def load_description(path: str | Path, env_id: str) -> tuple[EnvDescription, dic
     """
     path = Path(path)
     try:
-        text = path.read_text()
+        with path.open(encoding="utf-8") as file:
+            text = file.read(MAX_FILE_CHARS + 1)
     except OSError as error:
         raise ValueError(f"--describe {path}: cannot read it ({error.strerror})") from None
     except UnicodeDecodeError:
         raise ValueError(f"--describe {path}: cannot read it: it is not a UTF-8 text file") from None
+    if len(text) > MAX_FILE_CHARS:
+        raise ValueError(f"--describe {path}: it has more than {MAX_FILE_CHARS:,} characters; a "
+                         "description names what an observation holds in far fewer")
     kind = "JSON" if path.suffix == ".json" else "TOML"
     try:
         raw = json.loads(text) if path.suffix == ".json" else tomllib.loads(text)

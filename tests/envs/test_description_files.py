@@ -156,6 +156,7 @@ def test_every_name_in_a_file_is_an_identifier_or_refused_in_one_line(tmp_path: 
     ("deep.toml", "a = " + "[" * 100_000, "nests tables or arrays too deeply"),
     ("deep.json", "[" * 100_000, "nests tables or arrays too deeply"),
     ("binary.toml", bytes(range(256)), "not a UTF-8 text file"),
+    ("huge.toml", "# " + "x" * 2**21, "it has more than 2,097,152 characters"),
 ])
 def test_a_file_that_is_no_description_is_refused_in_one_line(tmp_path: Path, name: str,
                                                               text: str | bytes, message: str) -> None:
