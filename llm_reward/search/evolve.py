@@ -114,7 +114,8 @@ _SENTENCE = re.compile(r"(?<=[.;!?])\s+(?=[A-Z(])")
 #: a distance, which a task that ends at a goal wants smaller (``goal_distance``)
 _DISTANCE = re.compile(r"(^|_)(distance|dist)(_|$)")
 #: words before a label that make it something to keep away from ("avoid the lava")
-_NEGATED = re.compile(r"\b(avoid|avoiding|never|not|don't|without|away from)\s+(\w+\s+){0,2}$", re.I)
+_NEGATED = re.compile(r"\b(avoid|avoiding|never|not|don't|without|away from)\s+(\w+\s+){0,2}$",
+                      re.I)
 #: words of an indicator's name that say nothing of what it indicates (``has_key``: key)
 _INDICATOR_WORDS = frozenset({"has", "is", "any", "in", "front", "carrying", "visible", "seen"})
 #: how a variable's velocity is named after it (``x`` -> ``x_velocity``)
@@ -283,9 +284,11 @@ class EvolveProposer:
         #: the description has labels: a view (MiniGrid's), whose numbers get potential-based terms;
         #: what random actions do not change there is what they do not reach (a goal behind a door)
         self._view = bool(labels)
-        names = tuple(name for name in numbers if self._view or name not in static)  # what the agent controls
+        # what the agent controls
+        names = tuple(name for name in numbers if self._view or name not in static)
         #: the values of categorical variables the task names, with their signs, for ``event`` terms
-        self.labels = [label for label in named_labels(description, task) if label[0] in motion.scalars]
+        self.labels = [label for label in named_labels(description, task)
+                       if label[0] in motion.scalars]
         self._gamma = gamma
         self.kind = task_kind(description, task)
         directions = goal_directions(description, task, names, motion.start)
@@ -342,8 +345,10 @@ class EvolveProposer:
 
     def _slot_choices(self) -> list[str]:
         """What one state-term slot may hold: ``none`` or ``kind<sign>:variable``."""
-        labels = [f"event{'+' if sign > 0 else '-'}:{name}={value}" for name, value, sign in self.labels]
-        return ["none", *labels, *(f"{shape}:{name}" for name in self.variables for shape in self._shapes(name))]
+        labels = [f"event{'+' if sign > 0 else '-'}:{name}={value}"
+                  for name, value, sign in self.labels]
+        numbers = [f"{shape}:{name}" for name in self.variables for shape in self._shapes(name)]
+        return ["none", *labels, *numbers]
 
     def _suggest(self, trial: Any) -> list[Term]:
         """The terms one Optuna trial chooses (define-by-run: a weight only for a chosen term)."""
@@ -372,7 +377,8 @@ class EvolveProposer:
             temperature = 1.0
             if shape.startswith("gauss"):
                 temperature = _round(self._suggest_log(trial, f"t_term_{slot}"))
-            term = Term(shape[:-1], name, _round((1.0 if shape.endswith("+") else -1.0) * weight), temperature,
+            sign = 1.0 if shape.endswith("+") else -1.0
+            term = Term(shape[:-1], name, _round(sign * weight), temperature,
                         int(value) if value else None)
             if all(other.name != term.name for other in terms):
                 terms.append(term)
@@ -424,7 +430,8 @@ class EvolveProposer:
                 continue
             term = state_terms[slot]
             value = "" if term.category is None else f"={term.category}"
-            params[f"term_{slot}"] = f"{term.kind}{'+' if term.weight >= 0 else '-'}:{term.variable}{value}"
+            sign = "+" if term.weight >= 0 else "-"
+            params[f"term_{slot}"] = f"{term.kind}{sign}:{term.variable}{value}"
             params[f"w_term_{slot}"] = abs(term.weight)
             if term.kind == "gauss":
                 params[f"t_term_{slot}"] = term.temperature
@@ -498,11 +505,13 @@ class EvolveProposer:
         """The first round on a view's labels: the env's own reward; with the events the task
         names (the indicators first: picking up the key, the door opening); with potential-based
         shaping by the numbers the task directs (nearer the goal); with both; a step cost."""
-        events = [Term("event", name, float(sign), category=value) for name, value, sign in self.labels]
+        events = [Term("event", name, float(sign), category=value)
+                  for name, value, sign in self.labels]
         shaped = [Term(SHAPED, name, float(self.directions[name])) for name in self.variables
                   if self.directions[name]]
+        step_cost = Term("alive", None, self._alive_sign * 0.1)
         structures = [base, [*base, *events[:VARIABLE_SLOTS]], [*base, *shaped[:VARIABLE_SLOTS]],
-                      [*base, *events[:1], *shaped[:1]], [*base, Term("alive", None, self._alive_sign * 0.1)]]
+                      [*base, *events[:1], *shaped[:1]], [*base, step_cost]]
         return list({self.render(terms): terms for terms in structures if terms}.values())
 
     # ---------------------------------------------------------------- proposing

@@ -47,8 +47,8 @@ from rewardlab.llm_reward.programs.references import default_gamma
 from rewardlab.llm_reward.search.records import Candidate
 from rewardlab.llm_reward.search.reflection import component_notes
 
-__all__ = ["GUARDED", "SHAPED", "EvolveRandomProposer", "Guard", "Term", "categorical_variables", "focus_variables",
-           "Motion", "random_motion", "render_program"]
+__all__ = ["GUARDED", "SHAPED", "EvolveRandomProposer", "Guard", "Term", "categorical_variables",
+           "focus_variables", "Motion", "random_motion", "render_program"]
 
 STATE_KINDS = ("square", "linear", "gauss", "progress", "away", "speed")
 #: the terms of a categorical variable (:attr:`StateVariable.categories`): ``event`` is how much
@@ -99,7 +99,8 @@ class Term:
         """The component's name: ``kind``, ``kind_variable`` or ``kind_variable_is_category``."""
         if self.variable is None:
             return self.kind
-        return f"{self.kind}_{self.variable}" + ("" if self.category is None else f"_is_{self.category}")
+        category = "" if self.category is None else f"_is_{self.category}"
+        return f"{self.kind}_{self.variable}{category}"
 
 
 def _round(value: float) -> float:
@@ -299,7 +300,8 @@ def render_program(
               "import torch", ""]
     helpers = [borrowed.source for borrowed, kind in ((task, "task"), (potential, "potential"))
                if borrowed is not None and any(term.kind == kind for term in terms)]
-    if any(term.kind == SHAPED for term in terms) and not any(term.kind == "potential" for term in terms):
+    kinds = {term.kind for term in terms}
+    if SHAPED in kinds and "potential" not in kinds:  # the borrowed potential defines GAMMA
         helpers.append(f"GAMMA = {float(default_gamma() if gamma is None else gamma)!r}")
     body = [
         *header,
@@ -318,7 +320,8 @@ def categorical_variables(description: EnvDescription) -> dict[str, tuple[str, .
 
     :param description: the env's description.
     """
-    return {variable.name: variable.categories for variable in description.state if variable.categorical}
+    return {variable.name: variable.categories for variable in description.state
+            if variable.categorical}
 
 
 def scalar_variables(description: EnvDescription) -> tuple[str, ...]:
@@ -427,11 +430,12 @@ class EvolveRandomProposer:
         self._focus = focus_variables(description) if len(description.state) >= FOCUS_MIN_VARIABLES else ()
         scalars = scalar_variables(description)
         #: the numbers with one value per env (terms of a whole image make no sense)
-        self._names = tuple(name for name in scalars if name not in categorical_variables(description))
+        labels = categorical_variables(description)
+        self._names = tuple(name for name in scalars if name not in labels)
         self._focus = tuple(name for name in self._focus if name in self._names)
         #: ``(variable, value)`` of every named value of a categorical variable, for ``event`` terms
-        self._labels = tuple((name, value) for name, categories in categorical_variables(description).items()
-                             if name in scalars for value, label in enumerate(categories) if label)
+        self._labels = tuple((name, value) for name, categories in labels.items() if name in scalars
+                             for value, label in enumerate(categories) if label)
 
     def render(self, terms: Sequence[Term]) -> str:
         """The source of a program made of ``terms``.

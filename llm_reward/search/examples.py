@@ -186,7 +186,8 @@ EXAMPLES: tuple[Example, ...] = (
         import torch
 
 
-        def compute_reward(front_object, next_front_object, goal_visible, next_goal_visible, env_reward):
+        def compute_reward(front_object, next_front_object, goal_visible, next_goal_visible,
+                           env_reward):
             facing_lava = -0.1 * ((next_front_object == 9).float() - (front_object == 9).float())
             sees_goal = 0.2 * ((next_goal_visible == 1).float() - (goal_visible == 1).float())
             return env_reward + facing_lava + sees_goal, {"task": env_reward, "lava": facing_lava,

@@ -9,7 +9,7 @@ says when it found nothing, with the budget to try next.
 
     >>> from rewardlab.llm_reward.search.verdict import verdict
     >>> verdict(result).message  # doctest: +SKIP
-    'no candidate beat the env's own reward at this budget (best 0 ± 0 against 0 ± 0 over 5 seeds): ...'
+    "no candidate beat the env's own reward at this budget (best 0 ± 0 against 0 ± 0 ...": ...
 """
 
 from __future__ import annotations
@@ -58,22 +58,45 @@ def verdict(result: SearchResult) -> Verdict:
     :param result: a finished search with a best candidate.
     """
     steps = result.config.steps
-    raise_to = (f"raise --steps to {RAISE_STEPS * steps:,} (now {steps:,}) and search again" if steps
-                else "raise --steps and search again")
+    raise_to = (
+        f"raise --steps to {RAISE_STEPS * steps:,} (now {steps:,}) and search again"
+        if steps
+        else "raise --steps and search again"
+    )
     suggested = RAISE_STEPS * steps if steps else None
     best, sparse = result.final.get("best"), result.final.get("sparse")
-    if best is not None and sparse is not None and best.mean is not None and sparse.mean is not None:
+    if (
+        best is not None
+        and sparse is not None
+        and best.mean is not None
+        and sparse.mean is not None
+    ):
         difference = best.mean - sparse.mean
         noise = math.hypot(_standard_error(best), _standard_error(sparse))
         if difference > max(noise, 1e-9 * max(1.0, abs(sparse.mean))):
             return Verdict(True)
         seeds = min(len(best.values), len(sparse.values))
-        head = ("no candidate beat the env's own reward" if difference >= -noise
-                else "the env's own reward scored above the best program")
-        return Verdict(False, f"{head} at this budget (best {best.mean:.3g} ± {best.std:.2g} against "
-                       f"{sparse.mean:.3g} ± {sparse.std:.2g} over {seeds} seeds): {raise_to}", suggested)
-    fitness = {candidate.fitness for candidate in result.candidates if candidate.ok and candidate.fitness is not None}
+        head = (
+            "no candidate beat the env's own reward"
+            if difference >= -noise
+            else "the env's own reward scored above the best program"
+        )
+        return Verdict(
+            False,
+            f"{head} at this budget (best {best.mean:.3g} ± {best.std:.2g} against "
+            f"{sparse.mean:.3g} ± {sparse.std:.2g} over {seeds} seeds): {raise_to}",
+            suggested,
+        )
+    fitness = {
+        candidate.fitness
+        for candidate in result.candidates
+        if candidate.ok and candidate.fitness is not None
+    }
     if len(fitness) == 1 and sum(candidate.ok for candidate in result.candidates) > 1:
-        return Verdict(False, f"every candidate tied at fitness {fitness.pop():.3g}: nothing told them apart "
-                       f"at this budget; {raise_to}", suggested)
+        return Verdict(
+            False,
+            f"every candidate tied at fitness {fitness.pop():.3g}: nothing told them apart "
+            f"at this budget; {raise_to}",
+            suggested,
+        )
     return Verdict(None)

@@ -292,7 +292,8 @@ def test_a_goal_conditioned_task_gets_terms_on_what_the_agent_moves_and_no_alive
 
 MINIGRID_TASKS = {"MiniGrid-DoorKey-5x5-v0": "pick up the key, open the door, reach the goal",
                   "MiniGrid-LavaGapS5-v0": "avoid the lava and reach the goal",
-                  "MiniGrid-KeyCorridorS3R1-v0": "get the key to unlock the door, then pick up the ball"}
+                  "MiniGrid-KeyCorridorS3R1-v0": "get the key, unlock the door, pick up the ball"}
+DOOR_KEY = "MiniGrid-DoorKey-5x5-v0"
 
 
 def _arithmetic_on_labels(source: str, labels: set[str]) -> list[str]:
@@ -307,7 +308,7 @@ def _arithmetic_on_labels(source: str, labels: set[str]) -> list[str]:
 
 
 @pytest.mark.parametrize("env_id", sorted(MINIGRID_TASKS))
-def test_minigrid_labels_are_only_ever_compared_and_the_env_reward_is_in_every_program(env_id: str) -> None:
+def test_minigrid_labels_are_only_compared_and_the_env_reward_is_in_every_one(env_id: str) -> None:
     pytest.importorskip("minigrid")
     description = llm_reward.describe(env_id)
     labels = {variable.name for variable in description.state if variable.categorical}
@@ -318,8 +319,8 @@ def test_minigrid_labels_are_only_ever_compared_and_the_env_reward_is_in_every_p
         history: list[Candidate] = []
         for iteration in range(4):  # the first round's structures, then TPE's
             proposals = evolve.propose(iteration, 6, history)
-            history += [trained(genome, fitness=float((seed + 7 * i) % 5) / 5, sample=i, iteration=iteration)
-                        for i, (genome, _) in enumerate(proposals)]
+            history += [trained(genome, fitness=float((seed + 7 * i) % 5) / 5, sample=i,
+                                iteration=iteration) for i, (genome, _) in enumerate(proposals)]
             sources += [source for _, source in proposals]
         random_proposer = EvolveRandomProposer(description, seed, sparse)
         random_history: list[Candidate] = []
@@ -332,8 +333,9 @@ def test_minigrid_labels_are_only_ever_compared_and_the_env_reward_is_in_every_p
     for source in sources:
         assert not _arithmetic_on_labels(source, labels), source
     evolve_sources = sources[: 4 * 6]
-    assert all("r_task = " in source for source in evolve_sources), "the env's reward in every program"
-    assert any(re.search(r"\b(has_key|door_open|goal_visible) == 1\b", source) for source in evolve_sources)
+    assert all("r_task = " in source for source in evolve_sources), "the env's reward in each"
+    indicator = re.compile(r"\b(has_key|door_open|goal_visible) == 1\b")
+    assert any(indicator.search(source) for source in evolve_sources)
     for source in sources[:10]:
         RewardProgram.from_source(source).check(env_id)
 
@@ -341,7 +343,8 @@ def test_minigrid_labels_are_only_ever_compared_and_the_env_reward_is_in_every_p
 def test_the_checker_of_the_property_catches_arithmetic_on_a_label() -> None:
     labels = {"front_object", "has_key"}
     bad = "def compute_reward(front_object, next_front_object):\n    r = 7.8 * front_object / 10\n"
-    closer = "def compute_reward(front_object, next_front_object):\n    r = next_front_object - front_object\n"
+    closer = ("def compute_reward(front_object, next_front_object):\n"
+              "    r = next_front_object - front_object\n")
     good = ("def compute_reward(has_key, next_has_key):\n"
             "    r = (next_has_key == 1).float() - (has_key == 1).float()\n")
     assert _arithmetic_on_labels(bad, labels) and _arithmetic_on_labels(closer, labels)
@@ -350,14 +353,16 @@ def test_the_checker_of_the_property_catches_arithmetic_on_a_label() -> None:
 
 def test_minigrid_signs_follow_the_task_and_a_locked_door_is_never_paid() -> None:
     pytest.importorskip("minigrid")
-    door_key = llm_reward.describe("MiniGrid-DoorKey-5x5-v0")
-    labels = named_labels(door_key, MINIGRID_TASKS["MiniGrid-DoorKey-5x5-v0"])
+    door_key = llm_reward.describe(DOOR_KEY)
+    labels = named_labels(door_key, MINIGRID_TASKS[DOOR_KEY])
     assert labels[:2] == [("has_key", 1, 1), ("door_open", 1, 1)], "the indicators first"
-    assert ("front_state", 3, 1) not in labels and ("front_state", 1, 1) in labels  # open, not locked
-    lava = named_labels(llm_reward.describe("MiniGrid-LavaGapS5-v0"), "avoid the lava and reach the goal")
+    # open, not locked
+    assert ("front_state", 3, 1) not in labels and ("front_state", 1, 1) in labels
+    lava_gap = llm_reward.describe("MiniGrid-LavaGapS5-v0")
+    lava = named_labels(lava_gap, "avoid the lava and reach the goal")
     assert ("front_object", 9, -1) in lava and ("goal_visible", 1, 1) in lava
-    evolve = EvolveProposer(door_key, 0, {"sparse": own_reward_program()}, MINIGRID_TASKS["MiniGrid-DoorKey-5x5-v0"])
-    assert evolve.directions == {"goal_distance": -1}, "nearer the goal; no term of its own for any label"
+    evolve = EvolveProposer(door_key, 0, {"sparse": own_reward_program()}, MINIGRID_TASKS[DOOR_KEY])
+    assert evolve.directions == {"goal_distance": -1}, "nearer the goal; no label has a direction"
     first = [[(term["kind"], term["variable"], term["weight"]) for term in genome]
              for genome, _ in evolve.propose(0, 4, [])]
     assert first[0] == [("task", None, 1.0)], "the env's own reward alone first"
@@ -372,6 +377,9 @@ def test_a_shaped_term_is_zero_at_the_end_and_telescopes() -> None:
     RewardProgram.from_source(source).check("MiniGrid-DoorKey-5x5-v0")
     namespace: dict = {}
     exec(source, namespace)  # our own program, rendered above
-    d, next_d = torch.tensor([3.0, 1.0]), torch.tensor([2.0, 10.0])  # a step nearer; the step onto the goal
-    value, _ = namespace["compute_reward"](goal_distance=d, next_goal_distance=next_d, terminated=torch.tensor([False, True]))
+    # a step nearer; the step onto the goal
+    d, next_d = torch.tensor([3.0, 1.0]), torch.tensor([2.0, 10.0])
+    ended = torch.tensor([False, True])
+    value, _ = namespace["compute_reward"](goal_distance=d, next_goal_distance=next_d,
+                                           terminated=ended)
     assert torch.allclose(value, torch.tensor([-(0.9 * 0.2) + 0.3, 0.1]))

@@ -13,7 +13,9 @@ from rewardlab.llm_reward.training import Checkpoint, TrainingRun
 
 def _candidate(sample: int, fitness: float) -> Candidate:
     point = Checkpoint(step=100, fitness=fitness, success_rate=None, train_return=None)
-    run = TrainingRun("CartPole-v1", True, fitness, None, [point], [], None, 100, 1.0, None, None, None, None, "")
+    run = TrainingRun(
+        "CartPole-v1", True, fitness, None, [point], [], None, 100, 1.0, None, None, None, None, ""
+    )
     return Candidate(0, sample, source=f"# {sample}", result=run)
 
 
@@ -21,8 +23,23 @@ def _result(final: dict[str, list[float]], fitness: tuple[float, ...] = (0.0, 1.
     config = SearchConfig(env_id="CartPole-v1", task="balance", proposer="evolve", steps=20_000)
     candidates = [_candidate(sample, value) for sample, value in enumerate(fitness)]
     scores = {label: FinalScore(label, dict(enumerate(values))) for label, values in final.items()}
-    return SearchResult(config, Path("out"), candidates, candidates[-1], scores, None, Usage(), 0.0, False, 0, 0, 0,
-                        "local", None, 1.0)
+    return SearchResult(
+        config,
+        Path("out"),
+        candidates,
+        candidates[-1],
+        scores,
+        None,
+        Usage(),
+        0.0,
+        False,
+        0,
+        0,
+        0,
+        "local",
+        None,
+        1.0,
+    )
 
 
 def test_a_tie_at_the_sparse_rewards_level_says_so_with_the_budget_to_raise() -> None:
@@ -31,14 +48,21 @@ def test_a_tie_at_the_sparse_rewards_level_says_so_with_the_budget_to_raise() ->
     assert tie.message.startswith("no candidate beat the env's own reward at this budget")
     assert f"raise --steps to {RAISE_STEPS * 20_000:,} (now 20,000)" in tie.message
     # within the seeds' noise is no win either
-    noisy = verdict(_result({"best": [0.0, 0.9, 0.0, 0.0, 0.0], "sparse": [0.0, 0.0, 0.8, 0.0, 0.0]}))
+    noisy = verdict(
+        _result({"best": [0.0, 0.9, 0.0, 0.0, 0.0], "sparse": [0.0, 0.0, 0.8, 0.0, 0.0]})
+    )
     assert noisy.beat_sparse is False
 
 
 def test_a_clear_win_trains_on_it_and_a_clear_loss_is_named() -> None:
-    assert verdict(_result({"best": [0.9, 0.8, 0.9, 0.95, 0.9], "sparse": [0.0] * 5})).beat_sparse is True
+    assert (
+        verdict(_result({"best": [0.9, 0.8, 0.9, 0.95, 0.9], "sparse": [0.0] * 5})).beat_sparse
+        is True
+    )
     lost = verdict(_result({"best": [0.0] * 5, "sparse": [0.9, 0.8, 0.9, 0.95, 0.9]}))
-    assert lost.beat_sparse is False and lost.message.startswith("the env's own reward scored above")
+    assert lost.beat_sparse is False and lost.message.startswith(
+        "the env's own reward scored above"
+    )
 
 
 def test_without_final_seeds_only_candidates_that_all_tie_found_nothing() -> None:
