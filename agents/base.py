@@ -202,11 +202,17 @@ class Learner(ThreadsSetting):
                 "seed": self.seed,
                 "hyperparameters": self.config.to_dict(),
                 **self._saved_state(),
+                "value_heads": self._value_head_names(),
+                "intrinsic": getattr(getattr(self, "intrinsic", None), "name", None),
                 "num_timesteps": self.num_timesteps,
                 "n_updates": self._n_updates,
             },
             path,
         )
+
+    def _value_head_names(self) -> list[str]:
+        """The critic's heads by the reward component each predicts, in output order."""
+        return [str(getattr(head, "component", head)) for head in getattr(self, "heads", ())]
 
     @classmethod
     def load(
@@ -223,11 +229,23 @@ class Learner(ThreadsSetting):
         :param device: where to put the model (default: the env's device, else the CPU).
         :param extras: what the file does not hold and the learner takes again (PPO:
             ``intrinsic``, ``reward_fn``; HRA: ``reward_components``).
-        :raises ValueError: the file is not one this learner's ``save`` wrote.
+        :raises ValueError: the file is not one this learner's ``save`` wrote, or it was saved
+            with other value heads (an intrinsic module's) than ``extras`` make, naming them.
         """
         data, device = read_saved(path, cls.file_format, cls.learner, env, device)
         model = cls.__new__(cls)
-        model._restore(data, device, **extras)
+        try:
+            model._restore(data, device, **extras)
+        except RuntimeError:  # the saved networks do not fit the ones built
+            saved, built = data.get("value_heads"), model._value_head_names()
+            if saved is None or saved == built:
+                raise
+            trained_with = data.get("intrinsic") or "its intrinsic module"
+            raise ValueError(
+                f"{os.fspath(path)} has the value heads {saved} but loads with {built}: it trained with "
+                f"a bonus ({trained_with}); pass it again, e.g. {cls.learner}.load(path, env, "
+                f"intrinsic=rewardlab.intrinsic.make({trained_with!r}, obs_space, action_space))"
+            ) from None
         model.tensorboard_log = None
         model.num_timesteps = data["num_timesteps"]
         model._n_updates = data["n_updates"]

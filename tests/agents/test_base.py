@@ -19,14 +19,14 @@ LEARNERS: dict[str, Callable[[], Learner]] = {
     "PPO": lambda: PPO(envs.make("CartPole-v1", num_envs=4, seed=0), seed=0, n_steps=16),
     "HRA": lambda: HRA(envs.make("FruitCollection-v0", num_envs=4, seed=0), seed=0, net_arch=[16]),
 }
-# The entries of each learner's files, as the versions before the base wrote them: a file
-# saved then still loads.
+# The entries of each learner's files, as the versions before the base wrote them (a file
+# saved then still loads), and the value heads and the bonus's name the base adds
 SAVED_KEYS = {
     "PPO": {"format", "seed", "hyperparameters", "observation_space", "action_space", "policy", "optimizer",
-            "obs_rms", "reward_rms", "num_timesteps", "n_updates"},
+            "obs_rms", "reward_rms", "num_timesteps", "n_updates", "value_heads", "intrinsic"},
     "HRA": {"format", "seed", "hyperparameters", "heads", "head_weights", "feature_masks", "observation_space",
             "num_actions", "q_network", "target_network", "optimizer", "num_timesteps", "n_updates",
-            "exploration_rate"},
+            "exploration_rate", "value_heads", "intrinsic"},
 }  # fmt: skip
 
 
@@ -56,6 +56,24 @@ def test_every_learner_predicts_saves_and_checks_envs_through_the_base(name: str
         loaded.set_env(envs.make("Acrobot-v1", num_envs=4))
     with pytest.raises(TypeError, match=f"{name} needs a batched torch env"):
         loaded.set_env(gymnasium.make("CartPole-v1"))
+
+
+def test_a_model_trained_with_a_bonus_says_what_to_pass_to_load_its_heads(tmp_path: Path) -> None:
+    from rewardlab import intrinsic
+
+    env = envs.make("CartPole-v1", num_envs=4, seed=0)
+    module = intrinsic.make("rnd", env.single_observation_space, env.single_action_space, seed=0)
+    model = PPO(env, seed=0, n_steps=16, intrinsic=module)
+    model.save(tmp_path / "model.pt")
+    with pytest.raises(ValueError) as error:
+        PPO.load(tmp_path / "model.pt")
+    message = str(error.value)
+    assert "\n" not in message and "has the value heads ['reward', 'intrinsic'] but loads with ['reward']" in message
+    assert "intrinsic=rewardlab.intrinsic.make('rnd'" in message
+    again = intrinsic.make("rnd", env.single_observation_space, env.single_action_space, seed=0)
+    loaded = PPO.load(tmp_path / "model.pt", intrinsic=again)
+    obs = env.reset(seed=1)[0]
+    assert torch.equal(loaded.predict(obs)[0], model.predict(obs)[0])
 
 
 class _Walker:
