@@ -18,8 +18,8 @@ Examples::
     rewardlab search ... --executor ray --address ray://head:10001 --out runs/x --resume
 
 The run directory holds ``report.md`` and its page ``report.html`` (plots; open it in a
-browser), ``best_reward.py`` (``rewardlab train --reward-program``
-or ``rewardlab.llm_reward.load_reward``), ``summary.json``, TensorBoard logs of every candidate and of
+browser), ``best_reward.py`` (``rewardlab train --reward-program``, whose printed command
+trains into ``OUT/train``, or ``rewardlab.llm_reward.load_reward``), ``summary.json``, TensorBoard logs of every candidate and of
 the final re-training (``rewardlab compare OUT/final/best OUT/final/human OUT/final/sparse``),
 and ``journal.jsonl``, from which ``--resume`` continues without repeating an LLM call or a
 finished evaluation.
@@ -35,6 +35,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -47,6 +48,9 @@ if TYPE_CHECKING:
     from rewardlab.llm_reward.search.records import SearchResult
 
 __all__ = ["register_search", "run_search"]
+
+#: the folder under the search's ``--out`` where its printed ``train on it`` command trains
+TRAIN_LOGDIR = "train"
 
 
 def _config(args: argparse.Namespace) -> SearchConfig:
@@ -124,8 +128,11 @@ def _print_result(result: SearchResult) -> None:
     if outcome.beat_sparse is False:  # a tie with the env's own reward is no program to train on
         print(outcome.message)
         return
-    print(f"train on it: rewardlab train --env {result.config.env_id} --reward-program "
-          f"{result.out / BEST_FILE} --logdir runs/best_reward")
+    # the run goes beside the search's own files, so that a second search's command (another
+    # --out) never names a run directory that the first one's training holds
+    command = ["rewardlab", "train", "--env", result.config.env_id, "--reward-program",
+               str(result.out / BEST_FILE), "--logdir", str(result.out / TRAIN_LOGDIR)]
+    print(f"train on it: {shlex.join(command)}")
 
 
 def run_search(args: argparse.Namespace) -> int:

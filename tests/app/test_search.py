@@ -40,10 +40,12 @@ def test_the_searchs_printed_train_command_runs_on_a_users_env_with_a_descriptio
     assert [state["name"] for state in carried["state"]][:3] == ["goal_x", "goal_y", "pos_x"]
     train = printed_command(output.out, "train on it: ")
     assert "--reward-program" in train and "--describe" not in train
+    # the run goes under the search's --out: a second search's command names its own
+    assert train[train.index("--logdir") + 1] == str(Path("search_run") / "train")
     code = rewardlab([*train, "--steps", "256", "--num-envs", "4", "--no-progress"])
     output = capsys.readouterr()
     assert code == 0, output.err
-    metrics = json.loads(next((tmp_path / "runs").rglob("metrics.json")).read_text())
+    metrics = json.loads((tmp_path / "search_run" / "train" / "seed_0" / "metrics.json").read_text())
     assert metrics["status"] == "complete" and metrics["env"] == env_id
 
 
