@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rewardlab.app.arguments import int_list, json_object, plain_text
+from rewardlab.common.terminal import terminal_line
 
 if TYPE_CHECKING:
     from rewardlab.llm_reward.clients import OpenAICompatibleClient
@@ -161,8 +162,8 @@ def run_search(args: argparse.Namespace) -> int:
     try:
         result = search(config, args.out, client=client, executor=executor, feedback=feedback,
                         resume=args.resume, progress=progress, llm_concurrency=args.llm_concurrency)
-    except EndpointError as error:
-        print(f"rewardlab search: error: {error}", file=sys.stderr)
+    except EndpointError as error:  # it quotes the server's words (its model list, its message)
+        print(f"rewardlab search: error: {terminal_line(str(error))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(f"\ninterrupted: everything finished so far is saved in {args.out}; continue with the same "

@@ -82,3 +82,23 @@ def test_a_found_program_wraps_the_users_gymnasium_env_with_its_dict_observation
     obs, reward, *_, info = env.step(np.array([1.0, 0.0], dtype=np.float32))
     assert reward == pytest.approx(before - np.linalg.norm(obs["pos"] - obs["goal"]), abs=1e-5)
     assert info["reward_components"]["program/closer"] == pytest.approx(reward)
+
+
+def test_an_llm_servers_words_in_an_endpoint_error_reach_the_terminal_escaped(
+    tmp_path: Path, monkeypatch, capsys
+) -> None:
+    from llm_servers import KEY, ScriptedLLM
+
+    # the served model list is the server's text, quoted by the error that ends the search
+    server = ScriptedLLM([], models=["\x1b]0;pwned\x07model", "\x1b[2Jcleared", "\x9b31mred"])
+    monkeypatch.setenv("REWARDLAB_API_KEY", KEY)
+    try:
+        code = rewardlab(["search", "--env", "CartPole-v1", "--task", "balance", "--llm", "compatible:scripted",
+                          "--base-url", server.url, "--out", str(tmp_path / "out"), *TINY_SEARCH[2:]])
+    finally:
+        server.close()
+    captured = capsys.readouterr()
+    assert code == 2
+    assert "is not served" in captured.err and "pwned" in captured.err
+    shown = captured.out + captured.err
+    assert not any(character in shown for character in "\x1b\x07\x9b"), repr(shown[-500:])
