@@ -400,7 +400,8 @@ class ReplayClient(ChatClient):
             raise LLMCallFailed(f"replay: all {len(self.answers)} answers of {self.path} are used up", tries=1)
         text, usage, finish_reason = self.answers[index]
         if text is None:
-            raise LLMCallFailed(f"replay: answer {index + 1} of {self.path} is not a string", tries=1)
+            raise LLMCallFailed(f"replay: answer {index + 1} of {self.path} is not a string",
+                                tries=1)
         return Completion(text=text, usage=usage, cost_usd=0.0, model=self.model, wall_s=0.0,
                           finish_reason=finish_reason)
 
@@ -549,9 +550,11 @@ class OpenAICompatibleClient(ChatClient):
             if self.max_tokens is not None:
                 options["max_tokens"] = self.max_tokens
             # the raw body, typed here (typed_reply): the SDK's objects take any JSON shape
-            return self._within_deadline(lambda client: client.chat.completions.with_raw_response.create(
-                model=self.model, messages=[dict(message) for message in messages], **options
-            ).content)
+            return self._within_deadline(
+                lambda client: client.chat.completions.with_raw_response.create(
+                    model=self.model, messages=[dict(message) for message in messages], **options
+                ).content
+            )
 
         body = self._with_retries(request)
         try:
@@ -746,10 +749,11 @@ def typed_reply(body: bytes | str) -> Reply:
     if not isinstance(content, str):
         raise ValueError(f"choices[0].message.content is {_json_kind(content)}, not a string")
     model = data.get("model")
+    named = isinstance(model, str) and 0 < len(model) <= 200 and model.isprintable()
     return Reply(
         text=content,
         usage=typed_usage(data.get("usage")),
-        model=model if isinstance(model, str) and 0 < len(model) <= 200 and model.isprintable() else None,
+        model=model if named else None,
         finish_reason=typed_finish_reason(choice.get("finish_reason")),
     )
 
@@ -777,7 +781,8 @@ def typed_finish_reason(value: object) -> str | None:
 
 
 def _token_count(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_REPORTED_TOKENS
+    counted = isinstance(value, int) and not isinstance(value, bool)
+    return counted and 0 <= value <= MAX_REPORTED_TOKENS
 
 
 def _json_kind(value: object) -> str:
@@ -785,13 +790,15 @@ def _json_kind(value: object) -> str:
     if value is None:
         return "null"
     kinds = {bool: "a boolean", str: "a string", list: "a list", dict: "an object"}
-    return kinds.get(type(value), "a number" if isinstance(value, int | float) else type(value).__name__)
+    number = isinstance(value, int | float)
+    return kinds.get(type(value), "a number" if number else type(value).__name__)
 
 
 def _estimated_usage(messages: Sequence[Message], text: str) -> Usage:
     """Tokens at :data:`CHARS_PER_TOKEN` characters each, for a reply that reports none."""
     prompt_chars = sum(len(message.get("content", "")) for message in messages)
-    return Usage(-(-prompt_chars // CHARS_PER_TOKEN), -(-len(text) // CHARS_PER_TOKEN), estimated=True)
+    return Usage(-(-prompt_chars // CHARS_PER_TOKEN), -(-len(text) // CHARS_PER_TOKEN),
+                 estimated=True)
 
 
 def _cause(error: BaseException, kind: type[BaseException]) -> BaseException | None:

@@ -594,7 +594,8 @@ def _library_folders() -> set[str]:
     written, links unresolved."""
     paths = sysconfig.get_paths()
     found = {paths["stdlib"], paths["platstdlib"], paths["purelib"], paths["platlib"]}
-    found |= {path for path in sys.path if os.path.basename(path) in ("site-packages", "dist-packages")}
+    found |= {path for path in sys.path
+              if os.path.basename(path) in ("site-packages", "dist-packages")}
     for prefix in {sys.prefix, sys.base_prefix, sys.exec_prefix}:
         found |= {os.path.join(prefix, "lib"), os.path.join(prefix, "lib64")}
     return {os.path.normpath(path) for path in found if path and os.path.isdir(path)}
@@ -624,7 +625,8 @@ def _imported_outside(roots: set[str]) -> set[str]:
         file = namespace.get("__file__")
         for path in paths or ([file] if isinstance(file, str) else []):
             path = os.path.normpath(path)
-            if os.path.isabs(path) and path != os.sep and not path.startswith(inside) and path not in roots:
+            outside = not path.startswith(inside) and path not in roots
+            if os.path.isabs(path) and path != os.sep and outside:
                 found.add(path)
     # a package's folder covers its submodules' (rewardlab's packages map to several folders)
     return {path for path in found if not any(path.startswith(other + os.sep) for other in found)}
@@ -1054,7 +1056,8 @@ class RefusalWatch:
                 if events & (select.POLLHUP | select.POLLERR | select.POLLNVAL):
                     # no process uses the filter any more: the companion has ended
                     if withdrawn:
-                        self.refused = "a call withdrawn as its thread ended, before it could be named"
+                        self.refused = ("a call withdrawn as its thread ended, before it "
+                                        "could be named")
                     return
         finally:
             os.close(listener)

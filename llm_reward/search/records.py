@@ -279,7 +279,8 @@ def journaled_run(record: Mapping[str, Any]) -> TrainingRun:
         return TrainingRun.from_dict(record.get("result"))
     except ValueError as error:
         failure = Failure(SEARCH_FAILURE, f"the journaled result is malformed ({error})")
-        return TrainingRun("", False, None, None, [], [], failure, 0, 0.0, None, None, None, None, "")
+        return TrainingRun("", False, None, None, [], [], failure, 0, 0.0, None, None, None, None,
+                           "")
 
 
 def journal_runs(records: Iterable[Mapping[str, Any]], field_name: str) -> dict[str, list[list[Checkpoint]]]:

@@ -255,7 +255,8 @@ def program_output(text: str, limit: int = MAX_PROGRAM_OUTPUT_CHARS) -> str:
     :param text: the program's text.
     :param limit: the most characters kept.
     """
-    return PROGRAM_OUTPUT_LABEL + "\n" + prompt_block(cut(sanitize(text).strip("\n"), limit), "text")
+    quoted = cut(sanitize(text).strip("\n"), limit)
+    return PROGRAM_OUTPUT_LABEL + "\n" + prompt_block(quoted, "text")
 
 
 def describe_failure(failure: Failure) -> str:

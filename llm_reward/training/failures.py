@@ -65,7 +65,8 @@ class Failure:
         ``"program"`` (the program raised, returned something malformed or non-finite, or
         changed its inputs), ``"sandbox"`` (the kernel refused a system call outside the
         program's allowlist, caught or not, named where the kernel can notify; or the
-        Python guard saw an attempt, worded for the LLM), ``"timeout"``, ``"limit"`` (CPU time, memory or file size), ``"crash"`` (the
+        Python guard saw an attempt, worded for the LLM), ``"timeout"``, ``"limit"`` (CPU
+        time, memory or file size), ``"crash"`` (the
         worker died) or ``"error"`` (training failed for another reason).
     :param reason: what went wrong, in words fit to send back to an LLM
         (:data:`MAX_REASON_CHARS`).
@@ -112,7 +113,8 @@ class Failure:
             texts[name] = value
         findings = data.get("findings", [])
         if not isinstance(findings, list):
-            raise ValueError(f"a failure record's findings are {type(findings).__name__}, not a list")
+            kind = type(findings).__name__
+            raise ValueError(f"a failure record's findings are {kind}, not a list")
         return cls(findings=[str(finding) for finding in findings], **texts)
 
 

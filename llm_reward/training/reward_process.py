@@ -138,9 +138,9 @@ class RemoteReward:
         if refused is not None:
             return _refused_call(refused)
         if running:  # what it does from now on no one would see: its result is not accepted
-            return ProgramError(f"the reward program's process did not end within {CLOSE_WAIT_S:g} s "
-                                "of the training's end (a reward program must return its reward, "
-                                "not keep its process running)")
+            return ProgramError(f"the reward program's process did not end within "
+                                f"{CLOSE_WAIT_S:g} s of the training's end (a reward program must "
+                                "return its reward, not keep its process running)")
         return None
 
     def _reap(self) -> tuple[int | None, bool]:
@@ -244,10 +244,11 @@ class RemoteReward:
 
 def _refused_call(name: str) -> ProgramError:
     """The failure of a program that made a call the sandbox refuses, the call named."""
-    return ProgramError(f"the reward program made a system call the sandbox refuses, {name} (it "
-                        "may compute, read its inputs and the installed libraries, nothing else: no "
-                        "files written or watched, no processes, sockets, timers or signals); the "
-                        "call did not run and the program was stopped", kind="sandbox")
+    return ProgramError(f"the reward program made a system call the sandbox refuses, {name} "
+                        "(it may compute, read its inputs and the installed libraries, nothing "
+                        "else: no files written or watched, no processes, sockets, timers or "
+                        "signals); the call did not run and the program was stopped",
+                        kind="sandbox")
 
 
 def _sendable(value: torch.Tensor) -> torch.Tensor:
