@@ -126,8 +126,8 @@ def _mujoco_preset() -> Preset:
 
 
 def preset_for(env_id: str, algo: str, intrinsic: list[str]) -> Preset | None:
-    """The preset for a run, or None: MiniGrid ids (``MiniGrid-*``) with a bonus and the
-    batched MuJoCo tasks, for ``--algo ppo``.
+    """The preset for a run, or None: MiniGrid ids with a bonus (``MiniGrid-*``, a user's
+    ``module:MiniGrid-*`` too) and the batched MuJoCo tasks, for ``--algo ppo``.
 
     :param env_id: the env id.
     :param algo: the learner (``rewardlab train --algo``).
@@ -135,7 +135,7 @@ def preset_for(env_id: str, algo: str, intrinsic: list[str]) -> Preset | None:
     """
     if algo != "ppo" or not isinstance(env_id, str):
         return None
-    if intrinsic and fnmatch(env_id, "MiniGrid-*"):
+    if intrinsic and fnmatch(env_id.rpartition(":")[2], "MiniGrid-*"):
         return MINIGRID_BONUS
     if is_mujoco(env_id):
         return _mujoco_preset()

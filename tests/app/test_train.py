@@ -703,7 +703,7 @@ def resolved(*flags: str) -> dict:
 
 def test_minigrid_with_a_bonus_trains_with_the_benchmarks_preset(tmp_path, capsys):
     pytest.importorskip("minigrid")
-    from rewardlab.app.presets import MINIGRID_BONUS_PPO
+    from rewardlab.app.presets import MINIGRID_BONUS, MINIGRID_BONUS_PPO, preset_for
 
     config = resolved("--env", "MiniGrid-KeyCorridorS4R3-v0", "--intrinsic", "episodic")
     assert config["num_envs"] == 512 and config["steps"] == 6_000_000
@@ -714,6 +714,9 @@ def test_minigrid_with_a_bonus_trains_with_the_benchmarks_preset(tmp_path, capsy
     # ObstructedMaze takes the weight that solved it; a task the benchmark did not run keeps --steps'
     assert resolved("--env", "MiniGrid-ObstructedMaze-1Dlh-v0", "--intrinsic", "episodic")["intrinsic_coef"] == 0.1
     assert resolved("--env", "MiniGrid-DoorKey-8x8-v0", "--intrinsic", "count")["steps"] == 100_000
+    # a user's MiniGrid task is of the family too
+    assert preset_for("my_tasks:MiniGrid-KeyRooms-v0", "ppo", ["episodic"]) is MINIGRID_BONUS
+    assert preset_for("my_tasks:KeyRooms-v0", "ppo", ["episodic"]) is None
     # without a bonus, or for another learner, no preset
     assert resolved("--env", "MiniGrid-KeyCorridorS4R3-v0")["num_envs"] is None
     assert resolved("--env", "MiniGrid-KeyCorridorS4R3-v0", "--algo", "hra")["hyperparameters"] == {}
