@@ -33,7 +33,7 @@ from rewardlab.envs.descriptions import (
 )
 from rewardlab.envs.gymnasium_env import GymnasiumBatchedEnv
 from rewardlab.envs.mujoco import descriptions as _mujoco_descriptions  # noqa: F401  (registers them)
-from rewardlab.envs.registration import check_id, make, register, registered
+from rewardlab.envs.registration import check_id, make, register, register_family, registered
 
 register("CartPole-v1", CartPoleEnv)
 register("MountainCar-v0", MountainCarEnv)
@@ -57,6 +57,7 @@ __all__ = [
     "make",
     "register",
     "register_description",
+    "register_family",
     "registered",
     "registered_descriptions",
 ]

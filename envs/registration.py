@@ -1,6 +1,9 @@
-"""The registry of batched envs: :func:`register`, :func:`registered` and :func:`make`.
+"""The registry of batched envs: :func:`register`, :func:`registered`, :func:`register_family`
+and :func:`make`.
 
-Ids it does not know go to :class:`~rewardlab.envs.gymnasium_env.GymnasiumBatchedEnv`, the
+An id is built by its registered factory; else by the factory of a registered family that
+claims it (every MiniGrid task, whatever its id: :mod:`rewardlab.envs.batched_minigrid`). Ids
+neither knows go to :class:`~rewardlab.envs.gymnasium_env.GymnasiumBatchedEnv`, the
 layer below, which knows nothing of this registry: when Gymnasium cannot make an id either,
 the error it raises gets the registry's ids added here.
 """
@@ -21,8 +24,11 @@ from rewardlab.envs.gymnasium_env import (
 )
 
 EnvFactory = Callable[..., BatchedEnv]
+#: ``family(env_id)``: the factory of a Gymnasium id the family builds, or ``None``
+EnvFamily = Callable[[str], EnvFactory | None]
 
 _REGISTRY: dict[str, EnvFactory] = {}
+_FAMILIES: list[EnvFamily] = []
 
 
 def register(env_id: str, factory: EnvFactory) -> None:
@@ -36,6 +42,18 @@ def register(env_id: str, factory: EnvFactory) -> None:
     if env_id in _REGISTRY:
         raise ValueError(f"env_id {env_id!r} is already registered (by {_REGISTRY[env_id]!r})")
     _REGISTRY[env_id] = factory
+
+
+def register_family(family: EnvFamily) -> None:
+    """Let ``family`` build Gymnasium ids that are not registered one by one (a user's
+    ``"module:Name-v0"`` too): :func:`make` asks it, once the id's module is imported, before
+    it falls back to the Gymnasium adapter.
+
+    :param family: ``family(env_id)`` gives a factory (called as :func:`register`'s are) for
+        the ids it builds, ``None`` for the others
+    """
+    if family not in _FAMILIES:
+        _FAMILIES.append(family)
 
 
 def registered() -> list[str]:
@@ -74,8 +92,9 @@ def make(
         >>> env = envs.make("CartPole-v1", num_envs=1024, device="cpu", seed=0)
         >>> obs, info = env.reset()
 
-    :param env_id: a registered id (see :func:`registered`), or any other id Gymnasium can
-        make (``"MiniGrid-Empty-5x5-v0"``, ``"my_module:MyEnv-v0"``), run through
+    :param env_id: a registered id (see :func:`registered`), an id of a registered family
+        (any MiniGrid task, ``"my_module:MiniGrid-MyTask-v0"`` too), or any other id
+        Gymnasium can make (``"my_module:MyEnv-v0"``), run through
         :class:`~rewardlab.envs.gymnasium_env.GymnasiumBatchedEnv`
     :param num_envs: how many copies, at least 1
     :param device: ``"cpu"``, ``"cuda"`` or ``"cuda:<index>"``
@@ -88,13 +107,19 @@ def make(
     :raises ValueError: an id Gymnasium cannot make either, arguments the env's constructor
         does not take (or that make it fail), ``num_envs < 1`` or an unavailable device
     """
-    if env_id not in _REGISTRY:
+    factory = _REGISTRY.get(env_id)
+    if factory is None:
         try:
-            return GymnasiumBatchedEnv(env_id, num_envs, device=device, seed=seed, compile=compile, **kwargs)
+            check_gymnasium_id(env_id)  # imports the id's module, which families read
         except UnknownGymnasiumId as error:
             raise _unknown(error) from None
+        factory = next((found for family in _FAMILIES if (found := family(env_id))), None)
+    if factory is None:
+        return GymnasiumBatchedEnv(
+            env_id, num_envs, device=device, seed=seed, compile=compile, **kwargs
+        )
     try:
-        env = _REGISTRY[env_id](num_envs, device=device, seed=seed, compile=compile, **kwargs)
+        env = factory(num_envs, device=device, seed=seed, compile=compile, **kwargs)
     except TypeError as error:
         if not kwargs:
             raise  # our own checks of the arguments above (num_envs=2.0)

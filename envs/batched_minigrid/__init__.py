@@ -1,20 +1,62 @@
-"""MiniGrid in torch: :class:`BatchedMiniGridEnv` and the MiniGrid ids it registers.
+"""MiniGrid in torch: :class:`BatchedMiniGridEnv`, and the family that builds every MiniGrid task.
 
-``rewardlab.envs.make("MiniGrid-DoorKey-8x8-v0", num_envs=4096)`` makes the batched env for
-every id in :data:`BATCHED_IDS`; any other MiniGrid id still runs through the Gymnasium
-adapter. Making one needs the ``minigrid`` package (``pip install 'rewardlab[minigrid]'``),
-registering them does not.
+``rewardlab.envs.make(env_id, num_envs=4096)`` makes a :class:`BatchedMiniGridEnv` for any
+MiniGrid task, whatever its id (``"MiniGrid-DoorKey-8x8-v0"``, a user's
+``"my_module:MiniGrid-MyTask-v0"``), when its dynamics are MiniGrid's: its class leaves
+MiniGrid's step, reward and view as they are (or is one of MiniGrid's success-rule tasks,
+``layouts.SUCCESS_RULES``) and its layouts hold only MiniGrid's own objects; its own
+``_gen_grid`` makes the layouts. Any other MiniGrid task runs through the Gymnasium adapter,
+with one warning that says why. Making one needs the ``minigrid`` package
+(``pip install 'rewardlab[minigrid]'``), registering the family does not.
 """
 
 from __future__ import annotations
 
 import functools
+import warnings
+from typing import Any
 
 from rewardlab.envs.batched_minigrid.descriptions import register_minigrid_descriptions
 from rewardlab.envs.batched_minigrid.env import BatchedMiniGridEnv
-from rewardlab.envs.registration import register
+from rewardlab.envs.batched_minigrid.layouts import NotBatchable
+from rewardlab.envs.core import Batched
+from rewardlab.envs.gymnasium_env import GymnasiumBatchedEnv
+from rewardlab.envs.minigrid import is_minigrid_id
+from rewardlab.envs.registration import EnvFactory, register_family
 
-#: the MiniGrid ids that :func:`rewardlab.envs.make` builds as :class:`BatchedMiniGridEnv`
+
+def make_batched_minigrid(num_envs: int, env_id: str, **kwargs: Any) -> Batched:
+    """``num_envs`` copies of a MiniGrid task: a :class:`BatchedMiniGridEnv` where its dynamics
+    are MiniGrid's, else (with one warning saying why) the Gymnasium adapter.
+
+    :param num_envs: how many copies
+    :param env_id: the task's Gymnasium id (``"module:Name-v0"`` too, its module imported)
+    :param kwargs: :class:`BatchedMiniGridEnv`'s (``layouts`` does not reach the adapter)
+    """
+    try:
+        return BatchedMiniGridEnv(num_envs, env_id=env_id, **kwargs)
+    except NotBatchable as reason:
+        warnings.warn(
+            f"{env_id} is not batched ({reason}); it runs through the Gymnasium adapter, one "
+            "MiniGrid env per copy in Python, several times slower",
+            stacklevel=3,
+        )
+    kwargs.pop("layouts", None)  # a pool of the batched env's only
+    return GymnasiumBatchedEnv(env_id, num_envs, **kwargs)
+
+
+def minigrid_family(env_id: str) -> EnvFactory | None:
+    """:func:`make_batched_minigrid` for the id of any MiniGrid task, ``None`` for other ids.
+
+    :param env_id: a Gymnasium id whose module is imported
+    """
+    if not is_minigrid_id(env_id):
+        return None
+    return functools.partial(make_batched_minigrid, env_id=env_id)
+
+
+#: MiniGrid's own ids that the batched step is checked against, step for step, in the suite
+#: (every other MiniGrid task is batched too, by the same family, where it can be)
 BATCHED_IDS = (
     "MiniGrid-Empty-5x5-v0",
     "MiniGrid-Empty-Random-5x5-v0",
@@ -58,8 +100,13 @@ BATCHED_IDS = (
     "MiniGrid-SimpleCrossingS11N5-v0",
 )
 
-for _env_id in BATCHED_IDS:
-    register(_env_id, functools.partial(BatchedMiniGridEnv, env_id=_env_id))
+register_family(minigrid_family)
 register_minigrid_descriptions(BATCHED_IDS)
 
-__all__ = ["BATCHED_IDS", "BatchedMiniGridEnv"]
+__all__ = [
+    "BATCHED_IDS",
+    "BatchedMiniGridEnv",
+    "NotBatchable",
+    "make_batched_minigrid",
+    "minigrid_family",
+]

@@ -234,7 +234,7 @@ def user_minigrid_description(env_id: str, env: BatchedEnv) -> EnvDescription | 
     copies = getattr(env, "envs", None)  # the Gymnasium adapter's envs, one per copy
     unwrapped = copies[0].unwrapped if copies else None
     if isinstance(env, BatchedMiniGridEnv):
-        what = "A MiniGrid gridworld"
+        what = f"A MiniGrid gridworld ({env.task_class})"
     elif minigrid_env is not None and isinstance(unwrapped, minigrid_env.MiniGridEnv):
         what = f"A MiniGrid gridworld ({type(unwrapped).__name__})"
     else:

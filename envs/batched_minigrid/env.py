@@ -4,6 +4,7 @@ tensor code over all envs, the layouts from MiniGrid's own generator."""
 from __future__ import annotations
 
 import functools
+import warnings
 from typing import Any
 
 import gymnasium
@@ -31,6 +32,7 @@ from rewardlab.envs.batched_minigrid.layouts import (
     STATE_SHIFT,
     TARGET_SHIFT,
     WALL,
+    NotBatchable,
     Rows,
     decode_layout,
     encode_layout,
@@ -39,9 +41,11 @@ from rewardlab.envs.batched_minigrid.layouts import (
     target_of,
 )
 from rewardlab.envs.core import Actions, BatchedEnv, StepReturn, WholeNumberBox
+from rewardlab.envs.minigrid import is_minigrid, mission_note
 
 VIEW = 7  # MiniGrid's agent_view_size, the default of every batched id
 LEFT, RIGHT, FORWARD, PICKUP, DROP, TOGGLE, DONE = range(7)
+_BATCHED_ARGUMENTS = ("device", "seed", "compile", "validate_actions")  # BatchedEnv's own
 AGENT_CELL = (VIEW // 2) * VIEW + VIEW - 1  # the agent's cell (3, 6) of the view, vx * 7 + vy
 
 
@@ -119,15 +123,19 @@ class BatchedMiniGridEnv(BatchedEnv):
         >>> obs, reward, terminated, truncated, info = env.step(torch.full((4,), 2))
 
     :param num_envs: how many copies to run
-    :param env_id: the MiniGrid id, e.g. ``"MiniGrid-KeyCorridorS3R3-v0"``
+    :param env_id: the id of a MiniGrid task, e.g. ``"MiniGrid-KeyCorridorS3R3-v0"``, or of a
+        user's ``MiniGridEnv`` subclass (``"my_module:MiniGrid-MyTask-v0"``), whose own
+        ``_gen_grid`` makes the layouts
     :param layouts: how many layouts the pool holds, at least 1
     :param max_episode_steps: MiniGrid's ``max_steps`` (the time limit and the reward's
         denominator); ``None`` keeps the id's own
     :param kwargs: ``device``, ``seed``, ``compile`` and ``validate_actions`` of
-        :class:`rewardlab.envs.BatchedEnv`
+        :class:`rewardlab.envs.BatchedEnv`; the others go to ``gymnasium.make`` (the task's
+        own arguments, e.g. a user's ``room_size``)
     :raises ImportError: minigrid is not installed
-    :raises ValueError: an id MiniGrid does not know, or whose step adds rules this env does
-        not reproduce, or a bad ``layouts``
+    :raises ValueError: an id Gymnasium does not know, or a bad ``layouts``
+    :raises NotBatchable: a task whose step, reward, view or objects this env does not
+        reproduce (:func:`~rewardlab.envs.batched_minigrid.layouts.success_rule`)
     """
 
     state_dtype = torch.uint8
@@ -150,16 +158,23 @@ class BatchedMiniGridEnv(BatchedEnv):
                 "MiniGrid envs need the minigrid package: pip install 'rewardlab[minigrid]'"
             ) from error
         self.gymnasium_id = env_id
-        make_kwargs = {} if max_episode_steps is None else {"max_steps": int(max_episode_steps)}
+        # what BatchedEnv does not take is the task's own (a user's room_size)
+        make_kwargs = {
+            name: kwargs.pop(name) for name in list(kwargs) if name not in _BATCHED_ARGUMENTS
+        }
+        if max_episode_steps is not None:
+            make_kwargs["max_steps"] = int(max_episode_steps)
         try:
             source = gymnasium.make(env_id, **make_kwargs).unwrapped
         except gymnasium.error.Error as error:
             raise ValueError(f"env_id={env_id!r} is not a MiniGrid id Gymnasium knows: {error}") from error
-        if not hasattr(source, "grid") or getattr(source, "agent_view_size", VIEW) != VIEW:
-            raise ValueError(
-                f"env_id={env_id!r} is not a MiniGrid task with a 7 x 7 view; use the Gymnasium "
-                "adapter for it (rewardlab.envs.GymnasiumBatchedEnv)"
-            )
+        if not is_minigrid(source):
+            raise NotBatchable(f"env_id={env_id!r} is not a MiniGrid task (no MiniGridEnv)")
+        if source.agent_view_size != VIEW:
+            raise NotBatchable(f"its view is {source.agent_view_size} cells wide, not {VIEW}")
+        warnings.warn(mission_note(source, env_id), stacklevel=3)
+        #: the name of the task's ``MiniGridEnv`` class (a user's own, for one)
+        self.task_class = type(source).__name__
         self.see_through_walls = bool(source.see_through_walls)
         self.success = success_rule(source)
         self.layout_seeds = np.random.default_rng(kwargs.get("seed")).integers(

@@ -56,6 +56,16 @@ FULL_CODES = _full_codes()
 COMPACT_CODES = np.zeros(1 << (TARGET_SHIFT + 1), dtype=np.int64)
 COMPACT_CODES[FULL_CODES] = np.arange(len(FULL_CODES))
 
+class NotBatchable(ValueError):
+    """A MiniGrid task whose dynamics the batched step does not reproduce (a ``step``, reward
+    or view of its own, an object of its own): it runs through the Gymnasium adapter."""
+
+
+#: the methods of ``MiniGridEnv`` that a task must leave as they are to be batched: the
+#: batched step is MiniGrid's step, reward and view (``step`` may be one of
+#: :data:`SUCCESS_RULES`' classes')
+MINIGRID_DYNAMICS = ("step", "_reward", "reset", "gen_obs", "gen_obs_grid", "get_view_exts")
+
 #: the success rule of each MiniGrid class whose step adds to ``MiniGridEnv.step``
 #: (``"pickup"``: picking up the target object; ``"open"``: opening the target door)
 SUCCESS_RULES = {
@@ -65,6 +75,9 @@ SUCCESS_RULES = {
     "KeyCorridorEnv": "pickup",
     "ObstructedMazeEnv": "pickup",
 }
+
+
+_WORLD_OBJECTS = "minigrid.core.world_object"
 
 
 def cell_code(obj: Any, target: Any = None) -> int:
@@ -84,12 +97,20 @@ def compact_code(obj: Any, target: Any = None) -> int:
 
     :param obj: the object, or ``None``
     :param target: the task's target object (compared by identity, as MiniGrid does)
-    :raises ValueError: an object no compact code stands for (MiniGrid's ``agent``)
+    :raises NotBatchable: an object no compact code stands for (MiniGrid's ``agent``), or of
+        a class other than MiniGrid's own
     """
     code = cell_code(obj, target)
     compact = int(COMPACT_CODES[code])
     if FULL_CODES[compact] != code:
-        raise ValueError(f"{obj!r} (MiniGrid encoding {obj.encode()}) has no place in a batched MiniGrid grid")
+        raise NotBatchable(
+            f"{obj!r} (MiniGrid encoding {obj.encode()}) has no place in a batched MiniGrid grid"
+        )
+    if obj is not None and type(obj).__module__ != _WORLD_OBJECTS:
+        # an object class of the task's own may move, open or block differently
+        raise NotBatchable(
+            f"its layouts hold a {type(obj).__name__}, not one of MiniGrid's objects"
+        )
     return compact
 
 
@@ -183,24 +204,33 @@ class Rows:
 
 
 def success_rule(env: Any) -> str:
-    """``"goal"``, ``"pickup"`` or ``"open"``: how an unwrapped MiniGrid env pays its reward.
+    """``"goal"``, ``"pickup"`` or ``"open"``: how an unwrapped MiniGrid env pays its reward,
+    read from its class, which must leave :data:`MINIGRID_DYNAMICS` as MiniGrid has them
+    (``step`` aside in the classes of :data:`SUCCESS_RULES`).
 
     :param env: an unwrapped MiniGrid env
-    :raises ValueError: its class changes ``step`` in a way the batched step does not know
+    :raises NotBatchable: its class changes the step, the reward or the view in a way the
+        batched step does not know, naming the method
     """
     from minigrid.minigrid_env import MiniGridEnv
 
+    rule = None
     for cls in type(env).__mro__:
-        if cls.__name__ in SUCCESS_RULES:
-            return SUCCESS_RULES[cls.__name__]
         if cls is MiniGridEnv:
-            return "goal"
-        if "step" in vars(cls):
-            break
-    raise ValueError(
-        f"{type(env).__name__} has a step of its own that the batched MiniGrid does not "
-        "reproduce; run this id through the Gymnasium adapter (rewardlab.envs.GymnasiumBatchedEnv)"
-    )
+            return rule or "goal"
+        minigrids = cls.__module__.startswith("minigrid.")
+        if rule is None and minigrids and cls.__name__ in SUCCESS_RULES:
+            rule = SUCCESS_RULES[cls.__name__]
+            continue
+        own = [
+            name for name in MINIGRID_DYNAMICS if name in vars(cls) and (name != "step" or rule is None)
+        ]
+        if own:
+            raise NotBatchable(
+                f"{cls.__name__} has a {own[0]} of its own, which the batched MiniGrid does not "
+                "reproduce"
+            )
+    raise NotBatchable(f"{type(env).__name__} is not a MiniGridEnv")
 
 
 def target_of(env: Any, rule: str) -> Any:

@@ -239,8 +239,8 @@ def write_point_mass(folder: Path, module: str, derived: bool = True) -> str:
 
 KEY_ROOMS_SOURCE = '''
 """A user's own MiniGrid task, written as MiniGrid's documentation teaches: three rooms in a
-row, a key in the first, a locked door of the key's colour into the second, a closed door
-into the third, where the goal is."""
+row (``rooms``), a key in the first, a locked door of the key's colour into the second, a
+closed door into the third, where the goal is."""
 import gymnasium as gym
 from minigrid.core.constants import COLOR_NAMES
 from minigrid.core.grid import Grid
@@ -250,9 +250,9 @@ from minigrid.minigrid_env import MiniGridEnv
 
 
 class KeyRoomsEnv(MiniGridEnv):
-    def __init__(self, room_size: int = 5, max_steps: int | None = None, **kwargs):
-        self.room_size = room_size
-        width = 3 * (room_size - 1) + 1
+    def __init__(self, room_size: int = 5, rooms: int = 3, max_steps: int | None = None, **kwargs):
+        self.room_size, self.rooms = room_size, rooms
+        width = rooms * (room_size - 1) + 1
         mission_space = MissionSpace(self._gen_mission, ordered_placeholders=[COLOR_NAMES])
         super().__init__(
             mission_space=mission_space,
@@ -270,12 +270,13 @@ class KeyRoomsEnv(MiniGridEnv):
         self.grid = Grid(width, height)
         self.grid.wall_rect(0, 0, width, height)
         wall = self.room_size - 1
-        for room in (1, 2):
+        for room in range(1, self.rooms):
             self.grid.vert_wall(room * wall, 0)
         color = self._rand_elem(COLOR_NAMES)
         self.put_obj(Door(color, is_locked=True), wall, self._rand_int(1, height - 1))
-        self.put_obj(Door(self._rand_elem(COLOR_NAMES)), 2 * wall, self._rand_int(1, height - 1))
-        self.place_obj(Goal(), top=(2 * wall, 0), size=(wall, height))
+        for room in range(2, self.rooms):
+            self.put_obj(Door(self._rand_elem(COLOR_NAMES)), room * wall, self._rand_int(1, height - 1))
+        self.place_obj(Goal(), top=((self.rooms - 1) * wall, 0), size=(wall, height))
         self.place_obj(Key(color), top=(0, 0), size=(wall, height))
         self.place_agent(top=(0, 0), size=(wall, height))
         self.mission = self._gen_mission(color)

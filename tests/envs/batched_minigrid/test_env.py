@@ -12,14 +12,26 @@ import torch
 
 pytest.importorskip("minigrid")
 
-from minigrid.core.world_object import Box  # noqa: E402
+from minigrid.core.world_object import Ball, Box  # noqa: E402
+from user_envs import write_key_rooms  # noqa: E402
 
 from rewardlab import envs  # noqa: E402
 from rewardlab.envs.batched_minigrid import BATCHED_IDS, BatchedMiniGridEnv  # noqa: E402
 from rewardlab.envs.batched_minigrid.env import view_offsets  # noqa: E402
+from rewardlab.envs.gymnasium_env import GymnasiumBatchedEnv  # noqa: E402
 
 COPIES = 6
 STEPS = 160
+
+
+@pytest.fixture(scope="module")
+def key_rooms(tmp_path_factory):
+    """The id of a user's own MiniGridEnv subclass (three rooms, a key, a locked door, the
+    goal), ``batched_key_rooms:MiniGrid-KeyRooms-v0``, in a folder on the import path."""
+    folder = tmp_path_factory.mktemp("user_minigrid")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.syspath_prepend(str(folder))
+        yield write_key_rooms(folder, "batched_key_rooms")
 
 
 def seeking_action(source, rng: np.random.Generator) -> int:
@@ -43,13 +55,14 @@ def seeking_action(source, rng: np.random.Generator) -> int:
     return int(rng.integers(2))
 
 
-def run_parity(env_id: str, seed: int, max_steps: int | None = None) -> Counter:
+def run_parity(env_id: str, seed: int, max_steps: int | None = None, **env_kwargs) -> Counter:
     """Step ``COPIES`` MiniGrid envs and one batched env of as many copies side by side from
-    the same states, asserting equality at every step; returns what the steps did."""
+    the same states, asserting equality at every step; returns what the steps did.
+    ``env_kwargs`` go to the task's constructor (a user's ``room_size``)."""
     kwargs = {} if max_steps is None else {"max_steps": max_steps}
-    sources = [gymnasium.make(env_id, **kwargs).unwrapped for _ in range(COPIES)]
+    sources = [gymnasium.make(env_id, **kwargs, **env_kwargs).unwrapped for _ in range(COPIES)]
     batched = BatchedMiniGridEnv(
-        COPIES, env_id=env_id, layouts=4, seed=seed, max_episode_steps=max_steps
+        COPIES, env_id=env_id, layouts=4, seed=seed, max_episode_steps=max_steps, **env_kwargs
     )
     batched.reset()
     rng = np.random.default_rng(seed)
@@ -199,3 +212,101 @@ def test_actions_are_checked_and_numpy_is_taken():
         env.step(torch.zeros(4, dtype=torch.int64))
     obs, *_ = env.step(np.array([2, 2, 2]))
     assert obs.shape == (3, 147)
+
+
+def test_a_users_minigrid_task_is_batched_and_steps_as_minigrid(key_rooms):
+    env = envs.make(key_rooms, num_envs=4, seed=0, layouts=8, room_size=4)
+    assert isinstance(env, BatchedMiniGridEnv) and env.rows.width == 10
+    done = run_parity(key_rooms, seed=5, max_steps=40, room_size=4, rooms=2)
+    events = ("pickup key", "unlock", "toggle door", "success")
+    missing = [event for event in events if not done[event]]
+    assert not missing, f"the parity run never did {missing} ({dict(done)})"
+
+
+#: the user's task small and short enough that a random policy succeeds in about 30% of episodes
+KEY_ROOMS_SMALL = {"room_size": 4, "max_steps": 60}
+EPISODES = 100
+FRONT, HELD = (3 * 7 + 5) * 3, (3 * 7 + 6) * 3  # the view's cell in front, the agent's own
+
+
+def seeking_policy(obs: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """A random policy of the flat views ``(n, 147)`` that often acts on the cell in front:
+    picks up keys, toggles closed doors, walks onto empty cells, open doors and the goal."""
+    front, door_state, held = obs[:, FRONT], obs[:, FRONT + 2], obs[:, HELD]
+    roll = rng.random(len(obs))
+    actions = np.where(roll < 0.3, rng.integers(7, size=len(obs)), rng.integers(2, size=len(obs)))
+    acts = roll >= 0.3
+    actions = np.where(acts & (front == 5) & (held == 1), 3, actions)
+    actions = np.where(acts & (front == 4) & (door_state > 0), 5, actions)
+    walks = (front == 1) | (front == 8) | ((front == 4) & (door_state == 0))
+    return np.where(acts & walks & (roll < 0.85), 2, actions)
+
+
+def test_a_users_batched_minigrid_task_matches_minigrid_under_a_random_policy(key_rooms):
+    """Success rate and mean return of one random policy on MiniGrid's own env of the user's
+    task and on the batched one, within four standard errors: the batched layouts come from
+    the task's own _gen_grid, drawn as MiniGrid draws them."""
+    rng = np.random.default_rng(0)
+    source = gymnasium.make(key_rooms, **KEY_ROOMS_SMALL).unwrapped
+    theirs = []
+    for episode in range(EPISODES):
+        obs, total, ended = source.reset(seed=episode)[0], 0.0, False
+        while not ended:
+            action = seeking_policy(obs["image"].reshape(1, -1), rng)[0]
+            obs, reward, terminated, truncated, _ = source.step(int(action))
+            total, ended = total + reward, terminated or truncated
+        theirs.append(total)
+    env = envs.make(key_rooms, num_envs=256, seed=1, layouts=4096, **KEY_ROOMS_SMALL)
+    obs, _ = env.reset()
+    ours, totals = [], torch.zeros(256)
+    while len(ours) < 4 * EPISODES:
+        actions = torch.as_tensor(seeking_policy(obs.numpy(), rng))
+        obs, reward, terminated, truncated, _ = env.step(actions)
+        totals += reward
+        ended = terminated | truncated
+        ours.extend(totals[ended].tolist())
+        totals[ended] = 0
+    theirs, ours = np.array(theirs), np.array(ours)
+    for name, success in (("success rate", True), ("mean return", False)):
+        a, b = ((theirs > 0, ours > 0) if success else (theirs, ours))
+        a, b = a.astype(float), b.astype(float)
+        error = np.sqrt(a.var() / len(a) + b.var() / len(b))
+        assert abs(a.mean() - b.mean()) < 4 * error, (name, a.mean(), b.mean(), error)
+    assert 0.1 < (ours > 0).mean() < 0.9  # not a comparison of two zeros
+
+
+class OwnRewardKeyRooms:
+    """Mixed into the user's task: a reward of its own."""
+
+    def _reward(self) -> float:
+        return 2.0
+
+
+class BallRoomsMixin:
+    """Mixed into the user's task: an object class of its own in the first room."""
+
+    def _gen_grid(self, width, height):
+        super()._gen_grid(width, height)
+        self.grid.set(1, height - 2, type("Bouncy", (Ball,), {})())
+
+
+@pytest.mark.parametrize(
+    ("mixin", "reason"),
+    [
+        (OwnRewardKeyRooms, "has a _reward of its own"),
+        (BallRoomsMixin, "a Bouncy, not one of MiniGrid's"),
+    ],
+)
+def test_a_task_not_of_minigrids_dynamics_says_why_and_runs_through_the_adapter(
+    key_rooms, mixin, reason
+):
+    import importlib
+
+    task = importlib.import_module(key_rooms.partition(":")[0]).KeyRoomsEnv
+    env_id = f"MiniGrid-KeyRooms{mixin.__name__}-v0"
+    gymnasium.register(env_id, entry_point=type(mixin.__name__, (mixin, task), {}))
+    with pytest.warns(UserWarning, match=f"{env_id} is not batched .*{reason}.*Gymnasium adapter"):
+        env = envs.make(env_id, num_envs=2, seed=0, layouts=4)
+    assert isinstance(env, GymnasiumBatchedEnv)
+    obs, _ = env.reset()
+    assert obs.shape == (2, 147)
