@@ -20,6 +20,7 @@ Usage::
     python -m benchmarks.minigrid_throughput                     # CPU, 1 to 16384 envs
     python -m benchmarks.minigrid_throughput --num-envs 4096 --no-compile
     python -m benchmarks.minigrid_throughput --device cuda --num-envs 4096 16384 65536
+    python -m benchmarks.minigrid_throughput --envs my_module:MiniGrid-MyTask-v0 MiniGrid-DoorKey-8x8-v0
 """
 
 from __future__ import annotations
@@ -185,7 +186,10 @@ def markdown(rows: list[dict[str, Any]], machine: dict[str, Any], args: argparse
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--envs", nargs="+", default=TASKS, choices=envs.batched_minigrid.BATCHED_IDS)
+    parser.add_argument(
+        "--envs", nargs="+", default=TASKS,
+        help="MiniGrid ids; a user's MiniGridEnv as module:MiniGrid-Name-v0 (its module importable)",
+    )
     parser.add_argument("--num-envs", nargs="+", type=int, default=NUM_ENVS)
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--no-compile", action="store_true", help="skip the compiled variant")
