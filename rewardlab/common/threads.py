@@ -66,7 +66,9 @@ class torch_threads:
     __slots__ = ("_before", "_threads")
 
     def __init__(self, threads: int | None, device: torch.device | str = "cpu") -> None:
-        on_cpu = (device.type if isinstance(device, torch.device) else torch.device(device).type) == "cpu"
+        on_cpu = (
+            device.type if isinstance(device, torch.device) else torch.device(device).type
+        ) == "cpu"
         self._threads = threads if on_cpu else None
         self._before: int | None = None
 
