@@ -238,12 +238,14 @@ class Learner(ThreadsSetting):
             model._restore(data, device, **extras)
         except RuntimeError:  # the saved networks do not fit the ones built
             saved, built = data.get("value_heads"), model._value_head_names()
-            if saved is None or saved == built:
+            if saved == built or (saved is None and "intrinsic" in extras):
                 raise
-            trained_with = data.get("intrinsic") or "its intrinsic module"
+            # files saved before the heads were named say nothing of them: the sizes differ
+            heads = f"has the value heads {saved}" if saved else "has other value heads"
+            trained_with = data.get("intrinsic") or "episodic"
             raise ValueError(
-                f"{os.fspath(path)} has the value heads {saved} but loads with {built}: it trained with "
-                f"a bonus ({trained_with}); pass it again, e.g. {cls.learner}.load(path, env, "
+                f"{os.fspath(path)} {heads}, not the {built} this load builds: it trained with a bonus; "
+                f"pass its intrinsic module again, e.g. {cls.learner}.load(path, env, "
                 f"intrinsic=rewardlab.intrinsic.make({trained_with!r}, obs_space, action_space))"
             ) from None
         model.tensorboard_log = None

@@ -68,8 +68,14 @@ def test_a_model_trained_with_a_bonus_says_what_to_pass_to_load_its_heads(tmp_pa
     with pytest.raises(ValueError) as error:
         PPO.load(tmp_path / "model.pt")
     message = str(error.value)
-    assert "\n" not in message and "has the value heads ['reward', 'intrinsic'] but loads with ['reward']" in message
+    assert "\n" not in message and "has the value heads ['reward', 'intrinsic'], not the ['reward'] this load builds" in message
     assert "intrinsic=rewardlab.intrinsic.make('rnd'" in message
+    # a file saved before the heads were named says so too
+    older = {key: value for key, value in torch.load(tmp_path / "model.pt", weights_only=True).items()
+             if key not in ("value_heads", "intrinsic")}
+    torch.save(older, tmp_path / "older.pt")
+    with pytest.raises(ValueError, match=r"older.pt has other value heads, not the \['reward'\] this load builds"):
+        PPO.load(tmp_path / "older.pt")
     again = intrinsic.make("rnd", env.single_observation_space, env.single_action_space, seed=0)
     loaded = PPO.load(tmp_path / "model.pt", intrinsic=again)
     obs = env.reset(seed=1)[0]
