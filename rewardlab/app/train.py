@@ -89,6 +89,8 @@ def resolve_config(args: argparse.Namespace) -> dict[str, Any]:
     """Defaults, then the preset for the env (:mod:`rewardlab.app.presets`), then the
     ``--config`` file, then the flags given on the command line."""
     given: dict[str, Any] = read_config_file(args.config) if args.config else {}
+    if given:
+        refuse_code_from_file(given, args, args.config)
     file_hyperparameters = given.get("hyperparameters", {})
     for key in DEFAULTS:
         value = getattr(args, key, None)
@@ -108,6 +110,30 @@ def resolve_config(args: argparse.Namespace) -> dict[str, Any]:
     settle_compile(config)
     check_config(config)
     return config
+
+
+def refuse_code_from_file(settings: dict[str, Any], args: argparse.Namespace, path: str) -> None:
+    """Refuse a config file's setting that would run code in this process unless the command
+    line gives it too: a ``module:Env-v0`` env (importing its module) and ``trust_program``
+    (the reward program outside the sandbox). A config file may come from a shared or
+    downloaded run folder; only the user's own words import or trust code.
+
+    :param settings: the file's settings.
+    :param args: the command line.
+    :param path: the file, for the error.
+    :raises ValueError: naming the setting and the flag that says it.
+    """
+    from rewardlab.envs.gymnasium_env import env_module
+
+    env = settings.get("env")
+    if isinstance(env, str) and env_module(env) is not None and args.env is None:
+        raise ValueError(f"the config file {path} names the env {env!r}, which would import its module: a "
+                         "file never makes rewardlab import code; if you trust that module, pass "
+                         f"--env {env!r} yourself")
+    if settings.get("trust_program") not in (None, False) and args.trust_program is None:
+        raise ValueError(f"the config file {path} sets trust_program, which runs its reward program in "
+                         "this process, outside the sandbox: a file never trusts a program for you; pass "
+                         "--trust-program yourself for a program you have read, or drop it from the file")
 
 
 def settle_compile(config: dict[str, Any]) -> None:
