@@ -442,7 +442,9 @@ def _best_header(result: SearchResult) -> list[str]:
         lines.append(f"Normalised score (best - sparse) / |human - sparse|: {result.normalized_score:.3f}.")
     lines += [
         f"Use: rewardlab train --env {config.env_id} --reward-program best_reward.py --logdir runs/best",
-        "  or, once you have read it: rewardlab.llm_reward.load_reward('best_reward.py').wrap(env, trusted=True)",
+        # the env named by the caller: a file's module:Env-v0 id alone is refused, never imported
+        "  or, once you have read it: rewardlab.llm_reward.load_reward('best_reward.py', "
+        f"env_id={config.env_id!r}).wrap(env, trusted=True)",
     ]
     return lines
 

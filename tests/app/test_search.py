@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import json
 import shlex
 from pathlib import Path
@@ -11,6 +12,7 @@ import pytest
 from user_envs import write_point_mass
 
 from rewardlab.app.cli import main as rewardlab
+from rewardlab.llm_reward import load_reward
 
 TINY_SEARCH = ["--proposer", "evolve", "--iterations", "1", "--samples", "2", "--final-seeds", "0",
                "--steps", "256", "--num-envs", "4", "--ppo", '{"n_steps": 32, "n_epochs": 1}',
@@ -38,6 +40,13 @@ def test_the_searchs_printed_train_command_runs_on_a_users_env_with_a_descriptio
     best = (tmp_path / "search_run" / "best_reward.py").read_text()
     carried = json.loads(best.split("# rewardlab-description:", 1)[1].splitlines()[0])
     assert [state["name"] for state in carried["state"]][:3] == ["goal_x", "goal_y", "pos_x"]
+    # the file's own words on loading it in Python, called as written from the search's folder
+    call = ast.parse(best.split("load_reward(", 1)[1].split(")", 1)[0].join(("f(", ")")), mode="eval").body
+    monkeypatch.chdir(tmp_path / "search_run")
+    loaded = load_reward(*map(ast.literal_eval, call.args),
+                         **{word.arg: ast.literal_eval(word.value) for word in call.keywords})
+    assert loaded.env_id == env_id and loaded.description.state_names[:2] == ("goal_x", "goal_y")
+    monkeypatch.chdir(tmp_path)
     train = printed_command(output.out, "train on it: ")
     assert "--reward-program" in train and "--describe" not in train
     # the run goes under the search's --out: a second search's command names its own
