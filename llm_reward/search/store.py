@@ -89,7 +89,7 @@ class RunStore:
         root = Path(root)
         config_path = root / CONFIG_FILE
         if config_path.exists() and _started(root):
-            saved = json.loads(config_path.read_text())
+            saved = _saved_config(config_path)
             current = json.loads(json.dumps(dict(config)))
             saved = {**SAVED_BEFORE, **saved}
             changed = sorted(key for key in identity if saved.get(key) != current.get(key))
@@ -119,19 +119,16 @@ class RunStore:
         if not path.exists():
             return
         data = path.read_bytes()
-        good = 0
-        for line in data.splitlines(keepends=True):
-            if not line.endswith(b"\n"):
-                break  # torn by a crash while it was written
+        *lines, torn = data.split(b"\n")  # the records' own newlines and returns are escaped
+        for line in lines:
             try:
                 record = json.loads(line)
-            except ValueError:
-                break
-            good += len(line)
+            except (ValueError, RecursionError):  # a whole line that is no JSON (nested past the limit)
+                continue
             self._remember(record)
-        if good < len(data):
+        if torn:  # a crash while the last record was written
             with open(path, "r+b") as journal:
-                journal.truncate(good)
+                journal.truncate(len(data) - len(torn))
 
     def _remember(self, record: Any) -> None:
         # a line of another shape (written by hand, or by another program) is no record of
@@ -218,6 +215,21 @@ class RunStore:
         temporary.write_text(redact(text, self.secrets), encoding="utf-8", errors="backslashreplace")
         os.replace(temporary, path)
         return path
+
+
+def _saved_config(path: Path) -> dict[str, Any]:
+    """The config a run directory's ``config.json`` holds, read as data of unknown type.
+
+    :raises ValueError: it is not a JSON object, naming the file and what to do.
+    """
+    try:
+        saved = json.loads(path.read_text(encoding="utf-8"))
+    except (ValueError, RecursionError):  # not UTF-8, not JSON, nested past the parser's limit
+        saved = None
+    if not isinstance(saved, dict):
+        raise ValueError(f"{path} is not a search run's config (a JSON object of its settings); use "
+                         "another --out")
+    return saved
 
 
 def _started(root: Path) -> bool:

@@ -225,6 +225,27 @@ def test_store_drops_a_torn_line_redacts_and_refuses_other_runs(tmp_path: Path) 
         RunStore.open(tmp_path / "run", {**config, "steps": 200}, ("env_id", "steps"), resume=True)
 
 
+def test_store_reads_a_shared_journal_and_config_of_any_content(tmp_path: Path) -> None:
+    # a run folder from elsewhere: a line nested past the parser's limit, or not JSON, in the
+    # middle of the journal is skipped (it stopped --resume with a RecursionError, or cut every
+    # later record off the file); a config that is no object is one ValueError naming it
+    config = {"env_id": "CartPole-v1", "steps": 100}
+    store = RunStore.open(tmp_path / "run", config, ("env_id", "steps"), resume=False)
+    store.append({"type": "answer", "key": "it00_s00", "text": "first"})
+    with open(tmp_path / "run" / JOURNAL_FILE, "a") as journal:
+        journal.write("[" * 100_000 + "]" * 100_000 + "\n" + "not\rjson\n")
+        journal.write(json.dumps({"type": "answer", "key": "it00_s01", "text": "after"}) + "\n")
+    reopened = RunStore.open(tmp_path / "run", config, ("env_id", "steps"), resume=True)
+    assert reopened.get("answer", "it00_s00")["text"] == "first"
+    assert reopened.get("answer", "it00_s01")["text"] == "after"
+    assert (tmp_path / "run" / JOURNAL_FILE).read_bytes().count(b"\n") == 4  # nothing cut off
+    for saved in ("[1, 2]", "[" * 100_000 + "]" * 100_000, "{", b"\xff"):
+        path = tmp_path / "run" / "config.json"
+        path.write_bytes(saved if isinstance(saved, bytes) else saved.encode())
+        with pytest.raises(ValueError, match=r"config.json is not a search run's config"):
+            RunStore.open(tmp_path / "run", config, ("env_id", "steps"), resume=True)
+
+
 def test_store_opens_a_run_that_stopped_before_its_first_record_afresh(tmp_path: Path) -> None:
     config = {"env_id": "CartPole-v1", "steps": 100}
     RunStore.open(tmp_path / "run", config, ("env_id", "steps"), resume=False)  # then the start failed
