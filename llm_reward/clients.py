@@ -411,15 +411,17 @@ def _replayed_answers(path: Path) -> list[tuple[str | None, Usage, str | None]]:
     (an answer that is not a string is kept as ``None``: its call fails when replayed)."""
     file = path / "journal.jsonl" if path.is_dir() else path
     try:
-        lines = file.read_text().splitlines()
+        lines = file.read_text(encoding="utf-8").splitlines()
     except OSError as error:
         raise ValueError(f"--llm replay:{path}: cannot read {file} ({error})") from error
+    except UnicodeDecodeError:
+        raise ValueError(f"--llm replay:{path}: cannot read {file} (it is not a UTF-8 text file)") from None
     records = []
     for number, line in enumerate(lines):
         try:
             record = json.loads(line)
-        except ValueError:
-            continue  # a torn last line of an interrupted run
+        except (ValueError, RecursionError):  # a torn last line; JSON nested past the parser's limit
+            continue
         if not isinstance(record, dict):
             continue
         if record.get("type") == "answer" and record.get("proposer") == "llm":

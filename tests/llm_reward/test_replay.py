@@ -37,6 +37,18 @@ def test_answers_are_served_in_order_then_the_calls_fail(tmp_path: Path) -> None
         make_client(f"replay:{tmp_path / 'empty.jsonl'}")
 
 
+def test_a_shared_journal_of_any_content_replays_its_answers(tmp_path: Path) -> None:
+    # a run folder from elsewhere: a line nested past the parser's limit raised RecursionError,
+    # a file that is not UTF-8 a bare codec error
+    path = tmp_path / "journal.jsonl"
+    path.write_text('{"text": "one"}\n' + "[" * 100_000 + "]" * 100_000 + '\n{"text": "two"}\n')
+    client = make_client(f"replay:{path}")
+    assert [client.complete([]).text for _ in range(2)] == ["one", "two"]
+    path.write_bytes(b'{"text": "one"}\n\xff\n')
+    with pytest.raises(ValueError, match=r"cannot read .*journal.jsonl \(it is not a UTF-8 text file\)"):
+        make_client(f"replay:{path}")
+
+
 def test_a_search_through_replay_trains_every_correct_answer_and_replays_itself(tmp_path: Path) -> None:
     path, answers = corpus_file(tmp_path / "corpus.jsonl", "CartPole-v1")
     out = tmp_path / "run"
