@@ -114,9 +114,9 @@ def resolve_config(args: argparse.Namespace) -> dict[str, Any]:
 
 def refuse_code_from_file(settings: dict[str, Any], args: argparse.Namespace, path: str) -> None:
     """Refuse a config file's setting that would run code in this process unless the command
-    line gives it too: a ``module:Env-v0`` env (importing its module) and ``trust_program``
-    (the reward program outside the sandbox). A config file may come from a shared or
-    downloaded run folder; only the user's own words import or trust code.
+    line gives it too: a ``module:Env-v0`` env or a potential (importing their module) and
+    ``trust_program`` (the reward program outside the sandbox). A config file may come from a
+    shared or downloaded run folder; only the user's own words import or trust code.
 
     :param settings: the file's settings.
     :param args: the command line.
@@ -130,6 +130,11 @@ def refuse_code_from_file(settings: dict[str, Any], args: argparse.Namespace, pa
         raise ValueError(f"the config file {path} names the env {env!r}, which would import its module: a "
                          "file never makes rewardlab import code; if you trust that module, pass "
                          f"--env {env!r} yourself")
+    potential = settings.get("potential")
+    if potential is not None and args.potential is None:
+        raise ValueError(f"the config file {path} names the potential {potential!r}, which would import its "
+                         "module: a file never makes rewardlab import code; if you trust that module, pass "
+                         f"--potential {potential!r} yourself")
     if settings.get("trust_program") not in (None, False) and args.trust_program is None:
         raise ValueError(f"the config file {path} sets trust_program, which runs its reward program in "
                          "this process, outside the sandbox: a file never trusts a program for you; pass "

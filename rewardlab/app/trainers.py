@@ -272,7 +272,7 @@ def potential_for(config: dict[str, Any]) -> Any:
             return potentials.for_env(config["env"])
         except ValueError as error:
             raise ValueError(
-                f"{error}: rewardlab train --potential module:function (or potential in --config)"
+                f"{error}: rewardlab train --potential module:function"
             ) from None
     return None
 

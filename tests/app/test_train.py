@@ -479,7 +479,10 @@ def test_potential_shapes_a_users_env_from_the_command_line_and_the_config(tmp_p
     common = ["--env", env_id, "--algo", algo, "--steps", "128", "--num-envs", "2", "--no-progress"]
     assert main(["train", *common, "--potential", "pm_potential:closeness", "--logdir", "flag"]) == 0
     (tmp_path / "config.json").write_text(json.dumps({"potential": "pm_potential:closeness"}))
-    assert main(["train", *common, "--config", "config.json", "--logdir", "file"]) == 0
+    # a file's potential imports its module only when the command line names it too
+    assert main(["train", *common, "--config", "config.json", "--logdir", "file"]) == 2
+    assert main(["train", *common, "--config", "config.json", "--potential", "pm_potential:closeness",
+                 "--logdir", "file"]) == 0
     for logdir in ("flag", "file"):
         assert json.loads((tmp_path / logdir / "seed_0" / "config.json").read_text())["potential"] == (
             "pm_potential:closeness")

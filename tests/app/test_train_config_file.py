@@ -41,10 +41,7 @@ def shared_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[P
 
 @pytest.mark.parametrize(("settings", "flag"), [
     ({"env": "shared_run_helper:Evil-v0"}, "--env 'shared_run_helper:Evil-v0'"),
-    pytest.param({"env": "CartPole-v1", "potential": "shared_run_helper:phi"},
-                 "--potential 'shared_run_helper:phi'", marks=pytest.mark.xfail(strict=True, reason=(
-                     "a config file's potential module:function is imported from the working folder "
-                     "(test_train's config potential test still asks for it)"))),
+    ({"env": "CartPole-v1", "potential": "shared_run_helper:phi"}, "--potential 'shared_run_helper:phi'"),
 ])
 def test_a_config_files_module_is_not_imported_unless_the_command_line_names_it(
     shared_folder: Path, capsys: pytest.CaptureFixture[str], settings: dict, flag: str
