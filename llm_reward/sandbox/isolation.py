@@ -848,7 +848,10 @@ def allow_computation_only(report: socket.socket | None = None) -> None:
         _add_rule(rules, allow, name, *arguments)
 
     for name in ALLOWED_SYSCALLS:
-        add(name)
+        # the process's exit goes through the job, which lets it go on once it has read
+        # every call refused before it: an exit cannot withdraw a refused call unseen
+        if not (name == "exit_group" and listening and continue_supported()):
+            add(name)
     add("clone", seccomp.Arg(0, seccomp.MASKED_EQ, _CLONE_THREAD, _CLONE_THREAD))
     add("openat", seccomp.Arg(2, seccomp.MASKED_EQ, _WRITING_FLAGS, 0))
     add("open", seccomp.Arg(1, seccomp.MASKED_EQ, _WRITING_FLAGS, 0))
@@ -893,6 +896,35 @@ _LISTENER, _NO_LISTENER = b"L", b"-"
 _NOTIFICATION_BYTES = 80
 _NOTIF_RECV = (3 << 30) | (_NOTIFICATION_BYTES << 16) | (ord("!") << 8)
 _NOTIFICATION_CALL = struct.Struct("=iI")
+_NOTIFICATION_ID = struct.Struct("=Q")
+#: ``SECCOMP_IOCTL_NOTIF_SEND``, ``_IOWR('!', 1, struct seccomp_notif_resp)``: the call's id,
+#: its return value, its error (negative) and flags (``SECCOMP_USER_NOTIF_FLAG_CONTINUE``: run it)
+_ANSWER = struct.Struct("=QqiI")
+_NOTIF_SEND = (3 << 30) | (_ANSWER.size << 16) | (ord("!") << 8) | 1
+_CONTINUE = 1
+#: how long the watch holds an exit for the calls of other threads still to come, ms
+EXIT_GRACE_MS = 20
+
+
+@functools.cache
+def continue_supported() -> bool:
+    """Whether this kernel lets a listener run a notified call as it was made
+    (``SECCOMP_USER_NOTIF_FLAG_CONTINUE``, Linux 5.5+)."""
+    try:
+        major, minor = (int(part) for part in os.uname().release.split(".")[:2])
+    except ValueError:
+        return False
+    return (major, minor) >= (5, 5)
+
+
+def _answer(listener: int, call: int, error: int = 0, flags: int = 0) -> None:
+    """Answer notified call ``call``: run it (``flags=_CONTINUE``) or fail it with ``error``.
+    A call whose thread has ended meanwhile (``ENOENT``) needs no answer."""
+    try:
+        fcntl.ioctl(listener, _NOTIF_SEND, _ANSWER.pack(call, 0, -error, flags))
+    except OSError as failure:
+        if failure.errno != errno.ENOENT:
+            raise
 
 
 @functools.cache
@@ -982,8 +1014,10 @@ class RefusalWatch:
 
     The first refused call is recorded in :attr:`refused` (its name) and the channel to
     the companion is shut down, so that the job, waiting for an answer, stops waiting and
-    fails the program (:attr:`refused` says why); then the listener is closed, and the
-    refused call, which never ran, returns ``ENOSYS`` into a process that can no longer answer.
+    fails the program (:attr:`refused` says why); every refused call, which never runs,
+    returns ``ENOSYS``. The companion's exit (``exit_group``) is notified too, where the
+    kernel can let it go on (:func:`continue_supported`): read after every call refused
+    before it, it runs then, so an exit cannot withdraw a refused call unseen.
     The job waits for the watch (:meth:`wait`) before it accepts a result or blames an exit,
     so a call made after the last answer, or just before the companion exits, is seen too.
 
@@ -1026,10 +1060,17 @@ class RefusalWatch:
         assert listener is not None
         poller = select.poll()
         poller.register(listener, select.POLLIN)
-        withdrawn = False
+        withdrawn, exiting = False, None
         try:
             while True:
-                events = next((event for fd, event in poller.poll() if fd == listener), 0)
+                # an exit waits until no other call has come for a moment: a thread's call
+                # made as the process exits is read before the exit can withdraw it
+                ready = poller.poll(None if exiting is None else EXIT_GRACE_MS)
+                if not ready and exiting is not None:
+                    _answer(listener, exiting, flags=_CONTINUE)
+                    exiting = None
+                    continue
+                events = next((event for fd, event in ready if fd == listener), 0)
                 if events & select.POLLIN:
                     notification = bytearray(_NOTIFICATION_BYTES)
                     try:
@@ -1038,29 +1079,44 @@ class RefusalWatch:
                         if error.errno == errno.EINTR:
                             continue
                         if error.errno == errno.ENOENT:
-                            # the call was withdrawn before it could be read: its thread was
-                            # killed (an exit at once) or a signal came first (the call is
-                            # then made again and named); an attempt either way
+                            # withdrawn before it could be read: its thread was killed, or a
+                            # signal came first (the call is then made again and named)
                             withdrawn = True
                             continue
-                        # a kernel whose notice this cannot read: refused all the same, unnamed
-                        self.refused = f"a call whose notice could not be read ({os.strerror(error.errno or 0)})"
+                        # a kernel whose notice this cannot read: refused all the same,
+                        # unnamed; closing the listener answers every call ENOSYS
+                        self._refuse(f"a call whose notice could not be read "
+                                     f"({os.strerror(error.errno or 0)})")
+                        return
+                    (call,) = _NOTIFICATION_ID.unpack_from(notification, 0)
+                    name = syscall_name(*_NOTIFICATION_CALL.unpack_from(notification, 16))
+                    if name == "exit_group":
+                        if exiting is not None:  # another thread's exit: one is enough
+                            _answer(listener, exiting, flags=_CONTINUE)
+                        exiting = call
                     else:
-                        number, arch = _NOTIFICATION_CALL.unpack_from(notification, 16)
-                        self.refused = syscall_name(number, arch)
-                    try:
-                        self._channel.shutdown(socket.SHUT_RDWR)
-                    except OSError:
-                        pass  # closed already
-                    return
+                        self._refuse(name)
+                        _answer(listener, call, error=errno.ENOSYS)  # it never runs
+                    continue
                 if events & (select.POLLHUP | select.POLLERR | select.POLLNVAL):
                     # no process uses the filter any more: the companion has ended
-                    if withdrawn:
+                    if withdrawn and self.refused is None:
                         self.refused = ("a call withdrawn as its thread ended, before it "
                                         "could be named")
                     return
         finally:
             os.close(listener)
+
+    def _refuse(self, name: str) -> None:
+        """Record the first refused call and shut the channel down, so that the job,
+        waiting for an answer, stops waiting."""
+        if self.refused is not None:
+            return
+        self.refused = name
+        try:
+            self._channel.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass  # closed already
 
 
 def describe_isolation() -> dict[str, Any]:
