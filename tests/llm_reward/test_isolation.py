@@ -943,9 +943,12 @@ def test_a_stalled_programs_checkpoints_are_kept(tmp_path: Path) -> None:
     assert all(point.step > 0 and point.fitness > 0 for point in kept), kept  # measured by the caller
 
 
-def test_a_companion_that_stays_on_costs_no_result(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_companion_that_stays_on_fails_its_candidate_and_keeps_the_checkpoints(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # closing sent it a signal the job's own confinement refuses: the error escaped the job
-    # and the finished training's checkpoints were lost
+    # and the finished training's checkpoints were lost. What it does after the job's last
+    # look at its refused calls would go unseen: it fails the candidate, the checkpoints kept
     from rewardlab import llm_reward
     from rewardlab.llm_reward.training import run as evaluation
 
@@ -955,7 +958,8 @@ def test_a_companion_that_stays_on_costs_no_result(tmp_path: Path, monkeypatch: 
     result = llm_reward.evaluate(llm_reward.RewardProgram.from_source(source), "CartPole-v1", steps=128,
                                  num_envs=4, timeout_s=60, ppo_kwargs={"n_steps": 16}, num_checkpoints=2,
                                  run_dir=run_dir)
-    assert result.ok, result.failure
+    assert not result.ok and result.failure is not None, result
+    assert "did not end within" in result.failure.reason, result.failure
     assert len(result.seeds[0].checkpoints) == 2
     # nothing of the worker outlives it: the companion, whose working directory is the run
     # directory, ended with the worker's namespaces
