@@ -57,6 +57,7 @@ import keyword
 import math
 import operator
 import re
+import unicodedata
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -369,10 +370,13 @@ def _check_name(name: Any, what: str, where: str) -> None:
 
     :raises ValueError: naming the value (escaped) and what to write instead.
     """
+    # Python reads an identifier in its NFKC form (a full-width x is x): a name of another form
+    # would be a parameter that receives some other variable's values
     if (not isinstance(name, str) or not name.isidentifier() or keyword.iskeyword(name)
-            or name.startswith("_")):
+            or name.startswith("_") or unicodedata.normalize("NFKC", name) != name):
         raise ValueError(f"{where}: {what} {name!r} must be a Python identifier (letters, digits "
-                         "and _, not starting with a digit or _, not a keyword), e.g. cart_position")
+                         "and _ as Python reads them, not starting with a digit or _, not a keyword), "
+                         "e.g. cart_position")
     if name in _CONSTANTS or name in _FLAGS:
         raise ValueError(f"{where}: {what} {name!r} is a name the expressions already give; pick "
                          "another")

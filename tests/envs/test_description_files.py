@@ -131,8 +131,10 @@ def test_a_huge_slice_index_is_refused_in_one_line(tmp_path: Path) -> None:
     assert "\n" not in str(caught.value)
 
 
+# "\uff58" (a full-width x) is an identifier that Python reads as x: a program's parameter
+# of that name was given another variable's values
 @pytest.mark.parametrize("name", ["\x1b]0;pwned\x07", "cart position (m)", "if", "_hidden", "1st",
-                                  ""])
+                                  "", "\uff58", "\ufb01t"])
 def test_every_name_in_a_file_is_an_identifier_or_refused_in_one_line(tmp_path: Path,
                                                                        name: str) -> None:
     path = tmp_path / "names.toml"
