@@ -31,7 +31,8 @@ def make_batched_minigrid(num_envs: int, env_id: str, **kwargs: Any) -> Batched:
 
     :param num_envs: how many copies
     :param env_id: the task's Gymnasium id (``"module:Name-v0"`` too, its module imported)
-    :param kwargs: :class:`BatchedMiniGridEnv`'s (``layouts`` does not reach the adapter)
+    :param kwargs: :class:`BatchedMiniGridEnv`'s (``layouts`` and ``reuse`` do not reach the
+        adapter)
     """
     try:
         return BatchedMiniGridEnv(num_envs, env_id=env_id, **kwargs)
@@ -41,7 +42,8 @@ def make_batched_minigrid(num_envs: int, env_id: str, **kwargs: Any) -> Batched:
             "MiniGrid env per copy in Python, several times slower",
             stacklevel=3,
         )
-    kwargs.pop("layouts", None)  # a pool of the batched env's only
+    for pool_argument in ("layouts", "reuse"):  # the batched env's layout pool only
+        kwargs.pop(pool_argument, None)
     return GymnasiumBatchedEnv(env_id, num_envs, **kwargs)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import warnings
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 import gymnasium
@@ -46,6 +47,11 @@ from rewardlab.envs.minigrid import is_minigrid, mission_note
 VIEW = 7  # MiniGrid's agent_view_size, the default of every batched id
 LEFT, RIGHT, FORWARD, PICKUP, DROP, TOGGLE, DONE = range(7)
 _BATCHED_ARGUMENTS = ("device", "seed", "compile", "validate_actions")  # BatchedEnv's own
+#: how many layouts of the pool one refresh replaces
+REFRESH_CHUNK = 64
+#: MiniGrid seeds of the pool's first layouts lie below this one, refreshed layouts' above it,
+#: so that no env's refreshed layouts are another env's (an evaluation env's) first pool
+FIRST_POOL_SEEDS = 2**31 - 1
 AGENT_CELL = (VIEW // 2) * VIEW + VIEW - 1  # the agent's cell (3, 6) of the view, vx * 7 + vy
 
 
@@ -95,15 +101,19 @@ class BatchedMiniGridEnv(BatchedEnv):
       at the agent's cell, flattened to ``(147,)`` float32 in MiniGrid's ``(x, y, channel)``
       order: what the Gymnasium adapter gives for the same id (``rewardlab.envs.minigrid``).
     - Actions: ``Discrete(7)``.
-    - Layouts: a pool of ``layouts`` reset states made once, at construction, by MiniGrid's
-      own generator (``env.reset(seed=s)`` for ``layouts`` seeds drawn from ``seed``): each
-      layout is exactly one of MiniGrid's, so their distribution is MiniGrid's, over that
-      many layouts (an env made with another seed has another pool: a held-out set for
-      evaluation). Each reset draws one from the pool with the env's torch generator.
-      Making a layout costs one MiniGrid reset, 0.3 to 1 ms on an idle core
-      (``benchmarks/minigrid_throughput.py`` reports the pool's time, ``pool (s)``), so the
-      default 4096 take seconds, once per env object; raise ``layouts`` for long runs where
-      a policy could learn the pool by heart.
+    - Layouts: a pool of ``layouts`` reset states made by MiniGrid's own generator
+      (``env.reset(seed=s)``, seeds drawn from ``seed``): each layout is exactly one of
+      MiniGrid's, so their distribution is MiniGrid's. Each reset draws one from the pool
+      with the env's torch generator. The pool refreshes as episodes start: after every
+      ``reuse * 64`` episode starts, the 64 oldest layouts are replaced by new ones, so that
+      a layout starts ``reuse`` episodes on average and a long run never learns a pool by
+      heart. The new layouts are made ahead, in a thread, from the next seeds of the env's
+      own stream, and swapped in at those fixed counts: the run stays deterministic given
+      ``seed`` and the actions. The first pool's seeds lie below 2**31 - 1 and the refreshed
+      ones above, so an env made with another seed (a held-out set for evaluation) never
+      starts on this one's refreshed layouts. A layout costs one MiniGrid reset, 0.3 to
+      5 ms on an idle core (``benchmarks/minigrid_throughput.py`` reports the first pool's
+      time, ``pool (s)``).
 
     The state of a copy is one row of bytes (:class:`~rewardlab.envs.batched_minigrid.layouts.Rows`,
     :attr:`state`): the grid's compact cell codes padded with walls, the contents of its
@@ -127,6 +137,8 @@ class BatchedMiniGridEnv(BatchedEnv):
         user's ``MiniGridEnv`` subclass (``"my_module:MiniGrid-MyTask-v0"``), whose own
         ``_gen_grid`` makes the layouts
     :param layouts: how many layouts the pool holds, at least 1
+    :param reuse: how many episodes a layout starts, on average, before it is replaced; at
+        least 1, ``None`` for a fixed pool
     :param max_episode_steps: MiniGrid's ``max_steps`` (the time limit and the reward's
         denominator); ``None`` keeps the id's own
     :param kwargs: ``device``, ``seed``, ``compile`` and ``validate_actions`` of
@@ -147,10 +159,16 @@ class BatchedMiniGridEnv(BatchedEnv):
         env_id: str = "MiniGrid-DoorKey-8x8-v0",
         layouts: int = 4096,
         max_episode_steps: int | None = None,
+        reuse: int | None = 4,
         **kwargs: Any,
     ):
         if isinstance(layouts, bool) or not isinstance(layouts, int | np.integer) or layouts < 1:
             raise ValueError(f"layouts must be a positive int (the size of the layout pool), got {layouts!r}")
+        if reuse is not None and (isinstance(reuse, bool) or not isinstance(reuse, int | np.integer) or reuse < 1):
+            raise ValueError(
+                f"reuse must be a positive int (episodes per layout before it is replaced) or None "
+                f"for a fixed pool, got {reuse!r}"
+            )
         try:
             import minigrid  # noqa: F401  (registers the MiniGrid ids with Gymnasium)
         except ImportError as error:
@@ -177,11 +195,20 @@ class BatchedMiniGridEnv(BatchedEnv):
         self.task_class = type(source).__name__
         self.see_through_walls = bool(source.see_through_walls)
         self.success = success_rule(source)
-        self.layout_seeds = np.random.default_rng(kwargs.get("seed")).integers(
-            0, 2**31 - 1, size=int(layouts)
-        )
-        pool, boxes = self._make_layouts(source)
+        self._seed_stream = np.random.default_rng(kwargs.get("seed"))
+        #: the MiniGrid seed of each layout in the pool
+        self.layout_seeds = self._seed_stream.integers(0, FIRST_POOL_SEEDS, size=int(layouts))
+        # the layouts are read from the grid: the view MiniGrid's reset computes (most of a
+        # reset's cost; a pure function of the grid, success_rule checked it is MiniGrid's) is
+        # not needed
+        source.gen_obs = dict
+        full = Rows(source.width, source.height, boxes=True)
+        pool = self._make_layouts(source, self.layout_seeds, full)
+        boxes = bool(np.any(FULL_CODES[pool[:, : full.cells]] & 15 == BOX))
         self.rows = Rows(source.width, source.height, boxes)
+        self._full_rows = full
+        self._source = source  # the maker thread's generator from here on
+        pool = self._compact(pool)
         super().__init__(
             num_envs,
             WholeNumberBox(0.0, 255.0, (VIEW * VIEW * 3,), dtype=np.float32),
@@ -214,21 +241,67 @@ class BatchedMiniGridEnv(BatchedEnv):
         ).float()
         self._layouts = torch.as_tensor(pool, device=device)
         self._layout_obs = self.observe(self._layouts)
+        #: episodes a layout starts on average before it is replaced (None: a fixed pool)
+        self.reuse = None if reuse is None else int(reuse)
+        self._refresh_chunk = min(REFRESH_CHUNK, int(layouts))
+        self._starts = 0  # episode starts since the last refresh
+        self._oldest = 0  # the first slot of the next refresh
+        self._maker: ThreadPoolExecutor | None = None
+        self._next_chunk: Future | None = None
+        if self.reuse is not None:
+            self._maker = ThreadPoolExecutor(1, thread_name_prefix="minigrid-layouts")
+            self._next_chunk = self._make_chunk(source)
 
-    def _make_layouts(self, source: Any) -> tuple[np.ndarray, bool]:
-        """The pool's state rows ``(layouts, dim)`` as MiniGrid makes them, and whether any
-        layout has a box (without boxes, the contents plane and row are left out)."""
-        full = Rows(source.width, source.height, boxes=True)
-        rows = []
-        for layout_seed in self.layout_seeds:
+    def _make_layouts(self, source: Any, seeds: np.ndarray, rows: Rows) -> np.ndarray:
+        """State rows ``(len(seeds), rows.dim)`` as MiniGrid makes them, one per seed.
+
+        :param source: the unwrapped MiniGrid env that generates them
+        :param seeds: MiniGrid reset seeds
+        :param rows: the layout of the rows
+        """
+        encoded = []
+        for layout_seed in seeds:
             source.reset(seed=int(layout_seed))
-            rows.append(encode_layout(source, full, target_of(source, self.success)))
-        pool = np.stack(rows)
-        boxes = bool(np.any(FULL_CODES[pool[:, : full.cells]] & 15 == BOX))
-        if not boxes:
-            keep = np.r_[0 : full.cells, full.agent_x : full.carried_contents]
-            pool = pool[:, keep]
-        return pool, boxes
+            encoded.append(encode_layout(source, rows, target_of(source, self.success)))
+        return np.stack(encoded)
+
+    def _compact(self, pool: np.ndarray) -> np.ndarray:
+        """Full rows (with a contents plane) as this env's rows: without boxes, the contents
+        plane and the carried box's row are left out."""
+        full = self._full_rows
+        if self.rows.boxes:
+            return pool
+        return pool[:, np.r_[0 : full.cells, full.agent_x : full.carried_contents]]
+
+    def _make_chunk(self, source: Any) -> Future:
+        """Start making the next refresh's layouts in the maker thread, from the next seeds of
+        the env's stream (drawn here, so that the stream does not depend on the thread)."""
+        self._next_seeds = self._seed_stream.integers(FIRST_POOL_SEEDS, 2**62, size=self._refresh_chunk)
+        return self._maker.submit(self._make_layouts, source, self._next_seeds, self._full_rows)
+
+    def _refresh(self, started: int) -> None:
+        """Count ``started`` episode starts; each ``reuse * chunk`` of them, put the chunk made
+        ahead in the place of the pool's oldest layouts and start making the next.
+
+        A layout with a box, in a pool that has none (so no contents plane), keeps its old slot.
+        """
+        self._starts += started
+        if self.reuse is None or self._starts < self.reuse * self._refresh_chunk:
+            return
+        self._starts -= self.reuse * self._refresh_chunk
+        chunk, seeds = self._next_chunk.result(), self._next_seeds  # made ahead, while stepping
+        self._next_chunk = self._make_chunk(self._source)
+        full = self._full_rows
+        fits = self.rows.boxes | ~np.any(FULL_CODES[chunk[:, : full.cells]] & 15 == BOX, axis=1)
+        size = self._layouts.shape[0]
+        slots = torch.as_tensor((self._oldest + np.arange(len(chunk))) % size, device=self.device)
+        self._oldest = (self._oldest + len(chunk)) % size
+        new = torch.as_tensor(self._compact(chunk), device=self.device)
+        keep = torch.as_tensor(fits, device=self.device)
+        slots, new = slots[keep], new[keep]
+        self._layouts[slots] = new
+        self._layout_obs[slots] = self.observe(new)
+        self.layout_seeds[slots.cpu().numpy()] = seeds[fits]
 
     # ------------------------------------------------------------- the contract
     @property
@@ -293,6 +366,7 @@ class BatchedMiniGridEnv(BatchedEnv):
             self._elapsed[ended] = 0
             obs = obs.clone()
             obs[ended] = self._layout_obs[picks]
+            self._refresh(ended.numel())
         self._last_actions = actions
         info = {"final_obs": final_obs, "reward_components": {"extrinsic": reward}}
         return obs, reward, terminated, truncated, info
@@ -465,6 +539,13 @@ class BatchedMiniGridEnv(BatchedEnv):
         column = encode_layout(gymnasium_env, self.rows, target_of(gymnasium_env, self.success))
         self._state[index] = torch.as_tensor(column, device=self.device)
         self._elapsed[index] = int(gymnasium_env.step_count)
+
+    def close(self) -> None:
+        """Stop making layouts, and release the renderer."""
+        if self._maker is not None:
+            self._maker.shutdown(wait=False, cancel_futures=True)
+            self._maker = None
+        super().close()
 
     def __repr__(self) -> str:
         return f"BatchedMiniGridEnv({self.spec_id}, num_envs={self.num_envs}, device={self.device})"

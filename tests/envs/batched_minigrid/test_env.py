@@ -16,7 +16,7 @@ from minigrid.core.world_object import Ball, Box  # noqa: E402
 from user_envs import write_key_rooms  # noqa: E402
 
 from rewardlab import envs  # noqa: E402
-from rewardlab.envs.batched_minigrid import BATCHED_IDS, BatchedMiniGridEnv  # noqa: E402
+from rewardlab.envs.batched_minigrid import BATCHED_IDS, BatchedMiniGridEnv, layouts  # noqa: E402
 from rewardlab.envs.batched_minigrid.env import view_offsets  # noqa: E402
 from rewardlab.envs.gymnasium_env import GymnasiumBatchedEnv  # noqa: E402
 
@@ -153,12 +153,12 @@ def test_view_offsets_follow_minigrids_slice_and_rotation():
 
 
 def test_make_builds_the_batched_env_and_autoresets_from_the_pool():
-    env = envs.make("MiniGrid-DoorKey-5x5-v0", num_envs=64, seed=3, layouts=8)
+    env = envs.make("MiniGrid-DoorKey-5x5-v0", num_envs=64, seed=3, layouts=8, reuse=None)
     assert isinstance(env, BatchedMiniGridEnv) and env.spec_id == "MiniGrid-DoorKey-5x5-v0"
     obs, _ = env.reset()
     assert obs.shape == (64, 147) and obs.dtype == torch.float32
     assert env.single_observation_space.contains(obs[0].numpy())
-    again, _ = envs.make("MiniGrid-DoorKey-5x5-v0", num_envs=64, seed=3, layouts=8).reset()
+    again, _ = envs.make("MiniGrid-DoorKey-5x5-v0", num_envs=64, seed=3, layouts=8, reuse=None).reset()
     assert torch.equal(obs, again)
     assert torch.equal(obs, env.observe(env.state))
     generator = torch.Generator().manual_seed(0)
@@ -175,9 +175,39 @@ def test_make_builds_the_batched_env_and_autoresets_from_the_pool():
     assert ends > 0
 
 
+def test_the_pool_refreshes_from_new_seeds_deterministically():
+    """Each reuse * 64 episode starts replace the 64 oldest layouts by MiniGrid's layouts of
+    new seeds (above the first pools' seeds); the same seed and actions give the same run."""
+    runs = []
+    for _ in range(2):
+        env = BatchedMiniGridEnv(256, env_id="MiniGrid-DoorKey-5x5-v0", layouts=96, reuse=2, seed=4)
+        first = env.layout_seeds.copy()
+        env.reset()
+        generator = torch.Generator().manual_seed(0)
+        starts = 0
+        for _ in range(300):
+            obs, _, terminated, truncated, _ = env.step(torch.randint(7, (256,), generator=generator))
+            starts += int((terminated | truncated).sum())
+            assert torch.equal(obs, env.observe(env.state))
+        runs.append((env.layout_seeds.copy(), env._layouts.clone(), env.state.clone()))
+        env.close()
+    seeds, pool, state = runs[0]
+    refreshed = starts // (2 * 64) * 64
+    assert refreshed >= 96  # every slot was replaced at least once
+    assert (seeds != first).all() and (seeds >= 2**31 - 1).all()
+    assert (seeds == runs[1][0]).all() and torch.equal(pool, runs[1][1]) and torch.equal(state, runs[1][2])
+    source = gymnasium.make("MiniGrid-DoorKey-5x5-v0").unwrapped
+    for index in (0, 50, 95):
+        source.reset(seed=int(seeds[index]))
+        expected = layouts.encode_layout(source, env.rows)
+        assert torch.equal(pool[index], torch.as_tensor(expected))
+
+
 def test_bad_arguments_are_named():
     with pytest.raises(ValueError, match="layouts must be a positive int"):
         BatchedMiniGridEnv(2, env_id="MiniGrid-Empty-5x5-v0", layouts=0)
+    with pytest.raises(ValueError, match="reuse must be a positive int .* got 0"):
+        BatchedMiniGridEnv(2, env_id="MiniGrid-Empty-5x5-v0", layouts=1, reuse=0)
     with pytest.raises(ValueError, match="has a step of its own"):
         BatchedMiniGridEnv(2, env_id="MiniGrid-Dynamic-Obstacles-5x5-v0", layouts=1)
     with pytest.raises(ValueError, match="not a MiniGrid id"):
