@@ -24,12 +24,14 @@ import json
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from rewardlab.app.arguments import plain_text
 from rewardlab.common.files import walk_files
 from rewardlab.common.statistics import BOOTSTRAP_SAMPLES, bootstrap_ci, iqm
+from rewardlab.common.terminal import escape_controls, terminal_line
 
 GRID_POINTS = 200
 
@@ -72,9 +74,8 @@ def group_of(run_path: Path, top: Path, folders: dict[str, Path]) -> str:
     folder above the run's; runs without one are grouped by the RUN_DIR they were
     found under.
     """
-    config_path = run_path / "config.json"
-    if config_path.exists():
-        config = json.loads(config_path.read_text())
+    config = run_config(run_path)
+    if config is not None:
         config.pop("seed", None)
         key = json.dumps(config, sort_keys=True)
         folder = run_path.parent if run_path.parent.name else run_path
@@ -105,12 +106,19 @@ def distinct_labels(folders: dict[str, Path]) -> dict[str, str]:
     return labels
 
 
+def run_config(run_path: Path) -> dict[str, Any] | None:
+    """A run's ``config.json``, read as data of unknown type (a run folder may come from
+    anywhere): ``None`` without one, or for one that is no JSON object of settings."""
+    try:
+        config = json.loads((run_path / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError):  # missing, not UTF-8 or JSON, nested past the limit
+        return None
+    return config if isinstance(config, dict) else None
+
+
 def env_of(run_path: Path) -> str | None:
     """The env a run trained on, from its ``config.json`` (None without one)."""
-    config_path = run_path / "config.json"
-    if not config_path.exists():
-        return None
-    env = json.loads(config_path.read_text()).get("env")
+    env = (run_config(run_path) or {}).get("env")
     return env if isinstance(env, str) else None
 
 
@@ -258,7 +266,8 @@ def plot(runs: list[Run], tag: str, path: Path, threshold: float | None, seed: i
         resampled = curves[rng.integers(0, len(members), size=(BOOTSTRAP_SAMPLES, len(members)))]
         low, high = np.quantile(resampled.mean(1), [0.025, 0.975], axis=0)
         seeds = f"{len(members)} seed{'' if len(members) == 1 else 's'}"
-        (line,) = axes.plot(grid, mean, label=f"{group} ({seeds})", linewidth=2)
+        # a folder's name as read (a control character is no glyph: matplotlib warned with it raw)
+        (line,) = axes.plot(grid, mean, label=f"{terminal_line(group)} ({seeds})", linewidth=2)
         axes.fill_between(grid, low, high, color=line.get_color(), alpha=0.25, linewidth=0)
     if threshold is not None:
         axes.axhline(threshold, color="grey", linestyle="--", linewidth=1, label=f"threshold {threshold:g}")
@@ -302,9 +311,10 @@ def run_compare(args: argparse.Namespace) -> int:
     out = Path(args.out)
     rows = compare([Path(d) for d in args.run_dirs], args.tag, out, args.threshold)
     warning = env_warning(rows)
+    # groups are folder names and envs come from config.json: a terminal acts on neither
     if warning:
-        print(warning, file=sys.stderr)
-    print(markdown_table(rows, args.tag))
+        print(terminal_line(warning), file=sys.stderr)
+    print(escape_controls(markdown_table(rows, args.tag)))
     print(f"wrote {out / 'curves.png'}, {out / 'summary.md'}, {out / 'summary.csv'}")
     return 0
 

@@ -530,6 +530,23 @@ def test_compare_labels_two_searches_apart_and_warns_of_different_envs(tmp_path,
     assert "warning" not in capsys.readouterr().err
 
 
+def test_compare_reads_shared_run_folders_as_data(tmp_path, capsys):
+    # runs from elsewhere: a folder name and an env from config.json with terminal escapes, a
+    # config.json that is a list or nested past the parser's limit (AttributeError,
+    # RecursionError tracebacks)
+    write_run(tmp_path, "\x1b]0;pwned\x07a", 0, [(0, 0.0), (100, 1.0)], config={"env": "CartPole-v1"})
+    write_run(tmp_path, "b", 0, [(0, 1.0), (100, 0.0)], config={"env": "\x1b[2JMountainCar-v0"})
+    for name, text in (("listed", "[1, 2]"), ("nested", "[" * 100_000 + "]" * 100_000)):
+        write_run(tmp_path, name, 0, [(0, 1.0), (100, 2.0)])
+        (tmp_path / name / "seed_0" / "config.json").write_text(text)
+    runs = [str(path) for path in sorted(tmp_path.iterdir())]
+    assert main(["compare", *runs, "--out", str(tmp_path / "out")]) == 0
+    captured = capsys.readouterr()
+    shown = captured.out + captured.err
+    assert "pwned" in captured.out and "MountainCar-v0" in captured.err and "| nested | 1 |" in captured.out
+    assert not any(character in shown for character in "\x1b\x07\x9b"), repr(shown)
+
+
 def test_the_plots_legend_counts_seeds_in_words(tmp_path, monkeypatch):
     from rewardlab.app import compare as compare_module
 
