@@ -53,7 +53,11 @@ from rewardlab.llm_reward.search.evolve_random import EvolveRandomProposer
 from rewardlab.llm_reward.search.examples import most_similar
 from rewardlab.llm_reward.search.executors import CallbackError, EvalTask, Executor, LocalExecutor
 from rewardlab.llm_reward.search.feedback import FeedbackSource
-from rewardlab.llm_reward.search.prescreen import collect_trajectories, prescreen
+from rewardlab.llm_reward.search.prescreen import (
+    collect_trajectories,
+    prescreen,
+    stored_trajectories,
+)
 from rewardlab.llm_reward.search.progress import Progress
 from rewardlab.llm_reward.search.prompts import (
     candidate_line,
@@ -437,7 +441,11 @@ class _Search:
     def _load_trajectories(self) -> list[dict[str, Any]]:
         path = self.store.path("prescreen", "trajectories.json")
         if path.exists():
-            return json.loads(path.read_text())["trajectories"]
+            stored = stored_trajectories(path.read_text(encoding="utf-8", errors="replace"))
+            if stored is not None:
+                return stored
+            self.progress.note(f"prescreen: {path} holds no trajectories of the shape this search "
+                               "stores; collecting them again")
         steps = self.config.steps if self.config.prescreen_steps is None else self.config.prescreen_steps
         self.progress.note(f"prescreen: collecting trajectories (random, and PPO trained {steps:,} steps "
                            "on the human reference reward) ...")

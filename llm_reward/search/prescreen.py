@@ -15,6 +15,7 @@ the program passes.
 
 from __future__ import annotations
 
+import json
 import math
 import socket
 import sys
@@ -40,7 +41,7 @@ from rewardlab.llm_reward.training.compiled import preload_for
 from rewardlab.llm_reward.training.job import reward_companion
 from rewardlab.llm_reward.training.reward_process import RemoteReward
 
-__all__ = ["collect_trajectories", "kendall_tau_b", "prescreen", "score_job"]
+__all__ = ["collect_trajectories", "kendall_tau_b", "prescreen", "score_job", "stored_trajectories"]
 
 MIN_PAIRS = 10
 DIGITS = 6
@@ -198,6 +199,31 @@ def _trained_rollouts(model: Any, env_id: str, train_steps: int, seed: int, epis
         model.learn(max(train_steps // 3, 1), reset_num_timesteps=third == 1)
         trajectories += _rollouts(env_id, policy(0.0), episodes, seed + 1 + third, f"human-ppo {third}/3")
     trajectories += _rollouts(env_id, policy(0.5), episodes, seed + 5, "human-ppo 3/3, half random")
+    return trajectories
+
+
+def stored_trajectories(text: str) -> list[dict[str, Any]] | None:
+    """The trajectories a run folder's ``prescreen/trajectories.json`` holds, read as data of
+    unknown type (the folder may have been shared or edited): ``None`` unless it is
+    :func:`collect_trajectories`' output in shape (each a true return that is a finite number,
+    lists of states, one more than its actions, and of rewards, and ``terminated`` a boolean).
+
+    :param text: the file's text.
+    """
+    try:
+        data = json.loads(text)
+    except (ValueError, RecursionError):  # not JSON, or nested past the parser's limit
+        return None
+    trajectories = data.get("trajectories") if isinstance(data, dict) else None
+    if not isinstance(trajectories, list) or not trajectories:
+        return None
+    for trajectory in trajectories:
+        if not (isinstance(trajectory, dict) and _finite_numbers([trajectory.get("return")], 1)
+                and isinstance(trajectory.get("states"), list) and isinstance(trajectory.get("actions"), list)
+                and len(trajectory["states"]) == len(trajectory["actions"]) + 1
+                and isinstance(trajectory.get("rewards", []), list)
+                and isinstance(trajectory.get("terminated"), bool)):
+            return None
     return trajectories
 
 

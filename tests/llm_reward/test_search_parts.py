@@ -206,6 +206,32 @@ def test_the_report_is_rendered_from_the_result_alone(tmp_path: Path, monkeypatc
     assert not list(tmp_path.iterdir())  # nothing written: writing is the search's
 
 
+def test_a_run_folders_stored_trajectories_are_read_as_data(tmp_path: Path, monkeypatch) -> None:
+    # --resume of a run folder whose prescreen/trajectories.json is malformed stopped the search
+    # with a KeyError or TypeError traceback; it is collected again instead
+    from types import SimpleNamespace
+
+    from rewardlab.llm_reward.search import loop
+
+    good = {"policy": "random", "return": 3.0, "states": [[0.0], [1.0]], "actions": [1], "rewards": [1.0],
+            "terminated": True}
+    collected: list[int] = []
+    monkeypatch.setattr(loop, "collect_trajectories", lambda *args, **kwargs: collected.append(1) or [good])
+    config = SearchConfig("CartPole-v1", "balance", prescreen="reject", prescreen_steps=64)
+    search = SimpleNamespace(store=RunStore(tmp_path), config=config, progress=SimpleNamespace(note=print))
+    (tmp_path / "prescreen").mkdir()
+    stored = tmp_path / "prescreen" / "trajectories.json"
+    for data in ([], {"no": 1}, {"trajectories": "x"}, {"trajectories": [1]}, {"trajectories": []},
+                 {"trajectories": [{**good, "return": "high"}]}, {"trajectories": [{**good, "return": 1e999}]},
+                 {"trajectories": [{**good, "states": [[0.0]]}]}, {"trajectories": [{**good, "terminated": 1}]}):
+        stored.write_text(json.dumps(data))
+        assert loop._Search._load_trajectories(search) == [good], data
+    stored.write_text("[" * 100_000 + "]" * 100_000)
+    assert loop._Search._load_trajectories(search) == [good]
+    assert len(collected) == 10
+    assert loop._Search._load_trajectories(search) == [good] and len(collected) == 10  # read back as stored
+
+
 # ---------------------------------------------------------------------- run store
 def test_store_drops_a_torn_line_redacts_and_refuses_other_runs(tmp_path: Path) -> None:
     config = {"env_id": "CartPole-v1", "steps": 100, "workers": 2}
