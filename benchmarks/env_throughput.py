@@ -299,8 +299,9 @@ def main(argv: list[str] | None = None) -> None:
         "--threads",
         type=int,
         default=1,
-        help="torch threads (default 1: numpy runs on one; on a shared two-core machine a "
-        "second thread mostly waits)",
+        help="the process's torch threads (default 1: numpy runs on one; on a shared two-core "
+        "machine a second thread mostly waits); rewardlab's envs step at their own threads "
+        "setting, 1, whatever this is (benchmarks/threads_under_load.py times both)",
     )
     parser.add_argument("--out", type=Path, default=RESULTS, help="results path, no suffix")
     args = parser.parse_args(argv)

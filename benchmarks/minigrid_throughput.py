@@ -202,7 +202,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--async-max", type=int, default=64, help="largest AsyncVectorEnv timed")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--seconds", type=float, default=0.5, help="per timing")
-    parser.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
+    parser.add_argument(
+        "--threads", type=int, default=1,
+        help="the process's torch threads (default 1); rewardlab's envs step at their own "
+        "threads setting, 1, whatever this is (benchmarks/threads_under_load.py times both)",
+    )  # fmt: skip
     parser.add_argument("--out", type=Path, default=RESULTS, help="results path, no suffix")
     args = parser.parse_args(argv)
     # compile=True's library cache, empty for this run: "compile (s)" is a compile

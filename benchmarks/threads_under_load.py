@@ -44,7 +44,12 @@ from rewardlab import envs
 from rewardlab.common.threads import torch_threads
 
 #: the code whose figures this benchmark measures (see benchmarks/freshness.py)
-MEASURES = ("envs/core.py", "envs/classic/", "envs/batched_minigrid/", "rewardlab/common/threads.py")
+MEASURES = (
+    "envs/core.py",
+    "envs/classic/",
+    "envs/batched_minigrid/",
+    "rewardlab/common/threads.py",
+)
 
 TASKS = ["CartPole-v1", "MiniGrid-DoorKey-16x16-v0"]
 RESULTS = Path(__file__).parent / "results" / "threads_under_load"
@@ -88,7 +93,9 @@ def timers(env_id: str, num_envs: int, default_threads: int) -> tuple[list[Timer
     return [*ours, reference], kind
 
 
-def benchmark(env_id: str, num_envs: int, args: argparse.Namespace, default_threads: int) -> dict[str, Any]:
+def benchmark(
+    env_id: str, num_envs: int, args: argparse.Namespace, default_threads: int
+) -> dict[str, Any]:
     """Time ours at both settings and the reference on ``env_id`` at ``num_envs``, in turns."""
     row: dict[str, Any] = {"env_id": env_id, "num_envs": num_envs}
     task_timers, row["reference"] = timers(env_id, num_envs, default_threads)
@@ -171,7 +178,9 @@ def main(argv: list[str] | None = None) -> None:
             rows.append(row)
             print(
                 f"{env_id:28s} "
-                + "  ".join(f"{name}: {rate(value)}" for name, value in row["steps_per_second"].items()),
+                + "  ".join(
+                    f"{name}: {rate(value)}" for name, value in row["steps_per_second"].items()
+                ),
                 flush=True,
             )
         machine["load_average_after"] = [round(load, 2) for load in os.getloadavg()]
