@@ -95,8 +95,11 @@ def _client(args: argparse.Namespace) -> OpenAICompatibleClient | None:
     if args.prices:
         try:
             data = json.loads(Path(args.prices).read_text())
-        except (OSError, ValueError) as error:
-            raise ValueError(f"cannot read --prices {args.prices}: {error}") from error
+        except (OSError, ValueError, RecursionError) as error:  # nested past the parser's limit too
+            raise ValueError(f"cannot read --prices {args.prices}: {error}") from None
+        if not isinstance(data, dict):
+            raise ValueError(f"--prices {args.prices} must be a JSON object of model -> [input, output] "
+                             'USD per million tokens, e.g. {"gpt-4o": [2.5, 10]}')
         prices = PriceTable.from_mapping(data)
     return make_client(
         args.llm, args.base_url, args.api_key, prices=prices, temperature=args.temperature,

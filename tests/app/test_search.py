@@ -111,3 +111,15 @@ def test_an_llm_servers_words_in_an_endpoint_error_reach_the_terminal_escaped(
     assert "is not served" in captured.err and "pwned" in captured.err
     shown = captured.out + captured.err
     assert not any(character in shown for character in "\x1b\x07\x9b"), repr(shown[-500:])
+
+
+@pytest.mark.parametrize("text", ["[1, 2]", "[" * 100_000 + "]" * 100_000])
+def test_a_prices_file_of_any_content_is_one_line(tmp_path: Path, capsys, text: str) -> None:
+    # a list raised AttributeError, JSON nested past the parser's limit RecursionError: tracebacks
+    prices = tmp_path / "prices.json"
+    prices.write_text(text)
+    code = rewardlab(["search", "--env", "CartPole-v1", "--task", "balance", "--llm", "compatible:m",
+                      "--base-url", "http://127.0.0.1:9/v1", "--api-key", "k", "--prices", str(prices),
+                      "--out", str(tmp_path / "out"), *TINY_SEARCH[2:]])
+    error = capsys.readouterr().err
+    assert code == 2 and error.count("\n") == 1 and "--prices" in error, error
