@@ -174,6 +174,9 @@ def read_config_file(path: str) -> dict[str, Any]:
             data = json.loads(text)
     except ValueError as error:  # tomllib.TOMLDecodeError is one too
         raise ValueError(f"cannot read the config file {path}: {error}") from None
+    except RecursionError:
+        raise ValueError(f"cannot read the config file {path}: it nests tables or arrays too deeply "
+                         "to be settings") from None
     if not isinstance(data, dict):
         raise ValueError(
             f"the config file {path} holds a {type(data).__name__}, not an object of settings "

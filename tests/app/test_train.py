@@ -153,6 +153,9 @@ def test_quickstart_names_its_seeds_flag(tmp_path, capsys):
         ("broken.toml", "steps = ", "cannot read the config file {path}: Invalid value"),
         ("latin1.json", b'{"env": "caf\xe9"}', "cannot read the config file {path}: 'utf-8' codec"),
         ("list.json", "[1]", "the config file {path} holds a list, not an object of settings"),
+        # a shared run folder's file nested past the parser's limit raised RecursionError
+        ("deep.json", "[" * 100_000, "cannot read the config file {path}: it nests"),
+        ("deep.toml", "a = " + "[" * 100_000, "cannot read the config file {path}: it nests"),
     ],
 )
 def test_a_config_file_that_cannot_be_read_is_one_line(tmp_path, capsys, name, content, message):
