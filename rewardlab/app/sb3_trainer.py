@@ -7,6 +7,8 @@ train --algo ppo`` never pays for it.
 from __future__ import annotations
 
 import inspect
+import json
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -117,9 +119,29 @@ class SB3Trainer(Trainer):
         if not path.exists():
             return 0
         self.model = self.algorithm.load(
-            path, env=self.venv, device=self.config["device"], tensorboard_log=str(self.run_dir / "tb")
+            path, env=self.venv, device=self.config["device"], tensorboard_log=str(self.run_dir / "tb"),
+            custom_objects=self._own_objects(path),
         )
         return self.model.num_timesteps
+
+    def _own_objects(self, path: Path) -> dict[str, Any]:
+        """This run's own objects for every entry that an SB3 save pickles (its spaces, policy
+        class and schedules, which the config makes again; its last observations and episode
+        buffers, which SB3 starts afresh when they are None): unpickling them would run whatever
+        code the file names, and a run folder may come from anywhere.
+
+        :param path: the checkpoint.
+        :raises ValueError: it is not an SB3 save, naming it.
+        """
+        try:
+            with zipfile.ZipFile(path) as archive:
+                data = json.loads(archive.read("data"))
+        except (OSError, KeyError, ValueError, RecursionError, zipfile.BadZipFile) as error:
+            raise ValueError(f"{path} is not an SB3 checkpoint ({error}); use another --logdir") from None
+        if not isinstance(data, dict):
+            raise ValueError(f"{path} is not an SB3 checkpoint (its data is no JSON object); use another --logdir")
+        return {key: getattr(self.model, key, None) for key, value in data.items()
+                if isinstance(value, dict) and ":serialized:" in value}
 
     def evaluate(self, episodes: int, seed: int, deterministic: bool) -> Episodes:
         returns, _ = evaluate_policy(

@@ -1,9 +1,10 @@
-"""``rewardlab train --config FILE``: a config file is data, as a shared run folder's is.
+"""``rewardlab train`` on a shared run folder: its files are data.
 
 A run folder shared by a colleague, or downloaded, holds a ``config.json`` that
 ``--config`` repeats; what in it would run code in this process (a ``module:Env-v0`` id or a
 ``--potential`` that imports its module, ``trust_program`` that runs the reward program
-outside the sandbox) counts only when the command line says it too.
+outside the sandbox) counts only when the command line says it too. Its checkpoints are
+read with no code of their own run (``--resume``).
 """
 
 from __future__ import annotations
@@ -67,3 +68,43 @@ def test_a_config_file_does_not_trust_a_reward_program_for_the_user(
     error = capsys.readouterr().err
     assert code == 2 and "--trust-program" in error and "config.json" in error, error
     assert not (shared_folder / "runs").exists()
+
+
+class _Planted:
+    """What a planted pickle rebuilds: a call that leaves a mark."""
+
+    def __init__(self, mark: Path):
+        self.mark = mark
+
+    def __reduce__(self) -> tuple:
+        return Path.write_text, (self.mark, "ran in the caller")
+
+
+def test_resuming_a_shared_sb3_run_unpickles_nothing_from_its_checkpoint(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # SB3's checkpoint.zip holds cloudpickled objects (the spaces, schedules, the last
+    # observations); a run folder from elsewhere ran what they rebuild on --resume
+    import base64
+    import pickle
+    import zipfile
+
+    monkeypatch.chdir(tmp_path)
+    flags = ["train", "--env", "CartPole-v1", "--algo", "sb3-ppo", "--steps", "128", "--num-envs", "2",
+             "--hyperparameters", '{"n_steps": 64, "batch_size": 64, "n_epochs": 1}', "--no-progress",
+             "--logdir", "runs"]
+    assert main(flags) == 0
+    checkpoint = tmp_path / "runs" / "seed_0" / "checkpoint.zip"
+    with zipfile.ZipFile(checkpoint) as archive:
+        files = {name: archive.read(name) for name in archive.namelist()}
+    data = json.loads(files["data"])
+    planted = base64.b64encode(pickle.dumps(_Planted(tmp_path / "unpickled.mark"))).decode()
+    for key in ("lr_schedule", "planted_key"):
+        data[key] = {":type:": "<class 'function'>", ":serialized:": planted}
+    files["data"] = json.dumps(data).encode()
+    with zipfile.ZipFile(checkpoint, "w") as archive:
+        for name, content in files.items():
+            archive.writestr(name, content)
+    (tmp_path / "runs" / "seed_0" / "metrics.json").unlink()
+    assert main([*flags, "--resume"]) == 0
+    assert not (tmp_path / "unpickled.mark").exists(), "the checkpoint's pickle ran in the caller"
