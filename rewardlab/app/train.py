@@ -4,6 +4,8 @@ Each seed gets its own run directory under ``--logdir``::
 
     runs/NAME/seed_0/
         config.json      the full resolved config: `rewardlab train --config` repeats the run
+                         (a module:Env-v0 env, a --potential or --trust-program it names counts
+                         only when the command line names it too: a file imports no code)
         tb/              TensorBoard events (SB3's keys, plus reward/<c> and episode/<c>, and
                          rollout/success_rate for an env with a success rule (MiniGrid: a
                          positive return); in tb/eval_1 the final evaluation: eval/mean_return
