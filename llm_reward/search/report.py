@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+import shlex
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -28,6 +29,7 @@ from rewardlab.llm_reward.search.records import (
     rank_key,
 )
 from rewardlab.llm_reward.search.report_html import HTML_FILE, html_report
+from rewardlab.llm_reward.search.verdict import verdict
 
 if TYPE_CHECKING:
     from rewardlab.llm_reward.search.records import SearchResult
@@ -35,6 +37,8 @@ if TYPE_CHECKING:
 __all__ = ["prescreen_summary", "render", "summary"]
 
 BEST_FILE = "best_reward.py"
+#: the folder under a search's ``--out`` where the training its next step suggests writes
+TRAIN_FOLDER = "train"
 REPORT_FILE = "report.md"
 SUMMARY_FILE = "summary.json"
 
@@ -364,9 +368,12 @@ def _report(result: SearchResult, feedback: dict[int, str | None]) -> str:
         # or whose human reference is its own reward, has no final/human
         runs = " ".join(f"{result.out}/final/{label}" for label in ("best", "human", "sparse") if label in result.final)
         compare = f" Compare the final runs: `rewardlab compare {runs} --out {result.out}/compare`." if runs else ""
+        outcome = verdict(result)
+        next_step = (f"{outcome.message[:1].upper()}{outcome.message[1:]}."
+                     if outcome.beat_sparse is False else
+                     f"Train on it: `{shlex.join(train_command(result))}`.")
         lines += [*fenced((best.source or "").rstrip(), language="python"), "",
-                  f"Train on it: `rewardlab train --env {config.env_id} --reward-program {result.out / BEST_FILE} "
-                  f"--logdir runs/best_reward`.{compare} TensorBoard: `tensorboard --logdir {result.out}`.", ""]
+                  f"{next_step}{compare} TensorBoard: `tensorboard --logdir {result.out}`.", ""]
     lines += ["## Iterations", ""]
     header = ("| candidate | status | fitness | success | reward~fitness corr | hacking | prescreen tau | tokens "
               "| cost | train s |")
@@ -441,12 +448,22 @@ def _best_header(result: SearchResult) -> list[str]:
     if result.normalized_score is not None:
         lines.append(f"Normalised score (best - sparse) / |human - sparse|: {result.normalized_score:.3f}.")
     lines += [
-        f"Use: rewardlab train --env {config.env_id} --reward-program best_reward.py --logdir runs/best",
+        f"Use: rewardlab train --env {config.env_id} --reward-program best_reward.py --logdir {TRAIN_FOLDER}",
         # the env named by the caller: a file's module:Env-v0 id alone is refused, never imported
         "  or, once you have read it: rewardlab.llm_reward.load_reward('best_reward.py', "
         f"env_id={config.env_id!r}).wrap(env, trusted=True)",
     ]
     return lines
+
+
+def train_command(result: SearchResult) -> list[str]:
+    """The command that trains on a search's best program, into ``TRAIN_FOLDER`` under its
+    ``--out`` (so that a second search's next step never names the first one's run).
+
+    :param result: a finished search.
+    """
+    return ["rewardlab", "train", "--env", result.config.env_id, "--reward-program",
+            str(result.out / BEST_FILE), "--logdir", str(result.out / TRAIN_FOLDER)]
 
 
 def render(result: SearchResult) -> dict[str, str]:

@@ -50,10 +50,6 @@ if TYPE_CHECKING:
 
 __all__ = ["register_search", "run_search"]
 
-#: the folder under the search's ``--out`` where its printed ``train on it`` command trains
-TRAIN_LOGDIR = "train"
-
-
 def _config(args: argparse.Namespace) -> SearchConfig:
     from rewardlab.llm_reward.search.config import SearchConfig
 
@@ -108,7 +104,7 @@ def _client(args: argparse.Namespace) -> OpenAICompatibleClient | None:
 
 
 def _print_result(result: SearchResult) -> None:
-    from rewardlab.llm_reward.search.report import BEST_FILE, REPORT_FILE
+    from rewardlab.llm_reward.search.report import BEST_FILE, REPORT_FILE, train_command
     from rewardlab.llm_reward.search.report_html import HTML_FILE
     from rewardlab.llm_reward.search.verdict import verdict
 
@@ -132,11 +128,7 @@ def _print_result(result: SearchResult) -> None:
     if outcome.beat_sparse is False:  # a tie with the env's own reward is no program to train on
         print(outcome.message)
         return
-    # the run goes beside the search's own files, so that a second search's command (another
-    # --out) never names a run directory that the first one's training holds
-    command = ["rewardlab", "train", "--env", result.config.env_id, "--reward-program",
-               str(result.out / BEST_FILE), "--logdir", str(result.out / TRAIN_LOGDIR)]
-    print(f"train on it: {shlex.join(command)}")
+    print(f"train on it: {shlex.join(train_command(result))}")
 
 
 def run_search(args: argparse.Namespace) -> int:

@@ -70,3 +70,12 @@ def test_without_final_seeds_only_candidates_that_all_tie_found_nothing() -> Non
     assert "every candidate tied at fitness 0" in verdict(_result({}, fitness=(0.0, 0.0))).message
     assert verdict(_result({}, fitness=(0.0, 0.5))).beat_sparse is None
     assert verdict(_result({}, fitness=(0.5,))).beat_sparse is None, "one candidate is no tie"
+
+
+def test_the_report_gives_the_same_next_step_as_the_command_line() -> None:
+    from rewardlab.llm_reward.search.report import REPORT_FILE, TRAIN_FOLDER, render
+
+    tie = render(_result({"best": [0.0] * 5, "sparse": [0.0] * 5}))[REPORT_FILE]
+    assert "Train on it" not in tie and "No candidate beat the env's own reward" in tie
+    won = render(_result({"best": [0.9, 0.8, 0.9, 0.95, 0.9], "sparse": [0.0] * 5}))[REPORT_FILE]
+    assert f"--logdir out/{TRAIN_FOLDER}`" in won and "runs/best_reward" not in won
