@@ -51,8 +51,18 @@ def event_dirs(root: Path) -> list[Path]:
 
     Walked without recursion, into no linked folder (as ``rglob``): a sandboxed run's folders
     are its worker's, which may nest them past Python's recursion limit (red-team finding).
+
+    :raises ValueError: an entry named like an event file is no regular file, naming it.
     """
-    found = {folder for folder, entry in walk_files(root) if entry.name.startswith("events.out.tfevents.")}
+    found = set()
+    for folder, entry in walk_files(root):
+        if entry.name.startswith("events.out.tfevents."):
+            # TensorBoard's reader opens every event file of a folder: a FIFO, a device or a
+            # link to one (a run folder from elsewhere) would hold it forever
+            if not entry.is_file():
+                raise ValueError(f"{folder / entry.name} is named like a TensorBoard event file but is no "
+                                 "regular file (a FIFO, a device or a link to one); move it away")
+            found.add(folder)
     return sorted(found)
 
 
