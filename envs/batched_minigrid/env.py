@@ -541,9 +541,11 @@ class BatchedMiniGridEnv(BatchedEnv):
         self._elapsed[index] = int(gymnasium_env.step_count)
 
     def close(self) -> None:
-        """Stop making layouts, and release the renderer."""
+        """Stop making layouts (the thread ends here: a process that forks after closing its
+        envs, as the search's fork server does, holds no thread of theirs), and release the
+        renderer."""
         if self._maker is not None:
-            self._maker.shutdown(wait=False, cancel_futures=True)
+            self._maker.shutdown(wait=True, cancel_futures=True)
             self._maker = None
         super().close()
 
