@@ -28,6 +28,7 @@ import numpy as np
 
 from rewardlab.app.arguments import plain_text
 from rewardlab.common.seeds import check_seeds
+from rewardlab.common.terminal import terminal_line
 
 SHAPINGS = ("none", "builtin")
 EPISODE_WINDOW = 100  # rollout/ep_rew_mean averages the last 100 episodes, as SB3 does
@@ -225,7 +226,8 @@ def run_llm_play(args: argparse.Namespace) -> int:
         f"latency {stats['latency_s_mean']:.2f} s per request"
     )
     if stats["last_error"]:
-        print(f"last failed request: {stats['last_error']}")
+        # the server's words (an error body's message): a terminal acts on none of them
+        print(f"last failed request: {terminal_line(stats['last_error'])}")
     print(f"run in {run_dir}; compare with: rewardlab compare {args.logdir} RL_RUNS --out cmp")
     return 0
 

@@ -143,3 +143,20 @@ def test_llm_play_names_a_dict_observations_keys_and_a_description_files_variabl
     assert "goal_0 = " in generic and "pos_1 = " in generic and "obs_0" not in generic
     assert "pos_x = " in described and "goal_distance = " in described
     assert json.loads((tmp_path / "described" / "seed_0" / "config.json").read_text())["describe"] == "pointmass.toml"
+
+
+def test_an_llm_servers_error_message_reaches_the_terminal_escaped(tmp_path, capsys, monkeypatch):
+    from llm_servers import KEY, ScriptedLLM
+
+    # the last failed request is shown; its text is the server's (an error body's message)
+    server = ScriptedLLM([{"status": 400, "message": "\x1b]0;pwned\x07\x1b[2Jbad request"}] * 600)
+    monkeypatch.setenv("REWARDLAB_API_KEY", KEY)
+    try:
+        code = main(["llm-play", "--env", "CartPole-v1", "--llm", "compatible:scripted", "--base-url", server.url,
+                     "--episodes", "1", "--retries", "0", "--logdir", str(tmp_path)])
+    finally:
+        server.close()
+    captured = capsys.readouterr()
+    assert code == 0 and "last failed request" in captured.out and "bad request" in captured.out
+    shown = captured.out + captured.err
+    assert not any(character in shown for character in "\x1b\x07\x9b"), repr(shown[-500:])
