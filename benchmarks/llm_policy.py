@@ -29,6 +29,7 @@ from benchmarks.machine import describe_machine
 from rewardlab.agents.llm_policy import LLMPolicy
 from rewardlab.agents.llm_policy.codecs import codec_for
 from rewardlab.app.llm_play import make_env, play
+from rewardlab.common.terminal import terminal_line
 from rewardlab.llm_reward.clients import EndpointError, LLMError, make_client
 from rewardlab.shaping import potentials
 
@@ -143,7 +144,7 @@ def main(argv: list[str] | None = None) -> int:
                              timeout_s=args.timeout, retries=1)  # fmt: skip
         client.check()
     except (ValueError, LLMError) as error:
-        print(f"no usable LLM endpoint ({error}); nothing measured, nothing written")
+        print(f"no usable LLM endpoint ({terminal_line(str(error))}); nothing measured, nothing written")
         return 0
     rows = []
     try:
@@ -153,7 +154,7 @@ def main(argv: list[str] | None = None) -> int:
                 rows.append(measure(client, env_id, shaping, args))
                 print(json.dumps(rows[-1]), flush=True)
     except EndpointError as error:
-        print(f"the endpoint stopped serving ({error}); nothing written")
+        print(f"the endpoint stopped serving ({terminal_line(str(error))}); nothing written")
         return 0
     machine = describe_machine()
     result = {"llm": client.describe(), "args": {k: str(v) for k, v in vars(args).items()},

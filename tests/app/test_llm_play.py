@@ -160,3 +160,19 @@ def test_an_llm_servers_error_message_reaches_the_terminal_escaped(tmp_path, cap
     assert code == 0 and "last failed request" in captured.out and "bad request" in captured.out
     shown = captured.out + captured.err
     assert not any(character in shown for character in "\x1b\x07\x9b"), repr(shown[-500:])
+
+
+def test_the_benchmarks_endpoint_error_reaches_the_terminal_escaped(tmp_path, capsys, monkeypatch):
+    from llm_servers import KEY, ScriptedLLM
+
+    from benchmarks import llm_policy
+
+    server = ScriptedLLM([], models=["\x1b]0;pwned\x07model"])
+    monkeypatch.setenv("REWARDLAB_API_KEY", KEY)
+    try:
+        code = llm_policy.main(["--llm", "compatible:scripted", "--base-url", server.url, "--out", str(tmp_path)])
+    finally:
+        server.close()
+    shown = capsys.readouterr().out
+    assert code == 0 and "pwned" in shown and "nothing written" in shown
+    assert not any(character in shown for character in "\x1b\x07\x9b"), repr(shown)
