@@ -135,7 +135,8 @@ def test_the_own_env_guide_runs_as_written(tmp_path: Path, monkeypatch: pytest.M
     from rewardlab.envs.description_files import load_description
 
     page = (DOCS / "guides" / "your-env.md").read_text()
-    (module_source,) = re.findall(r"^```python\n(.*?)^```", page, re.M | re.S)
+    (module_source,) = [block for block in re.findall(r"^```python\n(.*?)^```", page, re.M | re.S)
+                        if "Corridor" in block]
     description = re.findall(r"^```toml\n(.*?)^```", page, re.M | re.S)[0]  # the corridor's
     (tmp_path / "my_corridor.py").write_text(module_source)
     (tmp_path / "corridor.toml").write_text(description)
@@ -151,3 +152,22 @@ def test_the_own_env_guide_runs_as_written(tmp_path: Path, monkeypatch: pytest.M
     names = list(description.variables)
     assert "position" in names and "next_distance_to_goal" in names
     assert description.success is not None
+
+
+def test_the_own_minigrid_task_in_the_guide_runs_batched_as_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The guide's MiniGridEnv subclass, saved as ``keyrooms.py``, is batched by envs.make."""
+    pytest.importorskip("minigrid")
+    from rewardlab import envs
+    from rewardlab.envs.batched_minigrid import BatchedMiniGridEnv
+
+    page = (DOCS / "guides" / "your-env.md").read_text()
+    (module_source,) = [block for block in re.findall(r"^```python\n(.*?)^```", page, re.M | re.S)
+                        if block.startswith("# keyrooms.py")]
+    (tmp_path / "keyrooms.py").write_text(module_source)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    env = envs.make("keyrooms:MiniGrid-KeyRooms-v0", num_envs=4, seed=0)
+    assert isinstance(env, BatchedMiniGridEnv)
+    obs, _ = env.reset()
+    assert tuple(obs.shape) == (4, 147)
