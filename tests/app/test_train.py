@@ -425,9 +425,10 @@ def test_env_kwargs_reach_the_env_and_a_failing_constructor_is_one_clean_line(tm
     assert config["env_kwargs"] == {"length": 2}
     # a corridor of 2 cells: the greedy policy reaches the goal in 2 steps or never (30)
     assert json.loads((logdir / "seed_0" / "metrics.json").read_text())["eval_greedy_return_mean"] in (0.0, 1.0)
-    # the config file's key, as a run's own config.json repeats it
+    # the config file's key, as a run's own config.json repeats it (the user names their module's env)
     again = tmp_path / "again"
-    assert main(["train", "--no-progress", "--config", str(logdir / "seed_0" / "config.json"), "--logdir", str(again)]) == 0
+    assert main(["train", "--no-progress", "--config", str(logdir / "seed_0" / "config.json"), "--env", env_id,
+                 "--logdir", str(again)]) == 0
     assert json.loads((again / "seed_0" / "config.json").read_text())["env_kwargs"] == {"length": 2}
 
 
