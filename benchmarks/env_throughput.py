@@ -203,15 +203,30 @@ def benchmark(
     timers.append(reference)
     if num_envs <= DUMMY_VEC_ENV_MAX:
         timers.append(dummy_vec_env_timer(env_id, num_envs))
+    row.update(time_in_turns(timers, repeats, min_seconds))
+    return row
+
+
+def time_in_turns(timers: list[Timer], repeats: int, seconds: float) -> dict[str, Any]:
+    """Warm each timer up, then run them in turns ``repeats`` times for ``seconds`` each (so
+    that a change in the machine's load falls on every implementation alike), and close those
+    that hold processes.
+
+    :return: ``steps_per_second`` (each timer's median) and ``all_rates``, by timer name
+    """
     for timer in timers:
         timer.run(min_seconds=0.05, min_steps=2)  # warm-up
         timer.rates.clear()
     for _ in range(repeats):
         for timer in timers:
-            timer.run(min_seconds)
-    row["steps_per_second"] = {timer.name: timer.median for timer in timers}
-    row["all_rates"] = {timer.name: timer.rates for timer in timers}
-    return row
+            timer.run(seconds, min_steps=2)
+    for timer in timers:
+        if hasattr(timer, "close"):
+            timer.close()
+    return {
+        "steps_per_second": {timer.name: timer.median for timer in timers},
+        "all_rates": {timer.name: timer.rates for timer in timers},
+    }
 
 
 def ratio(numerator: float | None, denominator: float | None) -> str:

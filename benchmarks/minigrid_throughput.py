@@ -39,7 +39,14 @@ import numpy as np
 import torch
 from gymnasium.vector import AsyncVectorEnv, SyncVectorEnv
 
-from benchmarks.env_throughput import ACTION_BATCHES, Timer, numpy_actions, rate, ratio
+from benchmarks.env_throughput import (
+    ACTION_BATCHES,
+    Timer,
+    numpy_actions,
+    rate,
+    ratio,
+    time_in_turns,
+)
 from benchmarks.machine import describe_machine, recorded_args
 from rewardlab import envs
 from rewardlab.envs.minigrid import make_minigrid
@@ -117,17 +124,7 @@ def benchmark(env_id: str, num_envs: int, device: torch.device, args: argparse.N
         timers.append(minigrid_timer(env_id, num_envs, "sync"))
     if num_envs <= args.async_max:
         timers.append(minigrid_timer(env_id, num_envs, "async"))
-    for timer in timers:
-        timer.run(min_seconds=0.05, min_steps=2)  # warm-up
-        timer.rates.clear()
-    for _ in range(args.repeats):
-        for timer in timers:
-            timer.run(args.seconds, min_steps=2)
-    for timer in timers:
-        if hasattr(timer, "close"):
-            timer.close()
-    row["steps_per_second"] = {timer.name: timer.median for timer in timers}
-    row["all_rates"] = {timer.name: timer.rates for timer in timers}
+    row.update(time_in_turns(timers, args.repeats, args.seconds))
     return row
 
 

@@ -35,7 +35,7 @@ from typing import Any
 
 import torch
 
-from benchmarks.env_throughput import Timer, gymnasium_timer, rate, ratio
+from benchmarks.env_throughput import Timer, gymnasium_timer, rate, ratio, time_in_turns
 from benchmarks.env_throughput import our_timer as classic_timer
 from benchmarks.machine import describe_machine, recorded_args
 from benchmarks.minigrid_throughput import minigrid_timer
@@ -99,17 +99,7 @@ def benchmark(
     """Time ours at both settings and the reference on ``env_id`` at ``num_envs``, in turns."""
     row: dict[str, Any] = {"env_id": env_id, "num_envs": num_envs}
     task_timers, row["reference"] = timers(env_id, num_envs, default_threads)
-    for timer in task_timers:
-        timer.run(min_seconds=0.05, min_steps=2)  # warm-up
-        timer.rates.clear()
-    for _ in range(args.repeats):
-        for timer in task_timers:
-            timer.run(args.seconds, min_steps=2)
-    for timer in task_timers:
-        if hasattr(timer, "close"):
-            timer.close()
-    row["steps_per_second"] = {timer.name: timer.median for timer in task_timers}
-    row["all_rates"] = {timer.name: timer.rates for timer in task_timers}
+    row.update(time_in_turns(task_timers, args.repeats, args.seconds))
     return row
 
 
