@@ -450,10 +450,8 @@ def _success_rule(text: Any, variables: _Variables, where: str) -> SuccessRule |
         return success_if_truncated
     hint = (f'{where}: success must be "terminated", "truncated", "none" or a comparison on the last '
             f'state such as "{variables.names()[0]} >= 1.0" (or "terminated and ...")')
-    try:
-        evaluate, used = compile_expression(text, {*variables.names(), *_FLAGS}, hint)
-    except ValueError as error:
-        raise ValueError(f"{error}, got {text!r}") from None
+    # compile_expression's errors quote the rule already
+    evaluate, used = compile_expression(text, {*variables.names(), *_FLAGS}, hint)
     tree = ast.parse(text.strip(), mode="eval").body
     if not isinstance(tree, ast.Compare | ast.BoolOp) and not (
             isinstance(tree, ast.UnaryOp) and isinstance(tree.op, ast.Not)) and text.strip() not in used:

@@ -122,6 +122,16 @@ def test_sizes_and_calls_are_checked_when_the_file_is_read(tmp_path: Path, deriv
         load_description(write(tmp_path, derived=table), "CartPole-v1")
 
 
+@pytest.mark.parametrize("rule", ["x \x1b[2J>= 6", "y >= 6", "x >= sqrt(x, x)"])
+def test_a_bad_success_rule_is_quoted_once_with_its_escapes_shown(tmp_path: Path,
+                                                                  rule: str) -> None:
+    with pytest.raises(ValueError) as caught:
+        load_description(write(tmp_path, top=f"success = {json.dumps(rule)}"), "CartPole-v1")
+    message = str(caught.value)
+    assert message.count(repr(rule)) == 1, message
+    assert "\x1b" not in message and "success must be" in message
+
+
 def test_a_huge_slice_index_is_refused_in_one_line(tmp_path: Path) -> None:
     path = tmp_path / "slice.toml"
     text = CARTPOLE.format(top="", derived="")
