@@ -17,7 +17,12 @@ import warnings
 from typing import Any
 
 from rewardlab.envs.batched_minigrid.descriptions import register_minigrid_descriptions
-from rewardlab.envs.batched_minigrid.env import BatchedMiniGridEnv
+from rewardlab.envs.batched_minigrid.env import (
+    BatchedMiniGridEnv,
+    StepEvents,
+    minigrid_reward,
+    minigrid_success,
+)
 from rewardlab.envs.batched_minigrid.layouts import NotBatchable
 from rewardlab.envs.core import Batched
 from rewardlab.envs.gymnasium_env import GymnasiumBatchedEnv
@@ -33,10 +38,17 @@ def make_batched_minigrid(num_envs: int, env_id: str, **kwargs: Any) -> Batched:
     :param env_id: the task's Gymnasium id (``"module:Name-v0"`` too, its module imported)
     :param kwargs: :class:`BatchedMiniGridEnv`'s (``layouts`` and ``reuse`` do not reach the
         adapter)
+    :raises ValueError: ``success_fn`` or ``reward_fn`` given for a task that is not batched
     """
     try:
         return BatchedMiniGridEnv(num_envs, env_id=env_id, **kwargs)
     except NotBatchable as reason:
+        rules = [name for name in ("success_fn", "reward_fn") if kwargs.get(name) is not None]
+        if rules:
+            raise ValueError(
+                f"{env_id} is not batched ({reason}), and {' and '.join(rules)} work on the "
+                "batched MiniGrid only: write the reward into the task's class instead"
+            ) from reason
         warnings.warn(
             f"{env_id} is not batched ({reason}); it runs through the Gymnasium adapter, one "
             "MiniGrid env per copy in Python, several times slower",
@@ -109,6 +121,9 @@ __all__ = [
     "BATCHED_IDS",
     "BatchedMiniGridEnv",
     "NotBatchable",
+    "StepEvents",
     "make_batched_minigrid",
     "minigrid_family",
+    "minigrid_reward",
+    "minigrid_success",
 ]

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import functools
 import warnings
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any
+from typing import Any, NamedTuple
 
 import gymnasium
 import numpy as np
@@ -55,6 +56,90 @@ FIRST_POOL_SEEDS = 2**31 - 1
 AGENT_CELL = (VIEW // 2) * VIEW + VIEW - 1  # the agent's cell (3, 6) of the view, vx * 7 + vy
 
 
+class StepEvents(NamedTuple):
+    """What one step did in every copy of a batched MiniGrid task: what a ``success_fn`` and
+    a ``reward_fn`` read. Every field is a ``(num_envs,)`` tensor but ``max_steps``.
+
+    Objects are given as full cell codes (:mod:`~rewardlab.envs.batched_minigrid.layouts`):
+    ``code & 15`` is MiniGrid's object index (``OBJECT_TO_IDX``: 4 door, 5 key, 6 ball,
+    7 box; ``layouts.KEY`` and its neighbours name them), ``code >> 4 & 7`` its colour index
+    (``COLOR_TO_IDX``), and code 1 stands for nothing.
+    """
+
+    #: int64, the actions taken (0 left, 1 right, 2 forward, 3 pickup, 4 drop, 5 toggle, 6 done)
+    actions: torch.Tensor
+    #: bool, walked onto the goal (which ends the episode, as in MiniGrid)
+    reached_goal: torch.Tensor
+    #: bool, walked into lava (which ends the episode, as in MiniGrid)
+    entered_lava: torch.Tensor
+    #: int64, the code of the cell in front of the agent before the step
+    front: torch.Tensor
+    #: int64, its code after the step (pickup, drop and toggle change it)
+    front_after: torch.Tensor
+    #: bool, the mission's own success in MiniGrid's tasks that have one (``SUCCESS_RULES``:
+    #: picking up the target object, or opening the target door); False in the others
+    target_done: torch.Tensor
+    #: int64, the code of the object carried after the step, 1 for none
+    carrying: torch.Tensor
+    #: int64, MiniGrid's ``step_count`` after the step (1 on an episode's first step)
+    step_count: torch.Tensor
+    #: MiniGrid's ``max_steps``, the time limit
+    max_steps: int
+
+    # computed when read, so that a step whose rules do not read them does not pay for them
+    @property
+    def picked_up(self) -> torch.Tensor:
+        """int64, the code of the object picked up, 1 where none was (a pickup is the only
+        change the pickup action makes to the cell in front)."""
+        picked = (self.actions == PICKUP) & (self.front != self.front_after)
+        return torch.where(picked, self.front, NOTHING)
+
+    @property
+    def opened(self) -> torch.Tensor:
+        """int64, the code (now open) of the door unlocked or opened, 1 where none was."""
+        after, before = self.front_after, self.front
+        opens = (self.actions == TOGGLE) & (after & 15 == DOOR) & (after >> STATE_SHIFT & 3 == OPEN)
+        return torch.where(opens & (before >> STATE_SHIFT & 3 != OPEN), after, NOTHING)
+
+
+def minigrid_success(events: StepEvents) -> torch.Tensor:
+    """MiniGrid's success: the goal reached, or the mission's target picked up or opened.
+
+    :param events: the step's events
+    :return: bool ``(num_envs,)``
+    """
+    return events.reached_goal | events.target_done
+
+
+def minigrid_reward(events: StepEvents, success: torch.Tensor) -> torch.Tensor:
+    """MiniGrid's ``_reward``, ``1 - 0.9 * step_count / max_steps`` on success, else 0:
+    computed in float64, as MiniGrid does, then float32.
+
+    :param events: the step's events
+    :param success: bool ``(num_envs,)``, the ``success_fn``'s verdict
+    :return: float32 ``(num_envs,)``
+    """
+    reward = 1 - 0.9 * (events.step_count.double() / events.max_steps)
+    return torch.where(success, reward, 0.0).float()
+
+
+def _check_rule_output(value: Any, name: str, like: torch.Tensor, floating: bool) -> None:
+    """Raise one line naming what a user's ``success_fn`` or ``reward_fn`` returned, unless it
+    is a tensor of ``like``'s shape and device, float (``floating``) or bool."""
+    expected = "a float" if floating else "a bool"
+    if isinstance(value, torch.Tensor):
+        kind_fits = value.is_floating_point() if floating else value.dtype == torch.bool
+        if kind_fits and value.shape == like.shape and value.device == like.device:
+            return
+        got = f"a {value.dtype} tensor of shape {tuple(value.shape)} on {value.device}"
+    else:
+        got = f"a {type(value).__name__}"
+    raise ValueError(
+        f"{name} returned {got}; expected {expected} tensor of shape {tuple(like.shape)} on "
+        f"{like.device}, one value per env"
+    )
+
+
 def lookup(table: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
     """``table[index]`` along the first dimension, by ``index_select`` (several times
     faster than advanced indexing on CPU)."""
@@ -95,6 +180,9 @@ class BatchedMiniGridEnv(BatchedEnv):
     ``1 - 0.9 * step_count / max_steps`` on reaching the goal (or, in ``Unlock``,
     ``UnlockPickup``, ``BlockedUnlockPickup``, ``KeyCorridor`` and ``ObstructedMaze``, on
     opening the door or picking up the object of the mission); truncation at ``max_steps``.
+    Success and reward are two functions of the step's :class:`StepEvents` that a user can
+    replace (``success_fn``, ``reward_fn``; MiniGrid's are :func:`minigrid_success` and
+    :func:`minigrid_reward`). A success ends the episode, as do the goal and lava.
 
     - Observation: the agent's ``7 x 7 x 3`` view (object, colour and state index per cell),
       with MiniGrid's occlusion (``see_through_walls=False``, all but ``Empty``) and the carried object shown
@@ -141,6 +229,13 @@ class BatchedMiniGridEnv(BatchedEnv):
         least 1, ``None`` for a fixed pool
     :param max_episode_steps: MiniGrid's ``max_steps`` (the time limit and the reward's
         denominator); ``None`` keeps the id's own
+    :param success_fn: ``success_fn(events) -> bool (num_envs,)``, whether each copy's step
+        succeeded (and so ends its episode); ``None``: MiniGrid's own. Tensor math of
+        ``events`` only, for ``compile=True`` (a function that reads a tensor's value in
+        Python runs eagerly, with one warning)
+    :param reward_fn: ``reward_fn(events, success) -> float (num_envs,)``, the reward;
+        ``None``: MiniGrid's own. With one, a task whose class has a ``_reward`` of its
+        own is batched too (the function replaces it)
     :param kwargs: ``device``, ``seed``, ``compile`` and ``validate_actions`` of
         :class:`rewardlab.envs.BatchedEnv`; the others go to ``gymnasium.make`` (the task's
         own arguments, e.g. a user's ``room_size``)
@@ -160,6 +255,8 @@ class BatchedMiniGridEnv(BatchedEnv):
         layouts: int = 4096,
         max_episode_steps: int | None = None,
         reuse: int | None = 4,
+        success_fn: Callable[[StepEvents], torch.Tensor] | None = None,
+        reward_fn: Callable[[StepEvents, torch.Tensor], torch.Tensor] | None = None,
         **kwargs: Any,
     ):
         if isinstance(layouts, bool) or not isinstance(layouts, int | np.integer) or layouts < 1:
@@ -169,6 +266,11 @@ class BatchedMiniGridEnv(BatchedEnv):
                 f"reuse must be a positive int (episodes per layout before it is replaced) or None "
                 f"for a fixed pool, got {reuse!r}"
             )
+        for name, function in (("success_fn", success_fn), ("reward_fn", reward_fn)):
+            if function is not None and not callable(function):
+                raise TypeError(
+                    f"{name} must be a function of the step's StepEvents, got {function!r}"
+                )
         try:
             import minigrid  # noqa: F401  (registers the MiniGrid ids with Gymnasium)
         except ImportError as error:
@@ -194,7 +296,11 @@ class BatchedMiniGridEnv(BatchedEnv):
         #: the name of the task's ``MiniGridEnv`` class (a user's own, for one)
         self.task_class = type(source).__name__
         self.see_through_walls = bool(source.see_through_walls)
-        self.success = success_rule(source)
+        self.success = success_rule(source, reward_replaced=reward_fn is not None)
+        #: the success and reward rules (MiniGrid's own unless a user's were given)
+        self.success_fn = minigrid_success if success_fn is None else success_fn
+        self.reward_fn = minigrid_reward if reward_fn is None else reward_fn
+        self._rules_traceable = success_fn is None and reward_fn is None
         self._seed_stream = np.random.default_rng(kwargs.get("seed"))
         #: the MiniGrid seed of each layout in the pool
         self.layout_seeds = self._seed_stream.integers(0, FIRST_POOL_SEEDS, size=int(layouts))
@@ -239,6 +345,7 @@ class BatchedMiniGridEnv(BatchedEnv):
         self.decoded = torch.stack(
             [codes & 15, codes >> COLOUR_SHIFT & 7, codes >> STATE_SHIFT & 3], dim=1
         ).float()
+        self._no_target = torch.zeros(num_envs, dtype=torch.bool, device=device)
         self._layouts = torch.as_tensor(pool, device=device)
         self._layout_obs = self.observe(self._layouts)
         #: episodes a layout starts on average before it is replaced (None: a fixed pool)
@@ -349,6 +456,8 @@ class BatchedMiniGridEnv(BatchedEnv):
             smallest, largest = torch.aminmax(actions)
             if smallest < 0 or largest > DONE:
                 self._raise_out_of_range(actions, 0, DONE)
+        if self.compile and not self._rules_traceable:
+            self._check_rules_trace(actions)
         step_values = self._compiled_step(self.step_values, (self._state, self._elapsed, actions)) or self.step_values
         rows, state = self.rows, self._state
         front, cell, inside, agent, reward, terminated, obs = step_values(state, self._elapsed, actions)
@@ -371,6 +480,33 @@ class BatchedMiniGridEnv(BatchedEnv):
         info = {"final_obs": final_obs, "reward_components": {"extrinsic": reward}}
         return obs, reward, terminated, truncated, info
 
+    def _check_rules_trace(self, actions: torch.Tensor) -> None:
+        """Trace a user's success and reward functions on fake tensors, once: one that reads a
+        tensor's value in Python would be compiled with the branch the first step took, so it
+        runs eagerly instead (``compile`` turns False), with one warning."""
+        from torch.fx.experimental.proxy_tensor import make_fx
+
+        flag, code = torch.zeros_like(actions, dtype=torch.bool), torch.ones_like(actions)
+        example = (actions, flag, flag, code, code, flag, code, code)
+
+        def rules(*fields: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+            events = StepEvents(*fields, max_steps=self.max_steps)
+            success = self.success_fn(events)
+            return success, self.reward_fn(events, success)
+
+        try:
+            make_fx(rules, tracing_mode="fake")(*example)
+        except Exception as error:  # whatever a user's function raises when traced
+            reason = str(error).strip().splitlines()[0] if str(error).strip() else ""
+            warnings.warn(
+                f"compile=True: success_fn/reward_fn cannot be traced ({type(error).__name__}: "
+                f"{reason}); the step runs eagerly. Write them as tensor math on the events, "
+                "without Python reading a tensor's value (if, .item(), bool())",
+                stacklevel=3,
+            )
+            self.compile = False
+        self._rules_traceable = True
+
     def _pick_layouts(self, count: int) -> torch.Tensor:
         """``count`` indices into the layout pool, drawn with the env's generator."""
         return torch.randint(
@@ -384,6 +520,9 @@ class BatchedMiniGridEnv(BatchedEnv):
         """One step of ``MiniGridEnv.step`` (and the task's success rule) for every copy, as a
         pure function: what changes and the observation after it. The rules work on full
         codes; the state holds compact ones (:mod:`~rewardlab.envs.batched_minigrid.layouts`).
+
+        The success and the reward are :attr:`success_fn` and :attr:`reward_fn` of the
+        step's :class:`StepEvents`, checked here (shape, dtype, device) at each call.
 
         :param state: uint8 ``(num_envs, state_dim)``
         :param elapsed: int32 ``(num_envs,)``, MiniGrid's ``step_count`` before the step
@@ -415,7 +554,8 @@ class BatchedMiniGridEnv(BatchedEnv):
         x = x + dx * moves
         y = y + dy * moves
         goal = forward & (kind == GOAL)
-        terminated = goal | (forward & (kind == LAVA))
+        lava = forward & (kind == LAVA)
+        terminated = goal | lava
 
         hand_empty = carrying == NOTHING
         picks = (actions == PICKUP) & ((kind == KEY) | (kind == BALL) | (kind == BOX)) & hand_empty
@@ -447,15 +587,20 @@ class BatchedMiniGridEnv(BatchedEnv):
         if rows.boxes:
             agent.append(lookup(self.compact_codes, carried_contents))
 
-        success = goal
+        target_done = self._no_target
         if self.success == "pickup":
-            success = success | ((actions == PICKUP) & (carrying >> TARGET_SHIFT & 1 == 1))
+            target_done = (actions == PICKUP) & (carrying >> TARGET_SHIFT & 1 == 1)
         elif self.success == "open":
             opened_target = (new_cell >> TARGET_SHIFT & 1 == 1) & (new_cell >> STATE_SHIFT & 3 == OPEN)
-            success = success | (door & opened_target)
-        # MiniGrid's _reward in float64, as it computes it, then float32
-        reward = 1 - 0.9 * (step_count.double() / self.max_steps)
-        reward = torch.where(success, reward, 0.0).float()
+            target_done = door & opened_target
+        events = StepEvents(
+            actions, goal, lava, cell, new_cell, target_done, carrying, step_count, self.max_steps
+        )
+        success = self.success_fn(events)
+        _check_rule_output(success, "success_fn", goal, floating=False)
+        reward = self.reward_fn(events, success)
+        _check_rule_output(reward, "reward_fn", goal, floating=True)
+        reward = reward.to(torch.float32)
 
         # the view after the step: the cells as they were but the one in front, which only
         # pickup, drop and toggle change, and they neither move nor turn the agent

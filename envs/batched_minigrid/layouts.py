@@ -203,12 +203,14 @@ class Rows:
         return self.agent_x + (5 if self.boxes else 4)
 
 
-def success_rule(env: Any) -> str:
+def success_rule(env: Any, reward_replaced: bool = False) -> str:
     """``"goal"``, ``"pickup"`` or ``"open"``: how an unwrapped MiniGrid env pays its reward,
     read from its class, which must leave :data:`MINIGRID_DYNAMICS` as MiniGrid has them
     (``step`` aside in the classes of :data:`SUCCESS_RULES`).
 
     :param env: an unwrapped MiniGrid env
+    :param reward_replaced: the batched env pays a reward function of its own, so a
+        ``_reward`` of the class's own is no obstacle
     :raises NotBatchable: its class changes the step, the reward or the view in a way the
         batched step does not know, naming the method
     """
@@ -223,12 +225,22 @@ def success_rule(env: Any) -> str:
             rule = SUCCESS_RULES[cls.__name__]
             continue
         own = [
-            name for name in MINIGRID_DYNAMICS if name in vars(cls) and (name != "step" or rule is None)
+            name
+            for name in MINIGRID_DYNAMICS
+            if name in vars(cls)
+            and (name != "step" or rule is None)
+            and (name != "_reward" or not reward_replaced)
         ]
         if own:
+            hint = ""
+            if own[0] == "_reward":
+                hint = (
+                    "; pass reward_fn= (a function of the step's StepEvents) to batch it with "
+                    "that reward"
+                )
             raise NotBatchable(
                 f"{cls.__name__} has a {own[0]} of its own, which the batched MiniGrid does not "
-                "reproduce"
+                f"reproduce{hint}"
             )
     raise NotBatchable(f"{type(env).__name__} is not a MiniGridEnv")
 

@@ -340,3 +340,178 @@ def test_a_task_not_of_minigrids_dynamics_says_why_and_runs_through_the_adapter(
     assert isinstance(env, GymnasiumBatchedEnv)
     obs, _ = env.reset()
     assert obs.shape == (2, 147)
+
+
+# ------------------------------------------------------- success and reward a user replaces
+EMPTY_TO_GOAL = (2, 2, 1, 2, 2)  # Empty-5x5: from (1, 1) facing right to the goal at (3, 3)
+
+
+def step_penalty(events, success):
+    """A reward of the user's own: -0.01 a step, and 1 more on success."""
+    return torch.where(success, 1.0, 0.0) - 0.01
+
+
+def test_a_reward_fn_pays_exactly_what_it_says_on_a_scripted_episode():
+    rewards = {}
+    for name, reward_fn in (("minigrid", None), ("penalty", step_penalty)):
+        env = envs.make("MiniGrid-Empty-5x5-v0", num_envs=2, seed=0, layouts=1, reward_fn=reward_fn)
+        env.reset()
+        steps = [env.step(torch.full((2,), action))[1:3] for action in EMPTY_TO_GOAL]
+        assert [bool(terminated.all()) for _, terminated in steps] == [False] * 4 + [True]
+        rewards[name] = torch.stack([reward for reward, _ in steps])
+        assert rewards[name].dtype == torch.float32
+    expected = torch.tensor([-0.01] * 4 + [0.99]).unsqueeze(1).expand(5, 2)
+    assert torch.equal(rewards["penalty"], expected)
+    # MiniGrid's own: 1 - 0.9 * 5 / 100 on the fifth step, nothing before
+    minigrids = torch.tensor([0.0] * 4 + [0.955]).unsqueeze(1).expand(5, 2)
+    assert torch.equal(rewards["minigrid"], minigrids)
+
+
+def key_picked_up(events):
+    """A success of the user's own: picking up a key."""
+    return (events.picked_up & 15) == layouts.KEY
+
+
+def test_a_success_fn_ends_the_episode_on_what_it_says():
+    """Success on picking up the key in DoorKey: the episode ends exactly at each key pickup
+    (seen from the view before the step), with MiniGrid's reward of that step count."""
+    env = envs.make(
+        "MiniGrid-DoorKey-5x5-v0", num_envs=64, seed=2, layouts=32, success_fn=key_picked_up
+    )
+    obs, _ = env.reset()
+    rng = np.random.default_rng(0)
+    pickups = 0
+    for _ in range(200):
+        actions = torch.as_tensor(seeking_policy(obs.numpy(), rng))
+        hand_empty = obs[:, HELD] == layouts.NOTHING
+        picks_key = (actions == 3) & (obs[:, FRONT] == layouts.KEY) & hand_empty
+        step_count = env.state_and_elapsed()[1] + 1
+        obs, reward, terminated, truncated, _ = env.step(actions)
+        assert torch.equal(terminated, picks_key)
+        paid = (1 - 0.9 * (step_count.double() / env.max_steps)).float()
+        assert torch.equal(reward, torch.where(picks_key, paid, 0.0))
+        pickups += int(picks_key.sum())
+    assert pickups > 20
+
+
+def test_events_name_the_door_opened_and_the_object_picked_up():
+    """StepEvents.opened and picked_up against what MiniGrid's own env did, step for step."""
+    seen = []
+
+    def record(events):
+        seen.append((events.picked_up.clone(), events.opened.clone()))
+        return events.reached_goal
+
+    source = gymnasium.make("MiniGrid-DoorKey-5x5-v0").unwrapped
+    env = BatchedMiniGridEnv(
+        1, env_id="MiniGrid-DoorKey-5x5-v0", layouts=1, seed=0, success_fn=record
+    )
+    env.reset()
+    rng = np.random.default_rng(3)
+    events = Counter()
+    for episode in range(20):
+        source.reset(seed=episode)
+        env.read_gymnasium_state(source, 0)
+        for _ in range(40):
+            action = seeking_action(source, rng)
+            carried, front = source.carrying, source.grid.get(*source.front_pos)
+            was_open = getattr(front, "is_open", True)
+            source.step(action)
+            env.step(torch.tensor([action]))
+            picked_up, opened = (int(code[0]) for code in seen[-1])
+            picked = carried is None and source.carrying is not None
+            assert picked_up == (layouts.cell_code(source.carrying) if picked else layouts.NOTHING)
+            now_open = front is not None and front.type == "door" and front.is_open and not was_open
+            assert opened == (layouts.cell_code(front) if now_open else layouts.NOTHING)
+            events["pickup"] += picked
+            events["open"] += now_open
+    assert events["pickup"] and events["open"], dict(events)
+
+
+@pytest.mark.parametrize(
+    ("rules", "message"),
+    [
+        (
+            {"reward_fn": lambda events, success: 1.0},
+            r"reward_fn returned a float; expected a float tensor of shape \(3,\)",
+        ),
+        (
+            {"reward_fn": lambda events, success: success.long()},
+            r"reward_fn returned a torch.int64 tensor of shape \(3,\)",
+        ),
+        (
+            {"success_fn": lambda events: events.reached_goal[:1]},
+            r"success_fn returned a torch.bool tensor of shape \(1,\)",
+        ),
+        (
+            {"success_fn": lambda events: events.step_count},
+            "success_fn returned a torch.int64 .* expected a bool tensor",
+        ),
+    ],
+)
+def test_a_rule_that_returns_the_wrong_thing_is_one_clear_error(rules, message):
+    env = envs.make("MiniGrid-Empty-5x5-v0", num_envs=3, seed=0, layouts=1, **rules)
+    env.reset()
+    with pytest.raises(ValueError, match=message):
+        env.step(torch.full((3,), 2))
+
+
+def test_a_rule_that_is_not_a_function_is_named():
+    with pytest.raises(TypeError, match="reward_fn must be a function of .*StepEvents, got 0.5"):
+        BatchedMiniGridEnv(2, env_id="MiniGrid-Empty-5x5-v0", layouts=1, reward_fn=0.5)
+
+
+def test_the_traced_step_with_a_users_rules_is_the_eager_step():
+    """What compile=True compiles (make_fx of step_values) gives the eager values with a
+    user's success and reward (tensor math of the events)."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    env = BatchedMiniGridEnv(
+        32, env_id="MiniGrid-DoorKey-5x5-v0", layouts=8, seed=0, success_fn=key_picked_up,
+        reward_fn=step_penalty,
+    )
+    env.reset()
+    generator = torch.Generator().manual_seed(1)
+    graph = make_fx(lambda state, elapsed, actions: env.step_values(state, elapsed, actions))(
+        env.state.clone(), env._elapsed.clone(), torch.randint(7, (32,), generator=generator)
+    )
+    ends = 0
+    for _ in range(60):
+        actions = torch.randint(7, (32,), generator=generator)
+        expected = env.step_values(env.state, env._elapsed, actions)
+        for value, traced in zip(expected, graph(env.state, env._elapsed, actions)):
+            assert torch.equal(value, traced)
+        ends += int(env.step(actions)[2].sum())
+    assert ends > 0
+
+
+def test_a_rule_that_reads_a_tensors_value_runs_eagerly_under_compile():
+    def goal_if_any(events):
+        return events.reached_goal if events.reached_goal.any() else events.target_done
+
+    env = envs.make(
+        "MiniGrid-Empty-5x5-v0", num_envs=2, seed=0, layouts=1, success_fn=goal_if_any, compile=True
+    )
+    env.reset()
+    with pytest.warns(UserWarning, match="cannot be traced .* the step runs eagerly"):
+        env.step(torch.full((2,), 2))
+    assert not env.compile
+    rewards = [env.step(torch.full((2,), action))[1] for action in EMPTY_TO_GOAL[1:]]
+    assert rewards[-1].tolist() == [np.float32(0.955)] * 2
+
+
+def test_a_task_with_its_own_reward_says_reward_fn_batches_it(key_rooms):
+    import importlib
+
+    task = importlib.import_module(key_rooms.partition(":")[0]).KeyRoomsEnv
+    env_id = "MiniGrid-KeyRoomsOwnRewardFn-v0"
+    gymnasium.register(env_id, entry_point=type("OwnRewardFn", (OwnRewardKeyRooms, task), {}))
+    with pytest.warns(UserWarning, match="has a _reward of its own.*pass reward_fn= .* batch it"):
+        envs.make(env_id, num_envs=2, seed=0, layouts=4)
+    env = envs.make(env_id, num_envs=2, seed=0, layouts=4, reward_fn=step_penalty)
+    assert isinstance(env, BatchedMiniGridEnv)
+    env.reset()
+    reward = env.step(torch.zeros(2, dtype=torch.int64))[1]
+    assert torch.equal(reward, torch.full((2,), -0.01))
+    with pytest.raises(ValueError, match="is not batched .*success_fn work on the batched MiniGrid"):
+        envs.make("MiniGrid-Dynamic-Obstacles-5x5-v0", num_envs=2, success_fn=key_picked_up)
