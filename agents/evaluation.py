@@ -132,9 +132,12 @@ def success_rule_of(env: Any) -> ReturnRule | None:
 
     :param env: a batched env, wrapped or not.
     """
-    from rewardlab.envs.batched_minigrid.env import BatchedMiniGridEnv
+    from rewardlab.envs.batched_minigrid.env import BatchedMiniGridEnv, minigrid_reward
 
-    if isinstance(getattr(env, "unwrapped", env), BatchedMiniGridEnv):
+    unwrapped = getattr(env, "unwrapped", env)
+    # a reward_fn of the user's own (a step penalty, say) pays failed episodes too: their
+    # return no longer tells a success
+    if isinstance(unwrapped, BatchedMiniGridEnv) and unwrapped.reward_fn is minigrid_reward:
         return positive_return
     return None
 

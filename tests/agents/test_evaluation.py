@@ -40,5 +40,10 @@ def test_only_envs_with_a_rule_report_successes():
     env = envs.make("MiniGrid-Empty-5x5-v0", num_envs=1)
     assert success_rule_of(env) is positive_return
     assert success_rule_of(envs.make("CartPole-v1", num_envs=1)) is None
+    # a step penalty of the user's own pays every episode below 0: the return tells no success
+    penalised = envs.make(
+        "MiniGrid-Empty-5x5-v0", num_envs=1, reward_fn=lambda events, success: success - 0.01
+    )
+    assert success_rule_of(penalised) is None
     played = evaluate_batched(lambda obs: torch.zeros(obs.shape[0], dtype=torch.long), "CartPole-v1", episodes=2)
     assert played.successes is None and played.success_rate is None
