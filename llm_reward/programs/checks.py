@@ -171,8 +171,18 @@ class CheckError(ValueError):
     def __init__(self, findings: Sequence[Finding], source: str = ""):
         self.findings = list(findings)
         self.source = source
+        super().__init__(self.text())
+
+    def text(self, one_line: bool = False) -> str:
+        """The message: the findings as a list of lines (as an LLM reads them), or joined by
+        ``; `` into one line (as a terminal's error line shows them).
+
+        :param one_line: join the findings into one line.
+        """
+        if one_line:
+            return "the reward program was rejected: " + "; ".join(map(str, self.findings))
         listed = "\n".join(f"- {finding}" for finding in self.findings)
-        super().__init__(f"the reward program was rejected:\n{listed}")
+        return f"the reward program was rejected:\n{listed}"
 
 
 def forbidden_attribute(name: str) -> str | None:

@@ -100,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
         return int(args.func(args) or 0)
     except ValueError as error:
         # Bad input from the user: say what was wrong, without a traceback.
-        _print_error(args.command, str(error))
+        _print_error(args.command, _value_error_line(error))
         return 2
     except OSError as error:
         # A folder or file the command cannot write or read (--logdir, --out): name it.
@@ -119,6 +119,17 @@ def _print_error(command: str, message: str) -> None:
     as its escape: the values it names come from files and replies, which may hold terminal
     escapes (a window title, a cleared screen, a forged line)."""
     print(f"rewardlab {command}: error: {terminal_line(message)}", file=sys.stderr)
+
+
+def _value_error_line(error: ValueError) -> str:
+    """``error``'s message for the error line: a rejected program's findings, which its message
+    lists on lines of their own, joined into one (else each break would show as an escape).
+
+    :param error: the bad input's error.
+    """
+    from rewardlab.llm_reward.programs.checks import CheckError
+
+    return error.text(one_line=True) if isinstance(error, CheckError) else str(error)
 
 
 def _os_error_line(error: OSError) -> str:

@@ -126,6 +126,20 @@ def test_a_broken_user_module_and_a_binary_reward_file_are_one_line(tmp_path, mo
     assert not (tmp_path / "runs").exists()
 
 
+def test_a_rejected_reward_program_lists_its_findings_on_one_readable_line(tmp_path, monkeypatch,
+                                                                           capsys):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "reward.py").write_text(
+        "import torch\nimport os\nimport evil\n\n\ndef compute_reward(obs):\n"
+        "    return torch.ones(len(obs)), {}\n")
+    assert main(["train", "--env", "CartPole-v1", "--reward-program", "reward.py", "--logdir", "runs"]) == 2
+    err = _one_line_error(capsys)
+    assert "\\n" not in err, err
+    assert "the reward program was rejected: line 2: imports `os`" in err
+    assert "; line 3: imports `evil`" in err
+    assert not (tmp_path / "runs").exists()
+
+
 DESCRIPTION_WITH_ESCAPES = r'''summary = "balance"
 success = "speed > 1"
 [[state]]
