@@ -174,13 +174,16 @@ class CheckError(ValueError):
         super().__init__(self.text())
 
     def text(self, one_line: bool = False) -> str:
-        """The message: the findings as a list of lines (as an LLM reads them), or joined by
-        ``; `` into one line (as a terminal's error line shows them).
+        """The message: the findings as a list of lines (as an LLM reads them), or numbered on
+        one line (as a terminal's error line shows them; a finding's text may hold ``;``).
 
-        :param one_line: join the findings into one line.
+        :param one_line: number the findings on one line.
         """
         if one_line:
-            return "the reward program was rejected: " + "; ".join(map(str, self.findings))
+            if len(self.findings) == 1:
+                return f"the reward program was rejected: {self.findings[0]}"
+            numbered = " ".join(f"({n}) {finding}" for n, finding in enumerate(self.findings, 1))
+            return f"the reward program was rejected: {numbered}"
         listed = "\n".join(f"- {finding}" for finding in self.findings)
         return f"the reward program was rejected:\n{listed}"
 

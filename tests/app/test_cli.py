@@ -135,8 +135,8 @@ def test_a_rejected_reward_program_lists_its_findings_on_one_readable_line(tmp_p
     assert main(["train", "--env", "CartPole-v1", "--reward-program", "reward.py", "--logdir", "runs"]) == 2
     err = _one_line_error(capsys)
     assert "\\n" not in err, err
-    assert "the reward program was rejected: line 2: imports `os`" in err
-    assert "; line 3: imports `evil`" in err
+    assert "the reward program was rejected: (1) line 2: imports `os`" in err
+    assert "torch (2) line 3: imports `evil`" in err
     assert not (tmp_path / "runs").exists()
 
 
