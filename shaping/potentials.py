@@ -400,7 +400,8 @@ _BUILT_IN: dict[str, tuple[Callable[..., Potential], str]] = {
 def available() -> dict[str, str]:
     """Env ids with a built-in potential, each with a one-line description.
 
-    ``"MiniGrid"`` stands for every ``MiniGrid-*`` task with a goal square.
+    ``"MiniGrid"`` stands for every ``MiniGrid-*`` task with a goal square, a user's
+    ``module:MiniGrid-*`` too.
     """
     return {env_id: description for env_id, (_, description) in _BUILT_IN.items()}
 
@@ -410,7 +411,8 @@ def for_env(env_id: str, **kwargs: Any) -> Potential:
 
     :raises ValueError: if there is none, listing the env ids that have one.
     """
-    key = "MiniGrid" if env_id.startswith("MiniGrid-") else env_id
+    # a user's task under its module's name (module:MiniGrid-Lava-v0) is a MiniGrid task too
+    key = "MiniGrid" if env_id.rpartition(":")[2].startswith("MiniGrid-") else env_id
     if key not in _BUILT_IN:
         known = ", ".join(sorted(_BUILT_IN))
         raise ValueError(

@@ -62,6 +62,13 @@ def test_minigrid_goal_distance_on_a_full_grid():
     np.testing.assert_allclose(phi(torch.tensor(grid)).numpy(), [-5 / 10, 0.0])
 
 
+def test_a_users_module_minigrid_id_gets_the_minigrid_potential():
+    """``module:MiniGrid-*`` names a MiniGrid task as ``MiniGrid-*`` does (gym.make's form)."""
+    assert isinstance(potentials.for_env("my_tasks:MiniGrid-Lava-v0"), potentials.MiniGridGoalDistance)
+    with pytest.raises(ValueError, match="no built-in potential"):
+        potentials.for_env("my_tasks:Corridor-v0")
+
+
 def test_unknown_env_lists_the_known_ones():
     with pytest.raises(ValueError, match="CartPole-v1"):
         potentials.for_env("NoSuchEnv-v0")
