@@ -61,10 +61,15 @@ def evaluate_potential(potential: Potential, obs: Batch, t: int | None = None) -
     try:
         values = potential(obs) if t is None else potential(obs, t=t)
     except Exception as error:
+        # the first line, as torch lists every signature it expected on lines of its own;
+        # the chained traceback keeps the rest
+        lines = str(error).splitlines() or [""]
+        said = lines[0] + (" ..." if len(lines) > 1 else "")
         raise ValueError(
             f"potential {_name(potential)} could not take an observation batch "
-            f"{describe_batch(obs)}: {type(error).__name__}: {error}. "
-            "A potential takes a batch (N, *obs_shape) and returns shape (N,)"
+            f"{describe_batch(obs)}: {type(error).__name__}: {said}. A potential takes a batch "
+            "(N, *obs_shape) (a numpy array under Gymnasium and SB3, a torch tensor under "
+            "rewardlab's batched envs) and returns shape (N,)"
         ) from error
     # The common case, a numpy batch and a float array back, is checked with as few
     # numpy calls as possible: shaping runs at every env step.

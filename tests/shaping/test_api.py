@@ -152,6 +152,17 @@ def test_bad_potentials_are_reported(potential, message):
         env.step(0)
 
 
+def test_a_potential_whose_error_spans_lines_is_told_on_one_line_with_the_batch_kind():
+    """torch's errors list every signature on lines of their own; the first line says it."""
+    env = PotentialShaping(gym.make("CartPole-v1"), lambda obs: torch.linalg.norm(obs, dim=-1))
+    with pytest.raises(ValueError) as caught:
+        env.reset(seed=0)
+    message = str(caught.value)
+    assert "\n" not in message, message
+    assert "linalg_norm() received an invalid combination of arguments" in message
+    assert "a numpy array under Gymnasium and SB3, a torch tensor under rewardlab's" in message
+
+
 def test_a_potential_that_fails_on_a_tuple_batch_is_told_its_parts():
     env = gym.wrappers.TransformObservation(
         gym.make("CartPole-v1"), lambda obs: (obs, 1),
