@@ -269,11 +269,18 @@ def potential_for(config: dict[str, Any]) -> Any:
         from rewardlab.shaping import potentials
 
         try:
-            return potentials.for_env(config["env"])
+            potential = potentials.for_env(config["env"])
         except ValueError as error:
             raise ValueError(
                 f"{error}: rewardlab train --potential module:function"
             ) from None
+        if isinstance(potential, potentials.MiniGridGoalDistance):
+            raise ValueError(
+                f"--shaping builtin: {config['env']}'s built-in potential reads fully observed "
+                "grids, and rewardlab train gives the policy the agent's 7 x 7 view: shape with "
+                "--potential module:function over the view, or add a bonus (--intrinsic episodic)"
+            )
+        return potential
     return None
 
 

@@ -513,6 +513,13 @@ def test_a_potential_that_fails_is_one_line_and_leaves_no_run_behind(tmp_path, m
         err = capsys.readouterr().err
         assert message in err and len(err.strip().splitlines()) == 1, err
         assert not (tmp_path / "runs").exists()
+    # MiniGrid's built-in potential reads whole grids; the command feeds the agent's view
+    pytest.importorskip("minigrid")
+    assert main(["train", "--env", "MiniGrid-Empty-5x5-v0", "--shaping", "builtin", "--steps", "64",
+                 "--logdir", "runs", "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert "reads fully observed grids" in err and len(err.strip().splitlines()) == 1, err
+    assert not (tmp_path / "runs").exists()
     # a learner that refuses its settings once the run directory was made takes it away again
     assert main(["train", "--env", "CartPole-v1", "--algo", "hra", "--intrinsic", "rnd", "--steps", "64",
                  "--logdir", "runs", "--no-progress"]) == 2
