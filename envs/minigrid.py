@@ -98,6 +98,22 @@ def mission_note(env: gym.Env, env_id: str) -> str:
     return f"{env_id}: {view}; the mission ({mission}) is dropped"
 
 
+_SAID: set[str] = set()
+
+
+def note_once(message: str, stacklevel: int = 2) -> None:
+    """Warn with ``message`` once per process: a run makes its env several times (training,
+    evaluation, each search candidate), and Python's own once-per-place rule starts over
+    whenever a warnings filter changes (torch's compile changes them).
+
+    :param message: the warning's text
+    :param stacklevel: as ``warnings.warn``'s, from the caller's point of view
+    """
+    if message not in _SAID:
+        _SAID.add(message)
+        warnings.warn(message, stacklevel=stacklevel + 1)
+
+
 def minigrid_view(env: gym.Env, env_id: str, obs: str = "flat") -> gym.Env:
     """A MiniGrid env with the agent's view as its observation, the mission dropped (one
     warning says so).
@@ -115,7 +131,7 @@ def minigrid_view(env: gym.Env, env_id: str, obs: str = "flat") -> gym.Env:
             "is no minigrid MiniGridEnv)"
         )
     minigrid = _import_minigrid()
-    warnings.warn(mission_note(env, env_id), stacklevel=2)
+    note_once(mission_note(env, env_id))
     env = minigrid.wrappers.ImgObsWrapper(env)
     return FlattenObservation(env) if obs == "flat" else env
 

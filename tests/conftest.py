@@ -18,6 +18,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+import pytest
+
 REPOSITORY = Path(__file__).resolve().parents[1]
 
 
@@ -35,3 +37,12 @@ def _register_benchmarks() -> None:
 
 _register_benchmarks()
 os.environ["REWARDLAB_CACHE"] = tempfile.mkdtemp(prefix="rewardlab-test-cache-")
+
+
+@pytest.fixture(autouse=True)
+def _notes_said_anew() -> None:
+    """Each test sees the once-per-process notes (the MiniGrid mission, an unbatched task)
+    as a new process would, whichever test made the same env before it."""
+    from rewardlab.envs import minigrid
+
+    minigrid._SAID.clear()

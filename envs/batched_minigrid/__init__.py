@@ -13,7 +13,6 @@ with one warning that says why. Making one needs the ``minigrid`` package
 from __future__ import annotations
 
 import functools
-import warnings
 from typing import Any
 
 from rewardlab.envs.batched_minigrid.descriptions import register_minigrid_descriptions
@@ -26,7 +25,7 @@ from rewardlab.envs.batched_minigrid.env import (
 from rewardlab.envs.batched_minigrid.layouts import NotBatchable
 from rewardlab.envs.core import Batched
 from rewardlab.envs.gymnasium_env import GymnasiumBatchedEnv
-from rewardlab.envs.minigrid import is_minigrid_id
+from rewardlab.envs.minigrid import is_minigrid_id, note_once
 from rewardlab.envs.registration import EnvFactory, register_family
 
 
@@ -49,7 +48,7 @@ def make_batched_minigrid(num_envs: int, env_id: str, **kwargs: Any) -> Batched:
                 f"{env_id} is not batched ({reason}), and {' and '.join(rules)} work on the "
                 "batched MiniGrid only: write the reward into the task's class instead"
             ) from reason
-        warnings.warn(
+        note_once(
             f"{env_id} is not batched ({reason}); it runs through the Gymnasium adapter, one "
             "MiniGrid env per copy in Python, several times slower",
             stacklevel=3,

@@ -43,7 +43,7 @@ from rewardlab.envs.batched_minigrid.layouts import (
     target_of,
 )
 from rewardlab.envs.core import Actions, BatchedEnv, StepReturn, WholeNumberBox
-from rewardlab.envs.minigrid import is_minigrid, mission_note
+from rewardlab.envs.minigrid import is_minigrid, mission_note, note_once
 
 VIEW = 7  # MiniGrid's agent_view_size, the default of every batched id
 LEFT, RIGHT, FORWARD, PICKUP, DROP, TOGGLE, DONE = range(7)
@@ -292,7 +292,7 @@ class BatchedMiniGridEnv(BatchedEnv):
             raise NotBatchable(f"env_id={env_id!r} is not a MiniGrid task (no MiniGridEnv)")
         if source.agent_view_size != VIEW:
             raise NotBatchable(f"its view is {source.agent_view_size} cells wide, not {VIEW}")
-        warnings.warn(mission_note(source, env_id), stacklevel=3)
+        note_once(mission_note(source, env_id), stacklevel=3)
         #: the name of the task's ``MiniGridEnv`` class (a user's own, for one)
         self.task_class = type(source).__name__
         self.see_through_walls = bool(source.see_through_walls)

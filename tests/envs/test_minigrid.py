@@ -126,3 +126,12 @@ def test_intrinsic_modules_read_minigrid_views():
     bonus = module.compute(obs, actions, next_obs)
     module.update(obs, actions, next_obs)
     assert bonus.shape == (2,) and bool(torch.isfinite(bonus).all())
+
+
+def test_the_mission_note_is_said_once_a_process_however_often_the_env_is_made():
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for _ in range(3):
+            make_one("MiniGrid-DoorKey-5x5-v0")
+            warnings.filterwarnings("ignore", message="unrelated")  # as torch's compile does
+    assert sum("mission" in str(warning.message) for warning in caught) == 1
