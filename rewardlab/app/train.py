@@ -109,6 +109,11 @@ def resolve_config(args: argparse.Namespace) -> dict[str, Any]:
         if decided:
             print(f"preset {preset.name} ({preset.source}): {' '.join(decided)}; a flag, --config "
                   "or --hyperparameters overrides any of them", file=sys.stderr)
+        if preset.steps and config["env"] not in preset.steps and "steps" not in given:
+            example, budget = max(preset.steps.items(), key=lambda item: item[1])
+            print(f"preset {preset.name} has no step budget for {config['env']}: it trains the "
+                  f"default {config['steps']:,} steps, where the benchmarked tasks took millions "
+                  f"({example}: {budget:,}); pass --steps", file=sys.stderr)
     settle_compile(config)
     check_config(config)
     return config

@@ -745,6 +745,7 @@ def test_minigrid_with_a_bonus_trains_with_the_benchmarks_preset(tmp_path, capsy
     # ObstructedMaze takes the weight that solved it; a task the benchmark did not run keeps --steps'
     assert resolved("--env", "MiniGrid-ObstructedMaze-1Dlh-v0", "--intrinsic", "episodic")["intrinsic_coef"] == 0.1
     assert resolved("--env", "MiniGrid-DoorKey-8x8-v0", "--intrinsic", "count")["steps"] == 100_000
+    assert "no step budget for MiniGrid-DoorKey-8x8-v0: it trains the default 100,000" in capsys.readouterr().err
     # a user's MiniGrid task is of the family too
     assert preset_for("my_tasks:MiniGrid-KeyRooms-v0", "ppo", ["episodic"]) is MINIGRID_BONUS
     assert preset_for("my_tasks:KeyRooms-v0", "ppo", ["episodic"]) is None
