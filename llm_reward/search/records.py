@@ -14,6 +14,7 @@ from rewardlab.llm_reward.search.config import SearchConfig
 from rewardlab.llm_reward.search.reflection import RewardSignals
 from rewardlab.llm_reward.training import Checkpoint, TrainingRun
 from rewardlab.llm_reward.training.failures import Failure
+from rewardlab.llm_reward.training.records import is_number
 
 __all__ = ["Candidate", "FinalScore", "PrescreenScore", "SearchResult", "candidate_key",
            "journaled_cost", "journaled_count", "journaled_run"]
@@ -73,17 +74,13 @@ class PrescreenScore:
         tau, pairs, passed = data.get("tau"), data.get("pairs"), data.get("passed")
         returns, finding = data.get("returns"), data.get("finding")
         if not (
-            (tau is None or _is_number(tau)) and isinstance(pairs, int) and isinstance(passed, bool)
-            and isinstance(returns, list) and all(_is_number(value) for value in returns)
+            (tau is None or is_number(tau)) and isinstance(pairs, int) and isinstance(passed, bool)
+            and isinstance(returns, list) and all(is_number(value) for value in returns)
             and isinstance(finding, str)
         ):
             raise ValueError("a prescreen record's tau, pairs, passed, returns or finding is not "
                              "of its type")
         return cls(tau, pairs, passed, returns, finding, Failure.from_dict(data.get("failure")))
-
-
-def _is_number(value: object) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)
 
 
 @dataclass

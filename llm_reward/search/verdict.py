@@ -41,11 +41,10 @@ class Verdict:
 
 
 def _standard_error(score: FinalScore) -> float:
-    values = score.values
-    if len(values) < 2:
-        return 0.0
-    mean = sum(values) / len(values)
-    return math.sqrt(sum((value - mean) ** 2 for value in values) / (len(values) - 1) / len(values))
+    """The standard error of ``score``'s mean, from its seeds' sample deviation (its ``std``
+    is the population one: n / (n - 1) apart in variance)."""
+    seeds = len(score.values)
+    return 0.0 if seeds < 2 else score.std / math.sqrt(seeds - 1)
 
 
 def verdict(result: SearchResult) -> Verdict:

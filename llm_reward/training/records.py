@@ -18,7 +18,7 @@ from typing import Any
 from rewardlab.llm_reward.training.failures import MAX_REASON_CHARS, Failure, cut
 from rewardlab.llm_reward.training.stopping import Stop
 
-__all__ = ["Budget", "Checkpoint", "Progress", "SeedRun", "TrainingRun"]
+__all__ = ["Budget", "Checkpoint", "Progress", "SeedRun", "TrainingRun", "is_number"]
 
 
 @dataclass(frozen=True)
@@ -121,11 +121,18 @@ def _mapping(value: object, name: str) -> Mapping[str, Any]:
     return value
 
 
+def is_number(value: object) -> bool:
+    """Whether ``value``, read back as JSON, is a number (an int or a float, not a bool).
+
+    :param value: the value as read.
+    """
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
 def _number(value: object, name: str, optional: bool = False) -> Any:
     """``value`` if it is a number (or ``None`` where ``optional``); a record read back from a
     journal or a worker is data of unknown type."""
-    numeric = isinstance(value, int | float) and not isinstance(value, bool)
-    if numeric or (value is None and optional):
+    if is_number(value) or (value is None and optional):
         return value
     raise ValueError(f"a training record's {name} is {_kind(value)}, not a number")
 
