@@ -541,14 +541,16 @@ def markdown(report: dict) -> str:
         lines += ["", "SB3 zoo settings (rl-baselines3-zoo hyperparams/ppo.yml):", ""]
         for env_id, settings in SB3_ZOO.items():
             lines.append(f"- {env_id}: `{json.dumps(settings)}`")
-    if args.get("jax"):
-        from benchmarks.purejaxrl_ppo import config_for
-
+    # the configs as each JAX run reports them: the child process that trained says what it ran
+    jax_configs = {
+        (run["env_id"], run["learner"].removeprefix("jax-")): run["config"]
+        for run in report["runs"]
+        if run["learner"].startswith("jax-") and "config" in run
+    }
+    if jax_configs:
         lines += ["", "JAX learner configs (`benchmarks/purejaxrl_ppo.py`):", ""]
-        for env_id in dict.fromkeys(r["env_id"] for r in report["runs"]):
-            for name in args["jax"]:
-                if env_id in THRESHOLDS and env_id not in SHAPED:
-                    lines.append(f"- {env_id}, {name}: `{json.dumps(config_for(name, env_id))}`")
+        for (env_id, name), config in jax_configs.items():
+            lines.append(f"- {env_id}, {name}: `{json.dumps(config)}`")
     return "\n".join(lines) + "\n"
 
 

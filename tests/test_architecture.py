@@ -117,16 +117,15 @@ def test_layers_are_kept(tmp_path: Path) -> None:
     assert "broken" in result.stdout and " 0 broken" in result.stdout, result.stdout
 
 
-# The strongly connected components of rewardlab's import graph (grimp, which import-linter
-# uses), printed as JSON: run in the built package, where every folder is mapped. There must
-# be none: no module imports one that imports it back, directly or through others (imports
-# inside functions and under TYPE_CHECKING count: they are dependencies a reader follows all
-# the same).
+# The strongly connected components of a package's import graph (grimp, which import-linter
+# uses; the package named on the command line), printed as JSON. There must be none: no module
+# imports one that imports it back, directly or through others (imports inside functions and
+# under TYPE_CHECKING count: they are dependencies a reader follows all the same).
 CIRCLES = """
 import json, sys
 import grimp
 
-graph = grimp.build_graph("rewardlab", exclude_type_checking_imports=False, cache_dir=None)
+graph = grimp.build_graph(sys.argv[1], exclude_type_checking_imports=False, cache_dir=None)
 imports = {m: sorted(graph.find_modules_directly_imported_by(m)) for m in sorted(graph.modules)}
 index, low, stack, on_stack, circles = {}, {}, [], set(), []
 
@@ -158,15 +157,31 @@ print(json.dumps({"modules": len(imports), "circles": circles}))
 """
 
 
-@pytest.mark.skipif(not LINT_IMPORTS.exists(), reason="grimp comes with import-linter, in the dev extra")
-def test_no_import_circles(built: Path) -> None:
+def _circles(package: str, where: Path) -> dict:
     import json
 
     result = subprocess.run(
-        [sys.executable, "-c", CIRCLES], capture_output=True, text=True, cwd=built, timeout=300,
-        env={"PATH": str(Path(sys.executable).parent), "PYTHONPATH": str(built)},
+        [sys.executable, "-c", CIRCLES, package], capture_output=True, text=True, cwd=where,
+        timeout=300, env={"PATH": str(Path(sys.executable).parent), "PYTHONPATH": str(where)},
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
-    found = json.loads(result.stdout)
+    return json.loads(result.stdout)
+
+
+@pytest.mark.skipif(not LINT_IMPORTS.exists(), reason="grimp comes with import-linter, in the dev extra")
+def test_no_import_circles(built: Path) -> None:
+    # run in the built package, where every folder is mapped
+    found = _circles("rewardlab", built)
     assert found["modules"] > 50  # the whole package was read, not a stand-in
     assert not found["circles"], f"import circles (a module imports one that imports it back): {found['circles']}"
+
+
+@pytest.mark.skipif(not LINT_IMPORTS.exists(), reason="grimp comes with import-linter, in the dev extra")
+def test_no_import_circles_among_the_benchmarks() -> None:
+    # the benchmark scripts are not installed: read from the checkout
+    found = _circles("benchmarks", REPOSITORY)
+    assert found["modules"] > 20
+    assert not found["circles"], (
+        f"import circles among the benchmarks (one imports a script that imports it back): "
+        f"{found['circles']}: move what both need into the lower of the two"
+    )
