@@ -117,6 +117,59 @@ def test_every_page_links_only_to_pages_that_exist() -> None:
             assert target_path.exists(), f"{page.relative_to(ROOT)} links to {target}, which does not exist"
 
 
+#: a dotted name of rewardlab as the pages write it: in full anywhere (``rewardlab.agents.PPO``),
+#: or in code from a package of rewardlab (``agents.base.Learner``) or of rewardlab.llm_reward
+#: (``training.job.evaluation_job``), as the architecture page shortens them
+FULL_NAME = re.compile(r"\brewardlab(?:\.[A-Za-z_]\w*)+")
+SHORT_NAME = re.compile(r"`((?:app|agents|common|envs|intrinsic|llm_reward|shaping"
+                        r"|clients|programs|sandbox|search|training)(?:\.[A-Za-z_]\w*)+)")
+LLM_REWARD_PACKAGES = ("clients", "programs", "sandbox", "search", "training")
+
+
+def _named(text: str) -> dict[str, str]:
+    """The dotted names ``text`` writes, each as written -> in full."""
+    names = {name: name for name in FULL_NAME.findall(text)}
+    for name in SHORT_NAME.findall(text):
+        package = "rewardlab.llm_reward" if name.split(".")[0] in LLM_REWARD_PACKAGES else "rewardlab"
+        names[name] = f"{package}.{name}"
+    return names
+
+
+def _resolves(name: str) -> bool:
+    """Whether ``name`` imports, or is an attribute of the longest prefix of it that imports."""
+    parts = name.split(".")
+    for split in range(len(parts), 0, -1):
+        try:
+            found: object = importlib.import_module(".".join(parts[:split]))
+        except ModuleNotFoundError as error:
+            if error.name is not None and not name.startswith(error.name):
+                raise  # the module exists but needs something that is not installed
+            continue
+        for attribute in parts[split:]:
+            if not hasattr(found, attribute):
+                return False
+            found = getattr(found, attribute)
+        return True
+    return False
+
+
+def test_the_dotted_names_the_pages_write_exist() -> None:
+    wrong = [f"{page.relative_to(ROOT)}: `{written}` ({name})"
+             for page in [ROOT / "README.md", *_pages()]
+             for written, name in _named(page.read_text()).items() if not _resolves(name)]
+    assert not wrong, ("these names neither import nor are attributes of what imports; write the name "
+                       "the code has now:\n" + "\n".join(wrong))
+
+
+def test_a_dotted_name_that_is_gone_is_found() -> None:
+    text = ("`rewardlab.agents.PPO` and `agents.base.Learner`, `training.job.evaluation_job(...)`; "
+            "rewardlab.envs.no_such_name, `search.no_such_module.Failure`")
+    named = _named(text)
+    assert named["training.job.evaluation_job"] == "rewardlab.llm_reward.training.job.evaluation_job"
+    assert [written for written, name in named.items() if not _resolves(name)] == [
+        "rewardlab.envs.no_such_name", "search.no_such_module.Failure"]
+
+
 @pytest.mark.parametrize("where, block", _blocks("bash"), ids=lambda value: str(value)[:50])
 def test_every_command_in_the_docs_parses(where: str, block: str) -> None:
     for line in block.replace("\\\n", " ").splitlines():
