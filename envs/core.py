@@ -362,7 +362,7 @@ class BatchedEnv(Batched):
     # ------------------------------------- steps that a caller compiles with its own code
     # PPO's compiled rollout traces its policy and this env's step together into one
     # compiled function of several steps (rewardlab.agents.ppo): it takes the reset states
-    # of those steps ahead, runs :meth:`advance` on the state, and commits the result.
+    # of those steps ahead, runs :meth:`advance_carried` on the carry, and commits the result.
 
     def reset_states_ahead(self, steps: int) -> torch.Tensor:
         """The reset states that the next ``steps`` steps take, ``(state_dim, steps * num_envs)``
@@ -394,41 +394,16 @@ class BatchedEnv(Batched):
     @property
     def steps_by_advance(self) -> bool:
         """Whether :meth:`step` and :meth:`reset` are this class's own (not overridden), so
-        that a step is :meth:`advance` on the state with the pool's reset states."""
+        that a step is :meth:`advance_carried` on the carry with the pool's reset states."""
         return type(self).step is BatchedEnv.step and type(self).reset is BatchedEnv.reset
 
     @property
     def advance_traces(self) -> bool:
-        """Whether :meth:`advance` is known to trace into a caller's graph as it runs: for
+        """Whether :meth:`advance_carried` is known to trace into a caller's graph as it runs: for
         rewardlab's own envs, and for any env made with ``compile=True`` (its user compiles
         the step). A user's step that reads a tensor's value in Python could be traced with
         the value it had, so it is not assumed to trace."""
         return type(self).__module__.startswith("rewardlab.") or bool(self.compile)
-
-    def advance(
-        self,
-        state: torch.Tensor,
-        elapsed: torch.Tensor,
-        actions: torch.Tensor,
-        fresh: torch.Tensor,
-    ) -> tuple[torch.Tensor, ...]:
-        """One step as a pure function of tensors, in the form that compiles best:
-        :meth:`step`'s arithmetic without its checks and bookkeeping, for a caller that
-        traces it into its own compiled function. Changes nothing in the env.
-
-        :param state: ``(state_dim, num_envs)``, the env's state (:meth:`state_and_elapsed`) or a
-            previous call's.
-        :param elapsed: int32 ``(num_envs,)`` steps into each episode.
-        :param actions: checked actions, as :meth:`transition` takes them.
-        :param fresh: ``(state_dim, num_envs)`` reset states for the envs whose episode ends
-            (this step's slice of :meth:`reset_states_ahead`).
-        :return: ``(state, elapsed, obs, reward, terminated, truncated, done, final_obs)``.
-        """
-        tracing, self._tracing = self._tracing, True
-        try:
-            return self._advance(state, elapsed, actions, fresh)[:-1]
-        finally:
-            self._tracing = tracing
 
     # The same steps in the form a stack of wrappers shares (:class:`BatchedWrapper`'s
     # defaults say a wrapper does not): what the steps carry from one to the next, the
@@ -438,8 +413,12 @@ class BatchedEnv(Batched):
     component_names: tuple[str, ...] = ("extrinsic",)
 
     def carried(self) -> tuple[torch.Tensor, ...]:
-        """What :meth:`advance_carried` carries from step to step: ``(state, elapsed)``."""
-        return self.state_and_elapsed()
+        """What :meth:`advance_carried` carries from step to step: the state,
+        ``(state_dim, num_envs)``, and the steps into each episode, int32 ``(num_envs,)``;
+        the env's own tensors, to read."""
+        if self._state is None:
+            raise RuntimeError(f"{self} has no state yet: call reset() first")
+        return self._state, self._elapsed
 
     def carried_example(self) -> tuple[torch.Tensor, ...]:
         """Tensors of :meth:`carried`'s shapes and dtypes, zeros (before a reset too)."""
@@ -449,7 +428,7 @@ class BatchedEnv(Batched):
     def advance_carried(
         self, carry: Sequence[torch.Tensor], actions: torch.Tensor, fresh: torch.Tensor
     ) -> tuple[tuple[torch.Tensor, ...], tuple[torch.Tensor, ...], tuple[torch.Tensor, ...]]:
-        """:meth:`advance` on a carry: ``(carry, (obs, reward, terminated, truncated, done,
+        """One step on a carry: ``(carry, (obs, reward, terminated, truncated, done,
         final_obs), components)``, the components in :attr:`component_names`' order.
 
         Within :meth:`step` (:func:`in_step`), compiled where ``compile=True`` and with the
@@ -468,38 +447,26 @@ class BatchedEnv(Batched):
     @contextlib.contextmanager
     def traced_steps(self) -> Iterator[None]:
         """While a caller traces :meth:`advance_carried` into its own graph: the step takes
-        the form that compiles best (as :meth:`advance` always does)."""
+        the form that compiles best."""
         tracing, self._tracing = self._tracing, True
         try:
             yield
         finally:
             self._tracing = tracing
 
-    def commit_carried(self, carry: Sequence[torch.Tensor], done: torch.Tensor, actions: torch.Tensor) -> None:
-        """:meth:`commit_steps` of the last carry."""
-        self.commit_steps(*carry, done, actions)
-
-    def state_and_elapsed(self) -> tuple[torch.Tensor, torch.Tensor]:
-        """The state as :meth:`advance` takes it, ``(state_dim, num_envs)``, and the steps
-        into each episode, int32 ``(num_envs,)``: the env's own tensors, to read."""
-        if self._state is None:
-            raise RuntimeError(f"{self} has no state yet: call reset() first")
-        return self._state, self._elapsed
-
     def step_fingerprint(self) -> str:
-        """A text that determines :meth:`advance`'s graph without tracing it: the source of
+        """A text that determines :meth:`advance_carried`'s graph without tracing it: the source of
         the env's classes (the package's, or the module a class outside it is defined
         in) and the env's constants (its attributes, but for the state it runs on). A caller
         that compiles the step into its own graph names the graph's recipe with it."""
         return object_fingerprint(self, source_fingerprint("rewardlab.envs"), skip=_RUN_STATE)
 
-    def commit_steps(
-        self, state: torch.Tensor, elapsed: torch.Tensor, done: torch.Tensor, actions: torch.Tensor
+    def commit_carried(
+        self, carry: Sequence[torch.Tensor], done: torch.Tensor, actions: torch.Tensor
     ) -> None:
-        """Take the result of steps run with :meth:`advance` as the env's own.
+        """Take the result of steps run with :meth:`advance_carried` as the env's own.
 
-        :param state: the last step's state.
-        :param elapsed: the last step's steps into each episode.
+        :param carry: the last step's carry, ``(state, elapsed)``.
         :param done: bool ``(steps, num_envs)``, each step's ended episodes (they took their
             reset states from :meth:`reset_states_ahead`, whose steps these were).
         :param actions: the last step's actions.
@@ -510,7 +477,7 @@ class BatchedEnv(Batched):
                 f"{self._pool_steps - self._steps_since_refill}: call "
                 "reset_states_ahead(steps) before running them"
             )
-        self._state, self._elapsed, self._last_actions = state, elapsed, actions
+        (self._state, self._elapsed), self._last_actions = carry, actions
         self._ended_since_refill.append(done)
         self._steps_since_refill += done.shape[0]
         if self._steps_since_refill == self._pool_steps:

@@ -654,13 +654,6 @@ class BatchedMiniGridEnv(BatchedEnv):
         visible = (visible_bits.unsqueeze(1) >> self.row_shifts) & 1
         return cells * visible.view(-1, VIEW * VIEW)
 
-    def advance(self, *args: Any, **kwargs: Any) -> tuple[torch.Tensor, ...]:
-        """Not available: the step writes the state in place (:attr:`steps_by_advance` is
-        False, so learners call :meth:`step`)."""
-        raise NotImplementedError(
-            "BatchedMiniGridEnv steps in place; call step() (steps_by_advance is False)"
-        )
-
     def write_gymnasium_state(self, gymnasium_env: gymnasium.Env, index: int) -> None:
         """Put copy ``index``'s grid, agent and carried object into an unwrapped MiniGrid env.
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 import numpy as np
@@ -363,53 +364,73 @@ def test_cuda_env_steps_like_the_cpu_one(env_id: str) -> None:
         cuda._state.copy_(cpu._state)
 
 
+@pytest.mark.parametrize("traced", [False, True])  # a learner's eager steps, or traced ones
 @pytest.mark.parametrize("steps", [5, 24])  # within the pool, and more than it holds (16)
-def test_steps_run_with_advance_and_committed_equal_steps_of_step(steps: int) -> None:
-    """A caller that compiles the env's step with its own code (PPO's compiled rollout) takes
-    the reset states ahead, runs ``advance`` and commits: the same episodes as ``step`` gives
-    after the same ``reset_states_ahead`` calls, over episode ends and pool refills."""
+def test_carried_steps_committed_equal_steps_of_step(steps: int, traced: bool) -> None:
+    """A learner that runs the env's steps in its own code (PPO's rollout) takes the reset
+    states ahead, runs ``advance_carried`` on the carry and commits: the same episodes as
+    ``step`` gives after the same ``reset_states_ahead`` calls, over episode ends and pool
+    refills, in the eager form and in the form a learner traces."""
     stepped = envs.make("CartPole-v1", 8, seed=4, max_episode_steps=7)
-    advanced = envs.make("CartPole-v1", 8, seed=4, max_episode_steps=7)
+    carried = envs.make("CartPole-v1", 8, seed=4, max_episode_steps=7)
     stepped.reset()
-    advanced.reset()
+    carried.reset()
     rng = torch.Generator().manual_seed(1)
     ended = 0
     for _ in range(4):
         stepped.reset_states_ahead(steps)
-        fresh = advanced.reset_states_ahead(steps)
+        fresh = carried.reset_states_ahead(steps)
         assert fresh.shape == (4, steps * 8)
-        state, elapsed = advanced.state_and_elapsed()
+        carry = carried.carried()
         done = []
         for t in range(steps):
             actions = torch.randint(0, 2, (8,), generator=rng)
             expected = stepped.step(actions)
-            state, elapsed, obs, reward, terminated, truncated, done_t, final_obs = advanced.advance(
-                state, elapsed, actions, fresh[:, t * 8 : (t + 1) * 8]
-            )
-            for a, b in zip((*expected[:4], expected[4]["final_obs"]), (obs, reward, terminated, truncated, final_obs), strict=True):
+            with carried.traced_steps() if traced else contextlib.nullcontext():
+                carry, step, components = carried.advance_carried(
+                    carry, actions, fresh[:, t * 8 : (t + 1) * 8]
+                )
+            obs, reward, terminated, truncated, done_t, final_obs = step
+            got = (obs, reward, terminated, truncated, final_obs)
+            for a, b in zip((*expected[:4], expected[4]["final_obs"]), got, strict=True):
                 torch.testing.assert_close(b, a)
+            assert components == (reward,)
             done.append(done_t)
             ended += int(done_t.sum())
-        advanced.commit_steps(state, elapsed, torch.stack(done), actions)
-        assert torch.equal(advanced.state, stepped.state)
+        carried.commit_carried(carry, torch.stack(done), actions)
+        assert torch.equal(carried.state, stepped.state)
     assert ended > 8  # episodes ended, some of them at the time limit
     # then step() goes on from the committed state and pool as the stepped env does
     actions = torch.ones(8, dtype=torch.int64)
-    torch.testing.assert_close(advanced.step(actions)[0], stepped.step(actions)[0])
+    torch.testing.assert_close(carried.step(actions)[0], stepped.step(actions)[0])
 
 
-def test_commit_steps_refuses_more_steps_than_were_taken_ahead() -> None:
+def test_commit_carried_refuses_more_steps_than_were_taken_ahead() -> None:
     env = envs.make("CartPole-v1", 4, seed=0)
     env.reset()
     fresh = env.reset_states_ahead(3)
-    state, elapsed = env.state_and_elapsed()
+    carry = env.carried()
+    actions = torch.zeros(4, dtype=torch.int64)
     for t in range(3):
-        state, elapsed, *_, done, _ = env.advance(state, elapsed, torch.zeros(4, dtype=torch.int64), fresh[:, t * 4 : (t + 1) * 4])
-    env.commit_steps(state, elapsed, torch.zeros((3, 4), dtype=torch.bool), torch.zeros(4, dtype=torch.int64))
+        carry, *_ = env.advance_carried(carry, actions, fresh[:, t * 4 : (t + 1) * 4])
+    env.commit_carried(carry, torch.zeros((3, 4), dtype=torch.bool), actions)
     with pytest.raises(ValueError, match="reset_states_ahead"):
-        env.commit_steps(state, elapsed, torch.zeros((14, 4), dtype=torch.bool), torch.zeros(4, dtype=torch.int64))
+        env.commit_carried(carry, torch.zeros((14, 4), dtype=torch.bool), actions)
     with pytest.raises(ValueError, match="steps must be a positive int"):
         env.reset_states_ahead(0)
+
+
+def test_a_learners_carried_step_does_not_check_the_actions_and_step_does() -> None:
+    """Out of :meth:`step` the carried step is the formula alone (a learner's actions come
+    from its policy); within it, the actions' range is checked before anything changes."""
+    env = envs.make("CartPole-v1", 4, seed=0)
+    env.reset()
+    bad = torch.full((4,), 2)
+    env.advance_carried(env.carried(), bad, env.reset_states_ahead(1))
+    state = env.state.clone()
+    with pytest.raises(ValueError, match=r"action 2 of env 0 is outside"):
+        env.step(bad)
+    assert torch.equal(env.state, state)
 
 
 def test_the_step_fingerprint_follows_the_constants_and_not_the_run_state() -> None:
