@@ -116,6 +116,13 @@ def is_shallow() -> bool:
 
 
 @functools.cache
+def commit_date(commit: str) -> str:
+    """The day ``commit`` was made, ``YYYY-MM-DD`` in the time zone it recorded (the same
+    answer on every machine)."""
+    return _git("show", "-s", "--date=format:%Y-%m-%d", "--format=%cd", commit).strip()
+
+
+@functools.cache
 def _commit_exists(commit: str) -> bool:
     try:
         _git("cat-file", "-e", f"{commit}^{{commit}}")

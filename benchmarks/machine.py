@@ -43,6 +43,16 @@ def describe_machine() -> dict:
     return info
 
 
+def short_name(machine: dict) -> str:
+    """A recorded machine in a few words, as a table cell: ``AMD EPYC, 2 cores`` (and its GPU).
+
+    :param machine: what :func:`describe_machine` recorded (older results lack some keys).
+    """
+    processor = (machine.get("processor") or "an unrecorded processor").replace("(R)", "")
+    name = f"{processor.removesuffix(' Processor')}, {machine.get('cpu_count', '?')} cores"
+    return name + (f", {machine['gpu']}" if machine.get("gpu") else "")
+
+
 def measured_commit() -> str | None:
     """The repository's commit (``abc1234``, ``abc1234-dirty`` with uncommitted changes to
     tracked files), or ``None`` outside a git checkout."""

@@ -119,11 +119,21 @@ def test_every_page_links_only_to_pages_that_exist() -> None:
 
 #: a dotted name of rewardlab as the pages write it: in full anywhere (``rewardlab.agents.PPO``),
 #: or in code from a package of rewardlab (``agents.base.Learner``) or of rewardlab.llm_reward
-#: (``training.job.evaluation_job``), as the architecture page shortens them
+#: (``training.job.evaluation_job``), as the architecture page shortens them, or from a class a
+#: package exports (``BatchedEnv.reset``)
 FULL_NAME = re.compile(r"\brewardlab(?:\.[A-Za-z_]\w*)+")
 SHORT_NAME = re.compile(r"`((?:app|agents|common|envs|intrinsic|llm_reward|shaping"
                         r"|clients|programs|sandbox|search|training)(?:\.[A-Za-z_]\w*)+)")
+CLASS_NAME = re.compile(r"`([A-Z]\w*(?:\.[A-Za-z_]\w*)+)")
 LLM_REWARD_PACKAGES = ("clients", "programs", "sandbox", "search", "training")
+
+
+def _exporter(name: str) -> str | None:
+    """The package of rewardlab whose ``__all__`` holds ``name`` (``None``: another project's)."""
+    packages = [f"rewardlab.{package}" for package in PACKAGES]
+    packages += [f"rewardlab.llm_reward.{package}" for package in LLM_REWARD_PACKAGES]
+    return next((package for package in packages
+                 if name in getattr(importlib.import_module(package), "__all__", ())), None)
 
 
 def _named(text: str) -> dict[str, str]:
@@ -132,6 +142,10 @@ def _named(text: str) -> dict[str, str]:
     for name in SHORT_NAME.findall(text):
         package = "rewardlab.llm_reward" if name.split(".")[0] in LLM_REWARD_PACKAGES else "rewardlab"
         names[name] = f"{package}.{name}"
+    for name in CLASS_NAME.findall(text):
+        package = _exporter(name.split(".")[0])
+        if package is not None:
+            names[name] = f"{package}.{name}"
     return names
 
 
@@ -163,11 +177,13 @@ def test_the_dotted_names_the_pages_write_exist() -> None:
 
 def test_a_dotted_name_that_is_gone_is_found() -> None:
     text = ("`rewardlab.agents.PPO` and `agents.base.Learner`, `training.job.evaluation_job(...)`; "
-            "rewardlab.envs.no_such_name, `search.no_such_module.Failure`")
+            "rewardlab.envs.no_such_name, `search.no_such_module.Failure`, `PPO.learn`, "
+            "`BatchedEnv.no_such_method`, `VecEnv.step_async` (SB3's, not looked at)")
     named = _named(text)
     assert named["training.job.evaluation_job"] == "rewardlab.llm_reward.training.job.evaluation_job"
+    assert named["PPO.learn"] == "rewardlab.agents.PPO.learn" and "VecEnv.step_async" not in named
     assert [written for written, name in named.items() if not _resolves(name)] == [
-        "rewardlab.envs.no_such_name", "search.no_such_module.Failure"]
+        "rewardlab.envs.no_such_name", "search.no_such_module.Failure", "BatchedEnv.no_such_method"]
 
 
 @pytest.mark.parametrize("where, block", _blocks("bash"), ids=lambda value: str(value)[:50])

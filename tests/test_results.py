@@ -10,8 +10,11 @@ import re
 import sys
 from pathlib import Path
 
+import pytest
+
+from benchmarks import freshness, results_index
 from benchmarks.freshness import cited_pages, cited_results
-from benchmarks.machine import describe_machine, recorded_args
+from benchmarks.machine import describe_machine, recorded_args, short_name
 
 RESULTS = Path(__file__).resolve().parent.parent / "benchmarks" / "results"
 #: the start of an absolute path on some machine (a home, a temporary or working folder)
@@ -71,6 +74,13 @@ def test_the_machine_record_names_the_commit_the_date_and_the_script() -> None:
         assert re.fullmatch(r"[0-9a-f]{7,40}(-dirty)?", machine["commit"])
 
 
+def test_a_machine_is_named_in_a_few_words() -> None:
+    assert short_name({"processor": "Intel(R) Xeon(R) Processor", "cpu_count": 2}) == "Intel Xeon, 2 cores"
+    assert short_name({"processor": "AMD EPYC", "cpu_count": 16, "gpu": "NVIDIA H100"}) == (
+        "AMD EPYC, 16 cores, NVIDIA H100")
+    assert short_name({}) == "an unrecorded processor, ? cores"
+
+
 def test_citations_are_found_in_every_form() -> None:
     text = ("see `benchmarks/results/ppo_speed.md`, [the run](results/sandbox_overhead.md) and\n"
             "<!-- results: search_defaults -->, data in benchmarks/results/hra_fruit.json")
@@ -84,3 +94,30 @@ def test_every_result_file_the_docs_cite_exists() -> None:
                                                      if not (RESULTS / name).exists())
                for page in pages}
     assert not {page: names for page, names in missing.items() if names}
+
+
+def test_the_benchmarks_page_holds_the_results_index_as_made() -> None:
+    if not freshness.has_history() or freshness.is_shallow():
+        pytest.skip("the index dates results from the repository's history, which this checkout lacks")
+    page = results_index.PAGE.read_text()
+    assert page == results_index.with_index(page), (
+        "docs/benchmarks.md's results index is out of date (a new result, or a commit changed code a "
+        "result measures): run `python -m benchmarks.results_index --write` and commit the page"
+    )
+
+
+def test_the_results_index_rows_say_what_the_freshness_rule_says() -> None:
+    if not freshness.has_history() or freshness.is_shallow():
+        pytest.skip("the index dates results from the repository's history, which this checkout lacks")
+    name = sorted(path.stem for path in RESULTS.glob("*.json"))[0]
+    state = freshness.freshness(name)
+    cells = [cell.strip() for cell in results_index.row(name).strip("|").split("|")]
+    assert cells[1] == f"[{name}](results/{name}.md)"
+    assert cells[3].split()[0] == state.commit
+    assert re.fullmatch(r"\d{4}-\d\d-\d\d", cells[4])
+    assert cells[5] == ("yes" if state.fresh else f"no: {state.note()}")
+    # a stale row carries the note the rule asks for beside a cited figure, so the index,
+    # which cites every result, passes the freshness check by construction
+    assert freshness.check_citation(state, results_index.row(name), "index") is None
+    with pytest.raises(ValueError, match="lacks the index's markers"):
+        results_index.with_index("# Benchmarks\n")
