@@ -27,9 +27,10 @@ from rewardlab.llm_reward.search.records import (
     FinalScore,
     confirmed_fitness,
     rank_key,
+    seed_fitness,
 )
 from rewardlab.llm_reward.search.report_html import HTML_FILE, html_report
-from rewardlab.llm_reward.search.verdict import verdict
+from rewardlab.llm_reward.search.verdict import seed_failures, verdict
 
 if TYPE_CHECKING:
     from rewardlab.llm_reward.search.records import SearchResult
@@ -45,6 +46,11 @@ SUMMARY_FILE = "summary.json"
 
 def _number(value: float | None, digits: str = ".4g") -> str:
     return "-" if value is None else format(value, digits)
+
+
+def _finite(value: float) -> float | None:
+    """``value``, or ``None`` for an infinite one (a failed seed), which JSON cannot hold."""
+    return None if math.isinf(value) else value
 
 
 def _cost(value: float | None) -> str:
@@ -99,7 +105,7 @@ def summary(result: SearchResult) -> dict[str, Any]:
 
     :param result: the search's result.
     """
-    best = result.best
+    best, failures = result.best, seed_failures(result)
     return {
         "env_id": result.config.env_id,
         "task": result.config.task,
@@ -123,12 +129,16 @@ def summary(result: SearchResult) -> dict[str, Any]:
         },
         "finalists": [{"key": c.key, "search": rank_key(c)[0],
                        "seeds": {str(seed): value for seed, value in (c.confirmation or {}).items()},
-                       "mean": None if math.isinf(confirmed_fitness(c)) else confirmed_fitness(c)}
+                       "mean": _finite(sum(seed_fitness(c)) / len(seed_fitness(c))),
+                       "lower_bound": _finite(confirmed_fitness(c))}
                       for c in result.candidates if c.confirmation is not None],
         "compile": result.config.training_kwargs()["compile"],
         "final": {label: _final_data(score) for label, score in result.final.items()},
         "final_statistics": final_statistics(result),
         "normalized_score": result.normalized_score,
+        "failed_final_seeds": None if failures is None else {
+            "threshold": failures.threshold, "best": list(failures.best),
+            "human": None if failures.human is None else list(failures.human)},
         "prompt_tokens": result.usage.prompt_tokens,
         "completion_tokens": result.usage.completion_tokens,
         "tokens_estimated": result.usage.estimated,
@@ -280,18 +290,23 @@ def _cost_line(result: SearchResult) -> str:
 
 
 def _finalist_lines(finalists: list[Candidate], best: Candidate) -> list[str]:
-    """The finalists' table: late fitness on the search's seed(s), on each extra seed, and over all."""
+    """The finalists' table: late fitness on the search's seed(s), on each extra seed, their mean
+    and the lower confidence bound that picks the best (:func:`confirmed_fitness`)."""
     extra = sorted({seed for c in finalists for seed in c.confirmation or {}})
     lines = [f"The best {len(finalists)} candidates by their training seed were trained again with seeds "
-             f"{', '.join(map(str, extra))}; the best program is the one with the highest fitness (mean of the last "
-             f"{LATE_CHECKPOINTS} checkpoints) over all its seeds:", "",
-             "| finalist | search seed(s) | " + " | ".join(f"seed {seed}" for seed in extra) + " | mean | chosen |",
-             "|---|---|" + "---|" * len(extra) + "---|---|"]
+             f"{', '.join(map(str, extra))}; the best program is the one with the highest lower bound of its "
+             f"fitness (mean of the last {LATE_CHECKPOINTS} checkpoints) over all its seeds, the mean less one "
+             "standard error, so that a finalist which misses on some seeds does not win on its mean:", "",
+             "| finalist | search seed(s) | " + " | ".join(f"seed {seed}" for seed in extra)
+             + " | mean | lower bound | chosen |",
+             "|---|---|" + "---|" * len(extra) + "---|---|---|"]
     for c in sorted(finalists, key=confirmed_fitness, reverse=True):
         cells = [("failed" if (c.confirmation or {}).get(seed) is None else f"{c.confirmation[seed]:.4g}")
                  for seed in extra]
+        values = seed_fitness(c)
         lines.append(f"| {c.key} | {rank_key(c)[0]:.4g} | " + " | ".join(cells)
-                     + f" | {confirmed_fitness(c):.4g} | {'yes' if c is best else ''} |")
+                     + f" | {sum(values) / len(values):.4g} | {confirmed_fitness(c):.4g} | "
+                     f"{'yes' if c is best else ''} |")
     return [*lines, ""]
 
 
@@ -351,6 +366,9 @@ def _report(result: SearchResult, feedback: dict[int, str | None]) -> str:
             final_seeds = ", ".join(str(seed) for seed in next(iter(result.final.values())).fitness)
             lines += [f"Re-trained with {config.final_seeds} new seed(s) ({final_seeds}), next to the reference "
                       "rewards:", "", *_final_rows(result), ""]
+            failures = seed_failures(result)
+            if failures is not None:
+                lines += [f"{failures.message[:1].upper()}{failures.message[1:]}.", ""]
             if result.normalized_score is not None:
                 lines += [f"Normalised score (best - sparse) / |human - sparse| = **{result.normalized_score:.3f}** "
                           "(1 = as good as the human reward, 0 = as good as the sparse one).", ""]

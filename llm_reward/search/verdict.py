@@ -17,9 +17,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from rewardlab.llm_reward.search.budgets import solve_threshold
 from rewardlab.llm_reward.search.records import FinalScore, SearchResult
 
-__all__ = ["RAISE_STEPS", "Verdict", "verdict"]
+__all__ = ["RAISE_STEPS", "SeedFailures", "Verdict", "seed_failures", "verdict"]
 
 #: the factor of the steps that a search which found nothing suggests next
 RAISE_STEPS = 4
@@ -99,3 +100,53 @@ def verdict(result: SearchResult) -> Verdict:
             suggested,
         )
     return Verdict(None)
+
+
+@dataclass(frozen=True)
+class SeedFailures:
+    """The final seeds on which the best program misses the task's solve threshold.
+
+    :param threshold: the final fitness that solves the task (:func:`~rewardlab.llm_reward.search.budgets.solve_threshold`).
+    :param seeds: the final seeds.
+    :param best: the seeds where the best program scored below it (or failed to train).
+    :param human: the same for the human reference (``None``: no human reference was trained).
+    """
+
+    threshold: float
+    seeds: tuple[int, ...]
+    best: tuple[int, ...]
+    human: tuple[int, ...] | None
+
+    @property
+    def human_solves(self) -> bool:
+        """The human reference reached the threshold on at least as many seeds as it missed."""
+        return self.human is not None and len(self.human) * 2 <= len(self.seeds)
+
+    @property
+    def message(self) -> str:
+        """One line: ``the best program fails 1 of 5 final seeds (seed 102: below 90) ...``."""
+        count = f"{len(self.best)} of {len(self.seeds)} final seeds"
+        which = f" (seed{'s' if len(self.best) > 1 else ''} {', '.join(map(str, self.best))})" if self.best else ""
+        human = ("" if self.human is None else
+                 f"; the human reward fails {len(self.human)} of {len(self.seeds)}")
+        warning = " — the pick does not hold on every seed" if self.best and self.human_solves else ""
+        return (f"the best program fails {count}{which} (final fitness below the task's solve threshold "
+                f"{self.threshold:.4g}){human}{warning}")
+
+
+def seed_failures(result: SearchResult) -> SeedFailures | None:
+    """How many of the final seeds the best program fails: scores below the task's solve threshold
+    on, or fails to train. ``None`` where the task has no threshold or there was no final re-training.
+
+    :param result: a finished search.
+    """
+    threshold = solve_threshold(result.config.env_id)
+    best = result.final.get("best")
+    if threshold is None or best is None or not best.fitness:
+        return None
+
+    def failed(score: FinalScore) -> tuple[int, ...]:
+        return tuple(seed for seed, value in score.fitness.items() if value is None or value < threshold)
+
+    human = result.final.get("human")
+    return SeedFailures(threshold, tuple(best.fitness), failed(best), None if human is None else failed(human))

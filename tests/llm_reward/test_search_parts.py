@@ -6,6 +6,7 @@ through the CLI, and the Ray executor (skipped without Ray)."""
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import gymnasium as gym
@@ -22,7 +23,12 @@ from rewardlab.llm_reward.search.evolve_random import STATE_KINDS, EvolveRandomP
 from rewardlab.llm_reward.search.examples import EXAMPLES, most_similar
 from rewardlab.llm_reward.search.executors import EvalTask
 from rewardlab.llm_reward.search.prescreen import kendall_tau_b
-from rewardlab.llm_reward.search.records import Candidate, PrescreenScore
+from rewardlab.llm_reward.search.records import (
+    Candidate,
+    PrescreenScore,
+    confirmed_fitness,
+    seed_fitness,
+)
 from rewardlab.llm_reward.search.reflection import (
     PROGRAM_OUTPUT_LABEL,
     component_notes,
@@ -31,7 +37,7 @@ from rewardlab.llm_reward.search.reflection import (
 )
 from rewardlab.llm_reward.search.report import prescreen_summary
 from rewardlab.llm_reward.search.store import JOURNAL_FILE, RunStore
-from rewardlab.llm_reward.training import Checkpoint, Failure, TrainingRun
+from rewardlab.llm_reward.training import Checkpoint, Failure, SeedRun, TrainingRun
 
 DESCRIBED = ["CartPole-v1", "MountainCar-v0", "MountainCarContinuous-v0", "Acrobot-v1", "Pendulum-v1"]
 TINY_FLAGS = ["--steps", "256", "--num-envs", "4", "--ppo", '{"n_steps": 32, "n_epochs": 2}',
@@ -329,6 +335,31 @@ def test_train_on_a_reward_program_file(tmp_path: Path) -> None:
     assert json.loads((tmp_path / "runs" / "seed_0" / "config.json").read_text())["reward_program"] == str(path)
 
 
+def finalist(sample: int, search_seed: float, extra: list[float | None]) -> Candidate:
+    """A finalist whose search seed's checkpoints all score ``search_seed``, with ``extra`` seeds."""
+    points = [Checkpoint(step=step, fitness=search_seed, success_rate=None, train_return=None)
+              for step in (100, 200, 300)]
+    run = TrainingRun("MountainCarContinuous-v0", True, search_seed, None, points, [SeedRun(0, points, 1.0)],
+                      None, 300, 1.0, None, None, None, None, "")
+    return Candidate(0, sample, source=f"# {sample}", result=run,
+                     confirmation={50 + index: value for index, value in enumerate(extra)})
+
+
+def test_finalists_are_compared_by_a_lower_bound_that_prefers_the_consistent_one() -> None:
+    # the erratic one reaches the flag on two seeds of three (mean 63.7), the steady one on all (60)
+    erratic, steady = finalist(0, 95.0, [96.0, 0.0]), finalist(1, 60.0, [59.0, 61.0])
+    assert seed_fitness(erratic) == [95.0, 96.0, 0.0]
+    assert sum(seed_fitness(erratic)) / 3 > sum(seed_fitness(steady)) / 3
+    assert confirmed_fitness(steady) > confirmed_fitness(erratic)
+    # mean 63.67 less the standard error of three seeds: sqrt(var / 3) with the sample variance
+    values = [95.0, 96.0, 0.0]
+    mean = sum(values) / 3
+    error = (sum((v - mean) ** 2 for v in values) / 2 / 3) ** 0.5
+    assert confirmed_fitness(erratic) == pytest.approx(mean - error)
+    assert confirmed_fitness(finalist(2, 99.0, [99.0, None])) == -math.inf  # a failed seed loses
+    assert confirmed_fitness(finalist(3, 42.0, [])) == 42.0  # one seed: its fitness
+
+
 # ------------------------------------------------------- an offline search via the CLI
 def test_evolve_search_through_the_cli_writes_every_output(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "run"
@@ -345,9 +376,11 @@ def test_evolve_search_through_the_cli_writes_every_output(tmp_path: Path, capsy
     assert len(finalists) == 3 and all(set(f["seeds"]) == {"50", "51"} for f in finalists)
     for f in finalists:
         assert f["mean"] == pytest.approx((f["search"] + sum(f["seeds"].values())) / 3)
+        assert f["lower_bound"] <= f["mean"] + 1e-9
     chosen = next(f for f in finalists if f["key"] == summary["best"]["key"])
-    assert chosen["mean"] == max(f["mean"] for f in finalists)
-    assert "| finalist | search seed(s) | seed 50 | seed 51 | mean | chosen |" in (out / "report.md").read_text()
+    assert chosen["lower_bound"] == max(f["lower_bound"] for f in finalists)
+    assert ("| finalist | search seed(s) | seed 50 | seed 51 | mean | lower bound | chosen |"
+            in (out / "report.md").read_text())
     assert sorted(p.name for p in (out / "finalists").iterdir()) == sorted(f["key"] for f in finalists)
     llm_reward.load_reward(out / "best_reward.py")
     rows = rewardlab(["compare", str(out / "final" / "best"), str(out / "final" / "human"),

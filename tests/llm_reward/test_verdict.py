@@ -79,3 +79,27 @@ def test_the_report_gives_the_same_next_step_as_the_command_line() -> None:
     assert "Train on it" not in tie and "No candidate beat the env's own reward" in tie
     won = render(_result({"best": [0.9, 0.8, 0.9, 0.95, 0.9], "sparse": [0.0] * 5}))[REPORT_FILE]
     assert f"--logdir out/{TRAIN_FOLDER}`" in won and "runs/best_reward" not in won
+
+
+def test_the_report_counts_the_final_seeds_the_best_program_fails() -> None:
+    from rewardlab.llm_reward.search.report import REPORT_FILE, render, summary
+    from rewardlab.llm_reward.search.verdict import seed_failures
+
+    # CartPole solves at 475: the best misses seed 2 (and seed 4 failed to train), the human none
+    result = _result({"best": [500.0, 490.0, 120.0, 500.0], "human": [500.0] * 5, "sparse": [30.0] * 5})
+    result.final["best"].fitness[4] = None
+    failures = seed_failures(result)
+    assert failures is not None and failures.threshold == 475.0
+    assert failures.best == (2, 4) and failures.human == () and failures.human_solves
+    assert failures.message.startswith("the best program fails 2 of 5 final seeds (seeds 2, 4)")
+    assert "the pick does not hold on every seed" in failures.message
+    assert "The best program fails 2 of 5 final seeds" in render(result)[REPORT_FILE]
+    assert summary(result)["failed_final_seeds"] == {"threshold": 475.0, "best": [2, 4], "human": []}
+    # every seed solving is said too, without the warning
+    held = seed_failures(_result({"best": [500.0] * 5, "human": [480.0] * 5}))
+    assert held is not None and held.message.startswith("the best program fails 0 of 5")
+    assert "does not hold" not in held.message
+    # a task without a threshold (a user's env) says nothing
+    other = _result({"best": [1.0] * 5})
+    other.config.env_id = "MiniGrid-Empty-5x5-v0"
+    assert seed_failures(other) is None
