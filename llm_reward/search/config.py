@@ -65,10 +65,10 @@ class SearchConfig:
         first search of a budget on a machine compiles them into the cache (tens of
         seconds), later ones load them. The same training as eagerly up to float rounding,
         which a long run amplifies: a seed's numbers differ between the two.
-    :param early_stopping: stop a candidate whose fitness at a rung of its budget (about a
-        ninth, then a third) is in the bottom half of the earlier iterations' candidates that
-        got there (:mod:`~rewardlab.llm_reward.training.stopping`); the finalists' seeds and the
-        final re-training always train to the end.
+    :param early_stopping: stop a candidate whose fitness at a third of its budget is in the
+        bottom half of the earlier iterations' candidates that got there and no higher than at a
+        ninth (behind on level and not rising, :mod:`~rewardlab.llm_reward.training.stopping`);
+        the finalists' seeds and the final re-training always train to the end.
     """
 
     env_id: str

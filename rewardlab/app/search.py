@@ -106,7 +106,7 @@ def _client(args: argparse.Namespace) -> OpenAICompatibleClient | None:
 def _print_result(result: SearchResult) -> None:
     from rewardlab.llm_reward.search.report import BEST_FILE, REPORT_FILE, train_command
     from rewardlab.llm_reward.search.report_html import HTML_FILE
-    from rewardlab.llm_reward.search.verdict import verdict
+    from rewardlab.llm_reward.search.verdict import seed_failures, verdict
 
     best = result.best
     if best is None:
@@ -117,6 +117,9 @@ def _print_result(result: SearchResult) -> None:
         score = result.final.get(label)
         if score is not None and score.mean is not None:
             print(f"  {label:>6}: {score.mean:.4g} ± {score.std:.3g} over {len(score.values)} seeds")
+    failures = seed_failures(result)
+    if failures is not None:
+        print(f"  {failures.message}")
     if result.normalized_score is not None:
         print(f"  normalised score (best - sparse) / |human - sparse| = {result.normalized_score:.3f}")
     elif {"sparse", "human"} <= set(result.final):
@@ -244,7 +247,7 @@ def register_search(subparsers: argparse._SubParsersAction) -> None:
                      help="train candidates with PPO's eager update instead of its compiled one (which the "
                           "first search of a budget compiles for tens of seconds, then loads from the cache)")
     run.add_argument("--early-stopping", action=argparse.BooleanOptionalAction, default=True,
-                     help="stop a candidate whose fitness at a ninth or a third of its budget is in the bottom "
-                          "half of the earlier iterations' candidates there (default: on; the finalists and "
-                          "the final re-training always train to the end)")
+                     help="stop a candidate whose fitness at a third of its budget is in the bottom half of "
+                          "the earlier iterations' candidates there and no higher than at a ninth (default: on; "
+                          "the finalists and the final re-training always train to the end)")
     parser.set_defaults(func=run_search)

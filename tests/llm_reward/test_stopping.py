@@ -53,54 +53,81 @@ def test_the_rungs_are_a_ninth_and_a_third_of_the_default_checkpoints_and_never_
     assert all(index < n - 1 for n in range(1, 40) for index in rung_indices(n))
 
 
-def test_a_flat_curve_stops_at_the_first_rung_and_a_good_one_never() -> None:
+def test_a_flat_laggard_stops_at_the_second_rung_and_a_good_one_never() -> None:
     rule = earlier(2.0, 3.0, 4.0, 5.0)
     flat = rule.stopper()
-    stop = flat.at(0, 1_000, 0.0)
-    assert stop is not None and stop.rung == 0 and stop.checkpoint == 0 and stop.fitness == 0.0
-    assert stop.compared == 4 and stop.kept == 2 and stop.kept_from == 4.0
-    assert stop.reason.startswith("stopped at a ninth of the budget (step 1,000) with fitness 0")
+    assert flat.at(0, 1_000, 0.0) is None  # the first rung has no trend yet: nobody stops there
+    assert flat.at(1, 2_000, 0.0) is None  # no rung
+    stop = flat.at(2, 3_000, 0.0)
+    assert stop is not None and stop.rung == 1 and stop.checkpoint == 2 and stop.fitness == 0.0
+    assert stop.compared == 4 and stop.kept == 2 and stop.kept_from == 6.0 and stop.previous == 0.0
+    assert stop.reason.startswith("stopped at a third of the budget (step 3,000) with fitness 0")
+    assert stop.reason.endswith("and no higher than at the previous rung (fitness 0)")
     good = rule.stopper()
     assert [good.at(index, 1_000 * (index + 1), 20.0 + index) for index in range(CHECKPOINTS)] == [None] * CHECKPOINTS
+
+
+def test_a_late_riser_behind_on_level_goes_on_while_the_level_alone_stops_it() -> None:
+    rule = earlier(2.0, 3.0, 4.0, 5.0)  # the others at 4-7 by a third
+    riser = rule.stopper()
+    assert riser.at(0, 1_000, 0.0) is None
+    assert riser.at(2, 3_000, 1.0) is None  # behind the others' level, but rising
+    level_only = StopRule(rule.rungs, rule.population, CHECKPOINTS, trend=False).stopper()
+    stop = level_only.at(0, 1_000, 0.0)  # ASHA alone: stopped at the first rung already
+    assert stop is not None and stop.rung == 0 and stop.previous is None
+    assert "previous rung" not in stop.reason
 
 
 def test_a_candidate_that_stalls_after_the_first_rung_stops_at_the_second() -> None:
     rule = earlier(2.0, 3.0, 4.0, 5.0)
     stalled = rule.stopper()
     assert stalled.at(0, 1_000, 4.5) is None  # the better half at a ninth
-    stop = stalled.at(2, 3_000, 4.5)  # the others reached 6-7 by a third
+    stop = stalled.at(2, 3_000, 4.5)  # the others reached 6-7 by a third; this one did not rise
     assert stop is not None and stop.rung == 1 and stop.share == "a third" and stop.compared == 4
     assert stop.kept_from == 6.0 and stop.fitness == 4.5
+    # ahead on level, falling: goes on (only what is behind on both stops)
+    ahead = rule.stopper()
+    assert ahead.at(0, 1_000, 9.0) is None and ahead.at(2, 3_000, 8.0) is None
 
 
 def test_too_few_to_compare_with_stops_nobody_and_ties_go_on() -> None:
-    assert earlier(5.0, 6.0).stopper().at(0, 1_000, -100.0) is None  # 2 earlier: below MIN_POPULATION
+    riser = earlier(5.0, 6.0).stopper()
+    assert riser.at(0, 1_000, -100.0) is None and riser.at(2, 3_000, -100.0) is None  # below MIN_POPULATION
     assert StopRule((0, 2), (), CHECKPOINTS).stopper().at(0, 1_000, -100.0) is None  # the first iteration
     # all at the same floor (every candidate still at -200 on MountainCar): none is worse
-    assert earlier(0.0, 0.0, 0.0, 0.0).stopper().at(0, 1_000, 0.0) is None
+    floor = earlier(0.0, 0.0, 0.0, 0.0)
+    tied = StopRule(floor.rungs, tuple((0.0, 0.0) for _ in range(4)), CHECKPOINTS).stopper()
+    assert tied.at(0, 1_000, 0.0) is None and tied.at(2, 3_000, 0.0) is None
 
 
 def test_where_the_env_grades_partial_success_the_rung_compares_it_and_floor_ties_go_on() -> None:
-    # four earlier candidates, every success rate 0 at the first rung: their partial success decides
+    # four earlier candidates, every success rate 0 at both rungs: their partial success decides
     rule = StopRule(rung_indices(CHECKPOINTS), population([[rung_value(0.0, p)] * CHECKPOINTS
                                                            for p in (0.0, 0.1, 0.4, 0.5)], rung_indices(CHECKPOINTS)),
                     CHECKPOINTS)
-    stop = rule.stopper().at(0, 1_000, 0.0, 0.05)
+    stopper = rule.stopper()
+    assert stopper.at(0, 1_000, 0.0, 0.05) is None
+    stop = stopper.at(2, 3_000, 0.0, 0.05)
     assert stop is not None and stop.partial_success == 0.05 and stop.kept_from == 0.4
-    assert stop.reason.startswith("stopped at a ninth of the budget (step 1,000) with fitness 0 and partial "
+    assert stop.reason.startswith("stopped at a third of the budget (step 3,000) with fitness 0 and partial "
                                   "success 0.05:") and "partial success 0.4 or more went on" in stop.reason
     assert Stop.from_dict(json.loads(json.dumps(stop.to_dict()))) == stop
-    assert rule.stopper().at(0, 1_000, 0.0, 0.45) is None  # moved further than half of them
+    moved = rule.stopper()
+    assert moved.at(0, 1_000, 0.0, 0.45) is None and moved.at(2, 3_000, 0.0, 0.45) is None  # past half of them
     # nobody moved yet: all at the floor, nobody stops
-    floor = StopRule(rung_indices(CHECKPOINTS), ((0.0,), (0.0,), (0.0,), (0.0,)), CHECKPOINTS)
-    assert floor.stopper().at(0, 1_000, 0.0, 0.0) is None
+    floor = StopRule(rung_indices(CHECKPOINTS), ((0.0, 0.0),) * 4, CHECKPOINTS).stopper()
+    assert floor.at(0, 1_000, 0.0, 0.0) is None and floor.at(2, 3_000, 0.0, 0.0) is None
     assert rung_value(3.0, None) == 3.0 and rung_value(0.0, 0.25) == 0.25
 
 
 def test_the_rule_travels_as_json_and_decides_the_same() -> None:
     rule = earlier(2.0, 3.0, 4.0, 5.0)
     again = StopRule.from_dict(json.loads(json.dumps(rule.to_dict())))
-    assert again == rule and again.stopper().at(0, 10, 1.0) == rule.stopper().at(0, 10, 1.0)
+    first, second = again.stopper(), rule.stopper()
+    assert again == rule and first.at(0, 10, 1.0) == second.at(0, 10, 1.0)
+    assert first.at(2, 30, 1.0) == second.at(2, 30, 1.0) is not None
+    level = StopRule(rule.rungs, rule.population, CHECKPOINTS, trend=False)
+    assert StopRule.from_dict(json.loads(json.dumps(level.to_dict()))) == level
 
 
 # ------------------------------------------------------------------------- the search
@@ -183,8 +210,9 @@ def test_the_search_stops_flat_candidates_never_the_references_or_finalists(tmp_
     statuses = [c.status for c in result.candidates]  # type: ignore[attr-defined]
     assert statuses[:4] == ["ok"] * 4  # the first iteration has no one to be compared with
     assert statuses[4:] == ["stopped", "ok", "stopped", "stopped", "stopped", "ok", "stopped", "stopped"]
-    assert stops(result) == {"it01_s00": (0, 0.0), "it01_s02": (1, 4.5), "it01_s03": (0, 0.0),
-                             "it02_s00": (0, 0.0), "it02_s02": (0, 0.0), "it02_s03": (0, 0.0)}
+    # the flat ones too at the second rung: the first has no trend to judge yet
+    assert stops(result) == {"it01_s00": (1, 0.0), "it01_s02": (1, 4.5), "it01_s03": (1, 0.0),
+                             "it02_s00": (1, 0.0), "it02_s02": (1, 0.0), "it02_s03": (1, 0.0)}
     # every candidate's task carried a rule; no finalist's and no final training's did
     by_key = {task.key: task for task in executor.tasks}
     assert all(by_key[c.key].stop_rule is not None for c in result.candidates)  # type: ignore[attr-defined]
@@ -208,7 +236,7 @@ def test_the_search_stops_flat_candidates_never_the_references_or_finalists(tmp_
     assert "| 12 | 6 | 6 | 0 |" in report
     prompt = [r for r in journal if r["type"] == "prompt"][-1]["messages"][-1]["content"]
     assert "it01_s02: `stopped at a third of the budget (step 270) with fitness 4.5" in prompt
-    assert "it01_s00: `stopped at a ninth of the budget (step 90) with fitness 0" in prompt
+    assert "it01_s00: `stopped at a third of the budget (step 270) with fitness 0" in prompt
 
 
 def test_without_early_stopping_every_candidate_trains_to_the_end(tmp_path: Path) -> None:
@@ -318,7 +346,9 @@ def compute_reward(next_theta, next_x):
 
 @pytest.mark.parametrize("bar", [1e6, -1e6])
 def test_the_sandboxed_training_is_killed_at_its_rung_when_the_rule_says_so(tmp_path: Path, bar: float) -> None:
-    rule = StopRule(rung_indices(5), ((bar, bar),) * 3, 5)  # three earlier candidates far above (or below)
+    # three earlier candidates far above (or below); the level alone, so that the first rung
+    # decides whatever the training's trend (the kill is what is tested here)
+    rule = StopRule(rung_indices(5), ((bar, bar),) * 3, 5, trend=False)
     result = evaluate(BALANCE, "CartPole-v1", steps=640, seeds=(0, 1), num_envs=4, num_checkpoints=5,
                       eval_episodes=2, ppo_kwargs={"n_steps": 32, "n_epochs": 1}, run_dir=tmp_path / "run",
                       stop_rule=rule, timeout_s=120.0)
@@ -343,7 +373,9 @@ def test_the_offline_proposer_learns_from_a_stopped_candidate_as_worse_than_any_
                   for index, value in enumerate(curve)]
         stop = None
         if stop_at is not None:
-            stop = earlier(2.0, 3.0, 4.0, 5.0).stopper()
+            rule = earlier(2.0, 3.0, 4.0, 5.0)
+            # a stop at the first rung is the level-alone rule's (a journal from before the trend)
+            stop = (rule if stop_at else StopRule(rule.rungs, rule.population, CHECKPOINTS, trend=False)).stopper()
             found = [stop.at(index, index, value) for index, value in enumerate(curve[:stop_at + 1])][-1]
             assert found is not None
             stop = found
