@@ -50,8 +50,13 @@ does not name (a locked door) is paid nothing, and no label gets ``progress``, a
 ``closer`` pair. On such a view the numbers (``goal_distance``, which a name with "distance"
 directs down) get ``shaped`` terms, potential-based and 0 at an episode's end: the step onto
 the goal hides it. The env's own reward is in every program (its weight tuned only where
-failing also ends episodes) and the first program is that reward alone, so on a sparse task
-nothing worse than the sparse reward can win.
+failing also ends episodes). Where the env has a human reference with a potential, the
+first program is the human reward's structure, the env's reward plus that potential-based
+shaping at weight 1 (the human reward itself), and the study searches around it: the
+shaping's weight, an ``alive`` wage or step cost, an action cost, a few state terms. Else
+the first program is the env's reward alone. That first program is the search's anchor
+(:meth:`EvolveProposer.anchor`): the finalists are always compared with it over the same
+seeds, so a search returns nothing that did worse than it there.
 
 A variable whose direction nothing names may take either sign. ``progress`` and ``away``
 terms of a variable without a declared range are divided by its mean change in a step of
@@ -458,8 +463,9 @@ class EvolveProposer:
         return trial.suggest_float(name, *self._log_range(name), log=True)
 
     def canonical(self) -> list[list[Term]]:
-        """The first round's structures, in order: the env's own reward; with the built-in
-        potential as shaping; with progress along the task's directions (goal tasks; where
+        """The first round's structures, in order: the env's own reward with the built-in
+        potential as shaping (the human reference's structure, where it has a potential); the
+        env's own reward alone; with progress along the task's directions (goal tasks; where
         failing also ends episodes, along each direction alone first, as which of them
         carries the task is unknown) or staying near 0 (survival tasks); building (or
         damping) energy; ``alive`` and ``terminal``. Each has the terms every program has,
@@ -468,8 +474,8 @@ class EvolveProposer:
         if self._view:
             return self._view_structures(base)
         structures = [base] if base else []
-        if self._potential is not None:
-            structures.append([*base, Term("potential", None, 1.0)])
+        if self._potential is not None:  # the human reward's structure, first (:meth:`anchor`)
+            structures.insert(0, [*base, Term("potential", None, 1.0)])
         alive = Term("alive", None, self._alive_sign * 0.1)
         if self.pairs:  # nearer the goal: what a reader of a goal-conditioned task tries first
             structures.append([*base, Term("closer", None, 1.0)])
@@ -500,6 +506,20 @@ class EvolveProposer:
         for terms in completed:
             self._cap_alive(terms)
         return list({self.render(terms): terms for terms in completed if terms}.values())
+
+    def anchor(self) -> str | None:
+        """The program a search with this proposer returns at worst: the first round's first,
+        the human reference's structure (the env's own reward plus its potential-based
+        shaping, at weight 1: the human reward itself) where the env has one, else the env's
+        own reward (with the terms every program has). The search trains it again with the
+        finalists' seeds even where its training seed did not rank it among them, so that the
+        pick is one that beat it over the same seeds. ``None``: nothing to start from (no env
+        reward to borrow).
+        """
+        if self._task is None:
+            return None
+        structures = self.canonical()
+        return self.render(structures[0]) if structures else None
 
     def _view_structures(self, base: list[Term]) -> list[list[Term]]:
         """The first round on a view's labels: the env's own reward; with the events the task

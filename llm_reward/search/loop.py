@@ -472,11 +472,21 @@ class _Search:
                                f"{sum(c.ok for c in current)}/{len(current)} trained")
 
     def _confirm(self, history: list[Candidate]) -> Candidate | None:
-        """The best candidate, after training the finalists with their extra seeds."""
+        """The best candidate, after training the finalists with their extra seeds: the best
+        ``finalists`` by their training seed, and the evolve proposer's anchor (its first
+        program, :meth:`EvolveProposer.anchor`) where it trained and is not among them; the
+        pick is the one of highest :func:`confirmed_fitness` (a lower confidence bound over
+        all its seeds)."""
         config = self.config
         ranked = sorted((c for c in history if c.ok), key=lambda c: (rank_key(c), -c.iteration, -c.sample),
                         reverse=True)
         finalists = ranked[:config.finalists]
+        anchor = self._evolve.anchor() if isinstance(self._evolve, EvolveProposer) else None
+        anchored = next((c for c in ranked if anchor is not None and c.answer == anchor), None)
+        if finalists and anchored is not None and anchored not in finalists:
+            # the proposer's first program (the human reward's structure) is always compared:
+            # the pick must beat it over the same seeds, so the search returns at worst it
+            finalists.append(anchored)
         if len(finalists) < 2 or config.finalist_seeds == 0:
             return best_candidate(history)
         seeds = [seed for seed in range(FINALIST_SEED_BASE, FINALIST_SEED_BASE + config.finalist_seeds

@@ -293,7 +293,9 @@ def _finalist_lines(finalists: list[Candidate], best: Candidate) -> list[str]:
     """The finalists' table: late fitness on the search's seed(s), on each extra seed, their mean
     and the lower confidence bound that picks the best (:func:`confirmed_fitness`)."""
     extra = sorted({seed for c in finalists for seed in c.confirmation or {}})
-    lines = [f"The best {len(finalists)} candidates by their training seed were trained again with seeds "
+    lines = [f"The finalists (the best candidates by their training seed, and the offline proposer's first "
+             "program, the human reward's structure or the env's own reward, where it was not among them) "
+             "were trained again with seeds "
              f"{', '.join(map(str, extra))}; the best program is the one with the highest lower bound of its "
              f"fitness (mean of the last {LATE_CHECKPOINTS} checkpoints) over all its seeds, the mean less one "
              "standard error, so that a finalist which misses on some seeds does not win on its mean:", "",

@@ -73,9 +73,39 @@ def test_every_proposal_passes_the_checks_and_repeats_with_the_seed(env_id: str)
 
 def test_the_first_round_tries_the_structures_a_reader_would() -> None:
     genomes = [[(t["kind"], t["variable"], t["weight"]) for t in genome] for genome, _ in proposer("MountainCar-v0").propose(0, 4, [])]
-    assert genomes[0] == [("task", None, 1.0)]
-    assert genomes[1] == [("task", None, 1.0), ("potential", None, 1.0)]
+    assert genomes[0] == [("task", None, 1.0), ("potential", None, 1.0)]  # the human reward's structure
+    assert genomes[1] == [("task", None, 1.0)]
     assert ("progress", "position", 1.0) in genomes[2]  # the flag is at position >= 0.5: rightwards
+
+
+@pytest.mark.parametrize("env_id", ["MountainCarContinuous-v0", "Pendulum-v1", "CartPole-v1", "MountainCar-v0"])
+def test_the_anchor_is_the_human_reward_itself(env_id: str) -> None:
+    from rewardlab import envs
+    from rewardlab.llm_reward.programs.program import RewardFunction
+    from rewardlab.llm_reward.search.budgets import default_budget, learner_discount
+
+    gamma = learner_discount(default_budget(env_id).ppo_kwargs, "potential")
+    references = llm_reward.reference_programs(env_id, gamma)
+    description = llm_reward.describe(env_id)
+    evolve = EvolveProposer(description, 0, references, TASKS[env_id], gamma=gamma)
+    anchor = evolve.anchor()
+    assert anchor is not None and anchor == evolve.propose(0, 1, [])[0][1]  # proposed first
+    ours, human = (RewardFunction(RewardProgram.from_source(anchor), description),
+                   RewardFunction(references["human"], description))
+    env = envs.make(env_id, num_envs=8, seed=3)
+    env.action_space.seed(3)
+    obs, _ = env.reset()
+    for _ in range(60):
+        actions = torch.as_tensor(env.action_space.sample())
+        actions = actions.float() if actions.dtype.is_floating_point else actions
+        next_obs, _, terminated, _, info = env.step(actions)
+        torch.testing.assert_close(ours(obs, actions, info["final_obs"], terminated)[0],
+                                   human(obs, actions, info["final_obs"], terminated)[0], rtol=1e-5, atol=1e-5)
+        obs = next_obs
+    env.close()
+    # without a human reference: the env's own reward alone
+    own = EvolveProposer(description, 0, {"sparse": references["sparse"]}, TASKS[env_id], gamma=gamma)
+    assert own.anchor() == own.render([Term("task", None, 1.0)])
 
 
 def test_signs_follow_the_task() -> None:

@@ -21,7 +21,7 @@ from rewardlab.llm_reward.programs.program import RewardFunction
 from rewardlab.llm_reward.search import SearchConfig, SearchResult, best_candidate
 from rewardlab.llm_reward.search.evolve_random import STATE_KINDS, EvolveRandomProposer, Term
 from rewardlab.llm_reward.search.examples import EXAMPLES, most_similar
-from rewardlab.llm_reward.search.executors import EvalTask
+from rewardlab.llm_reward.search.executors import EvalTask, Executor
 from rewardlab.llm_reward.search.prescreen import kendall_tau_b
 from rewardlab.llm_reward.search.records import (
     Candidate,
@@ -358,6 +358,48 @@ def test_finalists_are_compared_by_a_lower_bound_that_prefers_the_consistent_one
     assert confirmed_fitness(erratic) == pytest.approx(mean - error)
     assert confirmed_fitness(finalist(2, 99.0, [99.0, None])) == -math.inf  # a failed seed loses
     assert confirmed_fitness(finalist(3, 42.0, [])) == 42.0  # one seed: its fitness
+
+
+class AnchorExecutor(Executor):
+    """Evaluations without training: the proposer's anchor (the human reward's structure)
+    scores 50 on the training seed and 100 on every other; any other program 90 and 10."""
+
+    def __init__(self, anchor: str) -> None:
+        super().__init__(2, "test-anchor")
+        self.anchor = anchor
+
+    def _run(self, task: EvalTask) -> TrainingRun:
+        fitness = (50.0 if task.seeds[0] == 0 else 100.0) if task.source == self.anchor else (
+            90.0 if task.seeds[0] == 0 else 10.0)
+        points = [Checkpoint(step=task.steps, fitness=fitness, success_rate=None, train_return=fitness)]
+        return TrainingRun(task.env_id, True, fitness, None, points, [SeedRun(task.seeds[0], points, 1.0)], None,
+                           task.steps, 0.1, None, None, None, None, task.source)
+
+    def describe(self) -> str:
+        return "scripted fitness (test)"
+
+
+def test_the_anchor_is_always_a_finalist_so_the_search_returns_at_worst_the_human_reward(tmp_path: Path) -> None:
+    from rewardlab.llm_reward.search import search
+    from rewardlab.llm_reward.search.budgets import learner_discount
+    from rewardlab.llm_reward.search.evolve import EvolveProposer
+    from rewardlab.llm_reward.training.checking import check_answer
+
+    config = SearchConfig(env_id="MountainCarContinuous-v0", task="reach the flag", proposer="evolve",
+                          iterations=2, samples=3, steps=640, num_envs=4, final_seeds=0, finalists=2,
+                          finalist_seeds=2, compile=False, early_stopping=False)
+    gamma = learner_discount(config.training_kwargs(), "potential")
+    references = llm_reward.reference_programs(config.env_id, gamma)
+    anchor = EvolveProposer(llm_reward.describe(config.env_id), config.seed, references, config.task,
+                            gamma=gamma).anchor()
+    assert anchor is not None
+    trained = check_answer(anchor, llm_reward.describe(config.env_id)).source  # as the search trains it
+    assert trained is not None
+    result = search(config, tmp_path / "run", executor=AnchorExecutor(trained))
+    finalists = [c for c in result.candidates if c.confirmation is not None]
+    # ranked last by its training seed, yet a finalist beside the best two, and the pick
+    assert len(finalists) == 3 and result.best is not None and result.best.answer == anchor
+    assert sorted(result.best.confirmation.values()) == [100.0, 100.0]
 
 
 # ------------------------------------------------------- an offline search via the CLI
