@@ -1,19 +1,41 @@
 """Base classes of the batched environments: :class:`BatchedEnv` and :class:`BatchedWrapper`.
 
-A batched environment keeps the state of ``num_envs`` copies of one task in torch
-tensors on one device and advances them all with one call of pure tensor math (no
-Python loop over envs). The contract is in ``docs/batched_envs.md``.
+A batched environment keeps the state of ``num_envs`` copies of one task in torch tensors
+on one device and steps them all with one call of pure tensor math (no Python loop over
+envs), as gymnax's environments do. What a user can rely on is ``docs/batched_envs.md``.
+
+Writing an env: subclass :class:`BatchedEnv`, set ``gymnasium_id`` and ``state_dim``, pass
+the single observation and action spaces to ``__init__``, and write three pure functions
+of a batch of states, held ``(state_dim, num_envs)``:
+
+- ``reset_bounds(options) -> (low, high)``: the box that reset states are drawn from;
+- ``transition(state, actions) -> (next_state, reward, terminated)``;
+- ``observe(state) -> obs``.
+
+The base class gives the rest: ``reset``; ``step`` with the action checks, the time limit,
+same-step autoreset (``info["final_obs"]``) and seeding; ``render``; ``compile=True``; and
+the carried step, which a learner runs in its own loop or traces into its own graph:
+
+- ``carried()``: what one step hands the next (the state and each episode's elapsed steps);
+- ``reset_states_ahead(steps)``: the reset states of the next ``steps`` steps (``fresh``);
+- ``advance_carried(carry, actions, fresh) -> (carry, step, components)``: one step;
+- ``commit_carried(carry, done, actions)``: the last carry becomes the env's own.
+
+``step`` is those in a row. An env that overrides ``step`` or ``reset`` (MiniGrid's,
+MuJoCo's) keeps its own step, and learners call it (:func:`carried_steps`). A wrapper
+(:class:`BatchedWrapper`) overrides ``step``, or writes ``advance_carried`` over
+:attr:`BatchedWrapper.carried_env` and gets its ``step`` from it.
 """
 
 from __future__ import annotations
 
 import contextlib
-import contextvars
 import hashlib
 import inspect
 import os
 import sys
 from collections.abc import Callable, Iterator, Sequence
+from contextvars import ContextVar
 from typing import Any
 
 import gymnasium
@@ -41,10 +63,41 @@ REFILL_EVERY = 16
 # What a BatchedEnv holds that changes as it runs, not what its step computes: left out of
 # BatchedEnv.step_fingerprint.
 _RUN_STATE = frozenset({
-    "_state", "_elapsed", "_pool", "_pool_steps", "_ended_since_refill", "_steps_since_refill", "_reset_low",
-    "_reset_high", "_last_actions", "_render_env", "_compiled_advance", "_tracing",
-    "generator", "compile", "_threads",
+    "_state", "_elapsed", "_pool", "_pool_steps", "_ended_since_refill", "_steps_since_refill",
+    "_reset_low", "_reset_high", "_last_actions", "_render_env", "_compiled", "generator",
+    "compile", "_threads",
 })  # fmt: skip
+
+
+# How the carried steps running now run, one value for a whole stack of wrappers: "step"
+# within a step() call, which checks what it is given (the actions' range, a potential's
+# values) and may run the env's compiled step; "traced" while traced into a graph, in the
+# form that compiles best; None in a learner's eager steps, the formula alone.
+_STEP_FORM: ContextVar[str | None] = ContextVar("step_form", default=None)
+
+
+def in_step() -> bool:
+    """Whether the carried steps running now are one ``step`` call's, which checks what it
+    is given at each step, rather than a learner's (eager or traced), the formula alone."""
+    return _STEP_FORM.get() == "step"
+
+
+def _traced() -> bool:
+    """Whether the carried steps running now are being traced into a graph."""
+    return _STEP_FORM.get() == "traced"
+
+
+@contextlib.contextmanager
+def _step_form(form: str | None) -> Iterator[None]:
+    """Run the carried steps of the ``with`` block in ``form`` (see ``_STEP_FORM``).
+
+    :param form: ``"step"``, ``"traced"`` or ``None``.
+    """
+    token = _STEP_FORM.set(form)
+    try:
+        yield
+    finally:
+        _STEP_FORM.reset(token)
 
 
 class WholeNumberBox(spaces.Box):
@@ -144,13 +197,11 @@ class Batched(ThreadsSetting):
                 setattr(cls, name, at_own_threads(method))
 
     @property
-    def steps_by_advance(self) -> bool:
-        """False here: the step is the env's or wrapper's own (a MuJoCo task's, an adapted
-        Gymnasium env's, a wrapper's). An env or wrapper whose step is pure tensor math
-        carries :meth:`BatchedEnv.advance_carried`'s protocol (``carried``,
-        ``carried_example``, ``advance_carried``, ``commit_carried``, ``component_names``,
-        ``step_fingerprint``) and says True, so that a learner can compile its steps into
-        its rollout."""
+    def _steps_by_advance(self) -> bool:
+        """Whether a learner may run :meth:`BatchedEnv.advance_carried` in place of ``step``.
+        False here: the step is the env's or wrapper's own (a MuJoCo task's, an adapted
+        Gymnasium env's, a wrapper's). :class:`BatchedEnv`, and a wrapper whose step is
+        tensor math on it, say True."""
         return False
 
 
@@ -257,8 +308,7 @@ class BatchedEnv(Batched):
         self._last_actions: torch.Tensor | None = None
         self._render_env: gymnasium.Env | None = None
         self.compile = compile
-        self._compiled_advance: Callable[..., tuple[torch.Tensor, ...]] | None = None
-        self._tracing = False
+        self._compiled: Callable[..., tuple[torch.Tensor, ...]] | None = None
         # steps the reset-state pool holds; grown by reset_states_ahead, never shrunk
         self._pool_steps = REFILL_EVERY
 
@@ -292,7 +342,7 @@ class BatchedEnv(Batched):
         """
         raise NotImplementedError
 
-    def transposed_state(self, state: torch.Tensor) -> torch.Tensor:
+    def _transposed_state(self, state: torch.Tensor) -> torch.Tensor:
         """``state`` as ``(num_envs, state_dim)``, for tasks whose observation is the state.
 
         Eager, the transpose itself (a view; :meth:`step` copies what it hands out). While
@@ -302,7 +352,7 @@ class BatchedEnv(Batched):
 
         :param state: ``(state_dim, num_envs)``
         """
-        if self._tracing:
+        if _traced():
             return torch.stack(state.unbind(0), dim=1)
         return state.T
 
@@ -357,12 +407,12 @@ class BatchedEnv(Batched):
             the last observation of the episodes that ended and ``info["reward_components"]``
             the reward by name (``"extrinsic"``)
         """
-        return step_by_carried(self, actions)
+        return _step_by_advance(self, actions)
 
-    # ------------------------------------- steps that a caller compiles with its own code
-    # PPO's compiled rollout traces its policy and this env's step together into one
-    # compiled function of several steps (rewardlab.agents.ppo): it takes the reset states
-    # of those steps ahead, runs :meth:`advance_carried` on the carry, and commits the result.
+    # ------------------------------------------------------------ the carried step
+    # A learner runs the env's steps in its own loop, or traces them with its policy into
+    # one compiled function of several steps (rewardlab.agents.ppo): it takes the reset
+    # states of those steps ahead, runs advance_carried on the carry, and commits the last.
 
     def reset_states_ahead(self, steps: int) -> torch.Tensor:
         """The reset states that the next ``steps`` steps take, ``(state_dim, steps * num_envs)``
@@ -392,7 +442,7 @@ class BatchedEnv(Batched):
         return self._pool[:, taken * self.num_envs : (taken + steps) * self.num_envs]
 
     @property
-    def steps_by_advance(self) -> bool:
+    def _steps_by_advance(self) -> bool:
         """Whether :meth:`step` and :meth:`reset` are this class's own (not overridden), so
         that a step is :meth:`advance_carried` on the carry with the pool's reset states."""
         return type(self).step is BatchedEnv.step and type(self).reset is BatchedEnv.reset
@@ -404,10 +454,6 @@ class BatchedEnv(Batched):
         the step). A user's step that reads a tensor's value in Python could be traced with
         the value it had, so it is not assumed to trace."""
         return type(self).__module__.startswith("rewardlab.") or bool(self.compile)
-
-    # The same steps in the form a stack of wrappers shares (:class:`BatchedWrapper`'s
-    # defaults say a wrapper does not): what the steps carry from one to the next, the
-    # step with its reward components, and the commit.
 
     #: the names of the reward components :meth:`advance_carried` returns, in its order
     component_names: tuple[str, ...] = ("extrinsic",)
@@ -422,7 +468,9 @@ class BatchedEnv(Batched):
 
     def carried_example(self) -> tuple[torch.Tensor, ...]:
         """Tensors of :meth:`carried`'s shapes and dtypes, zeros (before a reset too)."""
-        state = torch.zeros((self.state_dim, self.num_envs), dtype=self.state_dtype, device=self.device)
+        state = torch.zeros(
+            (self.state_dim, self.num_envs), dtype=self.state_dtype, device=self.device
+        )
         return state, torch.zeros(self.num_envs, dtype=torch.int32, device=self.device)
 
     def advance_carried(
@@ -433,11 +481,18 @@ class BatchedEnv(Batched):
 
         Within :meth:`step` (:func:`in_step`), compiled where ``compile=True`` and with the
         actions' range checked (see ``validate_actions``); else the step in the form it runs
-        in a caller's steps: eager, or the traced form inside :meth:`traced_steps`."""
+        in a learner's steps: eager, or the traced form inside :meth:`traced_steps`.
+
+        :param carry: :meth:`carried`, or the previous step's carry.
+        :param actions: checked actions, as :meth:`transition` takes them.
+        :param fresh: ``(state_dim, num_envs)`` reset states for the envs whose episode ends
+            (this step's slice of :meth:`reset_states_ahead`).
+        """
         inputs = (*carry, actions, fresh)
-        checked = in_step() and not self._tracing
+        checked = in_step()
         advance = (self._compiled_step(self._advance, inputs) if checked else None) or self._advance
-        state, elapsed, obs, reward, terminated, truncated, done, final_obs, invalid = advance(*inputs)
+        outputs = advance(*inputs)
+        state, elapsed, obs, reward, terminated, truncated, done, final_obs, invalid = outputs
         # The range check is computed inside the step (one fused kernel when compiled) and
         # read back here, before anything is committed.
         if checked and self.validate_actions and self._action_range is not None and bool(invalid):
@@ -447,12 +502,9 @@ class BatchedEnv(Batched):
     @contextlib.contextmanager
     def traced_steps(self) -> Iterator[None]:
         """While a caller traces :meth:`advance_carried` into its own graph: the step takes
-        the form that compiles best."""
-        tracing, self._tracing = self._tracing, True
-        try:
+        the form that compiles best, for every env and wrapper of the stack."""
+        with _step_form("traced"):
             yield
-        finally:
-            self._tracing = tracing
 
     def step_fingerprint(self) -> str:
         """A text that determines :meth:`advance_carried`'s graph without tracing it: the source of
@@ -483,7 +535,7 @@ class BatchedEnv(Batched):
         if self._steps_since_refill == self._pool_steps:
             self._refill_pool()
 
-    def as_action_tensor(self, actions: Actions) -> torch.Tensor:
+    def _as_action_tensor(self, actions: Actions) -> torch.Tensor:
         """Check the type, shape and dtype of a batch of actions and move it to ``device``.
 
         Discrete actions become int64 and Box actions float32. Whether discrete actions are
@@ -608,18 +660,16 @@ class BatchedEnv(Batched):
             an env's own step that overrides :meth:`step`).
         :param inputs: the tensors it is called with.
         """
-        if self.compile and self._compiled_advance is None:
+        if self.compile and self._compiled is None:
             options = {"cpp.threads": 1} if self.device.type == "cpu" else {}
-            self._tracing = True
-            try:
+            with _step_form("traced"):
                 graph = make_fx(lambda *tensors: function(*tensors))(*inputs)
-            finally:
-                self._tracing = False
             try:
-                self._compiled_advance = load_or_compile(graph, list(inputs), f"{self.spec_id}-step", options)
+                name = f"{self.spec_id}-step"
+                self._compiled = load_or_compile(graph, list(inputs), name, options)
             except NotLoadedError:  # a confined process that was not handed this env's step
                 self.compile = False
-        return self._compiled_advance if self.compile else None
+        return self._compiled if self.compile else None
 
     def _advance(
         self,
@@ -633,7 +683,7 @@ class BatchedEnv(Batched):
         truncated = elapsed >= self.max_episode_steps
         done = terminated | truncated
         final_obs = self.observe(next_state)
-        if self._tracing:
+        if _traced():
             # Row by row, and the observations from the inputs rather than from the new
             # state: Inductor then fuses the step into fewer loops over envs (1.2x faster).
             state = torch.stack(
@@ -659,40 +709,25 @@ class BatchedEnv(Batched):
         return state, elapsed, obs, reward, terminated, truncated, done, final_obs, invalid
 
 
-_IN_STEP: contextvars.ContextVar[bool] = contextvars.ContextVar("in_step", default=False)
-
-
-def in_step() -> bool:
-    """Whether the carried steps running now are one :meth:`BatchedEnv.step` call's
-    (:func:`step_by_carried`'s), which checks what it is given at each step (the actions'
-    range, a potential's values), rather than a learner's, traced or run eagerly, whose
-    steps are the formula alone."""
-    return _IN_STEP.get()
-
-
-def step_by_carried(stack: Any, actions: Actions) -> StepReturn:
-    """One :meth:`BatchedEnv.step` of an env or wrapper that carries
-    :meth:`BatchedEnv.advance_carried`'s protocol: the reset states of one step ahead, the
-    carried step with its checks (:func:`in_step`), then the commit. The one definition of
-    the step of a batched env and of a wrapper that writes its own ``advance_carried``.
+def _step_by_advance(stack: Any, actions: Actions) -> StepReturn:
+    """One ``step`` of an env or wrapper from its carried step: the reset states of one step
+    ahead, :meth:`BatchedEnv.advance_carried` with its checks (:func:`in_step`), then the
+    commit. The one definition of the step of a :class:`BatchedEnv` and of a wrapper that
+    writes its own ``advance_carried``.
 
     :param stack: a :class:`BatchedEnv`, or a :class:`BatchedWrapper` over one or over
-        another env's :class:`StepsByStep`.
+        another env's :func:`carried_steps`.
     :param actions: the batch of actions, as :meth:`BatchedEnv.step` takes them.
     :return: ``(obs, reward, terminated, truncated, info)`` with ``info["final_obs"]`` and
         ``info["reward_components"]`` (by :attr:`BatchedEnv.component_names`).
     """
     base = getattr(stack, "unwrapped", None)
     if isinstance(base, BatchedEnv):
-        actions = base.as_action_tensor(actions)
+        actions = base._as_action_tensor(actions)
     fresh = stack.reset_states_ahead(1)
-    token = _IN_STEP.set(True)
-    try:
-        carry, (obs, reward, terminated, truncated, done, final_obs), components = stack.advance_carried(
-            stack.carried(), actions, fresh
-        )
-    finally:
-        _IN_STEP.reset(token)
+    with _step_form("step"):
+        carry, step, components = stack.advance_carried(stack.carried(), actions, fresh)
+    obs, reward, terminated, truncated, done, final_obs = step
     stack.commit_carried(carry, done.unsqueeze(0), actions)
     info = {
         "final_obs": final_obs,
@@ -701,11 +736,11 @@ def step_by_carried(stack: Any, actions: Actions) -> StepReturn:
     return obs, reward, terminated, truncated, info
 
 
-class StepsByStep:
-    """The carried-step protocol (:meth:`BatchedEnv.advance_carried`'s) of an env or wrapper
-    whose step is its own (a MuJoCo task's, an adapted Gymnasium env's, a user's): each
-    step calls its :meth:`step`, the carry is empty and the reset states are its own, so
-    a learner runs one rollout code over every batched env. Not traceable.
+class _AdvanceByStep:
+    """The carried step of an env or wrapper whose step is its own (a MuJoCo task's, an
+    adapted Gymnasium env's, a user's): each step calls its ``step``, the carry is empty
+    and the reset states are its own, so that a learner runs one rollout code over every
+    batched env. Not traceable.
 
     :param env: a batched env or wrapper (``num_envs``, ``device``, ``step``).
     """
@@ -721,13 +756,21 @@ class StepsByStep:
         return ()
 
     def reset_states_ahead(self, steps: int) -> torch.Tensor:
-        """None drawn ahead: an empty ``(0, steps * num_envs)`` tensor."""
+        """None drawn ahead: an empty ``(0, steps * num_envs)`` tensor.
+
+        :param steps: how many steps will follow.
+        """
         return torch.empty((0, steps * self.env.num_envs), device=self.env.device)
 
     def advance_carried(
         self, carry: Sequence[torch.Tensor], actions: torch.Tensor, fresh: torch.Tensor
     ) -> tuple[tuple[torch.Tensor, ...], tuple[torch.Tensor, ...], tuple[torch.Tensor, ...]]:
-        """The env's :meth:`step`, in :meth:`BatchedEnv.advance_carried`'s form."""
+        """The env's ``step``, in :meth:`BatchedEnv.advance_carried`'s form.
+
+        :param carry: empty.
+        :param actions: the batch of actions.
+        :param fresh: empty.
+        """
         obs, reward, terminated, truncated, info = self.env.step(actions)
         components = info.get("reward_components") or {"extrinsic": reward}
         if self.component_names is None:
@@ -735,14 +778,26 @@ class StepsByStep:
         step = (obs, reward, terminated, truncated, terminated | truncated, info["final_obs"])
         return (), step, tuple(components[name] for name in self.component_names)
 
-    def commit_carried(self, carry: Sequence[torch.Tensor], done: torch.Tensor, actions: torch.Tensor) -> None:
-        """Nothing to commit: each step was the env's own."""
+    def commit_carried(
+        self, carry: Sequence[torch.Tensor], done: torch.Tensor, actions: torch.Tensor
+    ) -> None:
+        """Nothing to commit: each step was the env's own.
+
+        :param carry: empty.
+        :param done: each step's ended episodes.
+        :param actions: the last step's actions.
+        """
 
 
 def carried_steps(env: Any) -> Any:
-    """``env`` itself where it steps by :meth:`BatchedEnv.advance_carried` (bare, or under
-    wrappers that carry it), else :class:`StepsByStep` of it."""
-    return env if isinstance(env, Batched) and env.steps_by_advance else StepsByStep(env)
+    """The carried step a learner runs for ``env``: ``env`` itself where its step is
+    :meth:`BatchedEnv.advance_carried` (a :class:`BatchedEnv`, bare or under wrappers whose
+    step is tensor math on it), else an adapter whose ``advance_carried`` calls
+    ``env.step``.
+
+    :param env: a batched env or wrapper.
+    """
+    return env if isinstance(env, Batched) and env._steps_by_advance else _AdvanceByStep(env)
 
 
 class BatchedWrapper(Batched):
@@ -838,13 +893,13 @@ class BatchedWrapper(Batched):
     def step(self, actions: Actions) -> StepReturn:
         """Step the wrapped env; see :meth:`BatchedEnv.step`. A wrapper that writes its own
         ``advance_carried`` (with ``carried``, ``commit_carried`` and ``component_names``,
-        over :attr:`carried_env`) gets its step from it (:func:`step_by_carried`).
+        over :attr:`carried_env`) gets its step from it.
 
         :param actions: the batch of actions
         """
         if getattr(type(self), "advance_carried", None) is None:
             return self.env.step(actions)
-        return step_by_carried(self, actions)
+        return _step_by_advance(self, actions)
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__}{self.env!r}>"

@@ -46,7 +46,8 @@ def check_name(name: str) -> str:
 
 def shaping_component(components: dict | None, extrinsic: Any, name: str, value: Any) -> dict:
     """The components with the shaping term added under ``name`` (see :func:`with_components`)."""
-    return with_components(components, extrinsic, {name: value}, "give this shaping wrapper another name=")
+    fix = "give this shaping wrapper another name="
+    return with_components(components, extrinsic, {name: value}, fix)
 
 
 def batch_of_one(obs: Any) -> Any:
@@ -170,7 +171,8 @@ class PotentialShapingVector(VectorWrapper):
         super().__init__(env)
         self.tracker = PotentialTracker(potential, gamma, scale)
         self.name = check_name(name)
-        self.autoreset_mode = AutoresetMode(env.metadata.get("autoreset_mode", AutoresetMode.NEXT_STEP))
+        mode = env.metadata.get("autoreset_mode", AutoresetMode.NEXT_STEP)
+        self.autoreset_mode = AutoresetMode(mode)
         self._restarting = np.zeros(self.num_envs, dtype=bool)
 
     def reset(self, *, seed: int | list[int] | None = None, options: dict | None = None):
@@ -260,24 +262,24 @@ class BatchedPotentialShaping(BatchedWrapper):
     # (BatchedWrapper.step), a learner compiles it into its rollout.
 
     @property
-    def steps_by_advance(self) -> bool:
-        """Whether :meth:`step` is this class's own (from :meth:`advance_carried`) over an env stepped by its advance, with
+    def _steps_by_advance(self) -> bool:
+        """Whether a learner may run :meth:`advance_carried` in place of :meth:`step`: this
+        class's own step and reset, over an env that steps by its ``advance_carried``, with
         a static potential that says it traces (``traces = True``, as this package's
-        formula potentials do): then a learner may run its steps as
-        :meth:`advance_carried`. A potential traces when it is tensor math only, never
+        formula potentials do). A potential traces when it is tensor math only, never
         reading a tensor's value in Python (``if obs.max() > 0``), and holds no weights
         that change (a network's)."""
         return (
             type(self).step is BatchedWrapper.step
             and type(self).reset is BatchedPotentialShaping.reset
-            and bool(getattr(self.env, "steps_by_advance", False))
+            and bool(getattr(self.env, "_steps_by_advance", False))
             and getattr(self.tracker.potential, "traces", False) is True
             and not self.tracker.dynamic
         )
 
     @property
     def component_names(self) -> tuple[str, ...]:
-        """The wrapped env's component names, then this wrapper's (which must not be one of them)."""
+        """The wrapped env's component names, then this wrapper's (not one of them)."""
         inner = dict.fromkeys(self.carried_env.component_names)
         return tuple(shaping_component(inner, None, self.name, None))
 
@@ -306,7 +308,8 @@ class BatchedPotentialShaping(BatchedWrapper):
         tracker = self.tracker
         phi_obs = self._potential(obs)
         phi_next = torch.where(done, self._potential(final_obs), phi_obs)
-        shaping = shaping_term(carry[-1], phi_next, terminated, tracker.gamma, tracker.scale).to(reward.dtype)
+        shaping = shaping_term(carry[-1], phi_next, terminated, tracker.gamma, tracker.scale)
+        shaping = shaping.to(reward.dtype)
         step = (obs, reward + shaping, terminated, truncated, done, final_obs)
         return (*inner, phi_obs), step, (*components, shaping)
 
@@ -323,9 +326,11 @@ class BatchedPotentialShaping(BatchedWrapper):
     def step_fingerprint(self) -> str:
         """The wrapped env's, with this package's source, the potential's (its class's, where
         it is not this package's) and its constants, and the shaping's."""
-        potential = object_fingerprint(self.tracker.potential, source_fingerprint("rewardlab.shaping"))
+        source = source_fingerprint("rewardlab.shaping")
+        potential = object_fingerprint(self.tracker.potential, source)
         constants = repr((self.tracker.gamma, self.tracker.scale, self.name))
-        return hashlib.sha256("\n".join((self.env.step_fingerprint(), potential, constants)).encode()).hexdigest()
+        parts = (self.env.step_fingerprint(), potential, constants)
+        return hashlib.sha256("\n".join(parts).encode()).hexdigest()
 
     def _potential(self, obs: torch.Tensor) -> torch.Tensor:
         """``phi(obs)``: float32 in a learner's steps; within :meth:`step` checked, in the

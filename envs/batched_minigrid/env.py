@@ -206,9 +206,11 @@ class BatchedMiniGridEnv(BatchedEnv):
     The state of a copy is one row of bytes (:class:`~rewardlab.envs.batched_minigrid.layouts.Rows`,
     :attr:`state`): the grid's compact cell codes padded with walls, the contents of its
     boxes (where the task has boxes), the agent's position, direction and carried object;
-    MiniGrid's ``step_count`` is the elapsed steps of the episode. :meth:`step` writes it in place (:attr:`steps_by_advance` is
-    False) and ``compile=True`` compiles its arithmetic, :meth:`step_values`, which gives
-    the same values as the eager code on every step.
+    MiniGrid's ``step_count`` is the elapsed steps of the episode. :meth:`step` writes it in
+    place, so that a learner calls :meth:`step` rather than a carried step
+    (:func:`~rewardlab.envs.core.carried_steps`), and ``compile=True`` compiles its
+    arithmetic, :meth:`step_values`, which gives the same values as the eager code on every
+    step.
 
     Example::
 
@@ -449,7 +451,7 @@ class BatchedMiniGridEnv(BatchedEnv):
             the last observation of the episodes that ended and ``info["reward_components"]``
             the reward by name (``"extrinsic"``)
         """
-        actions = self.as_action_tensor(actions)
+        actions = self._as_action_tensor(actions)
         if self._state is None:
             raise RuntimeError(f"{self} has no state yet: call reset() first")
         if self.validate_actions:

@@ -113,4 +113,4 @@ class CartPoleEnv(BatchedEnv):
 
         :param state: ``(4, num_envs)``
         """
-        return self.transposed_state(state)
+        return self._transposed_state(state)

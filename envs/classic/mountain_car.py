@@ -40,7 +40,7 @@ class _MountainCar(BatchedEnv):
 
         :param state: ``(2, num_envs)``
         """
-        return self.transposed_state(state)
+        return self._transposed_state(state)
 
     def _move(
         self, state: torch.Tensor, acceleration: torch.Tensor, goal_position: float

@@ -275,7 +275,7 @@ class MujocoEnv(BatchedEnv):
             control cost is taken from the actions as given.
         :return: ``(obs, reward, terminated, truncated, info)`` as in ``docs/batched_envs.md``
         """
-        actions = self.as_action_tensor(actions)
+        actions = self._as_action_tensor(actions)
         if self._elapsed is None:
             raise RuntimeError(f"{self} has no state yet: call reset() first")
         if self.validate_actions and not bool(torch.isfinite(actions).all()):

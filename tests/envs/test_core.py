@@ -11,6 +11,7 @@ import torch
 
 from rewardlab import envs
 from rewardlab.envs import BatchedEnv, BatchedWrapper
+from rewardlab.envs.core import carried_steps
 
 
 def test_registry_lists_the_classic_envs() -> None:
@@ -206,7 +207,7 @@ class Bonus(BatchedWrapper):
 
 
 class CartPoleOwnStep(envs.CartPoleEnv):
-    """CartPole with a step of its own, so a wrapper steps it through StepsByStep."""
+    """CartPole with a step of its own, so a wrapper steps it through its step."""
 
     def step(self, actions):
         return super().step(actions)
@@ -445,14 +446,37 @@ def test_the_step_fingerprint_follows_the_constants_and_not_the_run_state() -> N
     assert envs.make("DeepSea-v0", 4, size=6).step_fingerprint() != envs.make("DeepSea-v0", 4, size=7).step_fingerprint()
 
 
-def test_an_env_says_whether_its_step_is_advance_and_whether_advance_is_known_to_trace() -> None:
+def test_a_learner_runs_an_envs_carried_step_where_its_step_is_it() -> None:
+    """``carried_steps`` is the env itself where its step is ``advance_carried``, else an
+    adapter of its step; ``advance_traces`` says whether the step is known to trace."""
     from rewardlab.envs.classic.cartpole import CartPoleEnv
 
     class UsersCartPole(CartPoleEnv):  # defined outside rewardlab
         pass
 
     ours = envs.make("CartPole-v1", 4)
-    assert ours.steps_by_advance and ours.advance_traces
-    assert not envs.make("FruitCollection-v0", 4).steps_by_advance  # its step adds components
-    assert UsersCartPole(4).steps_by_advance and not UsersCartPole(4).advance_traces
+    assert carried_steps(ours) is ours and ours.advance_traces
+    fruit = envs.make("FruitCollection-v0", 4)  # its step adds components
+    assert carried_steps(fruit) is not fruit
+    users = UsersCartPole(4)
+    assert carried_steps(users) is users and not users.advance_traces
     assert UsersCartPole(4, compile=True).advance_traces  # its user compiles its step
+    shaped = Bonus(ours)  # a wrapper's own advance_carried is not assumed to trace
+    assert carried_steps(shaped) is not shaped
+
+
+def test_the_adapted_step_runs_the_envs_own_step() -> None:
+    """An env with a step of its own, through ``carried_steps``: each carried step is one
+    ``step``, with its reward components named at the first."""
+    own, bare = CartPoleOwnStep(4, seed=2), envs.make("CartPole-v1", 4, seed=2)
+    own.reset()
+    bare.reset()
+    steps = carried_steps(own)
+    assert steps.carried() == () and steps.reset_states_ahead(3).shape == (0, 12)
+    actions = torch.ones(4, dtype=torch.int64)
+    carry, step, components = steps.advance_carried((), actions, steps.reset_states_ahead(1))
+    obs, reward, terminated, truncated, done, final_obs = step
+    expected = bare.step(actions)
+    assert carry == () and steps.component_names == ("extrinsic",)
+    assert torch.equal(obs, expected[0]) and components == (reward,)
+    assert torch.equal(done, expected[2] | expected[3])
