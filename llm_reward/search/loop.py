@@ -10,8 +10,10 @@ is there instead of asking or computing again. The next prompt is built from the
 results in sample order, so the same answers and seeds give the same search.
 
 At the end the best program (highest task fitness, earliest on ties) is trained again
-with ``final_seeds`` new seeds next to the env's sparse and human reference rewards, and
-scored with Eureka's normalised score ``(best - sparse) / |human - sparse|``.
+with ``final_seeds`` new seeds next to the env's own reward (the sparse reference, the env's
+dense reward where it pays one) and the human reference, and scored with Eureka's normalised
+score ``(best - sparse) / |human - sparse|`` where the two references are told apart
+(:func:`~rewardlab.llm_reward.search.verdict.normalized_score`).
 
     from rewardlab.llm_reward.search import SearchConfig, search
 
@@ -86,6 +88,7 @@ from rewardlab.llm_reward.search.records import (
 from rewardlab.llm_reward.search.reflection import reflect, reward_signals
 from rewardlab.llm_reward.search.report import render
 from rewardlab.llm_reward.search.store import RunStore
+from rewardlab.llm_reward.search.verdict import normalized_score
 from rewardlab.llm_reward.training import Failure, TrainingRun
 from rewardlab.llm_reward.training.checking import check_answer
 from rewardlab.llm_reward.training.stopping import StopRule, population, rung_indices, rung_value
@@ -94,7 +97,6 @@ __all__ = ["SearchConfig", "SearchResult", "best_candidate", "search"]
 
 FINAL_SEED_BASE = 100
 FINALIST_SEED_BASE = 50
-FINAL_LABELS = ("best", "sparse", "human")
 
 
 def best_candidate(candidates: Sequence[Candidate]) -> Candidate | None:
@@ -611,10 +613,7 @@ class _Search:
         answers = [record for record in self.store.records("answer") if record.get("proposer") == "llm"]
         errors = list(self.store.records("llm_error"))
         costs = [journaled_cost(record.get("cost_usd")) for record in answers]
-        normalized = None
-        method, sparse, human = (final[label].mean if label in final else None for label in FINAL_LABELS)
-        if method is not None and sparse is not None and human is not None and abs(human - sparse) > 1e-12:
-            normalized = (method - sparse) / abs(human - sparse)
+        normalized = normalized_score(final)
         return SearchResult(
             config=self.config,
             out=self.store.root,

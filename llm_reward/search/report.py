@@ -30,7 +30,7 @@ from rewardlab.llm_reward.search.records import (
     seed_fitness,
 )
 from rewardlab.llm_reward.search.report_html import HTML_FILE, html_report
-from rewardlab.llm_reward.search.verdict import seed_failures, verdict
+from rewardlab.llm_reward.search.verdict import references_tied, seed_failures, verdict
 
 if TYPE_CHECKING:
     from rewardlab.llm_reward.search.records import SearchResult
@@ -136,6 +136,7 @@ def summary(result: SearchResult) -> dict[str, Any]:
         "final": {label: _final_data(score) for label, score in result.final.items()},
         "final_statistics": final_statistics(result),
         "normalized_score": result.normalized_score,
+        "normalized_score_note": references_tied(result.final),
         "failed_final_seeds": None if failures is None else {
             "threshold": failures.threshold, "best": list(failures.best),
             "human": None if failures.human is None else list(failures.human)},
@@ -240,7 +241,7 @@ def final_statistics(result: SearchResult) -> dict[str, dict[str, Any]]:
 
 def _final_rows(result: SearchResult) -> list[str]:
     names = {"best": f"best program ({result.best.key})" if result.best else "best program",
-             "human": "human reference", "sparse": "sparse reference (the env's own reward)"}
+             "human": "human reference", "sparse": "the env's own reward (the sparse reference)"}
     statistics = final_statistics(result)
     lines = ["| reward | mean ± std | IQM [95% CI] | P(best beats it) | per seed | failed seeds |",
              "|---|---|---|---|---|---|"]
@@ -375,8 +376,9 @@ def _report(result: SearchResult, feedback: dict[int, str | None]) -> str:
                 lines += [f"Normalised score (best - sparse) / |human - sparse| = **{result.normalized_score:.3f}** "
                           "(1 = as good as the human reward, 0 = as good as the sparse one).", ""]
             elif {"sparse", "human"} <= set(result.final):
-                lines += ["Normalised score (best - sparse) / |human - sparse|: undefined (the human and sparse "
-                          "references scored the same, or one of them failed).", ""]
+                tied = references_tied(result.final)
+                lines += ["Normalised score (best - sparse) / |human - sparse|: undefined ("
+                          + (tied or "one of the references failed") + ").", ""]
             elif "sparse" in result.final and "human" not in result.final:
                 lines += [("The human reference of this env is its own reward, the sparse one: trained and "
                            "reported once, as the sparse reference; no normalised score."

@@ -15,12 +15,14 @@ says when it found nothing, with the budget to try next.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from rewardlab.llm_reward.search.budgets import solve_threshold
 from rewardlab.llm_reward.search.records import FinalScore, SearchResult
 
-__all__ = ["RAISE_STEPS", "SeedFailures", "Verdict", "seed_failures", "verdict"]
+__all__ = ["RAISE_STEPS", "SeedFailures", "Verdict", "normalized_score", "references_tied", "seed_failures",
+           "verdict"]
 
 #: the factor of the steps that a search which found nothing suggests next
 RAISE_STEPS = 4
@@ -45,7 +47,50 @@ def _standard_error(score: FinalScore) -> float:
     """The standard error of ``score``'s mean, from its seeds' sample deviation (its ``std``
     is the population one: n / (n - 1) apart in variance)."""
     seeds = len(score.values)
-    return 0.0 if seeds < 2 else score.std / math.sqrt(seeds - 1)
+    return 0.0 if seeds < 2 or score.std is None else score.std / math.sqrt(seeds - 1)
+
+
+def _apart(first: FinalScore, second: FinalScore) -> tuple[float, float]:
+    """``(difference of the means, standard error of that difference)``; both means known."""
+    assert first.mean is not None and second.mean is not None
+    return first.mean - second.mean, math.hypot(_standard_error(first), _standard_error(second))
+
+
+def normalized_score(final: Mapping[str, FinalScore]) -> float | None:
+    """Eureka's ``(best - sparse) / |human - sparse|`` of the final means, where the human
+    reference and the env's own reward are told apart over their seeds: their difference beyond
+    its standard error. On a dense-reward task (Pendulum) the env's own reward is a good reward
+    already, and the two references can be within each other's noise: a score divided by
+    their gap is then noise over noise (17 on a Pendulum search whose references were 1.4
+    apart with standard errors of 13 and 16). ``None`` there, and where a reference is missing.
+
+    :param final: the final re-training per label (``best``, ``sparse``, ``human``).
+    """
+    best, sparse, human = (final.get(label) for label in ("best", "sparse", "human"))
+    if best is None or sparse is None or human is None or None in (best.mean, sparse.mean, human.mean):
+        return None
+    gap, noise = _apart(human, sparse)
+    if abs(gap) <= max(noise, 1e-12):
+        return None
+    assert best.mean is not None and sparse.mean is not None
+    return (best.mean - sparse.mean) / abs(gap)
+
+
+def references_tied(final: Mapping[str, FinalScore]) -> str | None:
+    """Why there is no normalised score although both references trained: one line, or ``None``
+    where there is one (or a reference is missing).
+
+    :param final: the final re-training per label.
+    """
+    sparse, human = final.get("sparse"), final.get("human")
+    if sparse is None or human is None or sparse.mean is None or human.mean is None:
+        return None
+    if normalized_score(final) is not None or final.get("best") is None or final["best"].mean is None:
+        return None
+    gap, noise = _apart(human, sparse)
+    return (f"the human reference and the env's own reward are not told apart over their seeds "
+            f"(human - own {gap:.3g}, standard error {noise:.2g}): a score divided by their gap would be "
+            "noise; compare the best with each of them")
 
 
 def verdict(result: SearchResult) -> Verdict:
@@ -71,8 +116,7 @@ def verdict(result: SearchResult) -> Verdict:
         and best.mean is not None
         and sparse.mean is not None
     ):
-        difference = best.mean - sparse.mean
-        noise = math.hypot(_standard_error(best), _standard_error(sparse))
+        difference, noise = _apart(best, sparse)
         if difference > max(noise, 1e-9 * max(1.0, abs(sparse.mean))):
             return Verdict(True)
         seeds = min(len(best.values), len(sparse.values))

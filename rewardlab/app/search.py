@@ -106,7 +106,7 @@ def _client(args: argparse.Namespace) -> OpenAICompatibleClient | None:
 def _print_result(result: SearchResult) -> None:
     from rewardlab.llm_reward.search.report import BEST_FILE, REPORT_FILE, train_command
     from rewardlab.llm_reward.search.report_html import HTML_FILE
-    from rewardlab.llm_reward.search.verdict import seed_failures, verdict
+    from rewardlab.llm_reward.search.verdict import references_tied, seed_failures, verdict
 
     best = result.best
     if best is None:
@@ -123,7 +123,7 @@ def _print_result(result: SearchResult) -> None:
     if result.normalized_score is not None:
         print(f"  normalised score (best - sparse) / |human - sparse| = {result.normalized_score:.3f}")
     elif {"sparse", "human"} <= set(result.final):
-        print("  normalised score: undefined (the human and sparse references scored the same)")
+        print(f"  normalised score: undefined ({references_tied(result.final) or 'a reference failed'})")
     cost = "unknown" if result.cost_unknown else f"${result.cost_usd:.4f}"
     print(f"tokens {result.usage.total_tokens:,}, cost {cost}, failures {dict(result.failures) or 0}")
     print(f"wrote {result.out / REPORT_FILE}, {result.out / HTML_FILE} and {result.out / BEST_FILE}")

@@ -93,7 +93,7 @@ def test_the_cli_searches_a_module_env_and_a_minigrid_id(tmp_path: Path, monkeyp
     # a user's env has no reference programs: the best is compared with the env's own reward
     report = (tmp_path / "corridor_run" / "report.md").read_text()
     assert f"{env_id} has no human reference reward" in report
-    assert "| sparse reference (the env's own reward) |" in report
+    assert "| the env's own reward (the sparse reference) |" in report
     assert re.search(r"rewardlab compare \S*/final/best \S*/final/sparse --out", report)
     pytest.importorskip("minigrid")
     code = rewardlab(["search", "--env", "MiniGrid-Empty-5x5-v0", "--task", "reach the green goal",

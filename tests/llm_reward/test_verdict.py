@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from rewardlab.llm_reward.clients import Usage
 from rewardlab.llm_reward.search.config import SearchConfig
 from rewardlab.llm_reward.search.records import Candidate, FinalScore, SearchResult
@@ -103,3 +105,28 @@ def test_the_report_counts_the_final_seeds_the_best_program_fails() -> None:
     other = _result({"best": [1.0] * 5})
     other.config.env_id = "MiniGrid-Empty-5x5-v0"
     assert seed_failures(other) is None
+
+
+def test_no_normalised_score_where_the_human_reward_and_the_envs_own_are_within_noise() -> None:
+    from rewardlab import llm_reward
+    from rewardlab.llm_reward.search.report import REPORT_FILE, render, summary
+    from rewardlab.llm_reward.search.verdict import normalized_score, references_tied
+
+    # Pendulum's reference is the env's own (dense) reward, not a sparse program ...
+    sparse = llm_reward.reference_programs("Pendulum-v1")["sparse"].source
+    assert "theta**2 + 0.1 * theta_dot**2 + 0.001" in sparse
+    # ... and a search's two references there were 1.4 apart with seeds 26 and 32 wide
+    final = {"best": [-201.4, -206.6, -204.5, -174.4, -185.9], "sparse": [-197.4, -264.6, -227.6, -206.3, -196.5],
+             "human": [-266.8, -221.9, -231.6, -184.9, -180.1]}
+    result = _result(final)
+    result.config.env_id = "Pendulum-v1"
+    assert normalized_score(result.final) is None
+    assert references_tied(result.final).startswith("the human reference and the env's own reward are not told "
+                                                    "apart over their seeds (human - own 1.42, standard error 20)")
+    assert "Normalised score (best - sparse) / |human - sparse|: undefined (the human reference and the env's own" \
+        in render(result)[REPORT_FILE]
+    assert summary(result)["normalized_score"] is None and summary(result)["normalized_score_note"]
+    # told apart (CartPole's references): Eureka's score
+    apart = _result({"best": [480.0, 490.0], "sparse": [100.0, 120.0], "human": [400.0, 420.0]})
+    assert normalized_score(apart.final) == pytest.approx((485.0 - 110.0) / 300.0)
+    assert references_tied(apart.final) is None
