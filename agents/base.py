@@ -17,11 +17,12 @@ from typing import Any, ClassVar, TypeVar
 import gymnasium
 import numpy as np
 import torch
+from torch import nn
 
 from rewardlab.agents.common import check_batched, read_saved
 from rewardlab.common.threads import ThreadsSetting
 
-__all__ = ["Learner", "predict_in_form", "same_space"]
+__all__ = ["Learner", "clipped_gradient_step", "predict_in_form", "same_space"]
 
 L = TypeVar("L", bound="Learner")
 
@@ -35,6 +36,23 @@ def same_space(a: gymnasium.spaces.Space, b: gymnasium.spaces.Space) -> bool:
     if isinstance(a, gymnasium.spaces.Box):
         return isinstance(b, gymnasium.spaces.Box) and tuple(a.shape) == tuple(b.shape)
     return type(a) is type(b) and tuple(a.shape) == tuple(b.shape)
+
+
+def clipped_gradient_step(
+    optimizer: torch.optim.Optimizer, loss: torch.Tensor, max_grad_norm: float
+) -> None:
+    """One gradient step as CleanRL and SB3 write it: ``loss.backward()``, the gradients'
+    global norm clipped to ``max_grad_norm`` (``clip_grad_norm_``), ``optimizer.step()``.
+
+    :param optimizer: the optimiser of the parameters ``loss`` depends on.
+    :param loss: the 0-d loss to minimise.
+    :param max_grad_norm: the largest global gradient norm (``math.inf``: no clipping).
+    """
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    parameters = [p for group in optimizer.param_groups for p in group["params"]]
+    nn.utils.clip_grad_norm_(parameters, max_grad_norm, foreach=True)
+    optimizer.step()
 
 
 def predict_in_form(

@@ -1,29 +1,33 @@
-"""PPO's minibatch step (gradient, gradient clipping, Adam) as one function, run eagerly or compiled.
+"""What ``compile=True`` adds to :class:`rewardlab.agents.PPO`, in one place.
 
-:class:`FusedUpdate` is the step: ``torch.autograd.grad`` of the loss, the global-norm clip
-and Adam written out as torch's ``Adam`` computes it, on flat buffers that the module's
-parameters and the optimiser's state are views of. Run eagerly by default; with
-``compile=True`` the same function is traced into one graph of aten operators (``make_fx``)
-and compiled ahead of time with AOTInductor, the library kept in an on-disk cache
-(:mod:`rewardlab.common.compiled`, ``$REWARDLAB_CACHE``) keyed by its recipe, so a process
-with the same network, minibatch size and loss settings loads it instead of compiling.
+PPO's code is written once, in ``agents/ppo.py``, and runs eagerly: the rollout's steps,
+the critic and the minibatch step (the loss, ``loss.backward()``, ``clip_grad_norm_``,
+``torch.optim.Adam``). With ``compile=True`` the same functions are traced into graphs of
+aten operators (``make_fx``) and compiled ahead of time with AOTInductor, each library kept
+in an on-disk cache (:mod:`rewardlab.common.compiled`, ``$REWARDLAB_CACHE``) under its
+recipe, so that a process with the same network, shapes and settings loads it instead.
 
-Why Adam is written out rather than ``torch.optim.Adam(fused=True)`` stepping after a
-compiled gradient: on a CPU, the optimiser's step and clipping then cost their own
-dispatches after the compiled call, and the minibatch step of CartPole's settings takes
-1.3-1.7x as long (``benchmarks/results/ppo_update_step.md``).
+What the compiled path needs beyond tracing PPO's functions:
 
-The step reads and writes the state of the model's ``torch.optim.Adam`` (``exp_avg``,
-``exp_avg_sq``, ``step``) and its parameters, so a model saves, loads and continues with
-``compile`` on or off.
+- :class:`CompiledUpdate`: the minibatch step's gradient clipping and Adam written out, so
+  that they run inside the compiled graph rather than as dispatches of their own after it
+  (``benchmarks/results/ppo_update_step.md``); tested step for step against
+  ``clip_grad_norm_`` and ``torch.optim.Adam``;
+- decompositions the graphs are traced with: a rational tanh, and matrix products
+  arranged for MKL's fast cases;
+- :class:`PPOCompiled`: which of a model's calls are compiled, for which shapes, under
+  which recipe.
 """
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import torch
 from torch import nn
+from torch.fx.experimental import proxy_tensor
 
 from rewardlab.common.compiled import load_or_compile, load_or_trace, source_fingerprint
 
@@ -33,8 +37,13 @@ from rewardlab.common.compiled import load_or_compile, load_or_trace, source_fin
 # Evaluated in float32 its error is at most 3.3e-7 (torch.tanh's: 3.2e-8), tested in
 # tests/agents/test_fused.py.
 _TANH_P = (
-    9.9999999716873644e-01, 1.3092407381250853e-01, 3.1133052017604129e-03, 1.1251323300002215e-05,
-    -2.0614676497983626e-08, 5.4635017491679701e-11, -8.9608131207275814e-14,
+    9.9999999716873644e-01,
+    1.3092407381250853e-01,
+    3.1133052017604129e-03,
+    1.1251323300002215e-05,
+    -2.0614676497983626e-08,
+    5.4635017491679701e-11,
+    -8.9608131207275814e-14,
 )
 _TANH_Q = (1.0, 4.6425737428469960e-01, 2.4532492304696046e-02, 2.5597124086908853e-04)
 
@@ -47,10 +56,8 @@ def _polynomial(s: torch.Tensor, coefficients: tuple[float, ...]) -> torch.Tenso
 
 
 def _tanh(x: torch.Tensor) -> torch.Tensor:
-    # tanh as a rational function: Inductor's vectorised tanh, and its sigmoid (which this
-    # project used before), cost an exp and a division a value, this a division and a few
-    # multiply-adds (one-off interleaved timings of the CartPole minibatch step: 2% faster,
-    # its four activations from 14.5 to 13 us each). Its gradient stays tanh's own
+    # tanh as a rational function: Inductor's vectorised tanh costs an exp and a division a
+    # value, this a division and a few multiply-adds. Its gradient stays tanh's own
     # backward, 1 - tanh(x)^2, of this value; clamped to [-1, 1] so that stays >= 0.
     x = x.clamp(-9.0, 9.0)
     s = x * x
@@ -59,20 +66,19 @@ def _tanh(x: torch.Tensor) -> torch.Tensor:
 
 def _mm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     # A product with few output columns and many rows, such as the weight gradient of a
-    # layer with 4 inputs, (64 x 512) @ (512 x 4), is MKL's slow case (several times its
-    # transpose's time on this project's CPU, in one-off timings): compute the transpose.
+    # layer with 4 inputs, (64 x 512) @ (512 x 4), is MKL's slow case: compute the transpose.
     if b.shape[1] <= 8 < a.shape[0]:
         return torch.mm(b.t(), a.t()).t()
     return NotImplemented  # trace the product as it is
 
 
-def _addmm(bias: torch.Tensor, a: torch.Tensor, b: torch.Tensor, *, beta: float = 1, alpha: float = 1) -> torch.Tensor:
+def _addmm(
+    bias: torch.Tensor, a: torch.Tensor, b: torch.Tensor, *, beta: float = 1, alpha: float = 1
+) -> torch.Tensor:
     # A layer's bias + a @ b as a product and an add: MKL's addmm first copies the bias into
     # every row of its output (a pass over it), where the add can join the activation's
     # pass that follows; and the product of a layer with few outputs (a policy's logits)
-    # takes _mm's transpose (one-off timings: (512 x 64) @ (64 x 2) from 14 to 5 us; the
-    # product below is traced through _mm). In one-off interleaved timings of the CartPole
-    # minibatch step, 6% faster (with _tanh, 8%).
+    # takes _mm's transpose (the product below is traced through _mm).
     if beta != 1 or alpha != 1:
         return NotImplemented
     # subtracting the negated bias (the same sum, exactly): Inductor would fuse an add of a
@@ -93,31 +99,35 @@ def _traced_source() -> str:
     return source_fingerprint("rewardlab.agents", "rewardlab.common")
 
 
-# A loss of the model's parameters (by name; None: the module's own) and a minibatch:
-# (loss, parts), parts a tuple of 0-d tensors to hand back (detached) with the step.
-LossFunction = Callable[[dict[str, torch.Tensor], Sequence[torch.Tensor]], tuple[torch.Tensor, tuple[torch.Tensor, ...]]]
+def _traced(function: Callable[..., Any], inputs: Sequence[torch.Tensor]) -> torch.fx.GraphModule:
+    return proxy_tensor.make_fx(function, decomposition_table=_DECOMPOSITIONS)(*inputs)
 
 
-class FusedUpdate:
-    """The minibatch update of ``module``'s parameters under ``loss`` and ``optimizer``: one
-    function of tensors, run eagerly, or compiled when ``compile`` is True.
+#: a loss of a minibatch and the model's parameters by name: a tuple of 0-d tensors, the
+#: loss to minimise first, the rest handed back (detached) with the step
+LossFunction = Callable[[Sequence[torch.Tensor], dict[str, torch.Tensor]], Sequence[torch.Tensor]]
+
+
+class CompiledUpdate:
+    """A minibatch step compiled: the gradient of ``loss``, ``clip_grad_norm_`` and
+    ``torch.optim.Adam``'s update, term for term, as one compiled call on flat buffers that
+    the module's parameters and the optimiser's state are views of.
 
     Calling it computes the new parameters and Adam state without committing them;
-    :meth:`commit` writes them into the module and the optimiser (so a caller can look
-    at the returned parts, such as an approximate KL, and skip the step).
+    :meth:`commit` writes them into the module and the optimiser (so that a caller can look
+    at the loss's terms, such as an approximate KL, and skip the step). The state is the
+    optimiser's own (``exp_avg``, ``exp_avg_sq``, ``step``): a model saves, loads and
+    continues with ``compile`` on or off, and ``optimizer.step()`` may step it between calls.
 
     :param module: the network; its parameters are the ones updated.
     :param optimizer: a ``torch.optim.Adam`` over exactly ``module.parameters()`` (one
-        group, no weight decay, not amsgrad): it holds the state the step reads and writes.
-    :param loss: the loss of parameters and a minibatch.
+        group, no weight decay, not amsgrad).
+    :param loss: the loss of a minibatch and parameters (:data:`LossFunction`).
     :param max_grad_norm: clip of the global gradient norm (``math.inf``: none).
-    :param example_batch: a minibatch of the shapes and dtypes the compiled step takes (a
-        minibatch of other shapes, such as a shorter last one, runs the step eagerly).
+    :param example_batch: a minibatch of the shapes and dtypes the step takes (see :meth:`fits`).
     :param recipe: what ``module`` and ``loss`` are made from, beyond the source of
-        ``rewardlab.agents`` and ``rewardlab.common`` (e.g. the module's structure and the
-        loss's settings): given, a process that finds the same recipe in the cache loads
-        its library without tracing (:func:`rewardlab.common.compiled.load_or_trace`).
-    :param compile: compile the step for ``example_batch``'s shapes (or load it compiled).
+        ``rewardlab.agents`` and ``rewardlab.common``: given, a process that finds the same
+        recipe in the cache loads its library untraced (:func:`load_or_trace`).
     """
 
     def __init__(
@@ -128,7 +138,6 @@ class FusedUpdate:
         max_grad_norm: float,
         example_batch: Sequence[torch.Tensor],
         recipe: str | None = None,
-        compile: bool = True,
     ) -> None:
         self.names = [name for name, _ in module.named_parameters()]
         self.parameters = [p for _, p in module.named_parameters()]
@@ -136,11 +145,12 @@ class FusedUpdate:
         if (
             len(optimizer.param_groups) != 1
             or [id(p) for p in group["params"]] != [id(p) for p in self.parameters]
-            or group.get("weight_decay", 0) or group.get("amsgrad", False)
+            or group.get("weight_decay", 0)
+            or group.get("amsgrad", False)
         ):
             raise ValueError(
-                "FusedUpdate needs a torch.optim.Adam with one group over exactly the module's "
-                "parameters, without weight decay or amsgrad"
+                "CompiledUpdate needs a torch.optim.Adam with one group over exactly the "
+                "module's parameters, without weight decay or amsgrad"
             )
         self.optimizer = optimizer
         self.beta1, self.beta2 = group["betas"]
@@ -151,23 +161,18 @@ class FusedUpdate:
         self.sizes = [p.numel() for p in self.parameters]
         self._bind()
         self._lr: tuple[float, torch.Tensor] | None = None  # the last learning rate, as a tensor
-        self.compiled: Callable[..., Sequence[torch.Tensor]] | None = None
-        if not compile:
-            return
         device = self.parameters[0].device
         inputs = [*self._flat, torch.tensor(1.0, device=device), *example_batch]
         inputs = [t.detach().contiguous() for t in inputs]
-        from torch.fx.experimental.proxy_tensor import make_fx
-
-        def trace() -> torch.fx.GraphModule:
-            return make_fx(self._step, decomposition_table=_DECOMPOSITIONS)(*inputs)
-
         if recipe is None:
-            self.compiled = load_or_compile(trace(), inputs, "ppo-update")
+            self.compiled = load_or_compile(_traced(self._step, inputs), inputs, "ppo-update")
         else:
-            recipe = repr((recipe, _traced_source(), list(zip(self.names, self.shapes, strict=True)),
-                           self.beta1, self.beta2, self.eps, self.max_grad_norm))  # fmt: skip
-            self.compiled = load_or_trace(trace, inputs, "ppo-update", recipe)
+            shapes = list(zip(self.names, self.shapes, strict=True))
+            recipe = repr((recipe, _traced_source(), shapes, self.beta1, self.beta2, self.eps,
+                           self.max_grad_norm))  # fmt: skip
+            self.compiled = load_or_trace(
+                lambda: _traced(self._step, inputs), inputs, "ppo-update", recipe
+            )
 
     def _bind(self) -> None:
         """Make the parameters and the Adam state views of four flat buffers.
@@ -175,8 +180,7 @@ class FusedUpdate:
         The step then takes and returns four tensors (parameters, ``exp_avg``,
         ``exp_avg_sq``, ``step``s) instead of four per parameter, and a commit is four
         copies: each tensor handed to a compiled library and back costs a conversion.
-        The module and the optimiser see their usual tensors (views), so saving and
-        loading work as before.
+        The module and the optimiser see their usual tensors (views).
         """
         with torch.no_grad():
             params = torch.cat([p.detach().reshape(-1) for p in self.parameters])
@@ -184,11 +188,22 @@ class FusedUpdate:
             avg = torch.cat([m.reshape(-1) for m in exp_avg])
             avg_sq = torch.cat([v.reshape(-1) for v in exp_avg_sq])
             step = torch.stack([t.reshape(()) for t in steps]).to(torch.float32)
-            pieces = zip(params.split(self.sizes), avg.split(self.sizes), avg_sq.split(self.sizes), strict=True)
-            for i, (p, shape, (value, m, v)) in enumerate(zip(self.parameters, self.shapes, pieces, strict=True)):
+            pieces = zip(
+                params.split(self.sizes),
+                avg.split(self.sizes),
+                avg_sq.split(self.sizes),
+                strict=True,
+            )
+            for i, (p, shape, (value, m, v)) in enumerate(
+                zip(self.parameters, self.shapes, pieces, strict=True)
+            ):
                 p.data = value.view(shape)
                 state = self.optimizer.state[p]
-                state["exp_avg"], state["exp_avg_sq"], state["step"] = m.view(shape), v.view(shape), step[i]
+                state["exp_avg"], state["exp_avg_sq"], state["step"] = (
+                    m.view(shape),
+                    v.view(shape),
+                    step[i],
+                )
         self._flat = [params, avg, avg_sq, step]
         # what a rebinding is needed after: the optimiser's state replaced (load_state_dict)
         # or a parameter's storage (module.to, p.data = ...)
@@ -199,7 +214,8 @@ class FusedUpdate:
         return self.optimizer.state is state and [p.data_ptr() for p in self.parameters] == pointers
 
     def _adam_state(self) -> tuple[list[torch.Tensor], list[torch.Tensor], list[torch.Tensor]]:
-        """``exp_avg``s, ``exp_avg_sq``s and ``step``s of the optimiser, created if it has not stepped."""
+        """``exp_avg``s, ``exp_avg_sq``s and ``step``s of the optimiser, made as
+        ``torch.optim.Adam`` makes them if it has not stepped."""
         exp_avg, exp_avg_sq, steps = [], [], []
         for p in self.parameters:
             state = self.optimizer.state[p]
@@ -216,24 +232,16 @@ class FusedUpdate:
         self, params: torch.Tensor, exp_avg: torch.Tensor, exp_avg_sq: torch.Tensor,
         steps: torch.Tensor, lr: torch.Tensor, *batch: torch.Tensor,
     ) -> tuple[torch.Tensor, ...]:  # fmt: skip
-        """The step: new parameters, new Adam state (flat), then the loss and its parts as
-        one vector (one tensor handed back, not one each)."""
+        """The function traced: new parameters, new Adam state (flat), then the loss's terms
+        as one vector (one tensor handed back, not one each)."""
         with torch.enable_grad():
-            if params is self._flat[0]:
-                # Run eagerly on the bound buffer: the module's own parameters are its views,
-                # so the gradient is taken of them, without swapping in the views of a copy
-                # (functional_call's Python, a fifth of an eager CartPole step).
-                loss, parts = self.loss(None, batch)
-                grads = torch.autograd.grad(loss, self.parameters)
-                grad = torch.cat([g.reshape(-1) for g in grads])
-            else:
-                flat = params.detach().requires_grad_()
-                values = [v.view(shape) for v, shape in zip(flat.split(self.sizes), self.shapes, strict=True)]
-                loss, parts = self.loss(dict(zip(self.names, values, strict=True)), batch)
-                (grad,) = torch.autograd.grad(loss, flat)
-            if any(part.dim() for part in parts):
-                raise ValueError(f"a fused update's loss must return 0-d parts, got shapes {[p.shape for p in parts]}")
-        parts = torch.stack((loss, *parts)).detach()
+            flat = params.detach().requires_grad_()
+            values = [
+                v.view(shape) for v, shape in zip(flat.split(self.sizes), self.shapes, strict=True)
+            ]
+            terms = self.loss(batch, dict(zip(self.names, values, strict=True)))
+            (grad,) = torch.autograd.grad(terms[0], flat)
+        terms = torch.stack(tuple(terms)).detach()
         # clip_grad_norm_: scale by max_norm / (norm + 1e-6) when that is below 1
         norm = torch.linalg.vector_norm(grad)
         g = grad * (self.max_grad_norm / (norm + 1e-6)).clamp(max=1.0)
@@ -245,16 +253,17 @@ class FusedUpdate:
         bias_correction2 = self._per_element(1 - self.beta2**t)
         denom = v.sqrt() / bias_correction2.sqrt() + self.eps
         new_params = params - (lr / bias_correction1) * m / denom
-        return (new_params, m, v, t, parts)
+        return (new_params, m, v, t, terms)
 
     def _per_element(self, per_parameter: torch.Tensor) -> torch.Tensor:
         """One value per parameter, ``(P,)``, spread over the flat buffer's elements."""
         return torch.cat([per_parameter[i].expand(n) for i, n in enumerate(self.sizes)])
 
-    def __call__(self, batch: Sequence[torch.Tensor], learning_rate: float) -> tuple[list[torch.Tensor], torch.Tensor]:
-        """The step on ``batch`` at ``learning_rate``: ``(new_state, parts)``, ``parts`` the
-        vector ``(loss, *parts of the loss)``; nothing committed. Compiled where it was
-        compiled for ``batch``'s shapes, else eagerly.
+    def __call__(
+        self, batch: Sequence[torch.Tensor], learning_rate: float
+    ) -> tuple[list[torch.Tensor], torch.Tensor]:
+        """The step on ``batch`` (which :meth:`fits`) at ``learning_rate``: ``(new_state,
+        terms)``, ``terms`` the loss's terms as one vector; nothing committed.
 
         :param batch: the minibatch's tensors.
         :param learning_rate: Adam's step size for this step.
@@ -262,17 +271,17 @@ class FusedUpdate:
         if not self._bound_still():
             self._bind()
         lr = self._lr_tensor(learning_rate)
-        if self.compiled is not None and self.fits(batch):
-            with torch.no_grad():
-                out = self.compiled(*self._flat, lr, *(t.contiguous() for t in batch))
-        else:
-            out = self._step(*self._flat, lr, *batch)
+        with torch.no_grad():
+            out = self.compiled(*self._flat, lr, *(t.contiguous() for t in batch))
         return list(out[:4]), out[4]
 
     def _lr_tensor(self, learning_rate: float) -> torch.Tensor:
         """The learning rate as the 0-d tensor the step takes (made again only when it changes)."""
         if self._lr is None or self._lr[0] != learning_rate:
-            self._lr = (learning_rate, torch.tensor(float(learning_rate), device=self.parameters[0].device))
+            self._lr = (
+                learning_rate,
+                torch.tensor(float(learning_rate), device=self.parameters[0].device),
+            )
         return self._lr[1]
 
     def fits(self, batch: Sequence[torch.Tensor]) -> bool:
@@ -291,20 +300,22 @@ class CompiledCall:
     """``module(*args)`` as one compiled function of the module's parameters and ``args``.
 
     Traced once for the example's shapes with the parameters as inputs (so that updates
-    to them are seen), compiled or loaded like :class:`FusedUpdate`'s step; called without
-    gradients. PPO's rollout sampling and scoring use it with ``compile=True``.
+    to them are seen), compiled or loaded like :class:`CompiledUpdate`'s step; called
+    without gradients. It returns the module's output tensors as a list.
 
     :param module: the module; its ``forward`` is what runs.
     :param example_args: tensors of the shapes and dtypes every call passes.
     :param name: the start of the compiled library's file name.
-    :param recipe: as for :class:`FusedUpdate`.
+    :param recipe: as for :class:`CompiledUpdate`.
     """
 
     def __init__(
-        self, module: nn.Module, example_args: Sequence[torch.Tensor], name: str, recipe: str | None = None
+        self,
+        module: nn.Module,
+        example_args: Sequence[torch.Tensor],
+        name: str,
+        recipe: str | None = None,
     ) -> None:
-        from torch.fx.experimental.proxy_tensor import make_fx
-
         self.names = [n for n, _ in module.named_parameters()]
         self.parameters = [p for _, p in module.named_parameters()]
         count = len(self.names)
@@ -319,7 +330,7 @@ class CompiledCall:
 
         def trace() -> torch.fx.GraphModule:
             with torch.no_grad():
-                return make_fx(call, decomposition_table=_DECOMPOSITIONS)(*inputs)
+                return _traced(call, inputs)
 
         if recipe is None:
             self.compiled = load_or_compile(trace(), inputs, name)
@@ -330,3 +341,101 @@ class CompiledCall:
     def __call__(self, *args: torch.Tensor) -> list[torch.Tensor]:
         with torch.no_grad():
             return list(self.compiled(*self.parameters, *(a.contiguous() for a in args)))
+
+
+class PPOCompiled:
+    """The compiled calls of one PPO model and env (``model.config.compile``), made at first
+    use: ``"update"``, the minibatch step; ``"rollout"``, the rollout's steps with the env's
+    step inside; ``"act"``, the policy's step alone, for an env whose step does not trace;
+    ``"score"``, the critic on a rollout's observations.
+
+    :param model: the :class:`rewardlab.agents.PPO` whose functions are compiled.
+    """
+
+    def __init__(self, model: Any) -> None:
+        self.model = model
+        self.calls: dict[str, Any] = {}
+
+    def update(self, batch: Sequence[torch.Tensor]) -> CompiledUpdate | None:
+        """The minibatch step compiled for the first ``batch``'s shapes (or loaded); None for
+        a batch of other shapes (a shorter last minibatch), which the caller steps eagerly."""
+        model = self.model
+        if "update" not in self.calls:
+            self.calls["update"] = CompiledUpdate(
+                model.policy, model.optimizer, model._loss, model.config.max_grad_norm, batch,
+                self.recipe(),
+            )  # fmt: skip
+        update = self.calls["update"]
+        return update if update.fits(batch) else None
+
+    def values(self, obs: torch.Tensor) -> torch.Tensor:
+        """The critic's ``(B, H)`` values of normalised observations, compiled for ``obs``'s
+        shape."""
+        return self._compiled("score", lambda: self.model.policy.critic, (obs,))(obs)[0]
+
+    def rollout_steps(self) -> Callable[..., Sequence[torch.Tensor]]:
+        """The rollout's steps compiled with the env's step inside where it traces; else the
+        same steps run eagerly around the policy's step compiled (with a warning where the
+        env's step was expected to compile but did not)."""
+        model = self.model
+        if model._env_steps_compile and "rollout" not in self.calls:
+            try:
+                self._compile_rollout_steps()
+            except Exception as error:  # the env's step does not trace or compile
+                self.calls["rollout"] = None
+                warnings.warn(
+                    f"{model.env}'s step could not be compiled into PPO's rollout "
+                    f"({type(error).__name__}: {str(error)[:300]}); the rollout steps the env "
+                    "eagerly, between compiled steps of the policy",
+                    stacklevel=4,
+                )
+        if self.calls.get("rollout") is not None:
+            return self.calls["rollout"]
+        sampler = model._sampler()
+        noise = torch.ones(model._noise_shape(), device=model.device)
+        act = self._compiled(
+            "act", lambda: sampler, (model._rollout.obs[0], noise, *model.obs_rms.whitening)
+        )
+        return model._make_rollout_steps(act, model._env_steps)
+
+    def _compile_rollout_steps(self) -> None:
+        """Compile the rollout's steps with the env's step inside; the recipe that names the
+        graph holds the env's (:meth:`BatchedEnv.step_fingerprint`) besides the model's."""
+        model = self.model
+        env = model.env
+        module = model._make_rollout_steps(model._sampler(), env)
+        # examples of the inputs' shapes and dtypes (the env may not be reset yet)
+        carry = env.carried_example()
+        fresh = carry[0].repeat(
+            1, module.steps
+        )  # reset states: the state's rows, one column an env
+        noise = torch.ones((module.steps, *model._noise_shape()), device=model.device)
+        example = (model._rollout.obs[0], fresh, noise, *model.obs_rms.whitening, *carry)
+        recipe = repr((self.recipe(), module.steps, env.step_fingerprint()))
+        with env.traced_steps():
+            self._compiled("rollout", lambda: module, example, recipe)
+
+    def _compiled(
+        self,
+        name: str,
+        build: Callable[[], nn.Module],
+        example: Sequence[torch.Tensor],
+        recipe: str | None = None,
+    ) -> Any:
+        """The module ``build()`` makes, compiled for ``example``'s shapes, once; ``recipe``
+        names what it is made of (default: :meth:`recipe`)."""
+        if name not in self.calls:
+            self.calls[name] = CompiledCall(
+                build(), example, f"ppo-{name}", recipe or self.recipe()
+            )
+        return self.calls[name]
+
+    def recipe(self) -> str:
+        """What the compiled graphs are made of besides rewardlab's code: the network's
+        structure, the spaces and the settings (a process that finds them in the cache
+        loads the libraries without tracing the graphs again)."""
+        model = self.model
+        return repr((
+            type(model).__name__, repr(model.policy), repr(model.observation_space),
+            repr(model.action_space), sorted(model.config.to_dict().items()),
+        ))  # fmt: skip

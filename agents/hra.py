@@ -58,7 +58,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from rewardlab.agents.base import Learner
+from rewardlab.agents.base import Learner, clipped_gradient_step
 from rewardlab.agents.common import (
     HyperparameterCheck,
     LearnerConfig,
@@ -721,10 +721,7 @@ class HRA(Learner):
         taken = actions.view(-1, 1, 1).expand(-1, q.shape[1], 1)
         q_taken = q.gather(2, taken).squeeze(2)  # (B, H)
         losses = nn.functional.smooth_l1_loss(q_taken, targets, reduction="none").mean(dim=0)
-        self.optimizer.zero_grad(set_to_none=True)
-        losses.sum().backward()
-        nn.utils.clip_grad_norm_(self.q_network.parameters(), self.config.max_grad_norm, foreach=True)
-        self.optimizer.step()
+        clipped_gradient_step(self.optimizer, losses.sum(), self.config.max_grad_norm)
         self._n_updates += 1
         return losses.detach(), q_taken.detach().mean(dim=0)
 

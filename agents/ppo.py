@@ -38,18 +38,18 @@ import os
 import time
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NamedTuple
 
 import gymnasium
 import numpy as np
 import torch
 from torch import nn
 
-from rewardlab.agents.base import Learner
+from rewardlab.agents.base import Learner, clipped_gradient_step
 from rewardlab.agents.common import check_batched, steps_bar
+from rewardlab.agents.fused import PPOCompiled
 from rewardlab.agents.logger import TensorBoardLogger
 from rewardlab.agents.networks import ActorCritic, Sampler
-from rewardlab.agents.ppo_compiled import PPOCompilation
 from rewardlab.agents.ppo_config import (
     INTRINSIC_COMPONENT,
     MUJOCO_CONFIG,
@@ -71,8 +71,8 @@ from rewardlab.envs.core import carried_steps
 from rewardlab.intrinsic.base import IntrinsicModule
 
 __all__ = [
-    "MUJOCO_CONFIG", "MUJOCO_NUM_ENVS", "PPO", "ActorCritic", "PPOConfig", "ValueHead", "compute_gae",
-    "default_n_steps", "episode_sums", "explained_variance",
+    "MUJOCO_CONFIG", "MUJOCO_NUM_ENVS", "PPO", "ActorCritic", "MinibatchLosses", "PPOConfig",
+    "ValueHead", "compute_gae", "default_n_steps", "episode_sums", "explained_variance",
 ]  # fmt: skip
 
 
@@ -138,15 +138,38 @@ def fused_steps(n_steps: int) -> int:
     return max(k for k in range(1, min(n_steps, MAX_FUSED_STEPS) + 1) if n_steps % k == 0)
 
 
+class SteppedRollout(NamedTuple):
+    """What one call of the rollout's steps (:class:`_RolloutSteps`) returns: where the env
+    is after its last step, then each step's tensors stacked over its steps, ``(steps, N, ...)``."""
+
+    next_obs: torch.Tensor  # the observation after the last step
+    carry: tuple[torch.Tensor, ...]  # the env's state after the last step
+    obs: torch.Tensor  # the observations acted on
+    actions: torch.Tensor  # as sampled
+    log_prob: torch.Tensor  # the behaviour policy's log-probability of the actions
+    rewards: torch.Tensor
+    terminated: torch.Tensor
+    truncated: torch.Tensor
+    final_obs: torch.Tensor  # the state each step led to (the true last obs where an episode ended)
+    done: torch.Tensor
+    components: torch.Tensor  # the env's reward components, (steps, C, N)
+
+    @classmethod
+    def of(cls, flat: Sequence[torch.Tensor], carry_size: int) -> SteppedRollout:
+        """The fields of :meth:`_RolloutSteps.forward`'s flat tuple (as a compiled call
+        returns it)."""
+        return cls(flat[0], tuple(flat[1 : 1 + carry_size]), *flat[1 + carry_size :])
+
+
 class _RolloutSteps(nn.Module):
     """``steps`` steps of the rollout as one function of tensors: PPO's only rollout code,
     run eagerly, or compiled with ``compile=True`` (the env's step inside the graph where it
     is pure tensor math, :meth:`BatchedEnv.advance_carried` through any wrappers that carry
-    it; an env with a step of its own is stepped through
-    :class:`rewardlab.envs.core.StepsByStep`, eagerly).
+    it; an env with a step of its own is stepped through its adapter,
+    :func:`rewardlab.envs.core.carried_steps`, eagerly).
     Each step: the policy acts (:class:`Sampler`), the env takes the actions (clipped to
-    the bounds) and steps, and the step's tensors and reward components are kept; the
-    steps' tensors come back stacked, after the observation and the carry."""
+    the bounds) and steps, and the step's tensors and reward components are kept. It returns
+    a :class:`SteppedRollout` flattened to a tuple of tensors (as a compiled graph returns)."""
 
     def __init__(self, sampler: Callable[..., Sequence[torch.Tensor]], env: Any, steps: int,
                  bounds: tuple[torch.Tensor, torch.Tensor] | None) -> None:  # fmt: skip
@@ -165,12 +188,28 @@ class _RolloutSteps(nn.Module):
                 carry, taken, fresh[:, t * num_envs : (t + 1) * num_envs]
             )
             next_obs, reward, terminated, truncated, done, final_obs = step
-            kept.append((obs, actions, log_prob, reward, terminated, truncated, final_obs, done, *components))
+            kept.append((obs, actions, log_prob, reward, terminated, truncated, final_obs, done,
+                         torch.stack(components)))  # fmt: skip
             obs = next_obs
         return (obs, *carry, *(torch.stack(column) for column in zip(*kept, strict=True)))
 
 
-class PPO(PPOCompilation, Learner):
+class MinibatchLosses(NamedTuple):
+    """PPO's loss on one minibatch and its terms, 0-d tensors (the last two detached)."""
+
+    loss: torch.Tensor  # pg_loss + ent_coef * entropy_loss + vf_coef * value_loss
+    pg_loss: torch.Tensor
+    value_loss: torch.Tensor
+    entropy_loss: torch.Tensor
+    approx_kl: torch.Tensor
+    clip_fraction: torch.Tensor
+
+    def detached(self) -> MinibatchLosses:
+        """The same values, out of the autograd graph."""
+        return MinibatchLosses(*(term.detach() for term in self))
+
+
+class PPO(Learner):
     """PPO for batched torch environments (``rewardlab.envs.make`` and wrappers around them).
 
     Hyperparameters keep SB3's names and, where they still make sense for hundreds of
@@ -287,8 +326,9 @@ class PPO(PPOCompilation, Learner):
             self.config.activation, self.config.log_std_init, self.config.image_shape,
         ).to(self.device)  # fmt: skip
         self._parameters = list(self.policy.parameters())
-        # the Adam state that the minibatch step (rewardlab.agents.fused) reads and writes
-        self.optimizer = torch.optim.Adam(self._parameters, lr=self.config.learning_rate, eps=1e-5)
+        self.optimizer = torch.optim.Adam(
+            self._parameters, lr=self.config.learning_rate, eps=1e-5, fused=True
+        )
         self.obs_rms = RunningMeanStd(observation_space.shape, device=self.device)
         self.reward_rms = RunningMeanStd((len(self.heads),), device=self.device)
         self._head_gammas = torch.tensor([h.gamma for h in self.heads], device=self.device)
@@ -303,8 +343,7 @@ class PPO(PPOCompilation, Learner):
         self.env: Any = None
         self._n_updates = 0
         self._last_obs: torch.Tensor | None = None
-        self._fused: Any = None  # the minibatch step (FusedUpdate), made at the first update
-        self._compiled_calls: dict[str, Any] = {}  # the compiled rollout sampling and scoring
+        self._compiled = PPOCompiled(self)  # compile=True's calls, made at first use
 
     def set_env(self, env: Any) -> None:
         """Attach a batched env (spaces and device must match the model's); the next
@@ -332,7 +371,7 @@ class PPO(PPOCompilation, Learner):
             self.n_steps, env.num_envs, tuple(self.observation_space.shape), action_shape, self.device
         )
         # compiled for the previous env's shapes (compile=True): made again at first use
-        self._fused, self._compiled_calls = None, {}
+        self._compiled = PPOCompiled(self)
         # The env's steps as the rollout runs them: its own carried steps where it steps by
         # BatchedEnv's (bare, or under wrappers whose steps are tensor math on it), else
         # its step adapted. With compile, the carried steps run inside PPO's compiled
@@ -340,6 +379,31 @@ class PPO(PPOCompilation, Learner):
         # compiled steps of the policy.
         self._env_steps = carried_steps(env)
         self._env_steps_compile = self._env_steps is env and env.advance_traces
+
+    def warm_up(self) -> float:
+        """Compile the minibatch step, the rollout's steps and the values now (or load them
+        from the cache), so that the first ``learn`` does not pay for it; nothing is
+        trained and no random number drawn. A no-op without ``compile``.
+
+        :return: the seconds it took.
+        """
+        if self.env is None:
+            raise ValueError("this model has no env: pass env= to PPO.load or call set_env(env)")
+        start = time.perf_counter()
+        if self.config.compile:
+            # the rollout's own buffers as examples: only their shapes and dtypes matter
+            rollout, size = self._rollout, self.n_steps * self.env.num_envs
+            obs = rollout.obs.reshape(size, *rollout.obs.shape[2:])
+            actions = rollout.actions.reshape(size, *rollout.actions.shape[2:])
+            batch_size = self.config.batch_size or max(size // 4, 1)
+            vector = torch.zeros(size, device=self.device)
+            per_head = torch.zeros((size, len(self.heads)), device=self.device)
+            idx = torch.arange(batch_size, device=self.device)
+            self._compiled.update((obs, actions, vector, vector, per_head, per_head, idx))
+            self._rollout_steps()
+            rows = size + self.env.num_envs
+            self._values(torch.zeros((rows, *obs.shape[1:]), device=self.device))
+        return time.perf_counter() - start
 
     @at_own_threads
     def learn(
@@ -524,31 +588,29 @@ class PPO(PPOCompilation, Learner):
         noise = self.policy.draw_noise((self.n_steps, *self._noise_shape()), self._generator, self.device)
         call = self._rollout_steps()
         carry = env.carried()
-        chunks, width = [], steps * self.env.num_envs
+        chunks: list[SteppedRollout] = []
+        num_envs = self.env.num_envs
         with torch.no_grad():
             for start in range(0, self.n_steps, steps):
-                obs, *out = call(
-                    obs, fresh[:, start * self.env.num_envs : start * self.env.num_envs + width],
-                    noise[start : start + steps], rms._mean32, rms._inv_std32, *carry,
+                out = call(
+                    obs, fresh[:, start * num_envs : (start + steps) * num_envs],
+                    noise[start : start + steps], *rms.whitening, *carry,
                 )  # fmt: skip
-                carry, kept = out[: len(carry)], out[len(carry) :]
-                chunks.append(kept)
-            # the columns _RolloutSteps keeps: these buffers', each step's done, its components
-            buffers = (
-                rollout.obs, rollout.actions, rollout.log_prob, rollout.rewards, rollout.terminated,
-                rollout.truncated, rollout.final_obs,
-            )  # fmt: skip
-            columns = list(zip(*chunks, strict=True))
-            done, components = columns[len(buffers)], columns[len(buffers) + 1 :]
-            for buffer, column in zip(buffers, columns[: len(buffers)], strict=True):
-                torch.cat(column, out=buffer)
+                chunks.append(SteppedRollout.of(out, len(carry)))
+                obs, carry = chunks[-1].next_obs, chunks[-1].carry
+            stored = ("obs", "actions", "log_prob", "rewards", "terminated", "truncated", "final_obs")
+            for name in stored:
+                torch.cat([getattr(chunk, name) for chunk in chunks], out=getattr(rollout, name))
             if rollout.component_names is None:
-                first = {name: column[0][0] for name, column in zip(env.component_names, components, strict=True)}
+                first = dict(zip(env.component_names, chunks[0].components[0], strict=True))
                 rollout.check_first_step(rollout.rewards[0], first, self.heads, self.intrinsic is not None)
             assert rollout.components is not None and rollout.component_names is not None
-            for buffer, column in zip(rollout.components[: len(rollout.component_names)], components, strict=True):
-                torch.cat(column, out=buffer)
-            env.commit_carried(carry, torch.cat(done), self._taken(rollout.actions[-1]))
+            # (steps, C, N) a call, into the rollout's (C, T, N)
+            env_components = rollout.components[: len(rollout.component_names)]
+            columns = [chunk.components.transpose(0, 1) for chunk in chunks]
+            torch.cat(columns, dim=1, out=env_components)
+            done = torch.cat([chunk.done for chunk in chunks])
+            env.commit_carried(carry, done, self._taken(rollout.actions[-1]))
         self._last_obs = obs
 
     def _taken(self, actions: torch.Tensor) -> torch.Tensor:
@@ -561,8 +623,17 @@ class PPO(PPOCompilation, Learner):
     def _rollout_steps(self) -> Callable[..., Sequence[torch.Tensor]]:
         """The rollout's steps (:class:`_RolloutSteps`), eager; compiled with ``compile``."""
         if self.config.compile:
-            return self._compiled_rollout_steps()
+            return self._compiled.rollout_steps()
         return self._make_rollout_steps(self._sampler(), self._env_steps)
+
+    def _values(self, obs: torch.Tensor) -> torch.Tensor:
+        """``V(obs)`` per head, ``(B, H)``, of normalised observations; with ``compile``, the
+        critic compiled for the rollout's ``(n_steps + 1) * num_envs`` rows (other batches,
+        the few truncated steps', run eagerly)."""
+        with torch.no_grad():
+            if self.config.compile and obs.shape[0] == (self.n_steps + 1) * self.env.num_envs:
+                return self._compiled.values(obs)
+            return self.policy.value(obs)
 
     def _make_rollout_steps(self, policy_step: Callable[..., Sequence[torch.Tensor]], env: Any) -> _RolloutSteps:
         bounds = None if self.policy.discrete else (self._action_low, self._action_high)
@@ -615,10 +686,8 @@ class PPO(PPOCompilation, Learner):
         batch_size: int,
         learning_rate: float,
     ) -> dict[str, torch.Tensor]:
-        """``n_epochs`` passes of clipped-surrogate minibatch updates over the rollout.
-
-        Each minibatch's step is one function (gradient, clipping, Adam; :meth:`_update_step`),
-        run eagerly or, with ``compile``, compiled.
+        """``n_epochs`` passes of clipped-surrogate minibatch steps over the rollout
+        (:meth:`_minibatch_step`), stopped early where the KL passes ``1.5 * target_kl``.
 
         :return: the ``train/*`` statistics as 0-d tensors (read once by the caller).
         """
@@ -626,62 +695,85 @@ class PPO(PPOCompilation, Learner):
         # The policy follows the weighted sum of the heads' advantages.
         policy_advantages = (advantages * self._head_weights).sum(dim=-1)
         rollout = (obs, actions, old_log_prob, policy_advantages, returns, old_values)
-        # each minibatch step's (loss, pg_loss, value_loss, entropy_loss, approx_kl,
-        # clip_fraction), a row a step; a step that target_kl stops adds its last two
-        done: list[torch.Tensor] = []
+        # the losses of the steps taken, and of the step target_kl stopped (if one did)
+        taken: list[torch.Tensor] = []
         stopped: list[torch.Tensor] = []
-        target_kl = self.config.target_kl
-        step = self._update_step((*rollout, torch.arange(batch_size, device=self.device)))
         for _ in range(self.config.n_epochs):
-            stop = False
             permutation = torch.randperm(size, generator=self._generator, device=self.device)
             for start in range(0, size, batch_size):
-                new_state, parts = step((*rollout, permutation[start : start + batch_size]), learning_rate)
-                # SB3's early stop: skip this step and end the update once the KL is too large
-                if target_kl is not None and parts[4].item() > 1.5 * target_kl:
-                    stopped.append(parts[4:].unsqueeze(0))
-                    stop = True
+                batch = (*rollout, permutation[start : start + batch_size])
+                losses, stepped = self._minibatch_step(batch, learning_rate)
+                (taken if stepped else stopped).append(torch.stack(losses))
+                if not stepped:
                     break
-                step.commit(new_state)
-                done.append(parts.unsqueeze(0))
             self._n_updates += 1
-            if stop:
+            if stopped:
                 break
 
-        # means over the steps (NaN where none ran); the KL and clip fraction also of the step
-        # that target_kl stopped
-        nan = torch.full((1, 6), math.nan, device=obs.device)
-        loss, pg_loss, value_loss, entropy_loss, _, _ = torch.cat(done or [nan]).mean(dim=0)
-        kl_rows = [table[:, 4:] for table in done] + stopped
-        approx_kl, clip_fraction = torch.cat(kl_rows or [nan[:, 4:]]).mean(dim=0)
+        # means over the steps taken (NaN where none was); the KL and clip fraction also of the
+        # step that target_kl stopped
+        nan = torch.full((len(MinibatchLosses._fields),), math.nan, device=obs.device)
+        means = MinibatchLosses(*(torch.stack(taken).mean(dim=0) if taken else nan))
+        all_steps = taken + stopped
+        seen = MinibatchLosses(*(torch.stack(all_steps).mean(dim=0) if all_steps else nan))
         weighted_values = (old_values * self._head_weights).sum(dim=-1)
         weighted_returns = (returns * self._head_weights).sum(dim=-1)
         stats = {
-            "train/policy_gradient_loss": pg_loss,
-            "train/value_loss": value_loss,
-            "train/entropy_loss": entropy_loss,
-            "train/loss": loss,
-            "train/approx_kl": approx_kl,
-            "train/clip_fraction": clip_fraction,
+            "train/policy_gradient_loss": means.pg_loss,
+            "train/value_loss": means.value_loss,
+            "train/entropy_loss": means.entropy_loss,
+            "train/loss": means.loss,
+            "train/approx_kl": seen.approx_kl,
+            "train/clip_fraction": seen.clip_fraction,
             "train/explained_variance": explained_variance(weighted_values, weighted_returns),
         }
         if not self.policy.discrete:
             stats["train/std"] = self.policy.log_std.detach().exp().mean()
         return stats
 
-    def _minibatch_loss(
-        self, parameters: dict[str, torch.Tensor] | None, batch: Sequence[torch.Tensor]
-    ) -> tuple[torch.Tensor, tuple[torch.Tensor, ...]]:
-        """PPO's loss on one minibatch with the policy's ``parameters`` (by name).
+    def _minibatch_step(
+        self, batch: Sequence[torch.Tensor], learning_rate: float
+    ) -> tuple[MinibatchLosses, bool]:
+        """One minibatch's step: PPO's loss (:meth:`_loss`), then, unless the KL passes
+        ``1.5 * target_kl`` (SB3's early stop), ``loss.backward()``, the gradients' global
+        norm clipped to ``max_grad_norm`` and Adam's step at ``learning_rate``.
 
-        A function of the parameters so that the compiled update can differentiate it with
-        ``torch.func``; the eager update passes None (the policy's own parameters).
+        With ``compile``, a minibatch of the compiled shapes takes the same step as one
+        compiled call (:class:`rewardlab.agents.fused.CompiledUpdate`), committed after the
+        KL's check.
+
+        :param batch: the rollout's tensors, then the minibatch's row indices (see :meth:`_loss`).
+        :param learning_rate: Adam's step size (annealed over ``learn``).
+        :return: the minibatch's losses, and whether the step was taken.
+        """
+        target_kl = self.config.target_kl
+        compiled = self._compiled.update(batch) if self.config.compile else None
+        if compiled is None:
+            losses = self._loss(batch)
+            if target_kl is not None and losses.approx_kl.item() > 1.5 * target_kl:
+                return losses.detached(), False
+            self.optimizer.param_groups[0]["lr"] = learning_rate
+            clipped_gradient_step(self.optimizer, losses.loss, self.config.max_grad_norm)
+            return losses.detached(), True
+
+        new_state, terms = compiled(batch, learning_rate)
+        losses = MinibatchLosses(*terms)
+        if target_kl is not None and losses.approx_kl.item() > 1.5 * target_kl:
+            return losses, False
+        compiled.commit(new_state)
+        return losses, True
+
+    def _loss(
+        self, batch: Sequence[torch.Tensor], parameters: dict[str, torch.Tensor] | None = None
+    ) -> MinibatchLosses:
+        """PPO's loss on one minibatch: the clipped surrogate, the (clipped) value loss
+        summed over the heads, the entropy bonus.
 
         :param batch: the rollout's observations, actions, behaviour log-probabilities,
             the policy's (weighted) advantages, returns and values per head, then the
             minibatch's row indices.
-        :return: ``(loss, (pg_loss, value_loss, entropy_loss, approx_kl, clip_fraction))``,
-            the last two detached.
+        :param parameters: the policy's parameters by name, in place of its own (the
+            compiled step differentiates the loss as a function of them).
         """
         *rollout, idx = batch
         obs, actions, old_log_prob, advantages, returns, old_values = (c[idx] for c in rollout)
@@ -711,19 +803,7 @@ class PPO(PPOCompilation, Learner):
         log_ratio, ratio = log_ratio.detach(), ratio.detach()
         approx_kl = ((ratio - 1) - log_ratio).mean()  # the low-variance k3 estimator
         clip_fraction = ((ratio - 1).abs() > self.config.clip_range).float().mean()
-        return loss, (pg_loss, value_loss, entropy_loss, approx_kl, clip_fraction)
-
-    def _update_step(self, batch: Sequence[torch.Tensor]) -> Any:
-        """The minibatch step (:class:`rewardlab.agents.fused.FusedUpdate`), made at first use;
-        with ``compile``, compiled (or loaded) for ``batch``'s shapes."""
-        from rewardlab.agents.fused import FusedUpdate
-
-        if self._fused is None:
-            self._fused = FusedUpdate(
-                self.policy, self.optimizer, self._minibatch_loss, self.config.max_grad_norm, batch,
-                self._recipe(), compile=self.config.compile,
-            )  # fmt: skip
-        return self._fused
+        return MinibatchLosses(loss, pg_loss, value_loss, entropy_loss, approx_kl, clip_fraction)
 
     def _act(self, obs: torch.Tensor, deterministic: bool) -> torch.Tensor:
         """The policy's actions on a batch (its mean or a sample), Box actions clipped to the
@@ -760,7 +840,11 @@ class PPO(PPOCompilation, Learner):
         )  # fmt: skip
         self.reward_fn = reward_fn
         self.policy.load_state_dict(data["policy"])
-        self.optimizer.load_state_dict(data["optimizer"])
+        # the saved state and settings, stepped by this optimiser's implementation (a file
+        # saved before PPO's Adam was fused has fused=None)
+        saved = data["optimizer"]
+        groups = [{**group, "fused": True, "foreach": None} for group in saved["param_groups"]]
+        self.optimizer.load_state_dict({**saved, "param_groups": groups})
         self.obs_rms.load_state_dict(data["obs_rms"])
         self.reward_rms.load_state_dict(data["reward_rms"])
 

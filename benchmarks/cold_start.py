@@ -42,7 +42,7 @@ from benchmarks.machine import describe_machine, recorded_args
 
 #: the code whose figures this benchmark measures (see benchmarks/freshness.py)
 MEASURES = (
-    "rewardlab/common/compiled.py", "agents/ppo.py", "agents/ppo_compiled.py", "agents/fused.py",
+    "rewardlab/common/compiled.py", "agents/ppo.py", "agents/fused.py",
     "envs/core.py",
 )  # fmt: skip
 

@@ -12,10 +12,9 @@ run them (everything runs on the CPU, so no device sync is needed):
   last carry);
 - ``scoring and gae``: the values that bootstrap the rollout's end and its truncated
   episodes, episode statistics, advantages, returns and logging;
-- ``update: minibatch step``: the calls of the minibatch step (``agents/fused.py``,
-  ``FusedUpdate``: the loss's gradient, its clipping and Adam in one function), eager or,
-  with ``--compile``, compiled;
-- ``update: commit``: writing each step's new parameters and Adam state back;
+- ``update: minibatch step``: the calls of the minibatch step (``PPO._minibatch_step``:
+  the loss, its gradient, the gradient's clipping and Adam's step), eager or, with
+  ``--compile``, one compiled call (``agents/fused.py``) and its commit;
 - ``update: indexing and statistics``: the rest of the update loop (the permutations, the
   learning rate, the statistics).
 
@@ -24,7 +23,7 @@ the rollout's steps and the minibatch step happens before the timed run
 (``PPO.warm_up``) and is reported apart.
 
 It also counts the torch operators an eager model dispatches per env step of the rollout
-(its storage included) and per minibatch step with its commit (with ``torch.profiler``),
+(its storage included) and per minibatch step (with ``torch.profiler``),
 the number the compiled calls cut.
 
     python -m benchmarks.ppo_profile                       # CartPole-v1 and Acrobot-v1
@@ -51,18 +50,14 @@ from benchmarks.machine import describe_machine, recorded_args
 from benchmarks.ppo_speed import OURS
 from rewardlab import envs
 from rewardlab.agents import PPO
-from rewardlab.agents.fused import FusedUpdate
 
 #: the code whose figures this benchmark measures (see benchmarks/freshness.py)
 MEASURES = (
-    "agents/ppo.py", "agents/ppo_compiled.py", "agents/rollout.py", "agents/base.py", "agents/fused.py",
+    "agents/ppo.py", "agents/rollout.py", "agents/base.py", "agents/fused.py",
     "envs/core.py", "envs/classic/", "rewardlab/common/compiled.py",
 )  # fmt: skip
 
 RESULTS = Path(__file__).parent / "results"
-
-#: the FusedUpdate methods timed, by phase
-UPDATE_PHASES = {"__call__": "update: minibatch step", "commit": "update: commit"}
 
 
 class PhaseClock:
@@ -82,8 +77,7 @@ class PhaseClock:
 
 @contextlib.contextmanager
 def instrumented(model: PPO, clock: PhaseClock) -> Iterator[None]:
-    """Time the model's phases (its methods wrapped from outside) while inside; the
-    ``FusedUpdate`` methods are restored on the way out."""
+    """Time the model's phases (its methods wrapped from outside) while inside."""
 
     def timed(owner: Any, name: str, phase: str) -> None:
         original = getattr(owner, name)
@@ -108,26 +102,13 @@ def instrumented(model: PPO, clock: PhaseClock) -> Iterator[None]:
     model._rollout_steps = rollout_steps  # type: ignore[method-assign]
     timed(model, "_collect_rollout", "rollout (total)")
     timed(model, "_update", "update (total)")
-    originals = {name: getattr(FusedUpdate, name) for name in UPDATE_PHASES}
-    for name, phase in UPDATE_PHASES.items():
-
-        def method(
-            self: Any, *args: Any, _original: Any = originals[name], _phase: str = phase
-        ) -> Any:
-            with clock.phase(_phase):
-                return _original(self, *args)
-
-        setattr(FusedUpdate, name, method)
-    try:
-        yield
-    finally:
-        for name, original in originals.items():
-            setattr(FusedUpdate, name, original)
+    timed(model, "_minibatch_step", "update: minibatch step")
+    yield
 
 
 def operators(env_id: str, settings: dict[str, Any]) -> dict[str, float]:
     """Torch operators an eager model dispatches per env step of its rollout (storage
-    included) and per minibatch step with its commit."""
+    included) and per minibatch step."""
     settings = {k: v for k, v in settings.items() if k not in ("num_envs", "compile")}
     num_envs = OURS[env_id]["num_envs"]
     model = PPO(envs.make(env_id, num_envs=num_envs, seed=0), seed=0, **settings)
@@ -149,10 +130,8 @@ def operators(env_id: str, settings: dict[str, Any]) -> dict[str, float]:
         rollout.obs.reshape(size, *rollout.obs.shape[2:]), rollout.actions.reshape(size, *rollout.actions.shape[2:]),
         vector, vector, per_head, per_head, torch.arange(rows),
     )  # fmt: skip
-    step = model._update_step(batch)
     with torch.profiler.profile() as step_profile:
-        new_state, _ = step(batch, 1e-3)  # the values do not change what is dispatched
-        step.commit(new_state)
+        model._minibatch_step(batch, 1e-3)  # the values do not change what is dispatched
     return {
         "rollout_per_env_step": count(rollout_profile) / model.n_steps,
         "minibatch_step": count(step_profile),
@@ -174,11 +153,10 @@ def profile(env_id: str, steps: int, compile: bool = False) -> dict[str, Any]:
     phases = {
         "rollout: steps": seconds.get("rollout: steps", 0.0),
         "update: minibatch step": seconds.get("update: minibatch step", 0.0),
-        "update: commit": seconds.get("update: commit", 0.0),
     }
     phases["rollout: storage"] = rollout - phases["rollout: steps"]
     phases["update: indexing and statistics"] = (
-        update - phases["update: minibatch step"] - phases["update: commit"]
+        update - phases["update: minibatch step"]
     )
     phases["scoring and gae"] = total - rollout - update
     return {
@@ -235,7 +213,7 @@ def main() -> None:
             "",
             f"Settings: `{json.dumps(row['settings'])}`. Torch operators dispatched: "
             f"{row['operators']['rollout_per_env_step']:.0f} per env step of the rollout (policy, env and storage), "
-            f"{row['operators']['minibatch_step']} per minibatch step (gradient, clipping, Adam and commit), eagerly.",
+            f"{row['operators']['minibatch_step']} per minibatch step (loss, gradient, clipping and Adam), eagerly.",
             "",
             "| phase | s | share |",
             "|---|---|---|",

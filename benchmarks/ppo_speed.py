@@ -67,7 +67,6 @@ from rewardlab.shaping import BatchedPotentialShaping, potentials
 #: the code whose figures this benchmark measures (see benchmarks/freshness.py)
 MEASURES = (
     "agents/ppo.py",
-    "agents/ppo_compiled.py",
     "agents/rollout.py",
     "agents/base.py",
     "agents/fused.py",

@@ -254,7 +254,7 @@ def compiled_ppo(num_envs: int, iterations: int, shaped: bool = False) -> dict[s
             time.perf_counter() - start, 2
         )
         models[compiled] = model
-    row["rollout_compiled"] = models[True]._compiled_calls.get("rollout") is not None
+    row["rollout_compiled"] = models[True]._compiled.calls.get("rollout") is not None
     row["max_parameter_difference_after_one_iteration"] = max(
         float((a - b).detach().abs().max())
         for a, b in zip(models[False].policy.parameters(), models[True].policy.parameters(), strict=True)

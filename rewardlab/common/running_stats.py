@@ -90,6 +90,13 @@ class RunningMeanStd(nn.Module):
         """
         return x * self._inv_std32
 
+    @property
+    def whitening(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(mean, 1 / sqrt(var + var_epsilon))`` in float32, what :meth:`normalize` whitens
+        with (:func:`whiten`'s arguments): tensors refreshed in place at each update, so a
+        compiled function given them as inputs sees the current statistics."""
+        return self._mean32, self._inv_std32
+
     def _load_from_state_dict(self, *args: Any, **kwargs: Any) -> None:
         super()._load_from_state_dict(*args, **kwargs)
         self._refresh()

@@ -12,7 +12,7 @@ import torch
 
 from rewardlab import envs
 from rewardlab.agents import PPO
-from rewardlab.agents.fused import FusedUpdate
+from rewardlab.agents.fused import CompiledUpdate, PPOCompiled
 from rewardlab.common.compiled import CACHE_VARIABLE, cache_folder
 from rewardlab.envs.classic.cartpole import CartPoleEnv
 
@@ -70,8 +70,8 @@ def test_compiled_update_matches_the_eager_one(cache: Path, env_id: str, changes
         compiled.learn(compiled.n_steps * 8, reset_num_timesteps=False)
         _assert_same_state(eager, compiled)
         assert eager._n_updates == compiled._n_updates
-    # one step function, compiled for one model and run eagerly for the other
-    assert compiled._fused.compiled is not None and eager._fused.compiled is None
+    # the compiled step for one model, torch.optim.Adam's for the other
+    assert "update" in compiled._compiled.calls and not eager._compiled.calls
 
 
 def test_compiled_rollout_values_and_statistics_match_the_eager_ones(cache: Path) -> None:
@@ -91,7 +91,7 @@ def test_compiled_rollout_values_and_statistics_match_the_eager_ones(cache: Path
         for key in ("train/value_loss", "train/approx_kl", "episode/extrinsic", "reward/extrinsic"):
             assert compiled_logged[key] == pytest.approx(eager_logged[key], rel=1e-3, abs=1e-6), key
     # the env's step compiled into the rollout's steps (8 steps a call: 2 calls a rollout)
-    assert set(compiled._compiled_calls) == {"rollout", "score"}
+    assert set(compiled._compiled.calls) == {"update", "rollout", "score"}
 
 
 def test_a_compiled_model_saves_loads_and_continues_eagerly(cache: Path, tmp_path: Path) -> None:
@@ -127,10 +127,11 @@ def test_the_compiled_update_is_cached_on_disk(cache: Path, monkeypatch: pytest.
 def test_a_new_env_of_another_size_gets_its_own_compiled_calls(cache: Path) -> None:
     _, compiled = _pair("CartPole-v1")
     compiled.learn(compiled.n_steps * 8)
-    first = compiled._fused
+    first = compiled._compiled.calls["update"]
     compiled.set_env(envs.make("CartPole-v1", num_envs=4, seed=3))
     compiled.learn(compiled.n_steps * 4)  # shapes of 4 envs: compiled anew, not the 8-env library
-    assert compiled._fused is not first and compiled._fused.batch_shapes[-1][0] == (48,)
+    update = compiled._compiled.calls["update"]
+    assert update is not first and update.batch_shapes[-1][0] == (48,)
 
 
 def test_the_compiled_update_follows_a_state_loaded_into_the_optimiser(cache: Path) -> None:
@@ -184,7 +185,7 @@ def test_a_shaped_env_steps_inside_the_compiled_rollout_as_it_does_eagerly(cache
     )
     for model in (eager, compiled):
         model.learn(model.n_steps * 8 * 3)
-    assert set(compiled._compiled_calls) == {"rollout", "score"}
+    assert set(compiled._compiled.calls) == {"update", "rollout", "score"}
     assert any(e["l"] == 20 for e in eager.ep_info_buffer)  # truncated episodes
     for name in ("obs", "final_obs", "rewards", "components"):
         torch.testing.assert_close(getattr(compiled._rollout, name), getattr(eager._rollout, name), atol=1e-4, rtol=1e-4)
@@ -215,10 +216,10 @@ def test_a_shaped_env_with_a_potential_not_known_to_trace_steps_eagerly(cache: P
     # it may read a tensor's value in Python, which a trace would freeze
     model = _shaped("MountainCar-v0", _UsersPotential(), compile=True)
     model.learn(model.n_steps * 8)
-    assert set(model._compiled_calls) == {"act", "score"}
+    assert set(model._compiled.calls) == {"update", "act", "score"}
     traced = _shaped("MountainCar-v0", _UsersTracingPotential(), compile=True)
     traced.learn(traced.n_steps * 8)
-    assert set(traced._compiled_calls) == {"rollout", "score"}
+    assert set(traced._compiled.calls) == {"update", "rollout", "score"}
     torch.testing.assert_close(traced._rollout.components, model._rollout.components, atol=1e-4, rtol=1e-4)
 
 
@@ -231,7 +232,7 @@ def test_a_potential_that_turns_nan_inside_the_compiled_rollout_is_named(cache: 
     model = _shaped("MountainCar-v0", Exploding(), compile=True)
     with pytest.raises(ValueError, match="Exploding returned NaN or inf"):
         model.learn(model.n_steps * 8)
-    assert model._compiled_calls["rollout"] is not None  # raised by the compiled rollout's commit
+    assert model._compiled.calls["rollout"] is not None  # raised by the compiled rollout's commit
 
 
 class _UsersCartPole(CartPoleEnv):
@@ -244,21 +245,22 @@ def test_a_users_env_steps_eagerly_unless_its_user_compiles_its_step(cache: Path
     env = _UsersCartPole(8, seed=3)
     model = PPO(env, seed=3, compile=True, **SMALL)
     model.learn(model.n_steps * 8)
-    assert set(model._compiled_calls) == {"act", "score"}
+    assert set(model._compiled.calls) == {"update", "act", "score"}
 
 
 def test_an_env_step_that_does_not_compile_runs_eagerly_with_a_warning(
     cache: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    def fail(self: PPO) -> None:
+    def fail(self: PPOCompiled) -> None:
         raise RuntimeError("data-dependent control flow")
 
-    monkeypatch.setattr(PPO, "_compile_rollout_steps", fail)
+    monkeypatch.setattr(PPOCompiled, "_compile_rollout_steps", fail)
     eager, compiled = _pair("CartPole-v1")
     with pytest.warns(UserWarning, match="could not be compiled into PPO's rollout.*data-dependent"):
         compiled.learn(compiled.n_steps * 8)
     eager.learn(eager.n_steps * 8)
-    assert compiled._compiled_calls["act"] is not None and compiled._compiled_calls["rollout"] is None
+    calls = compiled._compiled.calls
+    assert calls["act"] is not None and calls["rollout"] is None
     assert list(compiled.ep_info_buffer) == list(eager.ep_info_buffer)
 
 
@@ -274,53 +276,68 @@ def test_the_traced_tanh_is_tanh_to_float32_rounding() -> None:
     assert torch.equal(_tanh(tiny), tiny)
 
 
-def _tiny_update(compile: bool) -> tuple[FusedUpdate, torch.nn.Module, list[torch.Tensor]]:
+def _tiny_model() -> tuple[torch.nn.Module, list[torch.Tensor]]:
     torch.manual_seed(0)
     module = torch.nn.Sequential(torch.nn.Linear(3, 8), torch.nn.Tanh(), torch.nn.Linear(8, 1))
-    optimizer = torch.optim.Adam(module.parameters(), lr=1e-2)
+    return module, [torch.randn(32, 3), torch.randn(32)]
 
-    def loss(parameters: dict[str, torch.Tensor], batch: Any) -> tuple[torch.Tensor, tuple[torch.Tensor, ...]]:
+
+def _tiny_loss(module: torch.nn.Module) -> Any:
+    def loss(batch: Any, parameters: dict | None = None) -> tuple[torch.Tensor, ...]:
         x, y, idx = batch
-        if parameters is None:  # the module's own
-            out = module(x[idx]).squeeze(-1)
+        if parameters is None:
+            out = module(x[idx])
         else:
-            out = torch.func.functional_call(module, parameters, (x[idx],)).squeeze(-1)
-        error = (out - y[idx]).square().mean()
-        return error, (error.detach(),)
+            out = torch.func.functional_call(module, parameters, (x[idx],))
+        error = (out.squeeze(-1) - y[idx]).square().mean()
+        return error, error.detach()
 
-    rows = [torch.randn(32, 3), torch.randn(32)]
-    update = FusedUpdate(module, optimizer, loss, 0.5, (*rows, torch.arange(8)), recipe="tiny-test", compile=compile)
-    return update, module, rows
+    return loss
 
 
 def test_the_step_is_torch_adam_after_gradient_clipping(cache: Path) -> None:
-    """The step, eager and compiled, is what autograd, ``clip_grad_norm_`` and
-    ``torch.optim.Adam`` make of the same minibatches, its state in the optimiser's."""
-    indices = [torch.randperm(32)[:8] for _ in range(3)] + [torch.arange(5)]  # the last: eager
-    reference, reference_module, rows = _tiny_update(compile=False)
-    optimizer = torch.optim.Adam(reference_module.parameters(), lr=1e-2)  # a fresh Adam, stepped by torch
-    for idx in indices:
-        optimizer.zero_grad()
-        reference.loss(None, (*rows, idx))[0].backward()
-        torch.nn.utils.clip_grad_norm_(reference_module.parameters(), 0.5)
-        optimizer.step()
-    for compile in (False, True):
-        update, module, _ = _tiny_update(compile)
-        for idx in indices:
-            new_state, parts = update((*rows, idx), 1e-2)
+    """The compiled step is what ``loss.backward()``, ``clip_grad_norm_`` and
+    ``torch.optim.Adam`` (PPO's eager step) make of the same minibatches, step for step,
+    its state in the optimiser's; the eager step may take over between compiled ones."""
+    from rewardlab.agents.base import clipped_gradient_step
+
+    # the gradient norm passes the clip (1.0) at some steps and not at others
+    generator = torch.Generator().manual_seed(0)
+    indices = [torch.randperm(32, generator=generator)[:8] for _ in range(6)]
+    reference, rows = _tiny_model()
+    reference_loss = _tiny_loss(reference)
+    optimizer = torch.optim.Adam(reference.parameters(), lr=1e-2, eps=1e-5, fused=True)
+    module, _ = _tiny_model()
+    module_optimizer = torch.optim.Adam(module.parameters(), lr=1e-2, eps=1e-5, fused=True)
+    loss = _tiny_loss(module)
+    update = CompiledUpdate(module, module_optimizer, loss, 1.0, (*rows, indices[0]), "tiny-test")
+    norms = []
+    for step, idx in enumerate(indices):
+        grads = torch.autograd.grad(reference_loss((*rows, idx))[0], list(reference.parameters()))
+        norms.append(float(torch.linalg.vector_norm(torch.cat([g.reshape(-1) for g in grads]))))
+        clipped_gradient_step(optimizer, reference_loss((*rows, idx))[0], 1.0)
+        if step == 3:  # an eager step, as PPO takes for a shorter last minibatch
+            clipped_gradient_step(module_optimizer, loss((*rows, idx))[0], 1.0)
+        else:
+            new_state, terms = update((*rows, idx), 1e-2)
+            assert terms.shape == (2,)
             update.commit(new_state)
-        assert (update.compiled is not None) == compile
-        for name, value in module.state_dict().items():
-            torch.testing.assert_close(value, reference_module.state_dict()[name], msg=name)
-        for a, b in zip(update.parameters, reference_module.parameters(), strict=True):
-            assert float(update.optimizer.state[a]["step"]) == float(optimizer.state[b]["step"]) == 4
-            torch.testing.assert_close(update.optimizer.state[a]["exp_avg_sq"], optimizer.state[b]["exp_avg_sq"])
+        for a, b in zip(module.parameters(), reference.parameters(), strict=True):
+            torch.testing.assert_close(a, b, msg=lambda m, step=step: f"step {step}: {m}")
+            state, expected = module_optimizer.state[a], optimizer.state[b]
+            assert float(state["step"]) == float(expected["step"]) == step + 1
+            torch.testing.assert_close(state["exp_avg"], expected["exp_avg"])
+            torch.testing.assert_close(state["exp_avg_sq"], expected["exp_avg_sq"])
+    assert min(norms) < 1.0 < max(norms), norms
 
 
 def test_a_step_not_committed_changes_nothing(cache: Path) -> None:
-    update, module, rows = _tiny_update(compile=True)
+    module, rows = _tiny_model()
+    optimizer = torch.optim.Adam(module.parameters(), lr=1e-2)
+    update = CompiledUpdate(module, optimizer, _tiny_loss(module), 0.5, (*rows, torch.arange(8)))
     before = {name: value.clone() for name, value in module.state_dict().items()}
-    new_state, parts = update((*rows, torch.arange(8)), 1e-2)
-    assert parts.shape == (2,) and not torch.equal(new_state[0], update._flat[0])
+    new_state, terms = update((*rows, torch.arange(8)), 1e-2)
+    assert terms.shape == (2,) and not torch.equal(new_state[0], update._flat[0])
+    assert not update.fits((*rows, torch.arange(5)))
     for name, value in module.state_dict().items():
         assert torch.equal(value, before[name]), name

@@ -233,7 +233,7 @@ def test_long_ppo_runs_compile_unless_told_not_to(capsys, flags, compiled):
 
 
 def test_compile_trains_the_compiled_update_and_env(tmp_path):
-    from rewardlab.agents.fused import FusedUpdate
+    from rewardlab.agents.fused import CompiledUpdate
     from rewardlab.app.train import DEFAULTS
     from rewardlab.app.trainers import OwnPPOTrainer
 
@@ -245,7 +245,7 @@ def test_compile_trains_the_compiled_update_and_env(tmp_path):
     trainer = OwnPPOTrainer({**DEFAULTS, **config}, tmp_path / "again")
     assert trainer.model.config.compile and trainer.env.compile
     trainer.learn(256, resumed=False, bar=None)
-    assert isinstance(trainer.model._fused, FusedUpdate)
+    assert isinstance(trainer.model._compiled.calls["update"], CompiledUpdate)
 
 
 def write_run(root: Path, name: str, seed: int, points: list[tuple[int, float]], config=None) -> None:
