@@ -7,7 +7,12 @@ distribution; tests that check a benchmark import it as the package ``benchmarks
 registered below from its folder.
 
 Compiled graphs (``compile=True``) go to a cache folder of this test session, never to
-the user's own cache (``REWARDLAB_CACHE``).
+the user's own cache (``REWARDLAB_CACHE``), and run as traced (``aot_eager``: the graph
+itself, uncompiled): a test of a compiled path checks the graph that Inductor would compile,
+in a fraction of a second where Inductor takes tens (minutes on a new machine, for every
+graph). Tests marked ``inductor`` compile with Inductor for real: at least one for each
+kind of graph (PPO's discrete and Gaussian steps, the batched envs' steps, the cache).
+``REWARDLAB_COMPILE_BACKEND=inductor pytest`` compiles every test's graphs.
 """
 
 from __future__ import annotations
@@ -37,6 +42,18 @@ def _register_benchmarks() -> None:
 
 _register_benchmarks()
 os.environ["REWARDLAB_CACHE"] = tempfile.mkdtemp(prefix="rewardlab-test-cache-")
+os.environ.setdefault("REWARDLAB_COMPILE_BACKEND", "aot_eager")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "inductor: compiles its graphs with Inductor, whatever the session's backend")
+
+
+@pytest.fixture(autouse=True)
+def _backend(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A test marked ``inductor`` compiles for real; the others run their graphs as traced."""
+    if request.node.get_closest_marker("inductor"):
+        monkeypatch.setenv("REWARDLAB_COMPILE_BACKEND", "inductor")
 
 
 @pytest.fixture(autouse=True)

@@ -16,6 +16,12 @@ without tracing. Within a process (and the processes forked from it, such as the
 sandbox's workers, which cannot read the cache: :func:`loaded_only`) a loaded library
 stays loaded.
 
+Backend: ``$REWARDLAB_COMPILE_BACKEND``, ``inductor`` (the default: the libraries above) or
+``aot_eager``, as ``torch.compile`` names it: the traced graph itself runs, operator by
+operator, with no compiler and no cache. It computes what the library computes (the same
+graph) in a fraction of a second's set-up and at eager speed: for tests and debugging,
+and for a machine with no C++ compiler.
+
 Cache folder: ``$REWARDLAB_CACHE/compiled`` (default ``~/.cache/rewardlab/compiled``).
 Each library is written beside its final name and renamed into place, so concurrent runs
 never read half a file; deleting the folder is always safe. A library owned by another
@@ -39,6 +45,19 @@ from typing import Any
 import torch
 
 CACHE_VARIABLE = "REWARDLAB_CACHE"
+BACKEND_VARIABLE = "REWARDLAB_COMPILE_BACKEND"
+BACKENDS = ("inductor", "aot_eager")
+
+
+def backend() -> str:
+    """Who runs a compiled graph: ``$REWARDLAB_COMPILE_BACKEND``, ``inductor`` by default."""
+    value = os.environ.get(BACKEND_VARIABLE) or "inductor"
+    if value not in BACKENDS:
+        raise ValueError(
+            f"{BACKEND_VARIABLE}={value!r} is not a backend: set it to 'inductor' (compiled "
+            "libraries, the default) or 'aot_eager' (the traced graph run as it is, uncompiled)"
+        )
+    return value
 
 
 def cache_folder() -> Path:
@@ -104,6 +123,8 @@ def load_or_compile(
     key = cache_key(graph, inputs, options)
 
     def load() -> Callable[..., Any]:
+        if backend() == "aot_eager":
+            return _as_traced(graph)
         if not _packaged():
             return torch._inductor.compile(graph, inputs, options=options)
         return _load(_library(graph, inputs, name, options, key), _device_of(inputs))
@@ -139,6 +160,8 @@ def load_or_trace(
     stem = f"{_file_stem(name)}-{digest.hexdigest()[:32]}"
 
     def load() -> Callable[..., Any]:
+        if backend() == "aot_eager":
+            return _as_traced(trace())
         if not _packaged():
             return torch._inductor.compile(trace(), inputs, options=options)
         return _load(_recorded_library(trace, inputs, name, stem, options), _device_of(inputs))
@@ -148,6 +171,7 @@ def load_or_trace(
 
 def _remembered(stem: str, name: str, load: Callable[[], Callable[..., Any]]) -> Callable[..., Any]:
     """The library this process loaded for ``stem`` before, or ``load()``'s, remembered."""
+    stem = f"{backend()}-{stem}"
     memo = (os.fspath(cache_folder()), stem)
     loaded = _LOADED.get(memo)
     if loaded is None and _LOADED_ONLY:  # a confined worker: whichever folder it came from
@@ -208,6 +232,17 @@ def _recorded_library(
     os.chmod(partial, 0o644)
     os.replace(partial, record)
     return path
+
+
+def _as_traced(graph: torch.fx.GraphModule) -> Callable[..., Any]:
+    """``graph`` called as a library is: its flat outputs as a list, outside autograd (the
+    graph holds its own gradients)."""
+
+    def run(*tensors: torch.Tensor) -> list[torch.Tensor]:
+        with torch.no_grad():
+            return list(torch.utils._pytree.tree_leaves(graph(*tensors)))
+
+    return run
 
 
 def _packaged() -> bool:

@@ -17,6 +17,9 @@ from rewardlab.common.compiled import (
     source_fingerprint,
 )
 
+# The cache's tests compile with Inductor: a library is what they are about.
+pytestmark = pytest.mark.inductor
+
 
 def _graph(constant: float, shape: tuple[int, ...] = (4,)) -> tuple[torch.fx.GraphModule, list[torch.Tensor]]:
     captured = torch.full(shape, constant)  # a tensor the trace captures as a constant
@@ -132,3 +135,26 @@ def test_the_key_ignores_the_stride_of_a_dimension_of_size_one() -> None:
     plain = torch.zeros(128, 1)
     assert compiled._context([strided], {}) == compiled._context([plain], {})
     assert compiled._context([torch.zeros(4, 2).t()], {}) != compiled._context([torch.zeros(2, 4)], {})
+
+
+def test_the_aot_eager_backend_runs_the_traced_graph_and_writes_nothing(monkeypatch, tmp_path) -> None:
+    monkeypatch.setenv("REWARDLAB_CACHE", str(tmp_path))
+    monkeypatch.setenv("REWARDLAB_COMPILE_BACKEND", "aot_eager")
+    weight = torch.ones(4, requires_grad=True)  # the graph holds its own gradients: no autograd
+    graph = make_fx(lambda x, w: (x * w, {"sum": (x * w).sum()}))(torch.zeros(4), weight)
+    run = load_or_compile(graph, [torch.zeros(4), weight], "traced")
+    product, total = run(torch.arange(4.0), weight)
+    assert torch.equal(product, torch.arange(4.0)) and float(total) == 6.0
+    assert not product.requires_grad
+    assert load_or_trace(lambda: graph, [torch.zeros(4), weight], "traced", "x times w") is not run
+    assert not cache_folder().exists()
+    # the backend is part of what a process remembers: Inductor's library is another callable
+    monkeypatch.setenv("REWARDLAB_COMPILE_BACKEND", "inductor")
+    assert load_or_compile(graph, [torch.zeros(4), weight], "traced") is not run
+
+
+def test_an_unknown_backend_is_named_with_the_choices(monkeypatch) -> None:
+    monkeypatch.setenv("REWARDLAB_COMPILE_BACKEND", "eager")
+    graph, inputs = _graph(1.0)
+    with pytest.raises(ValueError, match=r"REWARDLAB_COMPILE_BACKEND='eager' is not a backend.*'aot_eager'"):
+        load_or_compile(graph, inputs, "named")
