@@ -9,7 +9,9 @@ iteration of all of an env's answers, through ``--llm replay:``).
 Per search: the best program's 5-seed return next to the human and sparse references
 (retrained with the same seeds and budget), Eureka's normalised score, IQM with its bootstrap
 interval, the probability that the best beats the human reward, and the wall time. The
-candidates train on PPO's compiled graphs, the search's default (``--no-compile``: eager).
+candidates train as the search's default has them: eagerly at the classic tasks' budgets,
+on PPO's compiled graphs from 2M steps a candidate (``--compile``, ``--no-compile``: always
+one or the other).
 
     python -m benchmarks.search_defaults
     python -m benchmarks.search_defaults --envs MountainCar-v0 --proposers evolve
@@ -185,7 +187,7 @@ def markdown(rows: list[dict[str, Any]], args: argparse.Namespace, machine: dict
         "(ties half).",
         "",
         "Reproduce: `python -m benchmarks.search_defaults " + " ".join(
-            ["--envs", *args.envs, "--proposers", *args.proposers, *([] if args.compile else ["--no-compile"]),
+            ["--envs", *args.envs, "--proposers", *args.proposers, *({None: [], True: ["--compile"], False: ["--no-compile"]}[args.compile]),
              *([] if getattr(args, "early_stopping", "on") == "on" else ["--early-stopping", args.early_stopping]),
              *([] if getattr(args, "prescreen", ["off"]) == ["off"] else ["--prescreen", *args.prescreen])])
         + "`.",
@@ -234,8 +236,9 @@ def main() -> None:
     parser.add_argument("--final-seeds", type=int, default=5)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
-    parser.add_argument("--no-compile", dest="compile", action="store_false",
-                        help="train the candidates with PPO's eager update (the search's default compiles it)")
+    parser.add_argument("--compile", action=argparse.BooleanOptionalAction, default=None,
+                        help="train the candidates with PPO's compiled update, or eagerly (--no-compile); the "
+                             "search's default: compiled where a candidate trains at least 2M steps")
     parser.add_argument("--early-stopping", choices=("on", "off", "both"), default="on",
                         help="early stopping of candidates (the search's default: on); both: each search "
                              "off, then on")

@@ -6,6 +6,7 @@ import json
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
+from rewardlab.common.compile_budget import compiles
 from rewardlab.common.seeds import check_seeds
 from rewardlab.llm_reward.search.budgets import default_budget
 
@@ -63,8 +64,12 @@ class SearchConfig:
     :param compile: train every candidate with PPO's compiled graphs (``PPO(compile=True)``,
         unless ``ppo_kwargs`` says otherwise), loaded once by the sandbox's fork server; the
         first search of a budget on a machine compiles them into the cache (tens of
-        seconds), later ones load them. The same training as eagerly up to float rounding,
-        which a long run amplifies: a seed's numbers differ between the two.
+        seconds, minutes on a busy machine, before the first candidate trains), later ones
+        load them. The same training as eagerly up to float rounding, which a long run
+        amplifies: a seed's numbers differ between the two. ``None`` (the default): compile
+        where a candidate trains at least
+        :data:`~rewardlab.common.compile_budget.AUTO_COMPILE_STEPS` steps, as ``rewardlab
+        train`` does, so that a search at the classic tasks' budgets starts at once, eagerly.
     :param early_stopping: stop a candidate whose fitness at a third of its budget is in the
         bottom half of the earlier iterations' candidates that got there and no higher than at a
         ninth (behind on level and not rising, :mod:`~rewardlab.llm_reward.training.stopping`);
@@ -95,7 +100,7 @@ class SearchConfig:
     timeout_s: float = 1800.0
     description: dict[str, Any] | None = None
     env_source: str = "auto"
-    compile: bool = True
+    compile: bool | None = None
     early_stopping: bool = True
     #: where the budget came from when ``steps``, ``num_envs`` or ``ppo_kwargs`` were left to the
     #: env's default (:func:`~rewardlab.llm_reward.search.budgets.default_budget`), for the report
@@ -114,6 +119,8 @@ class SearchConfig:
                 note += (f" (this search set its {' and '.join(given)}: {self.steps:,} steps over "
                          f"{self.num_envs} envs)")
             self.budget_note = self.budget_note or note
+        if self.compile is None and isinstance(self.steps, int):
+            self.compile = compiles(self.steps)
 
     def check(self) -> None:
         """Raise ``ValueError`` naming any bad value and what is allowed."""

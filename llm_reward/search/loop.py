@@ -28,6 +28,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import threading
 import time
 from collections.abc import Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, as_completed
@@ -209,20 +210,15 @@ class _Search:
         # the references' final trainings and what was queued for them at the start
         self._references: list[_SeedJob] = []
         self._references_ahead: list[TrainingRun | Future[TrainingRun]] = []
+        self._references_lock = threading.Lock()
+        self._references_queued = False
         self._in_background: set[Future[TrainingRun]] = set()
 
     # ------------------------------------------------------------------ the run
     def run(self) -> SearchResult:
         start = time.monotonic()
         try:
-            # the references' final seeds do not depend on the search: queued now, they train
-            # on the slots the candidates leave idle (stopped ones, an iteration's slowest one,
-            # the LLM's answer) and the final re-training waits only for what is left of them
             self._references = self._reference_jobs()
-            self._references_ahead = self._queue_seeds("final", self._references, background=True)
-            if self._in_background:
-                self.progress.note(f"the references' final re-training ({len(self._in_background)} trainings) "
-                                   "runs on the slots the candidates leave idle")
             if self.config.prescreen != "off":
                 self._trajectories = self._load_trajectories()
             if self.config.training_kwargs().get("compile"):
@@ -233,6 +229,7 @@ class _Search:
             for iteration in range(self.config.iterations):
                 history += self._iteration(iteration, history)
                 self._log_iteration(iteration, history)
+            self._queue_references()  # where no candidate trained now (a resumed search)
             best = self._confirm(history)
             final = self._final(best)
             result = self._result(history, best, final, time.monotonic() - start)
@@ -427,7 +424,7 @@ class _Search:
             # only the search's candidates may stop early: _train_seeds (finalists, final) never does
             task = self._task(candidate.key, candidate.source, self.config.seeds,
                               self.store.path("candidates", candidate.key, "train"), self._stop_rule, program)
-            return {"result": self.executor.submit(task, self.progress.started).result().to_dict()}
+            return {"result": self.executor.submit(task, self._candidate_started).result().to_dict()}
 
         record, trained = self.store.journaled("evaluation", candidate.key, train)
         assert record is not None
@@ -509,6 +506,27 @@ class _Search:
         self.progress.note(f"finalists: {', '.join(f'{c.key} {confirmed_fitness(c):.4g}' for c in finalists)}; "
                            f"best {best.key}")
         return best
+
+    def _queue_references(self) -> None:
+        """Queue the references' final trainings, once: when the first candidate starts (else
+        before the finalists). They do not depend on the search, so they train on the slots
+        the candidates leave idle (stopped ones, an iteration's slowest one, the LLM's answer)
+        and the final re-training waits only for what is left of them; queued any earlier, one
+        of them takes the first free slot and the first candidate waits a whole training."""
+        with self._references_lock:
+            if self._references_queued:
+                return
+            self._references_queued = True
+            self._references_ahead = self._queue_seeds("final", self._references, background=True)
+        if self._in_background:
+            self.progress.note(f"the references' final re-training ({len(self._in_background)} trainings) "
+                               "runs on the slots the candidates leave idle")
+
+    def _candidate_started(self) -> None:
+        """A candidate's training started: the progress display counts it, and the references
+        may queue behind it."""
+        self.progress.started()
+        self._queue_references()
 
     def _reference_jobs(self) -> list[_SeedJob]:
         """The sparse and human references' final trainings, one per final seed."""

@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rewardlab.app.arguments import int_list, json_object, plain_text
+from rewardlab.common.compile_budget import AUTO_COMPILE_STEPS
 from rewardlab.common.terminal import terminal_line
 
 if TYPE_CHECKING:
@@ -243,9 +244,11 @@ def register_search(subparsers: argparse._SubParsersAction) -> None:
     run.add_argument("--out", required=True, help="the run directory")
     run.add_argument("--resume", action="store_true", help="continue the run in --out")
     run.add_argument("--no-progress", action="store_true", help="no live progress line")
-    run.add_argument("--no-compile", dest="compile", action="store_false",
-                     help="train candidates with PPO's eager update instead of its compiled one (which the "
-                          "first search of a budget compiles for tens of seconds, then loads from the cache)")
+    run.add_argument("--compile", action=argparse.BooleanOptionalAction, default=None,
+                     help="train candidates with PPO's compiled update (the first search of a budget compiles "
+                          "it for tens of seconds before the first candidate trains, later ones load it from "
+                          "the cache) or eagerly (--no-compile); default: compiled where a candidate trains "
+                          f"at least {AUTO_COMPILE_STEPS:,} steps, as rewardlab train does")
     run.add_argument("--early-stopping", action=argparse.BooleanOptionalAction, default=True,
                      help="stop a candidate whose fitness at a third of its budget is in the bottom half of "
                           "the earlier iterations' candidates there and no higher than at a ninth (default: on; "

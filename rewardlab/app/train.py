@@ -44,6 +44,7 @@ from rewardlab.app.trainers import (
     load_program,
     potential_for,
 )
+from rewardlab.common.compile_budget import AUTO_COMPILE_STEPS
 from rewardlab.common.seeds import check_seeds
 from rewardlab.common.toml import tomllib
 
@@ -76,15 +77,6 @@ DEFAULTS: dict[str, Any] = {
     "trust_program": False,
     "compile": None,  # None: compile the runs long enough to pay for it (AUTO_COMPILE_STEPS)
 }
-
-#: ``--algo ppo`` runs of at least this many env steps compile PPO unless ``--no-compile``.
-#: Compiling costs 33-50 s on a fresh cache (about 1-2 s from the cache later) and trains
-#: 3.4x (CartPole-v1, 72k -> 247k steps/s) to 4.2x (Acrobot-v1, 26k -> 111k) faster on one
-#: core (``benchmarks/results/ppo_speed_xeon_jax.md``), and 2.7x on MiniGrid with a count bonus
-#: (``benchmarks/results/intrinsic_minigrid.md``): a run breaks even on a fresh cache at
-#: about 3.4M, 1.7M and 1.1M steps, and on a filled cache within the first 50k-200k. Below
-#: the threshold a run starts at once, eagerly, as short runs and quick starts should.
-AUTO_COMPILE_STEPS = 2_000_000
 
 
 def resolve_config(args: argparse.Namespace) -> dict[str, Any]:

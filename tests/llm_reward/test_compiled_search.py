@@ -18,8 +18,7 @@ TINY = {"steps": 256, "num_envs": 4, "ppo_kwargs": {"n_steps": 32, "n_epochs": 2
 def test_a_compiled_search_trains_its_candidates_on_the_graphs_the_fork_server_loaded(tmp_path, monkeypatch) -> None:
     monkeypatch.setenv("REWARDLAB_CACHE", str(tmp_path / "cache"))
     config = SearchConfig("CartPole-v1", "keep the pole upright", proposer="evolve", iterations=1, samples=2,
-                          final_seeds=0, finalists=0, **TINY)
-    assert config.compile  # the default
+                          final_seeds=0, finalists=0, compile=True, **TINY)  # eager by default at 256 steps
     result = search(config, tmp_path / "run", workers=2)
     trained = [c for c in result.candidates if c.ok]
     assert len(trained) == 2

@@ -5,6 +5,7 @@ through the CLI, and the Ray executor (skipped without Ray)."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
 from pathlib import Path
@@ -496,3 +497,23 @@ def test_a_candidate_the_search_checked_is_trained_without_a_second_check(
     result = run_task(task)
     assert result.ok, result.failure
     assert result.source == checked.program.source and "program/upright" in result.curve[-1].components
+
+
+def test_candidates_at_the_classic_budgets_train_eagerly_unless_told_to_compile(tmp_path: Path) -> None:
+    from rewardlab.common.compile_budget import AUTO_COMPILE_STEPS
+
+    # as rewardlab train: below 2M steps a run starts at once, eagerly
+    assert SearchConfig(env_id="CartPole-v1", task="x", proposer="evolve").training_kwargs()["compile"] is False
+    long = SearchConfig(env_id="CartPole-v1", task="x", proposer="evolve", steps=AUTO_COMPILE_STEPS)
+    assert long.training_kwargs()["compile"] is True
+    told = SearchConfig(env_id="CartPole-v1", task="x", proposer="evolve", compile=True)
+    assert told.training_kwargs()["compile"] is True
+    # the CLI leaves it to the rule unless a flag says otherwise
+    from rewardlab.app.search import register_search
+
+    parser = argparse.ArgumentParser()
+    register_search(parser.add_subparsers())
+    base = ["search", "--env", "CartPole-v1", "--task", "x", "--proposer", "evolve", "--out", "o"]
+    assert parser.parse_args(base).compile is None
+    assert parser.parse_args([*base, "--compile"]).compile is True
+    assert parser.parse_args([*base, "--no-compile"]).compile is False

@@ -445,11 +445,12 @@ def test_a_background_evaluation_starts_only_when_nothing_else_waits_for_a_slot(
         executor.submit(make("too late"))
 
 
-def test_the_references_final_seeds_are_queued_before_the_first_candidate_and_trained_once(tmp_path: Path) -> None:
+def test_the_references_final_seeds_queue_once_the_first_candidate_trains_and_train_once(tmp_path: Path) -> None:
     result, executor = run_curves(tmp_path, "run")
     keys = [task.key for task in executor.tasks]
     references = [key for key in keys if key.startswith(("sparse/", "human/"))]
     assert references and len(references) == len(set(references))
+    assert keys[0].startswith("it00_")  # the first free slot is the first candidate's, not a reference's
     # each reference seed trained before the best program's final seeds, journaled as a final training
     assert max(keys.index(key) for key in references) < min(i for i, key in enumerate(keys) if key.startswith("best:"))
     journal = [json.loads(line) for line in (result.out / "journal.jsonl").read_text().splitlines()]  # type: ignore[attr-defined]
