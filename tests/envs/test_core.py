@@ -314,6 +314,7 @@ def test_render_draws_the_chosen_copy_with_gymnasiums_renderer() -> None:
     env.close()
 
 
+@pytest.mark.inductor
 @pytest.mark.parametrize("env_id", ["CartPole-v1"])
 def test_compiled_step_matches_the_eager_one(env_id: str) -> None:
     eager = envs.make(env_id, 64, seed=9)

@@ -15,6 +15,7 @@ TINY = {"steps": 256, "num_envs": 4, "ppo_kwargs": {"n_steps": 32, "n_epochs": 2
         "eval_episodes": 2, "timeout_s": 300.0}
 
 
+@pytest.mark.inductor  # libraries in the cache, or none to be had
 def test_a_compiled_search_trains_its_candidates_on_the_graphs_the_fork_server_loaded(tmp_path, monkeypatch) -> None:
     monkeypatch.setenv("REWARDLAB_CACHE", str(tmp_path / "cache"))
     config = SearchConfig("CartPole-v1", "keep the pole upright", proposer="evolve", iterations=1, samples=2,
@@ -31,6 +32,7 @@ def test_a_compiled_search_trains_its_candidates_on_the_graphs_the_fork_server_l
     assert "PPO compiled" in report and "PPO compiled (" not in report
 
 
+@pytest.mark.inductor  # libraries in the cache, or none to be had
 def test_without_the_compiled_graphs_a_worker_trains_eagerly_and_says_why(tmp_path, monkeypatch) -> None:
     blocked = tmp_path / "not-a-folder"
     blocked.write_text("")
