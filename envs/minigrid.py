@@ -13,6 +13,11 @@ The mission text is dropped, as in the batched MiniGrid (:mod:`rewardlab.envs.ba
 one warning per task says so, and whether the mission changes between episodes (then the
 view must show what the mission names, as MiniGrid's own tasks do).
 
+Importing this module registers three MultiRoom tasks with Gymnasium that MiniGrid itself does
+not (it stops at ``MiniGrid-MultiRoom-N6-v0``): ``MiniGrid-MultiRoom-N7-S8-v0``,
+``MiniGrid-MultiRoom-N10-S10-v0`` and ``MiniGrid-MultiRoom-N12-S10-v0``, the hardest MultiRoom
+tasks of NovelD and BeBold (:data:`MULTIROOM_TASKS`). ``import rewardlab.envs`` imports it.
+
 Any env whose unwrapped class is a ``minigrid`` ``MiniGridEnv`` gets this handling, whatever
 its id (``"MiniGrid-DoorKey-8x8-v0"``, ``"BabyAI-GoToLocal-v0"``,
 ``"my_module:MiniGrid-MyTask-v0"``): :func:`is_minigrid` is how rewardlab tells.
@@ -41,6 +46,30 @@ import gymnasium as gym
 from gymnasium.wrappers import FlattenObservation
 
 OBSERVATIONS = ("flat", "image")
+
+#: MultiRoom tasks beyond MiniGrid's own, by id: ``(rooms, largest room side)``, made as NovelD
+#: and BeBold make them, ``MultiRoomEnv(minNumRooms=rooms, maxNumRooms=rooms,
+#: maxRoomSize=side)`` with MiniGrid's defaults for the rest (a 25 x 25 grid, ``max_steps`` 20
+#: a room). Their ids follow MiniGrid's own (``MiniGrid-MultiRoom-N4-S5-v0``), so that what
+#: serves MiniGrid ids (the batched family, the presets, the descriptions) serves them.
+MULTIROOM_TASKS = {
+    "MiniGrid-MultiRoom-N7-S8-v0": (7, 8),
+    "MiniGrid-MultiRoom-N10-S10-v0": (10, 10),
+    "MiniGrid-MultiRoom-N12-S10-v0": (12, 10),
+}
+
+
+def register_multiroom_tasks() -> None:
+    """Register :data:`MULTIROOM_TASKS` with Gymnasium, each unless an id of that name is
+    registered already (a MiniGrid that registers it keeps its own). The entry point is a
+    string: registering imports nothing, making one needs the ``minigrid`` package."""
+    for env_id, (rooms, side) in MULTIROOM_TASKS.items():
+        if env_id not in gym.registry:
+            gym.register(
+                env_id,
+                entry_point="minigrid.envs:MultiRoomEnv",
+                kwargs={"minNumRooms": rooms, "maxNumRooms": rooms, "maxRoomSize": side},
+            )
 
 
 def _import_minigrid() -> Any:
@@ -177,3 +206,6 @@ def make_minigrid_vec(
     from stable_baselines3.common.env_util import make_vec_env
 
     return make_vec_env(lambda: make_minigrid(env_id, obs=obs, **kwargs), n_envs=n_envs, seed=seed)
+
+
+register_multiroom_tasks()

@@ -12,13 +12,16 @@ import torch
 
 pytest.importorskip("minigrid")
 
-from minigrid.core.world_object import Ball, Box  # noqa: E402
+from minigrid.core.constants import DIR_TO_VEC  # noqa: E402
+from minigrid.core.world_object import Ball, Box, Door, Key  # noqa: E402
+from minigrid.envs import MultiRoomEnv  # noqa: E402
 from user_envs import write_key_rooms  # noqa: E402
 
 from rewardlab import envs  # noqa: E402
 from rewardlab.envs.batched_minigrid import BATCHED_IDS, BatchedMiniGridEnv, layouts  # noqa: E402
 from rewardlab.envs.batched_minigrid.env import view_offsets  # noqa: E402
 from rewardlab.envs.gymnasium_env import GymnasiumBatchedEnv  # noqa: E402
+from rewardlab.envs.minigrid import register_multiroom_tasks  # noqa: E402
 
 COPIES = 6
 STEPS = 160
@@ -55,10 +58,14 @@ def seeking_action(source, rng: np.random.Generator) -> int:
     return int(rng.integers(2))
 
 
-def run_parity(env_id: str, seed: int, max_steps: int | None = None, **env_kwargs) -> Counter:
+def run_parity(
+    env_id: str, seed: int, max_steps: int | None = None, arrange=None, **env_kwargs
+) -> Counter:
     """Step ``COPIES`` MiniGrid envs and one batched env of as many copies side by side from
     the same states, asserting equality at every step; returns what the steps did.
-    ``env_kwargs`` go to the task's constructor (a user's ``room_size``)."""
+    ``arrange(source, rng)``, where given, changes each MiniGrid episode's start before it is
+    copied (to start where a random walk seldom gets); ``env_kwargs`` go to the task's
+    constructor (a user's ``room_size``)."""
     kwargs = {} if max_steps is None else {"max_steps": max_steps}
     sources = [gymnasium.make(env_id, **kwargs, **env_kwargs).unwrapped for _ in range(COPIES)]
     batched = BatchedMiniGridEnv(
@@ -70,6 +77,8 @@ def run_parity(env_id: str, seed: int, max_steps: int | None = None, **env_kwarg
     episode_seed = seed * 1000
     for index, source in enumerate(sources):
         source.reset(seed=episode_seed + index)
+        if arrange is not None:
+            arrange(source, rng)
         batched.read_gymnasium_state(source, index)
     episode_seed += COPIES
     start = batched.observe(batched.state)
@@ -110,6 +119,8 @@ def run_parity(env_id: str, seed: int, max_steps: int | None = None, **env_kwarg
             if mg_terminated or mg_truncated:  # a new MiniGrid episode, copied into ours
                 source.reset(seed=episode_seed)
                 episode_seed += 1
+                if arrange is not None:
+                    arrange(source, rng)
                 batched.read_gymnasium_state(source, index)
         done["steps"] += COPIES
     return done
@@ -136,6 +147,71 @@ def test_parity_covers_keys_doors_boxes_drops_and_lava(env_id, events):
     done = run_parity(env_id, seed=7, max_steps=40)
     missing = [event for event in events if not done[event]]
     assert not missing, f"{env_id}: the parity run never did {missing} ({dict(done)})"
+
+
+def face(source, target: tuple[int, int], rng: np.random.Generator) -> bool:
+    """Put the agent on an empty cell beside ``target``, facing it; False where none is free."""
+    free = [
+        (direction, (target[0] - dx, target[1] - dy))
+        for direction, (dx, dy) in enumerate(DIR_TO_VEC)
+        if 0 < target[0] - dx < source.width - 1 and 0 < target[1] - dy < source.height - 1
+        and source.grid.get(target[0] - dx, target[1] - dy) is None
+    ]
+    if not free:
+        return False
+    direction, cell = free[rng.integers(len(free))]
+    source.agent_pos, source.agent_dir = cell, direction
+    return True
+
+
+def before_a_locked_door_or_the_ball(source, rng: np.random.Generator) -> None:
+    """Start before a locked door with its key in hand, or before the ball of the mission:
+    what ObstructedMaze's unlocking and its success need, that a random walk seldom does."""
+    if rng.random() < 0.5 and face(source, tuple(source.obj.cur_pos), rng):
+        return
+    doors = [
+        (x, y) for x in range(source.width) for y in range(source.height)
+        if isinstance(source.grid.get(x, y), Door) and source.grid.get(x, y).is_locked
+    ]
+    door = doors[rng.integers(len(doors))]
+    if face(source, door, rng):
+        source.carrying = Key(source.grid.get(*door).color)
+
+
+@pytest.mark.parametrize(
+    "env_id", ["MiniGrid-ObstructedMaze-2Q-v1", "MiniGrid-ObstructedMaze-Full-v0", "MiniGrid-ObstructedMaze-Full-v1"]
+)
+def test_obstructed_mazes_unlock_and_succeed_as_minigrid(env_id):
+    done = run_parity(env_id, seed=11, arrange=before_a_locked_door_or_the_ball)
+    missing = [event for event in ("unlock", "success", "pickup ball", "drop") if not done[event]]
+    assert not missing, f"{env_id}: the parity run never did {missing} ({dict(done)})"
+
+
+def test_noveld_multiroom_tasks_are_registered_as_noveld_makes_them_and_batched():
+    for env_id, rooms, side in (
+        ("MiniGrid-MultiRoom-N7-S8-v0", 7, 8),
+        ("MiniGrid-MultiRoom-N10-S10-v0", 10, 10),
+        ("MiniGrid-MultiRoom-N12-S10-v0", 12, 10),
+    ):
+        source = gymnasium.make(env_id).unwrapped
+        assert type(source) is MultiRoomEnv
+        assert (source.minNumRooms, source.maxNumRooms, source.maxRoomSize) == (rooms, rooms, side)
+        assert (source.width, source.height, source.max_steps) == (25, 25, 20 * rooms)
+        source.reset(seed=0)
+        assert len(source.rooms) == rooms
+    env = envs.make("MiniGrid-MultiRoom-N7-S8-v0", num_envs=4, seed=0, layouts=2)
+    assert isinstance(env, BatchedMiniGridEnv) and env.max_steps == 140
+
+
+def test_registering_the_multiroom_tasks_keeps_an_id_registered_before(monkeypatch):
+    """A MiniGrid (or a user) that registers one of these ids first keeps its own entry."""
+    theirs = gymnasium.envs.registration.EnvSpec(
+        "MiniGrid-MultiRoom-N7-S8-v0", entry_point="minigrid.envs:MultiRoomEnv",
+        kwargs={"minNumRooms": 2, "maxNumRooms": 2},
+    )
+    monkeypatch.setitem(gymnasium.registry, theirs.id, theirs)
+    register_multiroom_tasks()
+    assert gymnasium.registry[theirs.id] is theirs
 
 
 def test_view_offsets_follow_minigrids_slice_and_rotation():
