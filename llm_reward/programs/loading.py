@@ -41,7 +41,9 @@ from rewardlab.envs.description_files import description_data, description_from_
 from rewardlab.envs.descriptions import EnvDescription, describe
 from rewardlab.envs.gymnasium_env import env_module
 from rewardlab.llm_reward.programs.checks import MAX_SOURCE_CHARS
-from rewardlab.llm_reward.programs.program import COMPONENT_PREFIX, RewardFunction, RewardProgram
+from rewardlab.llm_reward.programs.components import COMPONENT_PREFIX
+from rewardlab.llm_reward.programs.program import RewardFunction
+from rewardlab.llm_reward.programs.source import RewardProgram
 from rewardlab.llm_reward.programs.wrapper import ProgramReward
 
 __all__ = ["GymnasiumProgramReward", "LoadedReward", "load_reward", "reward_file_text"]

@@ -43,7 +43,7 @@ import textwrap
 
 from rewardlab.agents.ppo import PPOConfig
 from rewardlab.envs.mujoco.behaviours import AntTurnInPlaceEnv, HopperBackwardEnv
-from rewardlab.llm_reward.programs.program import RewardProgram
+from rewardlab.llm_reward.programs.source import RewardProgram
 
 __all__ = [
     "SHAPING", "own_reward_program", "reference_programs", "register_reference_programs",

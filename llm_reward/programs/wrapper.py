@@ -10,7 +10,8 @@ import torch
 from rewardlab.common.components import with_components
 from rewardlab.envs import BatchedWrapper
 from rewardlab.envs.core import Actions, StepReturn
-from rewardlab.llm_reward.programs.program import COMPONENT_PREFIX, RewardFunction
+from rewardlab.llm_reward.programs.components import COMPONENT_PREFIX
+from rewardlab.llm_reward.programs.program import RewardFunction
 
 RewardAndComponents = tuple[torch.Tensor, dict[str, torch.Tensor]]
 

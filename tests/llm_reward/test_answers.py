@@ -16,14 +16,12 @@ from user_envs import CORRIDOR_SOURCE, write_corridor, write_env
 from rewardlab import envs, llm_reward
 from rewardlab.envs.description_files import load_description, use_description
 from rewardlab.envs.descriptions import EnvDescription
+from rewardlab.llm_reward.programs.answers import find_code
 from rewardlab.llm_reward.programs.checks import CheckError
+from rewardlab.llm_reward.programs.errors import ProgramError
 from rewardlab.llm_reward.programs.loading import reward_file_text
-from rewardlab.llm_reward.programs.program import (
-    ProgramError,
-    RewardFunction,
-    RewardProgram,
-    find_code,
-)
+from rewardlab.llm_reward.programs.program import RewardFunction
+from rewardlab.llm_reward.programs.source import RewardProgram
 
 TRAINS = [a for a in ANSWERS if a.outcome == "trains"]
 REFUSED = [a for a in ANSWERS if a.outcome == "refused"]
@@ -121,7 +119,7 @@ def test_structured_output_and_prose_names_are_taken_as_the_model_meant_them() -
 def test_normalisation_keeps_lines_and_says_what_it_removed() -> None:
     answer = next(a for a in ANSWERS if a.name == "eureka_jit_typing")
     program = RewardProgram.from_llm_answer(answer.text)
-    original = llm_reward.programs.program.extract_code(answer.text)
+    original = llm_reward.programs.answers.extract_code(answer.text)
     assert len(program.source.splitlines()) == len(original.splitlines())
     assert any("torch.jit.script" in note for note in program.notes)
     assert any("annotations" in note for note in program.notes)

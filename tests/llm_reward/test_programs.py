@@ -15,9 +15,11 @@ import torch
 
 from rewardlab import envs, llm_reward
 from rewardlab.envs.descriptions import ActionVariable, EnvDescription, StateVariable, column
+from rewardlab.llm_reward.programs.answers import extract_code
 from rewardlab.llm_reward.programs.checks import CheckError, check_source
+from rewardlab.llm_reward.programs.errors import ProgramError
 from rewardlab.llm_reward.programs.loading import GymnasiumProgramReward
-from rewardlab.llm_reward.programs.program import ProgramError, RewardFunction, extract_code
+from rewardlab.llm_reward.programs.program import RewardFunction
 from rewardlab.llm_reward.programs.references import SHAPING, registered_reference_programs
 from rewardlab.llm_reward.programs.wrapper import ProgramReward
 from rewardlab.llm_reward.sandbox.forkserver import ForkServer
@@ -454,15 +456,15 @@ def test_fork_server_starts_with_a_minimal_environment(monkeypatch: pytest.Monke
 def test_an_answer_without_fences_costs_a_bounded_number_of_parses(monkeypatch: pytest.MonkeyPatch) -> None:
     # red-team finding: one parse per line of an unfenced answer whose prefixes never parse
     # took 82 s of the search's own process for a 110 KB answer
-    from rewardlab.llm_reward.programs import program as program_module
+    from rewardlab.llm_reward.programs import answers
 
     parsed = []
-    real = program_module.parse_source
-    monkeypatch.setattr(program_module, "parse_source", lambda source: parsed.append(len(source)) or real(source))
+    real = answers.parse_source
+    monkeypatch.setattr(answers, "parse_source", lambda source: parsed.append(len(source)) or real(source))
     answer = "def compute_reward(x):\n    y = (\n" + "    x + 1,\n" * 5000
     with pytest.raises(CheckError):
         llm_reward.RewardProgram.from_llm_answer(answer)
-    assert 0 < sum(parsed) <= program_module.MAX_UNFENCED_PARSED_CHARS
+    assert 0 < sum(parsed) <= answers.MAX_UNFENCED_PARSED_CHARS
     # the usual unfenced answer, code then prose, is still found
     found = llm_reward.RewardProgram.from_llm_answer(
         "Sure:\ndef compute_reward(theta):\n    return -theta.abs(), {}\nThis keeps the pole up.\n")
@@ -718,11 +720,11 @@ def test_a_program_import_statement_stays_restricted() -> None:
 
 # ------------------------------------------------------- hostile answers, parsed quickly
 def test_an_answer_past_the_cap_is_refused_before_parsing(monkeypatch: pytest.MonkeyPatch) -> None:
-    from rewardlab.llm_reward.programs import program as program_module
+    from rewardlab.llm_reward.programs import answers
 
     parsed = []
-    real = program_module.parse_source
-    monkeypatch.setattr(program_module, "parse_source", lambda source: parsed.append(1) or real(source))
+    real = answers.parse_source
+    monkeypatch.setattr(answers, "parse_source", lambda source: parsed.append(1) or real(source))
     answer = "```python\ndef compute_reward(x):\n    return x, {}\n```\n" + "`" * 1_000_000
     with pytest.raises(CheckError, match=r"the answer has 1,000,054 characters, and at most 200,000 are read"):
         llm_reward.RewardProgram.from_llm_answer(answer)
@@ -748,11 +750,11 @@ def test_an_unterminated_fence_runs_to_the_end() -> None:
 
 def test_helpers_in_many_blocks_are_each_parsed_once(monkeypatch: pytest.MonkeyPatch) -> None:
     """600 helpers in 600 blocks were parsed once per helper (2,000 of them took minutes)."""
-    from rewardlab.llm_reward.programs import program as program_module
+    from rewardlab.llm_reward.programs import answers
 
     parsed = []
-    real = program_module.parse_source
-    monkeypatch.setattr(program_module, "parse_source", lambda source: parsed.append(1) or real(source))
+    real = answers.parse_source
+    monkeypatch.setattr(answers, "parse_source", lambda source: parsed.append(1) or real(source))
     helpers = "".join(f"```python\ndef h{i}(x):\n    return h{i + 1}(x) + 1\n```\n" for i in range(600))
     answer = helpers + "```python\ndef h600(x):\n    return x\n```\n```python\ndef compute_reward(x):\n    return h0(x), {}\n```\n"
     source = extract_code(answer)

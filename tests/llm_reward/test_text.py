@@ -6,13 +6,13 @@ import re
 
 import pytest
 
-from rewardlab.llm_reward.programs.program import (
+from rewardlab.llm_reward.programs.components import (
     COMPONENT_NAME,
     MAX_COMPONENT_NAME_CHARS,
     MAX_COMPONENTS,
-    ProgramError,
     plain_component_name,
 )
+from rewardlab.llm_reward.programs.errors import ProgramError
 from rewardlab.llm_reward.programs.text import (
     fenced,
     markdown_text,
