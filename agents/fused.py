@@ -344,98 +344,94 @@ class CompiledCall:
 
 
 class PPOCompiled:
-    """The compiled calls of one PPO model and env (``model.config.compile``), made at first
-    use: ``"update"``, the minibatch step; ``"rollout"``, the rollout's steps with the env's
-    step inside; ``"act"``, the policy's step alone, for an env whose step does not trace;
-    ``"score"``, the critic on a rollout's observations.
+    """The compiled calls of one PPO model and env (``compile=True``), each made at its
+    first use: ``"update"``, the minibatch step; ``"rollout"``, the rollout's steps with the
+    env's step inside; ``"act"``, the policy's step alone, for an env whose step does not
+    trace; ``"score"``, the critic on a rollout's observations.
 
-    :param model: the :class:`rewardlab.agents.PPO` whose functions are compiled.
+    :param policy: the model's :class:`rewardlab.agents.networks.ActorCritic`.
+    :param optimizer: the ``torch.optim.Adam`` of its parameters.
+    :param recipe: what the graphs are made of besides rewardlab's code (the network, the
+        spaces, the settings), asked at each compile: a process that finds the same recipe
+        in the cache loads the libraries without tracing the graphs again.
     """
 
-    def __init__(self, model: Any) -> None:
-        self.model = model
+    def __init__(
+        self, policy: nn.Module, optimizer: torch.optim.Adam, recipe: Callable[[], str]
+    ) -> None:
+        self.policy, self.optimizer, self.recipe = policy, optimizer, recipe
         self.calls: dict[str, Any] = {}
 
-    def update(self, batch: Sequence[torch.Tensor]) -> CompiledUpdate | None:
-        """The minibatch step compiled for the first ``batch``'s shapes (or loaded); None for
-        a batch of other shapes (a shorter last minibatch), which the caller steps eagerly."""
-        model = self.model
+    def update(
+        self, batch: Sequence[torch.Tensor], loss: LossFunction, max_grad_norm: float
+    ) -> CompiledUpdate | None:
+        """The minibatch step of ``loss`` compiled for the first ``batch``'s shapes (or
+        loaded); None for a batch of other shapes (a shorter last minibatch), which the
+        caller steps eagerly."""
         if "update" not in self.calls:
             self.calls["update"] = CompiledUpdate(
-                model.policy, model.optimizer, model._loss, model.config.max_grad_norm, batch,
-                self.recipe(),
-            )  # fmt: skip
+                self.policy, self.optimizer, loss, max_grad_norm, batch, self.recipe()
+            )
         update = self.calls["update"]
         return update if update.fits(batch) else None
 
     def values(self, obs: torch.Tensor) -> torch.Tensor:
         """The critic's ``(B, H)`` values of normalised observations, compiled for ``obs``'s
         shape."""
-        return self._compiled("score", lambda: self.model.policy.critic, (obs,))(obs)[0]
+        return self._compiled("score", lambda: self.policy.critic, (obs,))(obs)[0]
 
-    def rollout_steps(self) -> Callable[..., Sequence[torch.Tensor]]:
+    def rollout_steps(
+        self, make_steps: Callable[[Any, Any], nn.Module], sampler: nn.Module, env: Any,
+        example: Sequence[torch.Tensor], env_traces: bool,
+    ) -> Callable[..., Sequence[torch.Tensor]]:  # fmt: skip
         """The rollout's steps compiled with the env's step inside where it traces; else the
         same steps run eagerly around the policy's step compiled (with a warning where the
-        env's step was expected to compile but did not)."""
-        model = self.model
-        if model._env_steps_compile and "rollout" not in self.calls:
+        env's step was expected to compile but did not).
+
+        :param make_steps: makes the rollout's steps of a policy's step and an env's steps.
+        :param sampler: the policy's step.
+        :param env: the env's carried steps.
+        :param example: the policy step's inputs ``(obs, noise, mean, inv_std)``, one step's.
+        :param env_traces: whether ``env``'s step is known to trace.
+        """
+        if env_traces and "rollout" not in self.calls:
             try:
-                self._compile_rollout_steps()
+                self._compile_rollout_steps(make_steps(sampler, env), env, example)
             except Exception as error:  # the env's step does not trace or compile
                 self.calls["rollout"] = None
                 warnings.warn(
-                    f"{model.env}'s step could not be compiled into PPO's rollout "
+                    f"{env}'s step could not be compiled into PPO's rollout "
                     f"({type(error).__name__}: {str(error)[:300]}); the rollout steps the env "
                     "eagerly, between compiled steps of the policy",
                     stacklevel=4,
                 )
         if self.calls.get("rollout") is not None:
             return self.calls["rollout"]
-        sampler = model._sampler()
-        noise = torch.ones(model._noise_shape(), device=model.device)
-        act = self._compiled(
-            "act", lambda: sampler, (model._rollout.obs[0], noise, *model.obs_rms.whitening)
-        )
-        return model._make_rollout_steps(act, model._env_steps)
+        return make_steps(self._compiled("act", lambda: sampler, example), env)
 
-    def _compile_rollout_steps(self) -> None:
+    def _compile_rollout_steps(
+        self, module: Any, env: Any, example: Sequence[torch.Tensor]
+    ) -> None:
         """Compile the rollout's steps with the env's step inside; the recipe that names the
         graph holds the env's (:meth:`BatchedEnv.step_fingerprint`) besides the model's."""
-        model = self.model
-        env = model.env
-        module = model._make_rollout_steps(model._sampler(), env)
-        # examples of the inputs' shapes and dtypes (the env may not be reset yet)
+        obs, noise, *whitening = example
+        # examples of the inputs' shapes and dtypes (the env may not be reset yet): the
+        # reset states (the state's rows, one column an env) and noise of every step
         carry = env.carried_example()
-        fresh = carry[0].repeat(
-            1, module.steps
-        )  # reset states: the state's rows, one column an env
-        noise = torch.ones((module.steps, *model._noise_shape()), device=model.device)
-        example = (model._rollout.obs[0], fresh, noise, *model.obs_rms.whitening, *carry)
+        fresh = carry[0].repeat(1, module.steps)
+        noise = noise.expand(module.steps, *noise.shape)
         recipe = repr((self.recipe(), module.steps, env.step_fingerprint()))
+        inputs = (obs, fresh, noise, *whitening, *carry)
         with env.traced_steps():
-            self._compiled("rollout", lambda: module, example, recipe)
+            self._compiled("rollout", lambda: module, inputs, recipe)
 
     def _compiled(
-        self,
-        name: str,
-        build: Callable[[], nn.Module],
-        example: Sequence[torch.Tensor],
+        self, name: str, build: Callable[[], nn.Module], example: Sequence[torch.Tensor],
         recipe: str | None = None,
-    ) -> Any:
+    ) -> Any:  # fmt: skip
         """The module ``build()`` makes, compiled for ``example``'s shapes, once; ``recipe``
-        names what it is made of (default: :meth:`recipe`)."""
+        names what it is made of (default: :attr:`recipe`'s)."""
         if name not in self.calls:
-            self.calls[name] = CompiledCall(
-                build(), example, f"ppo-{name}", recipe or self.recipe()
-            )
+            recipe = recipe or self.recipe()
+            self.calls[name] = CompiledCall(build(), example, f"ppo-{name}", recipe)
         return self.calls[name]
-
-    def recipe(self) -> str:
-        """What the compiled graphs are made of besides rewardlab's code: the network's
-        structure, the spaces and the settings (a process that finds them in the cache
-        loads the libraries without tracing the graphs again)."""
-        model = self.model
-        return repr((
-            type(model).__name__, repr(model.policy), repr(model.observation_space),
-            repr(model.action_space), sorted(model.config.to_dict().items()),
-        ))  # fmt: skip

@@ -343,7 +343,7 @@ class PPO(Learner):
         self.env: Any = None
         self._n_updates = 0
         self._last_obs: torch.Tensor | None = None
-        self._compiled = PPOCompiled(self)  # compile=True's calls, made at first use
+        self._compiled = PPOCompiled(self.policy, self.optimizer, self._recipe)
 
     def set_env(self, env: Any) -> None:
         """Attach a batched env (spaces and device must match the model's); the next
@@ -371,7 +371,7 @@ class PPO(Learner):
             self.n_steps, env.num_envs, tuple(self.observation_space.shape), action_shape, self.device
         )
         # compiled for the previous env's shapes (compile=True): made again at first use
-        self._compiled = PPOCompiled(self)
+        self._compiled = PPOCompiled(self.policy, self.optimizer, self._recipe)
         # The env's steps as the rollout runs them: its own carried steps where it steps by
         # BatchedEnv's (bare, or under wrappers whose steps are tensor math on it), else
         # its step adapted. With compile, the carried steps run inside PPO's compiled
@@ -399,7 +399,8 @@ class PPO(Learner):
             vector = torch.zeros(size, device=self.device)
             per_head = torch.zeros((size, len(self.heads)), device=self.device)
             idx = torch.arange(batch_size, device=self.device)
-            self._compiled.update((obs, actions, vector, vector, per_head, per_head, idx))
+            batch = (obs, actions, vector, vector, per_head, per_head, idx)
+            self._compiled.update(batch, self._loss, self.config.max_grad_norm)
             self._rollout_steps()
             rows = size + self.env.num_envs
             self._values(torch.zeros((rows, *obs.shape[1:]), device=self.device))
@@ -622,9 +623,14 @@ class PPO(Learner):
 
     def _rollout_steps(self) -> Callable[..., Sequence[torch.Tensor]]:
         """The rollout's steps (:class:`_RolloutSteps`), eager; compiled with ``compile``."""
-        if self.config.compile:
-            return self._compiled.rollout_steps()
-        return self._make_rollout_steps(self._sampler(), self._env_steps)
+        sampler = Sampler(self.policy, self.config.normalize_obs, self.config.clip_obs)
+        if not self.config.compile:
+            return self._make_rollout_steps(sampler, self._env_steps)
+        noise = torch.ones(self._noise_shape(), device=self.device)
+        example = (self._rollout.obs[0], noise, *self.obs_rms.whitening)
+        return self._compiled.rollout_steps(
+            self._make_rollout_steps, sampler, self._env_steps, example, self._env_steps_compile
+        )
 
     def _values(self, obs: torch.Tensor) -> torch.Tensor:
         """``V(obs)`` per head, ``(B, H)``, of normalised observations; with ``compile``, the
@@ -639,8 +645,13 @@ class PPO(Learner):
         bounds = None if self.policy.discrete else (self._action_low, self._action_high)
         return _RolloutSteps(policy_step, env, fused_steps(self.n_steps), bounds)
 
-    def _sampler(self) -> Sampler:
-        return Sampler(self.policy, self.config.normalize_obs, self.config.clip_obs)
+    def _recipe(self) -> str:
+        """What the compiled graphs are made of besides rewardlab's code (``compile``'s cache
+        key): the network's structure, the spaces and the settings."""
+        return repr((
+            type(self).__name__, repr(self.policy), repr(self.observation_space),
+            repr(self.action_space), sorted(self.config.to_dict().items()),
+        ))  # fmt: skip
 
     def _noise_shape(self) -> tuple[int, int]:
         width = int(self.action_space.n) if self.policy.discrete else int(self.action_space.shape[0])
@@ -747,7 +758,9 @@ class PPO(Learner):
         :return: the minibatch's losses, and whether the step was taken.
         """
         target_kl = self.config.target_kl
-        compiled = self._compiled.update(batch) if self.config.compile else None
+        compiled = None
+        if self.config.compile:
+            compiled = self._compiled.update(batch, self._loss, self.config.max_grad_norm)
         if compiled is None:
             losses = self._loss(batch)
             if target_kl is not None and losses.approx_kl.item() > 1.5 * target_kl:

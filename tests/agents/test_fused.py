@@ -57,10 +57,12 @@ def _assert_same_state(eager: PPO, compiled: PPO) -> None:
 @pytest.mark.parametrize(
     "env_id, changes",
     [
-        ("CartPole-v1", {}),
+        pytest.param("CartPole-v1", {}, marks=pytest.mark.inductor),
         ("CartPole-v1", dict(target_kl=1e-4)),
         # a Gaussian policy (its log-std is a parameter too) and normalised observations
-        ("Pendulum-v1", dict(normalize_obs=True, normalize_reward=True)),
+        pytest.param(
+            "Pendulum-v1", dict(normalize_obs=True, normalize_reward=True), marks=pytest.mark.inductor
+        ),
     ],
 )
 def test_compiled_update_matches_the_eager_one(cache: Path, env_id: str, changes: dict) -> None:
@@ -107,6 +109,7 @@ def test_a_compiled_model_saves_loads_and_continues_eagerly(cache: Path, tmp_pat
     assert float(loaded.optimizer.state[loaded._parameters[0]]["step"]) > steps
 
 
+@pytest.mark.inductor
 def test_the_compiled_update_is_cached_on_disk(cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     _, first = _pair("CartPole-v1")
     first.learn(first.n_steps * 8)
@@ -251,7 +254,7 @@ def test_a_users_env_steps_eagerly_unless_its_user_compiles_its_step(cache: Path
 def test_an_env_step_that_does_not_compile_runs_eagerly_with_a_warning(
     cache: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    def fail(self: PPOCompiled) -> None:
+    def fail(self: PPOCompiled, *args: Any) -> None:
         raise RuntimeError("data-dependent control flow")
 
     monkeypatch.setattr(PPOCompiled, "_compile_rollout_steps", fail)
@@ -295,6 +298,7 @@ def _tiny_loss(module: torch.nn.Module) -> Any:
     return loss
 
 
+@pytest.mark.inductor
 def test_the_step_is_torch_adam_after_gradient_clipping(cache: Path) -> None:
     """The compiled step is what ``loss.backward()``, ``clip_grad_norm_`` and
     ``torch.optim.Adam`` (PPO's eager step) make of the same minibatches, step for step,

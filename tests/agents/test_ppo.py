@@ -628,6 +628,28 @@ def test_save_load_round_trip(tmp_path: Any) -> None:
         PPO.load(tmp_path / "other.pt")
 
 
+def test_a_file_saved_before_adam_was_fused_loads_and_continues_the_same(tmp_path: Any) -> None:
+    """Files written before PPO's Adam was ``fused=True`` hold optimiser groups without it:
+    they load into the fused optimiser, with the Adam state that continues the same steps."""
+    model = PPO(cartpole(8), n_steps=16, learning_rate=1e-3)
+    model.learn(8 * 16)
+    model.save(tmp_path / "new.pt")
+    data = torch.load(tmp_path / "new.pt", weights_only=True)
+    for group in data["optimizer"]["param_groups"]:
+        group["fused"] = None  # as torch.optim.Adam(...) without fused= saved it
+    torch.save(data, tmp_path / "old.pt")
+
+    old, new = (PPO.load(tmp_path / name, env=cartpole(8)) for name in ("old.pt", "new.pt"))
+    assert old.optimizer.param_groups[0]["fused"] is True
+    for model in (old, new):
+        model.learn(8 * 16, reset_num_timesteps=False)
+    for a, b in zip(old._parameters, new._parameters, strict=True):
+        assert torch.equal(a, b)
+        saved = data["optimizer"]["state"][0]["step"]
+        steps = float(old.optimizer.state[a]["step"]), float(new.optimizer.state[b]["step"])
+        assert steps[0] == steps[1] > saved
+
+
 # -------------------------------------------------------------------------- bad input
 
 
