@@ -210,7 +210,8 @@ def serve(socket_path: str, preload: Sequence[str], warm: Sequence[Sequence[str]
             os.dup2(stdout, sys.stdout.fileno())
             os.close(stdout)
     # Imported here, in the server only: the caller imports this module for the client side.
-    from rewardlab.llm_reward.sandbox.isolation import process_handle, run_isolated
+    from rewardlab.llm_reward.sandbox.namespaces import run_isolated
+    from rewardlab.llm_reward.sandbox.quota import process_handle
     from rewardlab.llm_reward.sandbox.worker import worker_main
 
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -288,8 +289,8 @@ def serve(socket_path: str, preload: Sequence[str], warm: Sequence[Sequence[str]
 
 def _remove_orphaned(run_dirs: dict[int, str]) -> None:
     """Reap the killed workers ``run_dirs`` names, then remove their run directories."""
+    from rewardlab.llm_reward.sandbox.cgroups import remove_keeper_cgroup
     from rewardlab.llm_reward.sandbox.files import remove_tree
-    from rewardlab.llm_reward.sandbox.isolation import remove_keeper_cgroup
 
     for pid, run_dir in run_dirs.items():
         try:
@@ -413,7 +414,7 @@ def _report_exits(workers: dict[int, socket.socket]) -> None:
         if connection is None:
             continue
         if os.WIFSIGNALED(status):  # a keeper killed on a timeout left its pids cgroup behind
-            from rewardlab.llm_reward.sandbox.isolation import remove_keeper_cgroup
+            from rewardlab.llm_reward.sandbox.cgroups import remove_keeper_cgroup
 
             remove_keeper_cgroup(pid)
         try:

@@ -33,7 +33,7 @@ __all__ = ["Frames", "Limits", "read_message", "reference", "resolve", "send_mes
 MAX_MESSAGE_BYTES = 16 * 2**20
 MESSAGE_HEADER = struct.Struct(">I")
 # The worker's processes that its task limits count besides the job's threads: the
-# namespace holder and init (see rewardlab.llm_reward.sandbox.isolation), and the job's
+# namespace holder and init (see rewardlab.llm_reward.sandbox.namespaces), and the job's
 # companion where it has one.
 WORKER_PROCESSES = 2
 # Kept from the caller's environment for the fork server and its workers: where Python and
@@ -211,7 +211,7 @@ class Limits:
         bounded them (red-team finding). Enforced by a ``pids`` cgroup per worker where
         the caller may make one, and by ``RLIMIT_NPROC``, which counts the tasks of the
         worker's own user namespace but does not bind a caller that is root: see
-        :func:`~rewardlab.llm_reward.sandbox.isolation.task_limit`.
+        :func:`~rewardlab.llm_reward.sandbox.cgroups.task_limit`.
     """
 
     timeout_s: float = 600.0

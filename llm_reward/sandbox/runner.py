@@ -4,7 +4,7 @@
 (:mod:`~rewardlab.llm_reward.sandbox.forkserver`, started once with torch and the job's
 modules imported, and with a minimal environment). The worker
 
-1. is made by :func:`~rewardlab.llm_reward.sandbox.isolation.run_isolated`: its own user,
+1. is made by :func:`~rewardlab.llm_reward.sandbox.namespaces.run_isolated`: its own user,
    PID, network, mount, IPC and UTS namespaces and a fresh ``/proc`` (no other process
    of the machine visible; no network at all), its run directory watched for a disk
    quota, the whole tree killed with its keeper;
@@ -28,14 +28,15 @@ A job that must not run the untrusted code itself (training on a reward program:
 ships the policy the caller scores) names a companion: the worker forks it before step 4,
 and the companion alone runs the code, confined further (a seccomp allowlist: a call
 outside it never runs and is named to the job, which fails the program, see
-:func:`~rewardlab.llm_reward.sandbox.isolation.allow_computation_only`), talking to the job
+:func:`~rewardlab.llm_reward.sandbox.seccomp.allow_computation_only`), talking to the job
 over one socket pair (its frames: :class:`~rewardlab.llm_reward.sandbox.protocol.Frames`).
 
 The caller waits for the result with a wall-clock timeout and kills the worker's tree
 (SIGKILL) when time is up or once the result is in. The result travels as JSON over the
 worker's own socket, read with limits on size and nesting; the caller never unpickles
 anything the worker sends. Linux only: where the kernel lacks namespaces, Landlock or
-seccomp, workers refuse to run (see :func:`~rewardlab.llm_reward.sandbox.isolation.kernel_support`).
+seccomp, workers refuse to run (see
+:func:`~rewardlab.llm_reward.sandbox.support.kernel_support`).
 
 A job is a module-level function ``job(payload: dict, guard: Guard) -> dict``, handed in by
 the caller (:mod:`~rewardlab.llm_reward.sandbox.protocol`); its payload and result are JSON
@@ -58,11 +59,12 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rewardlab.llm_reward.sandbox.cgroups import cpu_limit
 from rewardlab.llm_reward.sandbox.files import read_private_tail, remove_tree, write_private
 from rewardlab.llm_reward.sandbox.forkserver import fork_server, kill_group
-from rewardlab.llm_reward.sandbox.isolation import MAX_ENTRIES, QUOTA_EXIT, cpu_limit
 from rewardlab.llm_reward.sandbox.landlock import landlock_abi
 from rewardlab.llm_reward.sandbox.protocol import Limits, read_message, reference
+from rewardlab.llm_reward.sandbox.quota import MAX_ENTRIES, QUOTA_EXIT
 from rewardlab.llm_reward.sandbox.worker import LOG_NAME
 
 __all__ = ["Limits", "SandboxRun", "landlock_abi", "read_private_tail", "remove_tree", "run_sandboxed",

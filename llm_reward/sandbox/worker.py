@@ -22,12 +22,7 @@ from collections.abc import Callable
 from typing import Any
 
 from rewardlab.llm_reward.sandbox.guard import Guard
-from rewardlab.llm_reward.sandbox.isolation import (
-    confine,
-    gpu_devices,
-    make_undumpable,
-    readable_roots,
-)
+from rewardlab.llm_reward.sandbox.isolation import confine, make_undumpable
 from rewardlab.llm_reward.sandbox.protocol import (
     KEPT_ENVIRONMENT,
     WORKER_PROCESSES,
@@ -35,6 +30,7 @@ from rewardlab.llm_reward.sandbox.protocol import (
     resolve,
     send_message,
 )
+from rewardlab.llm_reward.sandbox.readable import gpu_devices, readable_roots
 
 __all__ = ["LOG_NAME", "worker_main"]
 

@@ -22,10 +22,12 @@ import hostile_jobs
 import pytest
 
 from rewardlab.llm_reward.sandbox import Limits, run_sandboxed
+from rewardlab.llm_reward.sandbox.cgroups import task_limit
 from rewardlab.llm_reward.sandbox.files import read_private_tail, write_private
 from rewardlab.llm_reward.sandbox.forkserver import fork_server
-from rewardlab.llm_reward.sandbox.isolation import directory_bytes, kernel_support, task_limit
 from rewardlab.llm_reward.sandbox.protocol import WORKER_PROCESSES, strict_json
+from rewardlab.llm_reward.sandbox.quota import directory_bytes
+from rewardlab.llm_reward.sandbox.support import kernel_support
 
 SECRET = "sk-caller-secret-5b7e9d"
 PRELOAD = ("rewardlab.llm_reward.sandbox.worker", "hostile_jobs")
@@ -245,7 +247,7 @@ def test_the_disk_quota_stops_a_program_that_allocates_without_writing(tmp_path:
 
 
 def test_a_result_sent_past_the_quota_is_no_result(tmp_path: Path) -> None:
-    from rewardlab.llm_reward.sandbox.isolation import QUOTA_EXIT
+    from rewardlab.llm_reward.sandbox.quota import QUOTA_EXIT
     from rewardlab.llm_reward.sandbox.runner import _outcome
 
     # written between two looks of the watchdog: its last look, once the job ended, sees it
@@ -265,7 +267,7 @@ def test_the_disk_quota_sees_what_a_path_cannot_reach(tmp_path: Path, how: str) 
 
 
 def test_the_disk_quota_counts_entries(tmp_path: Path) -> None:
-    from rewardlab.llm_reward.sandbox.isolation import MAX_ENTRIES
+    from rewardlab.llm_reward.sandbox.quota import MAX_ENTRIES
 
     for index in range(MAX_ENTRIES):
         (tmp_path / str(index)).touch()
@@ -775,7 +777,7 @@ def test_a_worker_cannot_take_the_callers_kernel_objects(tmp_path: Path, what: s
 
 
 def test_a_worker_gets_a_cpu_quota_of_its_threads(tmp_path: Path) -> None:
-    from rewardlab.llm_reward.sandbox.isolation import CGROUP_PREFIX, CPU_PERIOD_US, cpu_limit
+    from rewardlab.llm_reward.sandbox.cgroups import CGROUP_PREFIX, CPU_PERIOD_US, cpu_limit
 
     if cpu_limit() is None:
         pytest.skip("no cpu cgroup can be made here (the search logs that a candidate's CPU share is unbounded)")
@@ -790,7 +792,7 @@ def test_a_worker_gets_a_cpu_quota_of_its_threads(tmp_path: Path) -> None:
 def test_a_folder_on_the_import_path_is_not_readable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # Ray puts the driver script's folder on each worker's sys.path: a .env beside the
     # script was readable (red-team finding); only what was imported from there is
-    from rewardlab.llm_reward.sandbox.isolation import readable_roots
+    from rewardlab.llm_reward.sandbox.readable import readable_roots
 
     folder = tmp_path / "driver"
     folder.mkdir()
@@ -810,7 +812,7 @@ def test_a_folder_on_the_import_path_is_not_readable(tmp_path: Path, monkeypatch
 def test_the_installation_prefix_is_readable_only_in_its_libraries(tmp_path: Path) -> None:
     # a pip.conf in the prefix may hold an index token, a conda env's files its saved
     # variables: the whole prefix was readable, now its standard library and site-packages
-    from rewardlab.llm_reward.sandbox.isolation import readable_roots
+    from rewardlab.llm_reward.sandbox.readable import readable_roots
 
     prefixes = {Path(sys.prefix).resolve(), Path(sys.base_prefix).resolve()}
     for root in map(Path, readable_roots()):

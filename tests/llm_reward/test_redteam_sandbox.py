@@ -13,11 +13,9 @@ from typing import Any
 
 import pytest
 
-from rewardlab.llm_reward.sandbox.isolation import (
-    kernel_support,
-    notification_supported,
-    syscall_name,
-)
+from rewardlab.llm_reward.sandbox.refusals import syscall_name
+from rewardlab.llm_reward.sandbox.seccomp import notification_supported
+from rewardlab.llm_reward.sandbox.support import kernel_support
 
 pytestmark = pytest.mark.skipif(
     any(kernel_support().values()), reason=f"the kernel lacks isolation features: {kernel_support()}"
@@ -197,7 +195,8 @@ def test_the_job_hears_of_the_refused_call_and_the_call_never_runs() -> None:
     import os
     import socket
 
-    from rewardlab.llm_reward.sandbox.isolation import RefusalWatch, allow_computation_only
+    from rewardlab.llm_reward.sandbox.refusals import RefusalWatch
+    from rewardlab.llm_reward.sandbox.seccomp import allow_computation_only
 
     ours, theirs = socket.socketpair()
     pid = os.fork()
@@ -227,28 +226,28 @@ def test_where_the_kernel_cannot_notify_a_refused_call_kills_the_process(monkeyp
     import signal
     import socket
 
-    from rewardlab.llm_reward.sandbox import isolation
+    from rewardlab.llm_reward.sandbox import refusals, seccomp
 
     ours, theirs = socket.socketpair()
     pid = os.fork()
     if pid == 0:  # the companion on a kernel without seccomp user notification
         try:
             ours.close()
-            monkeypatch.setattr(isolation, "notification_supported", lambda: False)
+            monkeypatch.setattr(seccomp, "notification_supported", lambda: False)
             ctypes.CDLL(None).prctl(38, 1, 0, 0, 0)  # PR_SET_NO_NEW_PRIVS, as confine sets it
-            isolation.allow_computation_only(theirs)
+            seccomp.allow_computation_only(theirs)
             os.setsid()
         finally:
             os._exit(0)
     theirs.close()
-    watch = isolation.RefusalWatch.receive(ours)
+    watch = refusals.RefusalWatch.receive(ours)
     _, status = os.waitpid(pid, 0)
     assert watch.refused is None and watch._listener is None  # told there is no listener
     assert os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGSYS, status
 
 
 def test_syscall_names_come_from_the_machines_table() -> None:
-    from rewardlab.llm_reward.sandbox.isolation import syscall_names
+    from rewardlab.llm_reward.sandbox.refusals import syscall_names
 
     arch, names = syscall_names()
     assert names, "libseccomp named no system call"
@@ -375,7 +374,7 @@ def test_the_program_finds_none_of_the_callers_settings_in_its_process() -> None
     import socket
     import sys
 
-    from rewardlab.llm_reward.sandbox.isolation import readable_roots
+    from rewardlab.llm_reward.sandbox.readable import readable_roots
 
     roots = readable_roots(kernel_views=False)
     hidden = [path for path in sys.path if path and not any(

@@ -4,25 +4,25 @@ from __future__ import annotations
 
 import pytest
 
-from rewardlab.llm_reward.sandbox import isolation
+from rewardlab.llm_reward.sandbox import readable, support
 
 
 def test_a_missing_kernel_feature_is_named_and_refused(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(isolation, "kernel_support", lambda: {
+    monkeypatch.setattr(support, "kernel_support", lambda: {
         "namespaces": None, "landlock": "the kernel has no Landlock (Linux 5.13+)", "seccomp": None})
-    monkeypatch.delenv(isolation.UNSAFE_OPT_OUT, raising=False)
-    with pytest.raises(isolation.IsolationUnavailable, match="landlock: the kernel has no Landlock") as error:
-        isolation._require_support()
-    assert isolation.UNSAFE_OPT_OUT in str(error.value)
-    monkeypatch.setenv(isolation.UNSAFE_OPT_OUT, "1")
-    isolation._require_support()  # the opt-out, named as such
+    monkeypatch.delenv(support.UNSAFE_OPT_OUT, raising=False)
+    with pytest.raises(support.IsolationUnavailable, match="landlock: the kernel has no Landlock") as error:
+        support.require_support()
+    assert support.UNSAFE_OPT_OUT in str(error.value)
+    monkeypatch.setenv(support.UNSAFE_OPT_OUT, "1")
+    support.require_support()  # the opt-out, named as such
 
 
 def test_this_machine_reports_its_features() -> None:
-    support = isolation.kernel_support()
-    assert set(support) == {"namespaces", "landlock", "seccomp"}
-    assert all(why is None or isinstance(why, str) for why in support.values())
-    roots = isolation.readable_roots()
+    features = support.kernel_support()
+    assert set(features) == {"namespaces", "landlock", "seccomp"}
+    assert all(why is None or isinstance(why, str) for why in features.values())
+    roots = readable.readable_roots()
     assert "/proc" in roots and not any(root in ("/", "/etc", "/home", "/root", "/tmp") for root in roots)
 
 
