@@ -49,7 +49,8 @@ from rewardlab.llm_reward.programs.wrapper import ProgramReward
 __all__ = ["GymnasiumProgramReward", "LoadedReward", "load_reward", "reward_file_text"]
 
 ENV_MARKER = "# rewardlab-env:"
-_ENV_LINE = re.compile(rf"^{re.escape(ENV_MARKER)}[ \t]*(\S+)[ \t\r]*$", re.MULTILINE)  # on its line
+# the marker on a line of its own
+_ENV_LINE = re.compile(rf"^{re.escape(ENV_MARKER)}[ \t]*(\S+)[ \t\r]*$", re.MULTILINE)
 DESCRIPTION_MARKER = "# rewardlab-description:"
 _DESCRIPTION_LINE = re.compile(rf"^{re.escape(DESCRIPTION_MARKER)}(.*)$", re.MULTILINE)
 
@@ -105,11 +106,14 @@ class GymnasiumProgramReward(gymnasium.Wrapper):
         super().__init__(env)
         self.reward_function = reward_function
         self._obs: torch.Tensor | None = None
-        # a Dict/Tuple observation reaches the program flat, as the batched env of its id lays it out
+        # a Dict/Tuple observation reaches the program flat, as its id's batched env lays it out
         space = env.observation_space
-        self._space = space if isinstance(space, gymnasium.spaces.Dict | gymnasium.spaces.Tuple) else None
+        structured = isinstance(space, gymnasium.spaces.Dict | gymnasium.spaces.Tuple)
+        self._space = space if structured else None
 
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[Any, dict[str, Any]]:
         """Reset the env and remember the first observation.
 
         :param seed: the seed, or ``None``.
@@ -206,8 +210,9 @@ class LoadedReward:
         if isinstance(env, gymnasium.Env):
             return GymnasiumProgramReward(env, self.reward_function(trusted))
         raise TypeError(
-            f"cannot wrap a {type(env).__name__}: pass a rewardlab batched env (rewardlab.envs.make) or a "
-            "Gymnasium env (for a Gymnasium vector env, wrap each env with wrappers=[reward.wrap])"
+            f"cannot wrap a {type(env).__name__}: pass a rewardlab batched env "
+            "(rewardlab.envs.make) or a Gymnasium env (for a Gymnasium vector env, wrap each env "
+            "with wrappers=[reward.wrap])"
         )
 
 
@@ -221,7 +226,9 @@ def _require_trust(trusted: bool, path: Path) -> None:
 
 
 def load_reward(
-    path: str | os.PathLike[str], env_id: str | None = None, description: Mapping[str, Any] | None = None
+    path: str | os.PathLike[str],
+    env_id: str | None = None,
+    description: Mapping[str, Any] | None = None,
 ) -> LoadedReward:
     """Read a reward program file (e.g. a search's ``best_reward.py``) and check it.
 
@@ -241,26 +248,30 @@ def load_reward(
         with path.open(encoding="utf-8") as file:  # no more than a program may hold
             source = file.read(MAX_SOURCE_CHARS + 1)
     except OSError as error:
-        raise ValueError(f"cannot read the reward program {path}: {error.strerror or error}") from None
+        why = error.strerror or error
+        raise ValueError(f"cannot read the reward program {path}: {why}") from None
     except UnicodeDecodeError:
-        raise ValueError(f"cannot read the reward program {path}: it is not a UTF-8 text file") from None
+        raise ValueError(f"cannot read the reward program {path}: it is not a UTF-8 text "
+                         "file") from None
     if len(source) > MAX_SOURCE_CHARS:
-        raise ValueError(f"the reward program {path} has more than {MAX_SOURCE_CHARS:,} characters, "
-                         "its header included; a reward file holds one program")
+        raise ValueError(f"the reward program {path} has more than {MAX_SOURCE_CHARS:,} "
+                         "characters, its header included; a reward file holds one program")
     match = _ENV_LINE.search(source)
     if match is not None and env_id is not None and match.group(1) != env_id:
         raise ValueError(f"{path} was written for {match.group(1)}, not {env_id}")
     if env_id is None:
         if match is None:
             raise ValueError(
-                f"{path} does not say which env it is for (no '{ENV_MARKER} ENV_ID' line); pass env_id"
+                f"{path} does not say which env it is for (no '{ENV_MARKER} ENV_ID' line); pass "
+                "env_id"
             )
         env_id = match.group(1)
         if env_module(env_id) is not None:
             raise ValueError(
-                f"{path} names the env {env_id!r}, which would import the module {env_module(env_id)!r}: "
-                "a file never makes rewardlab import code; if you trust that module, name the env "
-                f"yourself (--env {env_id!r}, or load_reward(path, env_id={env_id!r}))"
+                f"{path} names the env {env_id!r}, which would import the module "
+                f"{env_module(env_id)!r}: a file never makes rewardlab import code; if you trust "
+                f"that module, name the env yourself (--env {env_id!r}, or load_reward(path, "
+                f"env_id={env_id!r}))"
             )
     if description is None:
         description = _carried_description(source, path, env_id)
@@ -277,14 +288,16 @@ def _carried_description(source: str, path: Path, env_id: str) -> dict[str, Any]
     (which an LLM wrote) is not the description it was written under.
     """
     lines = source.splitlines()
-    header = "\n".join(lines[: next((i for i, line in enumerate(lines) if not line.startswith("#")), len(lines))])
+    code_start = next((i for i, line in enumerate(lines) if not line.startswith("#")), len(lines))
+    header = "\n".join(lines[:code_start])
     match = _DESCRIPTION_LINE.search(header)
     if match is None:
         return None
     try:
         data = json.loads(match.group(1))
         if not isinstance(data, dict) or data.get("env_id") != env_id:
-            raise ValueError(f"it describes {data.get('env_id') if isinstance(data, dict) else data!r}, not {env_id}")
+            described = data.get("env_id") if isinstance(data, dict) else data
+            raise ValueError(f"it describes {described!r}, not {env_id}")
         description_from_data(data)  # checks every value, builds every reader and the rules
     except (ValueError, KeyError, TypeError, RecursionError) as error:  # JSON nested past its limit
         raise ValueError(

@@ -164,7 +164,9 @@ _SOURCES: dict[str, dict[str, str]] = {
     },
     "MountainCar-v0": {
         "sparse": _sparse("position", "-torch.ones_like(position)"),
-        "human": _MOUNTAIN_CAR_HUMAN.format(goal=0.5, weight=100.0, task="-torch.ones_like(position)"),
+        "human": _MOUNTAIN_CAR_HUMAN.format(
+            goal=0.5, weight=100.0, task="-torch.ones_like(position)"
+        ),
     },
     "MountainCarContinuous-v0": {
         "sparse": _sparse("action, terminated", "100.0 * terminated.float() - 0.1 * action**2"),
@@ -305,13 +307,17 @@ _SOURCES.update({
     "Walker2d-v5": _same(_gymnasium_reward(healthy=True, ctrl_cost=0.001)),
     "Ant-v5": _same(_gymnasium_reward(healthy=True, ctrl_cost=0.5, contact_cost=5e-4)),
     "InvertedPendulum-v5": _same(_INVERTED_PENDULUM),
-    "HalfCheetah-Backward-v0": {"sparse": _HALF_CHEETAH_BACKWARD_SPARSE, "human": _HALF_CHEETAH_BACKWARD_HUMAN},
+    "HalfCheetah-Backward-v0": {
+        "sparse": _HALF_CHEETAH_BACKWARD_SPARSE, "human": _HALF_CHEETAH_BACKWARD_HUMAN
+    },
     "Hopper-Backward-v0": {"sparse": _HOPPER_BACKWARD_SUCCESS, "human": _HOPPER_BACKWARD_HUMAN},
     "Ant-TurnInPlace-v0": {"sparse": _ANT_TURN_SUCCESS, "human": _ANT_TURN_HUMAN},
 })  # fmt: skip
 
 
-def register_reference_programs(env_id: str, sparse: str, human: str, overwrite: bool = False) -> None:
+def register_reference_programs(
+    env_id: str, sparse: str, human: str, overwrite: bool = False
+) -> None:
     """Add the reference programs of ``env_id`` (both are checked now).
 
     :param env_id: the env id.
@@ -359,7 +365,8 @@ def reference_programs(env_id: str, gamma: float | None = None) -> dict[str, Rew
         )
     gamma = default_gamma() if gamma is None else gamma
     if isinstance(gamma, bool) or not isinstance(gamma, int | float) or not 0.0 <= gamma <= 1.0:
-        raise ValueError(f"gamma must be a number in [0, 1] (the learner's discount), got gamma={gamma!r}")
+        raise ValueError(f"gamma must be a number in [0, 1] (the learner's discount), got "
+                         f"gamma={gamma!r}")
     return {kind: _program(source, float(gamma)) for kind, source in _SOURCES[env_id].items()}
 
 

@@ -36,7 +36,8 @@ class ProgramReward(BatchedWrapper):
         ...     "    upright = 1 - (next_theta / 0.21) ** 2\n"
         ...     "    return upright, {'upright': upright}\n")
         >>> description = llm_reward.describe("CartPole-v1")
-        >>> env = ProgramReward(envs.make("CartPole-v1", 4, seed=0), RewardFunction(program, description))
+        >>> reward_function = RewardFunction(program, description)
+        >>> env = ProgramReward(envs.make("CartPole-v1", 4, seed=0), reward_function)
         >>> obs, info = env.reset()
         >>> obs, reward, terminated, truncated, info = env.step(torch.ones(4, dtype=torch.int64))
         >>> sorted(info["reward_components"])
@@ -52,7 +53,9 @@ class ProgramReward(BatchedWrapper):
         env_reward) -> (reward, components)``.
     """
 
-    def __init__(self, env: Any, reward_function: RewardFunction | Callable[..., RewardAndComponents]):
+    def __init__(
+        self, env: Any, reward_function: RewardFunction | Callable[..., RewardAndComponents]
+    ):
         super().__init__(env)
         self.reward_function = reward_function
         self._obs: torch.Tensor | None = None
@@ -80,7 +83,9 @@ class ProgramReward(BatchedWrapper):
         actions = torch.as_tensor(actions, device=self.device)
         obs, env_reward, terminated, truncated, info = self.env.step(actions)
         next_obs = info.get("final_obs", obs)
-        reward, components = self.reward_function(self._obs, actions, next_obs, terminated, env_reward)
+        reward, components = self.reward_function(
+            self._obs, actions, next_obs, terminated, env_reward
+        )
         self._obs = obs
         info = dict(info)
         named = {COMPONENT_PREFIX + name: value for name, value in components.items()}
