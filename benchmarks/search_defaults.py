@@ -9,9 +9,9 @@ iteration of all of an env's answers, through ``--llm replay:``).
 Per search: the best program's 5-seed return next to the human and sparse references
 (retrained with the same seeds and budget), Eureka's normalised score, IQM with its bootstrap
 interval, the probability that the best beats the human reward, and the wall time. The
-candidates train as the search's default has them: eagerly at the classic tasks' budgets,
-on PPO's compiled graphs from 2M steps a candidate (``--compile``, ``--no-compile``: always
-one or the other).
+candidates train as the search's default has them: on PPO's compiled graphs where the
+search's trainings add up to 2M steps or more, as every default search does (``--compile``,
+``--no-compile``: always one or the other).
 
     python -m benchmarks.search_defaults
     python -m benchmarks.search_defaults --envs MountainCar-v0 --proposers evolve
@@ -238,7 +238,7 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--compile", action=argparse.BooleanOptionalAction, default=None,
                         help="train the candidates with PPO's compiled update, or eagerly (--no-compile); the "
-                             "search's default: compiled where a candidate trains at least 2M steps")
+                             "search's default: compiled where its trainings add up to 2M steps")
     parser.add_argument("--early-stopping", choices=("on", "off", "both"), default="on",
                         help="early stopping of candidates (the search's default: on); both: each search "
                              "off, then on")

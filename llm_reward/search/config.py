@@ -67,9 +67,11 @@ class SearchConfig:
         seconds, minutes on a busy machine, before the first candidate trains), later ones
         load them. The same training as eagerly up to float rounding, which a long run
         amplifies: a seed's numbers differ between the two. ``None`` (the default): compile
-        where a candidate trains at least
-        :data:`~rewardlab.common.compile_budget.AUTO_COMPILE_STEPS` steps, as ``rewardlab
-        train`` does, so that a search at the classic tasks' budgets starts at once, eagerly.
+        where the search's trainings add up to at least
+        :data:`~rewardlab.common.compile_budget.AUTO_COMPILE_STEPS` steps
+        (:meth:`training_steps`), the rule of ``rewardlab train`` applied to what one compile
+        serves: a default classic search (about 40 trainings of 60k-150k steps) compiles, a
+        short trial search starts at once, eagerly.
     :param early_stopping: stop a candidate whose fitness at a third of its budget is in the
         bottom half of the earlier iterations' candidates that got there and no higher than at a
         ninth (behind on level and not rising, :mod:`~rewardlab.llm_reward.training.stopping`);
@@ -120,7 +122,7 @@ class SearchConfig:
                          f"{self.num_envs} envs)")
             self.budget_note = self.budget_note or note
         if self.compile is None and isinstance(self.steps, int):
-            self.compile = compiles(self.steps)
+            self.compile = compiles(self.training_steps())
 
     def check(self) -> None:
         """Raise ``ValueError`` naming any bad value and what is allowed."""
@@ -164,6 +166,15 @@ class SearchConfig:
             json.dumps(self.ppo_kwargs)
         except (TypeError, ValueError) as error:
             raise ValueError(f"ppo_kwargs must be JSON data: {error}") from error
+
+    def training_steps(self) -> int:
+        """The env steps of every training the search runs at most: its candidates' seeds,
+        the finalists' extra seeds and the final re-training of the best and the two
+        references. PPO's graphs are compiled once for all of them, so this is what the
+        compile pays back against (:func:`~rewardlab.common.compile_budget.compiles`)."""
+        trainings = (self.iterations * self.samples * len(self.seeds) + self.finalists * self.finalist_seeds
+                     + 3 * self.final_seeds)
+        return trainings * (self.steps or 0)
 
     def training_kwargs(self) -> dict[str, Any]:
         """PPO's settings for every training run: the budget's, with ``compile`` unless they set it."""

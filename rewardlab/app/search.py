@@ -247,8 +247,9 @@ def register_search(subparsers: argparse._SubParsersAction) -> None:
     run.add_argument("--compile", action=argparse.BooleanOptionalAction, default=None,
                      help="train candidates with PPO's compiled update (the first search of a budget compiles "
                           "it for tens of seconds before the first candidate trains, later ones load it from "
-                          "the cache) or eagerly (--no-compile); default: compiled where a candidate trains "
-                          f"at least {AUTO_COMPILE_STEPS:,} steps, as rewardlab train does")
+                          "the cache) or eagerly (--no-compile); default: compiled where the search's "
+                          f"trainings add up to at least {AUTO_COMPILE_STEPS:,} steps, as rewardlab train "
+                          "compiles a run")
     run.add_argument("--early-stopping", action=argparse.BooleanOptionalAction, default=True,
                      help="stop a candidate whose fitness at a third of its budget is in the bottom half of "
                           "the earlier iterations' candidates there and no higher than at a ninth (default: on; "

@@ -499,14 +499,18 @@ def test_a_candidate_the_search_checked_is_trained_without_a_second_check(
     assert result.source == checked.program.source and "program/upright" in result.curve[-1].components
 
 
-def test_candidates_at_the_classic_budgets_train_eagerly_unless_told_to_compile(tmp_path: Path) -> None:
+def test_a_search_compiles_where_its_trainings_add_up_to_what_pays_for_the_compile() -> None:
     from rewardlab.common.compile_budget import AUTO_COMPILE_STEPS
 
-    # as rewardlab train: below 2M steps a run starts at once, eagerly
-    assert SearchConfig(env_id="CartPole-v1", task="x", proposer="evolve").training_kwargs()["compile"] is False
-    long = SearchConfig(env_id="CartPole-v1", task="x", proposer="evolve", steps=AUTO_COMPILE_STEPS)
-    assert long.training_kwargs()["compile"] is True
-    told = SearchConfig(env_id="CartPole-v1", task="x", proposer="evolve", compile=True)
+    # the compile serves every training of the search: a default classic search has ~40
+    default = SearchConfig(env_id="CartPole-v1", task="x", proposer="evolve")
+    assert default.training_steps() == (5 * 4 + 3 * 2 + 3 * 5) * 60_000
+    assert default.training_kwargs()["compile"] is True
+    # a short trial search starts at once, eagerly, as a short rewardlab train run does
+    trial = SearchConfig(env_id="CartPole-v1", task="x", proposer="evolve", iterations=1, samples=2,
+                         final_seeds=0, finalists=0, steps=AUTO_COMPILE_STEPS // 2 - 1)
+    assert trial.training_steps() < AUTO_COMPILE_STEPS and trial.training_kwargs()["compile"] is False
+    told = SearchConfig(env_id="CartPole-v1", task="x", proposer="evolve", steps=256, compile=True)
     assert told.training_kwargs()["compile"] is True
     # the CLI leaves it to the rule unless a flag says otherwise
     from rewardlab.app.search import register_search
