@@ -46,7 +46,9 @@ def _values(run: TrainingRun) -> list[float]:
 def _stops(values: Sequence[float], rule: StopRule) -> bool:
     """Whether ``rule`` stops a training whose rung values are ``values``."""
     stopper = rule.stopper()
-    return any(stopper.at(index, index + 1, value) is not None for index, value in enumerate(values))
+    return any(
+        stopper.at(index, index + 1, value) is not None for index, value in enumerate(values)
+    )
 
 
 def replay(run_dir: Path) -> dict[str, Any]:
@@ -58,28 +60,53 @@ def replay(run_dir: Path) -> dict[str, Any]:
     config = config.get("config", config)
     checkpoints = int(config["num_checkpoints"])
     rungs = rung_indices(checkpoints)
-    records = [json.loads(line) for line in (run_dir / JOURNAL_FILE).read_text().splitlines() if line.strip()]
+    records = [
+        json.loads(line)
+        for line in (run_dir / JOURNAL_FILE).read_text().splitlines()
+        if line.strip()
+    ]
     candidates: dict[int, list[list[float]]] = {}
     for record in records:
         if record.get("type") == "evaluation":
             iteration = int(str(record["key"])[2:4])
             candidates.setdefault(iteration, []).append(_values(journaled_run(record)))
-    best = {record.get("candidate") for record in records if record.get("type") == "final"
-            and record.get("label") == "best"}
+    best = {
+        record.get("candidate")
+        for record in records
+        if record.get("type") == "final" and record.get("label") == "best"
+    }
     good: dict[str, list[list[float]]] = {"best": [], "human": []}
     for record in records:
         if record.get("type") == "final" and record.get("label") in good:
             good[record["label"]].append(_values(journaled_run(record)))
         elif record.get("type") == "finalist" and record.get("candidate") in best:
             good["best"].append(_values(journaled_run(record)))
-    good = {label: [values for values in runs if len(values) == checkpoints] for label, runs in good.items()}
+    good = {
+        label: [values for values in runs if len(values) == checkpoints]
+        for label, runs in good.items()
+    }
     later = [iteration for iteration in sorted(candidates) if iteration > 0]
-    row: dict[str, Any] = {"run": run_dir.name, "env_id": config["env_id"], "iteration_rules": len(later),
-                           "trainings": {label: len(runs) for label, runs in good.items()}, "rules": {}}
+    row: dict[str, Any] = {
+        "run": run_dir.name,
+        "env_id": config["env_id"],
+        "iteration_rules": len(later),
+        "trainings": {label: len(runs) for label, runs in good.items()},
+        "rules": {},
+    }
     for name, trend in RULES.items():
-        counts = {"best_stopped": 0, "human_stopped": 0, "candidates_stopped": 0, "candidates_judged": 0}
+        counts = {
+            "best_stopped": 0,
+            "human_stopped": 0,
+            "candidates_stopped": 0,
+            "candidates_judged": 0,
+        }
         for iteration in later:
-            earlier = [values for before, rows in candidates.items() if before < iteration for values in rows]
+            earlier = [
+                values
+                for before, rows in candidates.items()
+                if before < iteration
+                for values in rows
+            ]
             rule = StopRule(rungs, population(earlier, rungs), checkpoints, trend=trend)
             for label, runs in good.items():
                 counts[f"{label}_stopped"] += sum(_stops(values, rule) for values in runs)
@@ -87,33 +114,52 @@ def replay(run_dir: Path) -> dict[str, Any]:
             counts["candidates_judged"] += len(judged)
             counts["candidates_stopped"] += sum(_stops(values, rule) for values in judged)
         row["rules"][name] = counts
-    row["candidates_cut_short"] = sum(len(values) <= rungs[-1] for rows in candidates.values() for values in rows)
+    row["candidates_cut_short"] = sum(
+        len(values) <= rungs[-1] for rows in candidates.values() for values in rows
+    )
     return row
 
 
 def markdown(rows: list[dict[str, Any]], machine: dict[str, Any]) -> str:
-    lines = ["# Early stopping replayed on search journals: how often the final best would stop", "",
-             "Each full training of a search's final best program (its finalist and final seeds, which never "
-             "stop) and of the human reference (its final seeds) replayed through the stopping rule of each "
-             "of the search's iterations after the first (the earlier iterations' candidates as the "
-             "population, as the search builds it); a training counts once per iteration whose rule stops "
-             "it. Candidates: the search's own that reached the last rung, through their iteration's rule "
-             "(those the journal's search stopped before it are counted apart: their later rungs are "
-             "unknown).",
-             f"Machine: {machine['summary']} (counting only; nothing trains).", "",
-             "| env | best: trainings x rules | stopped, level | stopped, level and trend | human: trainings "
-             "x rules | stopped, level | stopped, level and trend | candidates judged | stopped, level | "
-             "stopped, level and trend | cut short before the last rung |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
-    totals = {name: dict.fromkeys(("best", "human", "candidates", "judged", "best_n", "human_n"), 0)
-              for name in RULES}
+    lines = [
+        "# Early stopping replayed on search journals: how often the final best would stop",
+        "",
+        "Each full training of a search's final best program (its finalist and final seeds, which "
+        "never "
+        "stop) and of the human reference (its final seeds) replayed through the stopping rule of "
+        "each "
+        "of the search's iterations after the first (the earlier iterations' candidates as the "
+        "population, as the search builds it); a training counts once per iteration whose rule "
+        "stops "
+        "it. Candidates: the search's own that reached the last rung, through their iteration's "
+        "rule "
+        "(those the journal's search stopped before it are counted apart: their later rungs are "
+        "unknown).",
+        f"Machine: {machine['summary']} (counting only; nothing trains).",
+        "",
+        "| env | best: trainings x rules | stopped, level | stopped, level and trend | human: "
+        "trainings "
+        "x rules | stopped, level | stopped, level and trend | candidates judged | stopped, level "
+        "| "
+        "stopped, level and trend | cut short before the last rung |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    totals = {
+        name: dict.fromkeys(("best", "human", "candidates", "judged", "best_n", "human_n"), 0)
+        for name in RULES
+    }
     for row in rows:
         level, both = row["rules"]["level"], row["rules"]["level and trend"]
-        runs = {label: row["trainings"][label] * row["iteration_rules"] for label in ("best", "human")}
-        lines.append(f"| {row['env_id']} | {runs['best']} | {level['best_stopped']} | {both['best_stopped']} | "
-                     f"{runs['human']} | {level['human_stopped']} | {both['human_stopped']} | "
-                     f"{level['candidates_judged']} | {level['candidates_stopped']} | "
-                     f"{both['candidates_stopped']} | {row['candidates_cut_short']} |")
+        runs = {
+            label: row["trainings"][label] * row["iteration_rules"] for label in ("best", "human")
+        }
+        lines.append(
+            f"| {row['env_id']} | {runs['best']} | {level['best_stopped']} | "
+            f"{both['best_stopped']} | "
+            f"{runs['human']} | {level['human_stopped']} | {both['human_stopped']} | "
+            f"{level['candidates_judged']} | {level['candidates_stopped']} | "
+            f"{both['candidates_stopped']} | {row['candidates_cut_short']} |"
+        )
         for name in RULES:
             counts, total = row["rules"][name], totals[name]
             total["best"] += counts["best_stopped"]
@@ -123,32 +169,47 @@ def markdown(rows: list[dict[str, Any]], machine: dict[str, Any]) -> str:
             total["best_n"] += runs["best"]
             total["human_n"] += runs["human"]
     level, both = totals["level"], totals["level and trend"]
-    lines += ["", f"All: the final best's trainings stopped {level['best']} of {level['best_n']} times with the "
-              f"level alone, {both['best']} with the level and the trend; the human reference's {level['human']} "
-              f"and {both['human']} of {level['human_n']}; the searches' candidates {level['candidates']} and "
-              f"{both['candidates']} of {level['judged']}.", "",
-              "Reproduce: `python -m benchmarks.stopping_replay RUN_DIR ...` over the run folders of searches "
-              "(`rewardlab search --out`, `python -m benchmarks.search_defaults`); these: "
-              + ", ".join(row["run"] for row in rows) + ".", ""]
+    lines += [
+        "",
+        f"All: the final best's trainings stopped {level['best']} of {level['best_n']} times with "
+        "the "
+        f"level alone, {both['best']} with the level and the trend; the human reference's "
+        f"{level['human']} "
+        f"and {both['human']} of {level['human_n']}; the searches' candidates "
+        f"{level['candidates']} and "
+        f"{both['candidates']} of {level['judged']}.",
+        "",
+        "Reproduce: `python -m benchmarks.stopping_replay RUN_DIR ...` over the run folders of "
+        "searches "
+        "(`rewardlab search --out`, `python -m benchmarks.search_defaults`); these: "
+        + ", ".join(row["run"] for row in rows)
+        + ".",
+        "",
+    ]
     return "\n".join(lines)
 
 
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("runs", nargs="+", help="search run directories (each with journal.jsonl and config.json)")
+    parser.add_argument(
+        "runs", nargs="+", help="search run directories (each with journal.jsonl and config.json)"
+    )
     parser.add_argument("--name", default="stopping_replay", help="the results' file name")
     args = parser.parse_args(argv)
     rows = []
     for run in args.runs:
         path = Path(run)
         if not (path / JOURNAL_FILE).is_file() or not (path / "config.json").is_file():
-            raise SystemExit(f"{run} is no search run directory (no {JOURNAL_FILE} and config.json): "
-                             "pass the --out folder of a search")
+            raise SystemExit(
+                f"{run} is no search run directory (no {JOURNAL_FILE} and config.json): "
+                "pass the --out folder of a search"
+            )
         rows.append(replay(path))
     machine = describe_machine()
     RESULTS.mkdir(exist_ok=True)
-    (RESULTS / f"{args.name}.json").write_text(json.dumps(
-        {"args": recorded_args(args), "machine": machine, "rows": rows}, indent=2) + "\n")
+    (RESULTS / f"{args.name}.json").write_text(
+        json.dumps({"args": recorded_args(args), "machine": machine, "rows": rows}, indent=2) + "\n"
+    )
     text = markdown(rows, machine)
     (RESULTS / f"{args.name}.md").write_text(text)
     print(text)

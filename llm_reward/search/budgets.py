@@ -31,7 +31,8 @@ import gymnasium
 from rewardlab.agents.ppo import PPOConfig
 from rewardlab.llm_reward.training.records import Budget
 
-__all__ = ["BUDGETS", "GENERIC", "SOLVED", "Budget", "default_budget", "learner_discount", "solve_threshold"]
+__all__ = ["BUDGETS", "GENERIC", "SOLVED", "Budget", "default_budget", "learner_discount",
+           "solve_threshold"]
 
 
 _MUJOCO = {"n_steps": 128, "batch_size": 512, "n_epochs": 10, "learning_rate": 3e-4, "anneal_lr": True,

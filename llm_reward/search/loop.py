@@ -424,7 +424,8 @@ class _Search:
             # only the search's candidates may stop early: _train_seeds (finalists, final) never does
             task = self._task(candidate.key, candidate.source, self.config.seeds,
                               self.store.path("candidates", candidate.key, "train"), self._stop_rule, program)
-            return {"result": self.executor.submit(task, self._candidate_started).result().to_dict()}
+            future = self.executor.submit(task, self._candidate_started)
+            return {"result": future.result().to_dict()}
 
         record, trained = self.store.journaled("evaluation", candidate.key, train)
         assert record is not None

@@ -247,8 +247,8 @@ def seed_fitness(candidate: Candidate) -> list[float]:
     seed's last :data:`LATE_CHECKPOINTS` checkpoints), then its extra seeds; a failed extra seed
     counts as the worst (``-inf``)."""
     runs = seed_runs(candidate.result)
-    searched = [sum(point.fitness for point in run[-LATE_CHECKPOINTS:]) / len(run[-LATE_CHECKPOINTS:])
-                for run in runs if run]
+    lates = [run[-LATE_CHECKPOINTS:] for run in runs if run]
+    searched = [sum(point.fitness for point in late) / len(late) for late in lates]
     if not searched:
         searched = [rank_key(candidate)[0]]
     return [*searched, *(-math.inf if value is None else value

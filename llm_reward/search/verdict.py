@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from rewardlab.llm_reward.search.budgets import solve_threshold
 from rewardlab.llm_reward.search.records import FinalScore, SearchResult
 
-__all__ = ["RAISE_STEPS", "SeedFailures", "Verdict", "normalized_score", "references_tied", "seed_failures",
-           "verdict"]
+__all__ = ["RAISE_STEPS", "SeedFailures", "Verdict", "normalized_score", "references_tied",
+           "seed_failures", "verdict"]
 
 #: the factor of the steps that a search which found nothing suggests next
 RAISE_STEPS = 4
@@ -67,12 +67,13 @@ def normalized_score(final: Mapping[str, FinalScore]) -> float | None:
     :param final: the final re-training per label (``best``, ``sparse``, ``human``).
     """
     best, sparse, human = (final.get(label) for label in ("best", "sparse", "human"))
-    if best is None or sparse is None or human is None or None in (best.mean, sparse.mean, human.mean):
+    if best is None or sparse is None or human is None:
+        return None
+    if best.mean is None or sparse.mean is None or human.mean is None:
         return None
     gap, noise = _apart(human, sparse)
     if abs(gap) <= max(noise, 1e-12):
         return None
-    assert best.mean is not None and sparse.mean is not None
     return (best.mean - sparse.mean) / abs(gap)
 
 
@@ -85,11 +86,13 @@ def references_tied(final: Mapping[str, FinalScore]) -> str | None:
     sparse, human = final.get("sparse"), final.get("human")
     if sparse is None or human is None or sparse.mean is None or human.mean is None:
         return None
-    if normalized_score(final) is not None or final.get("best") is None or final["best"].mean is None:
+    best = final.get("best")
+    if normalized_score(final) is not None or best is None or best.mean is None:
         return None
     gap, noise = _apart(human, sparse)
     return (f"the human reference and the env's own reward are not told apart over their seeds "
-            f"(human - own {gap:.3g}, standard error {noise:.2g}): a score divided by their gap would be "
+            f"(human - own {gap:.3g}, standard error {noise:.2g}): a score divided by their gap "
+            "would be "
             "noise; compare the best with each of them")
 
 

@@ -143,7 +143,8 @@ class Stop:
         trend = ("" if self.previous is None else
                  f", and no higher than at the previous rung ({measure} {self.previous:.4g})")
         return (f"stopped at {self.share} of the budget (step {self.step:,}) with fitness {self.fitness:.4g}"
-                f"{partial}: not among the best {self.kept} of the {self.compared + 1} candidates that got "
+                f"{partial}: not among the best {self.kept} of the {self.compared + 1} candidates "
+                "that got "
                 f"there (this one and earlier ones; {measure} {self.kept_from:.4g} or more went on){trend}")
 
     def to_dict(self) -> dict[str, Any]:
