@@ -175,7 +175,15 @@ def evaluate_batched(
 
 def _actions_of(policy: Any, deterministic: bool) -> Callable[[Any], Any]:
     if hasattr(policy, "predict"):
-        return lambda obs: policy.predict(obs, deterministic=deterministic)[0]
+        # a recurrent policy's state carried from step to step (each env's first episode is
+        # the one measured, so no episode starts after the first step)
+        state: list[Any] = [None]
+
+        def act(obs: Any) -> Any:
+            actions, state[0] = policy.predict(obs, state=state[0], deterministic=deterministic)
+            return actions
+
+        return act
     if callable(policy):
         return policy
     raise TypeError(

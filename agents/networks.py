@@ -176,12 +176,14 @@ class ActorCritic(nn.Module):
         :param actions: actions as sampled (unclipped for Box actions).
         """
         out = self.actor(obs)
+        return self._log_prob(out, actions), self._entropy(out)
+
+    def _entropy(self, out: torch.Tensor) -> torch.Tensor:
+        """The entropy of the distribution the actor's output ``out`` makes, ``(B,)``."""
         if self.discrete:
             log_probs = out.log_softmax(dim=-1)
-            entropy = -(log_probs.exp() * log_probs).sum(dim=-1)
-        else:
-            entropy = (0.5 + 0.5 * math.log(2 * math.pi) + self.log_std.expand_as(out)).sum(dim=-1)
-        return self._log_prob(out, actions), entropy
+            return -(log_probs.exp() * log_probs).sum(dim=-1)
+        return (0.5 + 0.5 * math.log(2 * math.pi) + self.log_std.expand_as(out)).sum(dim=-1)
 
     def _log_prob(self, out: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
         """Log-probability of ``actions`` under the distribution the actor's output ``out`` makes."""
@@ -193,17 +195,169 @@ class ActorCritic(nn.Module):
 
 
 class Sampler(nn.Module):
-    """The rollout's step of the policy as a module of ``(obs, noise, mean, inv_std)``: the
-    observation normalisation (``RunningMeanStd.normalize``'s :func:`whiten`) and
-    :meth:`ActorCritic.sample`, the function ``compile=True`` traces and compiles."""
+    """The rollout's step of the policy as a module of ``(obs, noise, mean, inv_std)``, and
+    the memory ``state`` of a :class:`RecurrentActorCritic`: the observation normalisation
+    (``RunningMeanStd.normalize``'s :func:`whiten`) and the policy's ``sample``, the function
+    ``compile=True`` traces and compiles. It returns ``(actions, log_prob)``, and the memory
+    after the step for a recurrent policy."""
 
     def __init__(self, policy: ActorCritic, normalize: bool, clip: float) -> None:
         super().__init__()
         self.policy, self.normalize, self.clip = policy, normalize, clip
 
     def forward(
-        self, obs: torch.Tensor, noise: torch.Tensor, mean: torch.Tensor, inv_std: torch.Tensor
-    ) -> tuple[torch.Tensor, torch.Tensor]:
+        self, obs: torch.Tensor, noise: torch.Tensor, mean: torch.Tensor, inv_std: torch.Tensor,
+        *state: torch.Tensor,
+    ) -> tuple[torch.Tensor, ...]:  # fmt: skip
         if self.normalize:
             obs = whiten(obs, mean, inv_std, self.clip)
-        return self.policy.sample(obs, noise)
+        return self.policy.sample(obs, noise, *state)
+
+
+#: the recurrent cores PPO offers (``recurrent=``), by name
+RECURRENT_CORES = ("gru", "lstm")
+
+
+class RecurrentActorCritic(ActorCritic):
+    """An actor-critic with memory: one feature reader (the flattened observation, or
+    :class:`ImageEncoder` for images), a GRU or LSTM cell over the reader's features, and
+    the actor's and critic's MLPs on the cell's output (CleanRL's ``ppo_atari_lstm``: one core
+    shared by both).
+
+    The memory is one tensor a row, ``(B, state_size)``: the GRU's hidden state, or the
+    LSTM's hidden and cell states side by side (``[h, c]``); a row's output is its first
+    ``hidden_size`` values either way. Zeros are the start of an episode.
+
+    :param recurrent: ``"gru"`` or ``"lstm"``.
+    :param hidden_size: the cell's width.
+    Other parameters as :class:`ActorCritic`'s.
+    """
+
+    def __init__(
+        self,
+        observation_space: gymnasium.spaces.Box,
+        action_space: gymnasium.spaces.Space,
+        pi_sizes: Sequence[int],
+        vf_sizes: Sequence[int],
+        num_heads: int,
+        activation: str,
+        log_std_init: float,
+        image_shape: Sequence[int] | None = None,
+        recurrent: str = "gru",
+        hidden_size: int = 128,
+    ) -> None:
+        nn.Module.__init__(self)
+        if recurrent not in RECURRENT_CORES:
+            raise ValueError(f"recurrent={recurrent!r} is not one of {list(RECURRENT_CORES)}")
+        obs_dim = int(np.prod(observation_space.shape))
+        self.discrete = isinstance(action_space, gymnasium.spaces.Discrete)
+        action_dim = int(action_space.n) if self.discrete else int(action_space.shape[0])
+        if image_shape is not None:
+            self.reader: nn.Module = ImageEncoder(image_shape)
+            width = self.reader.out_features
+        else:
+            self.reader, width = nn.Flatten(), obs_dim
+        self.kind, self.hidden_size = recurrent, int(hidden_size)
+        self.core = (nn.GRUCell if recurrent == "gru" else nn.LSTMCell)(width, self.hidden_size)
+        # CleanRL's initialisation of the core: orthogonal weights, zero biases
+        for name, parameter in self.core.named_parameters():
+            (nn.init.orthogonal_ if "weight" in name else nn.init.zeros_)(parameter)
+        self.state_size = self.hidden_size * (1 if recurrent == "gru" else 2)
+        self.actor = mlp(self.hidden_size, pi_sizes, action_dim, activation, output_gain=0.01)
+        self.critic = mlp(self.hidden_size, vf_sizes, num_heads, activation, output_gain=1.0)
+        if not self.discrete:
+            self.log_std = nn.Parameter(torch.full((action_dim,), float(log_std_init)))
+
+    def initial_state(self, batch: int, device: torch.device | str) -> torch.Tensor:
+        """The memory at the start of an episode: zeros ``(batch, state_size)``."""
+        return torch.zeros((batch, self.state_size), device=device)
+
+    def step(self, obs: torch.Tensor, state: torch.Tensor) -> torch.Tensor:
+        """The memory after reading one observation a row (``(B, state_size)``; its first
+        ``hidden_size`` values are what the actor and critic read).
+
+        :param obs: normalised observations ``(B, *obs_shape)``.
+        :param state: the memory before them.
+        """
+        return self._cell(self.reader(obs), state)
+
+    def _cell(self, features: torch.Tensor, state: torch.Tensor) -> torch.Tensor:
+        if self.kind == "gru":
+            return self.core(features, state)
+        h, c = self.core(features, (state[:, : self.hidden_size], state[:, self.hidden_size :]))
+        return torch.cat([h, c], dim=-1)
+
+    def unroll(
+        self, obs: torch.Tensor, state: torch.Tensor, ended: torch.Tensor
+    ) -> torch.Tensor:
+        """The memory after each step of a rollout, re-run from its start as the rollout ran
+        it: step ``t`` reads ``obs[t]``, and where an episode ended at ``t`` the memory is
+        zeroed before step ``t + 1`` (so nothing crosses an episode end; gradients flow
+        back through the whole rollout: truncated backpropagation over its length).
+
+        :param obs: normalised observations, time-major ``(T, B, *obs_shape)``.
+        :param state: the memory before ``obs[0]``, ``(B, state_size)``.
+        :param ended: bool ``(T, B)``, the episodes that ended at each step.
+        :return: ``(T, B, state_size)``, each step's memory before any reset.
+        """
+        steps, batch = obs.shape[:2]
+        features = self.reader(obs.reshape(steps * batch, *obs.shape[2:]))
+        features = features.reshape(steps, batch, -1)
+        keeps = (~ended).unsqueeze(-1).to(features.dtype)
+        states = []
+        for t in range(steps):
+            state = self._cell(features[t], state)
+            states.append(state)
+            state = state * keeps[t]
+        return torch.stack(states)
+
+    def output(self, state: torch.Tensor) -> torch.Tensor:
+        """What the actor and critic read of a memory ``(..., state_size)``."""
+        return state[..., : self.hidden_size]
+
+    def sample(  # type: ignore[override]
+        self, obs: torch.Tensor, noise: torch.Tensor, state: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """:meth:`ActorCritic.sample` with memory: ``(actions, log_prob, state)``, the
+        memory after reading ``obs``.
+
+        :param obs: normalised observations ``(B, *obs_shape)``.
+        :param noise: the sample's noise.
+        :param state: the memory before ``obs``.
+        """
+        state = self.step(obs, state)
+        out = self.actor(self.output(state))
+        actions = self._sample(out, noise)
+        return actions, self._log_prob(out, actions), state
+
+    def act(  # type: ignore[override]
+        self, obs: torch.Tensor, state: torch.Tensor, deterministic: bool = False,
+        generator: torch.Generator | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor]:  # fmt: skip
+        """Actions and the memory after ``obs``: ``(actions, state)``.
+
+        :param obs: normalised observations ``(B, *obs_shape)``.
+        :param state: the memory before ``obs``.
+        :param deterministic: take the most likely action.
+        :param generator: the random stream to sample from (None: torch's global one).
+        """
+        state = self.step(obs, state)
+        out = self.actor(self.output(state))
+        if deterministic:
+            return (out.argmax(dim=-1) if self.discrete else out), state
+        return self._sample(out, self.draw_noise(out.shape, generator, out.device)), state
+
+    def forward(  # type: ignore[override]
+        self, obs: torch.Tensor, actions: torch.Tensor, state: torch.Tensor, ended: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``(log_prob, entropy, values)`` of a rollout's sequences, re-run from their start
+        (:meth:`unroll`), flattened time-major to ``T * B`` rows: what PPO's loss needs.
+
+        :param obs: normalised observations ``(T, B, *obs_shape)``.
+        :param actions: actions as sampled, ``(T, B, ...)``.
+        :param state: the memory before ``obs[0]``.
+        :param ended: bool ``(T, B)``.
+        """
+        hidden = self.output(self.unroll(obs, state, ended)).flatten(0, 1)
+        out = self.actor(hidden)
+        return self._log_prob(out, actions.flatten(0, 1)), self._entropy(out), self.critic(hidden)

@@ -45,11 +45,11 @@ import numpy as np
 import torch
 from torch import nn
 
-from rewardlab.agents.base import Learner, clipped_gradient_step
+from rewardlab.agents.base import Learner, clipped_gradient_step, predict_in_form
 from rewardlab.agents.common import check_batched, steps_bar
 from rewardlab.agents.fused import PPOCompiled
 from rewardlab.agents.logger import TensorBoardLogger
-from rewardlab.agents.networks import ActorCritic, Sampler
+from rewardlab.agents.networks import ActorCritic, RecurrentActorCritic, Sampler
 from rewardlab.agents.ppo_config import (
     INTRINSIC_COMPONENT,
     MUJOCO_CONFIG,
@@ -169,29 +169,35 @@ class _RolloutSteps(nn.Module):
     :func:`rewardlab.envs.core.carried_steps`, eagerly).
     Each step: the policy acts (:class:`Sampler`), the env takes the actions (clipped to
     the bounds) and steps, and the step's tensors and reward components are kept. It returns
-    a :class:`SteppedRollout` flattened to a tuple of tensors (as a compiled graph returns)."""
+    a :class:`SteppedRollout` flattened to a tuple of tensors (as a compiled graph returns).
+    A ``recurrent`` policy's memory rides first in the carry, before the env's state, and is
+    zeroed where an episode ended (the next step starts a fresh one)."""
 
     def __init__(self, sampler: Callable[..., Sequence[torch.Tensor]], env: Any, steps: int,
-                 bounds: tuple[torch.Tensor, torch.Tensor] | None) -> None:  # fmt: skip
+                 bounds: tuple[torch.Tensor, torch.Tensor] | None, recurrent: bool = False) -> None:  # fmt: skip
         super().__init__()
         self.sampler, self.env, self.steps, self.bounds = sampler, env, steps, bounds
+        self.recurrent = recurrent
 
     def forward(
         self, obs: torch.Tensor, fresh: torch.Tensor, noise: torch.Tensor, mean: torch.Tensor,
         inv_std: torch.Tensor, *carry: torch.Tensor,
     ) -> tuple[torch.Tensor, ...]:  # fmt: skip
         num_envs, kept = obs.shape[0], []
+        memory, carry = (carry[:1], carry[1:]) if self.recurrent else ((), carry)
         for t in range(self.steps):
-            actions, log_prob = self.sampler(obs, noise[t], mean, inv_std)
+            actions, log_prob, *memory = self.sampler(obs, noise[t], mean, inv_std, *memory)
             taken = actions if self.bounds is None else torch.clamp(actions, *self.bounds)
             carry, step, components = self.env.advance_carried(
                 carry, taken, fresh[:, t * num_envs : (t + 1) * num_envs]
             )
             next_obs, reward, terminated, truncated, done, final_obs = step
+            memory = [state * (~done).unsqueeze(-1) for state in memory]
             kept.append((obs, actions, log_prob, reward, terminated, truncated, final_obs, done,
                          torch.stack(components)))  # fmt: skip
             obs = next_obs
-        return (obs, *carry, *(torch.stack(column) for column in zip(*kept, strict=True)))
+        stacked = (torch.stack(column) for column in zip(*kept, strict=True))
+        return (obs, *memory, *carry, *stacked)
 
 
 class MinibatchLosses(NamedTuple):
@@ -321,10 +327,16 @@ class PPO(Learner):
         torch.manual_seed(seed)
         self._generator = torch.Generator(self.device).manual_seed(seed)
         pi_sizes, vf_sizes = split_net_arch(self.config.net_arch)
-        self.policy = ActorCritic(
-            observation_space, action_space, pi_sizes, vf_sizes, len(self.heads),
-            self.config.activation, self.config.log_std_init, self.config.image_shape,
-        ).to(self.device)  # fmt: skip
+        network = (self.config.activation, self.config.log_std_init, self.config.image_shape)
+        if self.config.recurrent is None:
+            self.policy = ActorCritic(
+                observation_space, action_space, pi_sizes, vf_sizes, len(self.heads), *network
+            ).to(self.device)
+        else:
+            self.policy = RecurrentActorCritic(
+                observation_space, action_space, pi_sizes, vf_sizes, len(self.heads), *network,
+                self.config.recurrent, self.config.recurrent_hidden_size,
+            ).to(self.device)  # fmt: skip
         self._parameters = list(self.policy.parameters())
         self.optimizer = torch.optim.Adam(
             self._parameters, lr=self.config.learning_rate, eps=1e-5, fused=True
@@ -360,12 +372,22 @@ class PPO(Learner):
                 f"batch_size={self.config.batch_size} exceeds the rollout size n_steps * num_envs = "
                 f"{self.n_steps} * {env.num_envs} = {rollout_size}"
             )
+        if self.config.recurrent is not None and (self.config.batch_size or 0) % self.n_steps:
+            raise ValueError(
+                f"batch_size={self.config.batch_size} is not a multiple of n_steps={self.n_steps}: "
+                f"a recurrent policy's minibatches are whole env sequences of n_steps steps; pass "
+                f"batch_size={max(self.config.batch_size // self.n_steps, 1) * self.n_steps} or None"
+            )
         # An intrinsic module reads a rollout as time-major rows of num_envs envs (its
         # return filter and episodic counts depend on it): tell it how many.
         if self.intrinsic is not None:
             self.intrinsic.set_num_envs(env.num_envs)
         self.env = env
         self._last_obs = None
+        #: a recurrent policy's memory of each env's episode under way, and the memory the
+        #: last rollout started from (its update re-runs the rollout from there)
+        self._memory: torch.Tensor | None = None
+        self._rollout_memory: torch.Tensor | None = None
         action_shape = None if self.policy.discrete else tuple(self.action_space.shape)
         self._rollout = Rollout.empty(
             self.n_steps, env.num_envs, tuple(self.observation_space.shape), action_shape, self.device
@@ -436,6 +458,8 @@ class PPO(Learner):
         if reset_num_timesteps or self._last_obs is None:
             first_reset = self._rollout.component_names is None
             self._last_obs, _ = env.reset(seed=self.seed if first_reset else None)
+            if self.config.recurrent is not None:
+                self._memory = self.policy.initial_state(env.num_envs, self.device)
             num_heads, num_envs = len(self.heads), env.num_envs
             self._discounted_returns = torch.zeros((num_envs, num_heads), device=self.device)
             self._episode_sums: torch.Tensor | None = None
@@ -478,15 +502,32 @@ class PPO(Learner):
                 # distribution barely depends on its inputs' scale.
                 self.obs_rms.update(raw_obs)
             flat_obs = self._normalize_obs(raw_obs)
-            if seeding_stats:
+            episode_ended = rollout.terminated | rollout.truncated
+            all_obs = torch.cat([flat_obs, self._normalize_obs(self._last_obs)])
+            memories = None
+            if self.config.recurrent is None:
+                if seeding_stats:
+                    with torch.no_grad():
+                        behaviour_log_prob, _ = self.policy.log_prob_and_entropy(flat_obs, flat_actions)
+                values = self._values(all_obs)
+            else:
+                # A recurrent policy's memory at each step (and one step on, at the observation
+                # after the last), re-run from the rollout's start as the update re-runs it.
                 with torch.no_grad():
-                    behaviour_log_prob, _ = self.policy.log_prob_and_entropy(flat_obs, flat_actions)
-            values = self._values(torch.cat([flat_obs, self._normalize_obs(self._last_obs)]))
+                    ended = torch.cat([episode_ended, torch.zeros_like(episode_ended[:1])])
+                    memories = self.policy.unroll(
+                        all_obs.reshape(T + 1, N, *all_obs.shape[1:]), self._rollout_memory, ended
+                    )
+                    values = self.policy.critic(self.policy.output(memories))
+                    if seeding_stats:
+                        behaviour_log_prob, _, _ = self.policy(
+                            flat_obs.reshape(T, N, *flat_obs.shape[1:]),
+                            rollout.actions, self._rollout_memory, episode_ended,
+                        )  # fmt: skip
             values = values.reshape(T + 1, N, -1)
 
             # Intrinsic reward on the whole rollout, flattened time-major (row t * N + env);
             # next_obs is the true successor (final_obs where an episode ended).
-            episode_ended = rollout.terminated | rollout.truncated
             intrinsic_reward = None
             if self.intrinsic is not None:
                 raw_next = rollout.final_obs.reshape(raw_obs.shape)
@@ -525,7 +566,13 @@ class PPO(Learner):
             next_values = values[1:]
             if rollout.truncated.any():  # a host sync, and a forward pass of the few cut steps
                 cut = rollout.truncated
-                final_values = self._values(self._normalize_obs(rollout.final_obs[cut]))
+                final_obs = self._normalize_obs(rollout.final_obs[cut])
+                if memories is None:
+                    final_values = self._values(final_obs)
+                else:  # read on from the memory of the episode's last step
+                    with torch.no_grad():
+                        memory = self.policy.step(final_obs, memories[:-1][cut])
+                        final_values = self.policy.critic(self.policy.output(memory))
                 next_values = next_values.clone()
                 next_values[cut] = torch.where(episodic, final_values, next_values[cut])
             terminated = rollout.terminated.unsqueeze(-1) & episodic
@@ -588,7 +635,10 @@ class PPO(Learner):
         # the sampling noise of the whole rollout in one draw (one operator, not one a step)
         noise = self.policy.draw_noise((self.n_steps, *self._noise_shape()), self._generator, self.device)
         call = self._rollout_steps()
-        carry = env.carried()
+        # a recurrent policy's memory rides first in the carry (see _RolloutSteps)
+        memory = () if self._memory is None else (self._memory,)
+        self._rollout_memory = self._memory
+        carry = (*memory, *env.carried())
         chunks: list[SteppedRollout] = []
         num_envs = self.env.num_envs
         with torch.no_grad():
@@ -599,6 +649,8 @@ class PPO(Learner):
                 )  # fmt: skip
                 chunks.append(SteppedRollout.of(out, len(carry)))
                 obs, carry = chunks[-1].next_obs, chunks[-1].carry
+            if memory:
+                self._memory, carry = carry[0], carry[1:]
             stored = ("obs", "actions", "log_prob", "rewards", "terminated", "truncated", "final_obs")
             for name in stored:
                 torch.cat([getattr(chunk, name) for chunk in chunks], out=getattr(rollout, name))
@@ -643,7 +695,8 @@ class PPO(Learner):
 
     def _make_rollout_steps(self, policy_step: Callable[..., Sequence[torch.Tensor]], env: Any) -> _RolloutSteps:
         bounds = None if self.policy.discrete else (self._action_low, self._action_high)
-        return _RolloutSteps(policy_step, env, fused_steps(self.n_steps), bounds)
+        recurrent = self.config.recurrent is not None
+        return _RolloutSteps(policy_step, env, fused_steps(self.n_steps), bounds, recurrent)
 
     def _recipe(self) -> str:
         """What the compiled graphs are made of besides rewardlab's code (``compile``'s cache
@@ -706,6 +759,15 @@ class PPO(Learner):
         # The policy follows the weighted sum of the heads' advantages.
         policy_advantages = (advantages * self._head_weights).sum(dim=-1)
         rollout = (obs, actions, old_log_prob, policy_advantages, returns, old_values)
+        if self.config.recurrent is not None:
+            # Minibatches of whole env sequences (CleanRL's ppo_atari_lstm): the rollout
+            # time-major (T, N, ...), with each step's episode ends and the memory it started
+            # from, shuffled over the N envs, batch_size // T of them a minibatch.
+            T, N = self.n_steps, self.env.num_envs
+            rollout = tuple(c.reshape(T, N, *c.shape[1:]) for c in rollout)
+            ended = self._rollout.terminated | self._rollout.truncated
+            rollout = (*rollout, ended, self._rollout_memory)
+            size, batch_size = N, max(batch_size // T, 1)
         # the losses of the steps taken, and of the step target_kl stopped (if one did)
         taken: list[torch.Tensor] = []
         stopped: list[torch.Tensor] = []
@@ -784,18 +846,26 @@ class PPO(Learner):
 
         :param batch: the rollout's observations, actions, behaviour log-probabilities,
             the policy's (weighted) advantages, returns and values per head, then the
-            minibatch's row indices.
+            minibatch's row indices; for a recurrent policy, each of them time-major
+            ``(T, N, ...)``, then the episode ends ``(T, N)`` and the memory the rollout
+            started from ``(N, state_size)``, then the minibatch's env indices.
         :param parameters: the policy's parameters by name, in place of its own (the
             compiled step differentiates the loss as a function of them).
         """
         *rollout, idx = batch
-        obs, actions, old_log_prob, advantages, returns, old_values = (c[idx] for c in rollout)
-        if parameters is None:
-            log_prob, entropy, new_values = self.policy(obs, actions)
+        if self.config.recurrent is None:
+            obs, actions, old_log_prob, advantages, returns, old_values = (c[idx] for c in rollout)
+            inputs: tuple[torch.Tensor, ...] = (obs, actions)
         else:
-            log_prob, entropy, new_values = torch.func.functional_call(
-                self.policy, parameters, (obs, actions)
-            )
+            # the envs idx's whole sequences, re-run from the memory the rollout started from
+            *sequences, ended, memory = rollout
+            obs, actions, *steps = (c[:, idx] for c in sequences)
+            old_log_prob, advantages, returns, old_values = (c.flatten(0, 1) for c in steps)
+            inputs = (obs, actions, memory[idx], ended[:, idx])
+        if parameters is None:
+            log_prob, entropy, new_values = self.policy(*inputs)
+        else:
+            log_prob, entropy, new_values = torch.func.functional_call(self.policy, parameters, inputs)
         log_ratio = log_prob - old_log_prob
         ratio = log_ratio.exp()
         if self.config.normalize_advantage and advantages.shape[0] > 1:
@@ -821,10 +891,64 @@ class PPO(Learner):
     def _act(self, obs: torch.Tensor, deterministic: bool) -> torch.Tensor:
         """The policy's actions on a batch (its mean or a sample), Box actions clipped to the
         action bounds (:meth:`Learner.predict` is the public side)."""
-        actions = self.policy.act(self._normalize_obs(obs), None, deterministic)
-        if not self.policy.discrete:
-            actions = torch.maximum(torch.minimum(actions, self._action_high), self._action_low)
-        return actions
+        return self._taken(self.policy.act(self._normalize_obs(obs), None, deterministic))
+
+    def predict(
+        self,
+        observation: np.ndarray | torch.Tensor,
+        state: np.ndarray | torch.Tensor | None = None,
+        episode_start: np.ndarray | torch.Tensor | None = None,
+        deterministic: bool = True,
+    ) -> tuple[np.ndarray | torch.Tensor, Any]:
+        """Actions for one observation or a batch, returned in the form given, as
+        :meth:`Learner.predict`; a recurrent policy (``recurrent=``) also takes and returns
+        its memory, as SB3-contrib's ``RecurrentPPO.predict`` does::
+
+            state, starts = None, np.ones(num_envs, dtype=bool)
+            while ...:
+                actions, state = model.predict(obs, state=state, episode_start=starts)
+                obs, reward, terminated, truncated, info = env.step(actions)
+                starts = terminated | truncated
+
+        :param observation: ``obs_shape`` or ``(B, *obs_shape)``.
+        :param state: a recurrent policy's memory of each row, ``(B, state_size)`` (or
+            ``(state_size,)`` for one observation) as the last call returned it; None: the
+            start of an episode. Ignored (returned as is) by a policy without memory.
+        :param episode_start: bool per row: that row's episode starts here (its memory is
+            zeroed first); None: none does.
+        :param deterministic: the policy's best action instead of a sample.
+        :return: ``(actions, state)``, the memory after ``observation`` in the form of the
+            observation (numpy or a tensor on the model's device).
+        """
+        if self.config.recurrent is None:
+            return super().predict(observation, state, episode_start, deterministic)
+        after: list[torch.Tensor] = []
+
+        def act(obs: torch.Tensor) -> torch.Tensor:
+            memory = self.policy.initial_state(obs.shape[0], self.device)
+            if state is not None:
+                memory = torch.as_tensor(state, dtype=torch.float32, device=self.device)
+                if memory.numel() != memory.new_empty(obs.shape[0], self.policy.state_size).numel():
+                    raise ValueError(
+                        f"state has shape {tuple(memory.shape)}; a recurrent policy's memory is "
+                        f"({obs.shape[0]}, {self.policy.state_size}) for these observations, as "
+                        "predict returned it (or None at the start of the episodes)"
+                    )
+                memory = memory.reshape(obs.shape[0], self.policy.state_size)
+            if episode_start is not None:
+                starts = torch.as_tensor(episode_start, device=self.device).reshape(-1, 1)
+                memory = memory * ~starts.bool()
+            actions, memory = self.policy.act(self._normalize_obs(obs), memory, deterministic)
+            after.append(memory)
+            return self._taken(actions)
+
+        with torch.no_grad():
+            actions = predict_in_form(observation, tuple(self.observation_space.shape), act,
+                                      self.device, torch.float32)  # fmt: skip
+        as_numpy = not isinstance(observation, torch.Tensor)
+        shape = np.shape(observation) if as_numpy else observation.shape
+        memory = after[0][0] if tuple(shape) == tuple(self.observation_space.shape) else after[0]
+        return actions, memory.cpu().numpy() if as_numpy else memory
 
     def _saved_state(self) -> dict[str, Any]:
         """Spaces, networks, optimiser and statistics; the intrinsic module and ``reward_fn``

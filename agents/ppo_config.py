@@ -13,6 +13,7 @@ import numpy as np
 import torch
 
 from rewardlab.agents.common import HyperparameterCheck, LearnerConfig
+from rewardlab.agents.networks import RECURRENT_CORES
 from rewardlab.intrinsic.base import IntrinsicModule
 
 HEAD_OPTIONS = ("gamma", "weight", "episodic")
@@ -104,6 +105,17 @@ class PPOConfig(LearnerConfig):
         float, "weight": float, "episodic": bool}`` (defaults: ``gamma``, 1.0, True).
         Names must be in ``info["reward_components"]`` or be ``"intrinsic"`` when an
         ``intrinsic`` module is given. Reward not covered by a head is not learned from.
+    :param recurrent: None (a policy without memory), ``"gru"`` or ``"lstm"``: a recurrent
+        core between the observation's reader (``net_arch``'s input, or ``image_shape``'s
+        CNN) and the actor's and critic's MLPs, shared by both (CleanRL's ``ppo_atari_lstm``;
+        SB3-contrib's ``RecurrentPPO`` with ``shared_lstm=True``). Its memory is carried
+        across a rollout's steps per env and zeroed where an episode ended; the update
+        re-runs each env's whole rollout from the memory it started with (truncated
+        backpropagation over ``n_steps``), so minibatches are whole env sequences:
+        ``batch_size`` must be a multiple of ``n_steps`` (``batch_size // n_steps`` envs a
+        minibatch; by default a quarter of the envs, at least one).
+    :param recurrent_hidden_size: the recurrent core's width (SB3-contrib's
+        ``lstm_hidden_size``).
     :param compile: run each minibatch's update (forward, loss, backward, gradient
         clipping, Adam) as one function compiled ahead of time (``rewardlab.agents.fused``),
         and so the rollout's step of the policy and its values (the same numbers up to float
@@ -144,6 +156,8 @@ class PPOConfig(LearnerConfig):
     intrinsic_coef: float = 1.0
     intrinsic_gamma: float = 0.99
     value_heads: Sequence[str] | Mapping[str, Mapping[str, Any]] | None = None
+    recurrent: str | None = None
+    recurrent_hidden_size: int = 128
     compile: bool = False
 
     def __post_init__(self) -> None:
@@ -202,6 +216,15 @@ def check_config(config: PPOConfig) -> None:
     for name in ("anneal_lr", "normalize_advantage", "normalize_obs", "normalize_reward", "compile"):
         if not isinstance(hp[name], bool):
             fail(name, "True or False")
+    if hp["recurrent"] not in (None, *RECURRENT_CORES):
+        fail("recurrent", "None, " + " or ".join(repr(name) for name in RECURRENT_CORES))
+    size = hp["recurrent_hidden_size"]
+    if not isinstance(size, int) or isinstance(size, bool) or size < 1:
+        fail("recurrent_hidden_size", "a positive integer")
+    if hp["recurrent"] is not None and hp["compile"]:
+        fail("compile", f"False with recurrent={hp['recurrent']!r}: a recurrent policy trains "
+             "eagerly; drop compile=True (--no-compile), or recurrent=None for a compiled policy "
+             "without memory")
     if hp["activation"] not in ("tanh", "relu"):
         fail("activation", "'tanh' or 'relu'")
     shape = hp["image_shape"]
