@@ -1,8 +1,8 @@
 """The sandbox's own fork server: imports torch once, then forks one worker per job.
 
 Starting a fresh interpreter per job would cost seconds of imports each time, so
-:func:`rewardlab.llm_reward.sandbox.runner.run_sandboxed` asks a long-lived server process to fork its
-workers. The server is our own rather than ``multiprocessing``'s because
+:func:`rewardlab.llm_reward.sandbox.runner.run_sandboxed` asks a long-lived server process to
+fork its workers. The server is our own rather than ``multiprocessing``'s because
 
 - it is started with a minimal environment, so no worker can find the caller's secrets
   in its inherited environment block (``/proc/self/environ``);
@@ -52,8 +52,8 @@ __all__ = ["ForkServer", "fork_server", "kill_group"]
 
 READY = b"ready\n"
 STARTUP_TIMEOUT_S = 300.0
-# Not ``python -m rewardlab.llm_reward.sandbox.forkserver``: importing the package imports this module first,
-# and runpy would then run a second copy of it as __main__.
+# Not ``python -m rewardlab.llm_reward.sandbox.forkserver``: importing the package imports this
+# module first, and runpy would then run a second copy of it as __main__.
 _SERVER_COMMAND = ("import sys, json; from rewardlab.llm_reward.sandbox.forkserver import serve; "
                    "serve(sys.argv[1], sys.argv[3:], json.loads(sys.argv[2]))")
 #: the longest a server may take to start when it warms up (a first compile of PPO's graphs)
@@ -86,7 +86,8 @@ class ForkServer:
         self.owner = os.getpid()
         started = time.monotonic()
         self.process = subprocess.Popen(
-            [sys.executable, "-c", _SERVER_COMMAND, self.socket_path, json.dumps(self.warm), *self.preload],
+            [sys.executable, "-c", _SERVER_COMMAND, self.socket_path, json.dumps(self.warm),
+             *self.preload],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             env=environment,
@@ -166,7 +167,8 @@ def fork_server(preload: Sequence[str], warm: Sequence[tuple[str, str]] = ()) ->
 def _close_servers() -> None:
     with _SERVERS_LOCK:
         for server in _SERVERS.values():
-            if server.owner == os.getpid():  # a forked child's copy of its parent's server is not its own
+            # a forked child's copy of its parent's server is not its own
+            if server.owner == os.getpid():
                 server.close()
         _SERVERS.clear()
 
@@ -202,9 +204,10 @@ def serve(socket_path: str, preload: Sequence[str], warm: Sequence[Sequence[str]
             for function, argument in warm:
                 try:
                     resolve(function)(argument)
-                except Exception as error:  # the jobs find out for themselves; the server still serves
-                    print(f"rewardlab: the sandbox's fork server could not warm up with {function}: "
-                          f"{type(error).__name__}: {error}", file=sys.stderr, flush=True)
+                except Exception as error:  # the jobs find out for themselves; the server serves
+                    print(f"rewardlab: the sandbox's fork server could not warm up with "
+                          f"{function}: {type(error).__name__}: {error}", file=sys.stderr,
+                          flush=True)
         finally:
             sys.stdout.flush()
             os.dup2(stdout, sys.stdout.fileno())
@@ -231,7 +234,8 @@ def serve(socket_path: str, preload: Sequence[str], warm: Sequence[Sequence[str]
     exits: dict[int, int] = {}
     try:
         while True:
-            readable, _, _ = select.select([listener, stdin, *exits.values(), *requests], [], [], 0.1)
+            waited = [listener, stdin, *exits.values(), *requests]
+            readable, _, _ = select.select(waited, [], [], 0.1)
             if stdin in readable and not os.read(stdin, 1):
                 return
             if listener in readable:
@@ -239,7 +243,8 @@ def serve(socket_path: str, preload: Sequence[str], warm: Sequence[Sequence[str]
                 # only the process that started the server, never another of its user (a
                 # process a candidate left behind held connections open, and each one held
                 # the next candidate's start for seconds)
-                if _peer(connection) == (owner, os.getuid()) and len(requests) < MAX_PENDING_REQUESTS:
+                room = len(requests) < MAX_PENDING_REQUESTS
+                if _peer(connection) == (owner, os.getuid()) and room:
                     connection.setblocking(False)
                     requests[connection] = _Request(time.monotonic() + REQUEST_TIMEOUT_S)
                 else:
@@ -308,7 +313,9 @@ def _remove_orphaned(run_dirs: dict[int, str]) -> None:
 def _peer(connection: socket.socket) -> tuple[int, int] | None:
     """The process id and user id at the other end of a Unix socket (``SO_PEERCRED``)."""
     try:
-        credentials = connection.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+        credentials = connection.getsockopt(
+            socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i")
+        )
     except OSError:
         return None
     pid, uid, _ = struct.unpack("3i", credentials)
@@ -331,8 +338,11 @@ class _Request:
         self.done = False
 
     def receive(self, connection: socket.socket) -> None:
-        """Take what the connection holds now; done once the request is whole, closed or too long."""
-        needed = MESSAGE_HEADER.size + (MESSAGE_HEADER.unpack_from(self.data)[0] if len(self.data) >= MESSAGE_HEADER.size else 0)
+        """Take what the connection holds now; done once the request is whole, closed or too
+        long."""
+        header = MESSAGE_HEADER.size
+        body = MESSAGE_HEADER.unpack_from(self.data)[0] if len(self.data) >= header else 0
+        needed = header + body
         try:
             chunk = connection.recv(min(max(needed - len(self.data), 1), 2**20))
         except BlockingIOError:
@@ -397,7 +407,8 @@ def _run_worker(
 
         limits = Limits(**request["limits"])
         tasks = limits.thread_limit + WORKER_PROCESSES + (1 if request.get("companion") else 0)
-        run_isolated(job, request["run_dir"], float(limits.max_disk_mb), tasks, float(limits.threads))
+        quota_mb, cpus = float(limits.max_disk_mb), float(limits.threads)
+        run_isolated(job, request["run_dir"], quota_mb, tasks, cpus)
     finally:
         os._exit(1)
 

@@ -38,12 +38,12 @@ anything the worker sends. Linux only: where the kernel lacks namespaces, Landlo
 seccomp, workers refuse to run (see
 :func:`~rewardlab.llm_reward.sandbox.support.kernel_support`).
 
-A job is a module-level function ``job(payload: dict, guard: Guard) -> dict``, handed in by
-the caller (:mod:`~rewardlab.llm_reward.sandbox.protocol`); its payload and result are JSON
-data. The steps above run in :mod:`~rewardlab.llm_reward.sandbox.worker`. A job that takes a ``progress`` argument is given a
-function that sends JSON data to the caller at once (a training run's checkpoints, as they
-are made): the caller keeps it in :attr:`SandboxRun.progress`, so what the job reported
-survives a timeout or a crash that loses its result.
+A job is a module-level function ``job(payload: dict, guard: Guard) -> dict``, handed in by the
+caller (:mod:`~rewardlab.llm_reward.sandbox.protocol`); its payload and result are JSON data. The
+steps above run in :mod:`~rewardlab.llm_reward.sandbox.worker`. A job that takes a ``progress``
+argument is given a function that sends JSON data to the caller at once (a training run's
+checkpoints, as they are made): the caller keeps it in :attr:`SandboxRun.progress`, so what the job
+reported survives a timeout or a crash that loses its result.
 """
 
 from __future__ import annotations
@@ -67,8 +67,8 @@ from rewardlab.llm_reward.sandbox.protocol import Limits, read_message, referenc
 from rewardlab.llm_reward.sandbox.quota import MAX_ENTRIES, QUOTA_EXIT
 from rewardlab.llm_reward.sandbox.worker import LOG_NAME
 
-__all__ = ["Limits", "SandboxRun", "landlock_abi", "read_private_tail", "remove_tree", "run_sandboxed",
-           "write_private"]
+__all__ = ["Limits", "SandboxRun", "landlock_abi", "read_private_tail", "remove_tree",
+           "run_sandboxed", "write_private"]
 
 #: the most bytes of progress messages the caller keeps of one job
 MAX_PROGRESS_BYTES = 256 * 2**20
@@ -134,17 +134,17 @@ def run_sandboxed(
         for all workers: those the job needs that would otherwise be imported under the
         guard, which refuses what some imports do (``ctypes`` calls), or in every worker.
         Each distinct list gets its own fork server.
-    :param warm: ``(function, json_text)`` pairs (module-level functions) the fork server calls once before
-        forking (:class:`~rewardlab.llm_reward.sandbox.forkserver.ForkServer`): what they
+    :param warm: ``(function, json_text)`` pairs (module-level functions) the fork server calls once
+        before forking (:class:`~rewardlab.llm_reward.sandbox.forkserver.ForkServer`): what they
         load, every worker inherits. Each distinct list gets its own fork server too.
     :param temporary: ``run_dir`` is a temporary folder that the caller removes after the
         run; should the caller die first (SIGKILL runs no ``finally``), the fork server
         removes it once it has killed the worker.
     :param companion: the module-level function of the process that runs the untrusted code
-        for the job (a reward program), called as ``function(payload, channel, guard)``
-        in a process the worker forks before it confines itself, and confined further
-        (:mod:`~rewardlab.llm_reward.sandbox.worker`); the job is then called as ``job(payload, guard,
-        companion=(channel, pid))``, its end of the socket pair and the companion's pid.
+        for the job (a reward program), called as ``function(payload, channel, guard)`` in a process
+        the worker forks before it confines itself, and confined further
+        (:mod:`~rewardlab.llm_reward.sandbox.worker`); the job is then called as ``job(payload,
+        guard, companion=(channel, pid))``, its end of the socket pair and the companion's pid.
     :param on_progress: called with each progress message (untrusted data) as it arrives; when
         it returns True the worker is killed then, and the run comes back with ``stopped``
         (what it sent so far in ``progress``): a caller stops a job that is not worth finishing.
@@ -161,7 +161,8 @@ def run_sandboxed(
         "payload": json.dumps(payload),
         "run_dir": os.fspath(run_dir),
         "limits": asdict(limits),
-        "preload": [WORKER_MODULE, job.__module__, *preload, *([companion.__module__] if companion else [])],
+        "preload": [WORKER_MODULE, job.__module__, *preload,
+                    *([companion.__module__] if companion else [])],
         "temporary": bool(temporary),
         "companion": companion_name,
     }
@@ -171,8 +172,9 @@ def run_sandboxed(
     connection = server.connect(request)
     progress: list[Any] = []
     try:
-        envelope, exit_code, timed_out, stopped = _follow_worker(connection, start + limits.timeout_s, progress,
-                                                                 on_progress)
+        envelope, exit_code, timed_out, stopped = _follow_worker(
+            connection, start + limits.timeout_s, progress, on_progress
+        )
     finally:
         connection.close()
     run = _outcome(envelope, timed_out, time.monotonic() - start, exit_code, run_dir, limits)
@@ -186,13 +188,16 @@ def run_sandboxed(
 def _say_once_what_is_unbounded() -> None:
     """Log once per process where this machine leaves a worker's CPU share unbounded."""
     if cpu_limit() is None:
-        _log.warning("rewardlab: no cpu cgroup can be made here (cgroup v1, or v2 with the cpu controller "
-                     "delegated to this user): a sandboxed candidate's CPU share is not bounded, and a "
-                     "program's busy threads can slow the candidates beside it")
+        _log.warning("rewardlab: no cpu cgroup can be made here (cgroup v1, or v2 with the cpu "
+                     "controller delegated to this user): a sandboxed candidate's CPU share is not "
+                     "bounded, and a program's busy threads can slow the candidates beside it")
 
 
 def _follow_worker(
-    connection: Any, deadline: float, progress: list[Any], on_progress: Callable[[Any], bool] | None = None
+    connection: Any,
+    deadline: float,
+    progress: list[Any],
+    on_progress: Callable[[Any], bool] | None = None,
 ) -> tuple[Any, int | None, bool, bool]:
     """Read the worker's messages until the server reports its exit; kill it on timeout, or
     when ``on_progress`` says so.
@@ -254,9 +259,11 @@ def _outcome(
     limits: Limits,
 ) -> SandboxRun:
     if exit_code == QUOTA_EXIT:
-        envelope = None  # a result sent by a worker whose run directory outgrew its quota is no result
+        # a result sent by a worker whose run directory outgrew its quota is no result
+        envelope = None
     if envelope is not None:
-        if isinstance(envelope, dict) and "result" in envelope and isinstance(envelope["result"], dict | None):
+        if (isinstance(envelope, dict) and "result" in envelope
+                and isinstance(envelope["result"], dict | None)):
             error = envelope.get("error")
             violation = envelope.get("violation")
             return SandboxRun(
@@ -271,8 +278,8 @@ def _outcome(
         return SandboxRun(None, None, "the worker sent a malformed result", "crash", wall_s,
                           exit_code, _log_tail(run_dir))
     if timed_out:
-        error, kind = (f"timed out: the job ran past its wall-clock limit of {limits.timeout_s:g} s "
-                       "and was killed"), "timeout"
+        error, kind = (f"timed out: the job ran past its wall-clock limit of "
+                       f"{limits.timeout_s:g} s and was killed"), "timeout"
     else:
         error, kind = _describe_exit(exit_code, limits)
     return SandboxRun(None, None, error, kind, wall_s, exit_code, _log_tail(run_dir))
@@ -281,21 +288,23 @@ def _outcome(
 def _describe_exit(exit_code: int | None, limits: Limits) -> tuple[str, str]:
     if exit_code is not None and exit_code < 0:
         number = -exit_code
-        name = signal.Signals(number).name if number in signal.Signals._value2member_map_ else str(number)
+        known = number in signal.Signals._value2member_map_
+        name = signal.Signals(number).name if known else str(number)
         if number == signal.SIGXCPU:
             return (f"the job used up its CPU-time limit of {limits.cpu_limit_s} s and was killed "
                     "(SIGXCPU)"), "limit"
         if number == signal.SIGKILL:
             return ("the worker was killed (SIGKILL): it hit its CPU-time limit, ran out of "
-                    f"memory (address-space limit {limits.memory_mb} MB) or the system killed it"), "limit"
+                    f"memory (address-space limit {limits.memory_mb} MB) or the system killed "
+                    "it"), "limit"
         if number == signal.SIGXFSZ:
             return (f"the job wrote a file larger than {limits.max_file_mb} MB and was killed "
                     "(SIGXFSZ)"), "limit"
         return f"the worker died from signal {name}", "crash"
     if exit_code == QUOTA_EXIT:
-        return (f"the job filled its run directory past its disk quota of {limits.max_disk_mb:g} MB "
-                f"(or past {MAX_ENTRIES:,} files and folders, or into folders too deep to measure) "
-                "and was killed"), "limit"
+        return (f"the job filled its run directory past its disk quota of "
+                f"{limits.max_disk_mb:g} MB (or past {MAX_ENTRIES:,} files and folders, or into "
+                "folders too deep to measure) and was killed"), "limit"
     return f"the worker exited (code {exit_code}) without sending a result", "crash"
 
 

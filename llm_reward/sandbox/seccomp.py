@@ -41,8 +41,8 @@ _DENIED_SYSCALLS = (
     "memfd_create", "shmget", "shmat", "msgget",
 )
 # Answered EOPNOTSUPP (as a file system without it), so glibc's posix_fallocate writes
-# instead: allocating takes no time, and a worker allocated 8 GB in 21 ms, between two looks
-# of the disk-quota watchdog (red-team finding).
+# instead: allocating takes no time, and a worker allocated gigabytes between two looks of
+# the disk-quota watchdog (red-team finding).
 _UNSUPPORTED_SYSCALLS = ("fallocate",)
 
 

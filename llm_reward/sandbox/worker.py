@@ -74,7 +74,8 @@ def worker_main(
         gpu = bool(limits.get("gpu"))
         devices = gpu_devices() if gpu else []
         extra = ["/sys/bus/pci", "/sys/devices", "/dev/shm"] if gpu else []
-        confine(run_dir, readable_roots(extra), devices)  # the kernel's rules; the guard only explains
+        # the kernel's rules; the guard only explains
+        confine(run_dir, readable_roots(extra), devices)
         guard.install()
         envelope["result"] = function(payload, guard, **extras)
     except BaseException as error:  # noqa: B036 - report anything, the worker exits next
@@ -203,7 +204,8 @@ def _isolate(run_dir: str, limits: Limits, companion: bool) -> None:
     sys.path[:] = [path for path in sys.path if path not in ("", ".")]
     temporary = os.path.join(run_dir, "tmp")
     os.makedirs(temporary, exist_ok=True)
-    kept = {name: os.environ[name] for name in (*KEPT_ENVIRONMENT, "PYTHONPATH") if name in os.environ}
+    kept = {name: os.environ[name] for name in (*KEPT_ENVIRONMENT, "PYTHONPATH")
+            if name in os.environ}
     os.environ.clear()
     os.environ.update(kept, HOME=run_dir, TMPDIR=temporary, OMP_NUM_THREADS=str(limits.threads),
                       MKL_NUM_THREADS=str(limits.threads), PYTHONDONTWRITEBYTECODE="1")

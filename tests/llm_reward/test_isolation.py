@@ -883,7 +883,7 @@ print(closed, flush=True)
 
 def test_a_process_left_behind_cannot_stall_the_next_candidate(tmp_path: Path) -> None:
     # a process of the same user held connections to the fork server's socket without a
-    # request: each held the server for its 2 s, and the next candidate took 19 s to start
+    # request: each held the server for its 2 s, and the next candidate waited for them all
     server = fork_server(("rewardlab.llm_reward.sandbox.worker", "hostile_jobs", *PRELOAD))  # the one run() uses
     stranger = subprocess.Popen([sys.executable, "-c", STRANGER, server.socket_path], stdout=subprocess.PIPE,
                                 text=True)

@@ -455,7 +455,7 @@ def test_fork_server_starts_with_a_minimal_environment(monkeypatch: pytest.Monke
 
 def test_an_answer_without_fences_costs_a_bounded_number_of_parses(monkeypatch: pytest.MonkeyPatch) -> None:
     # red-team finding: one parse per line of an unfenced answer whose prefixes never parse
-    # took 82 s of the search's own process for a 110 KB answer
+    # held the search's own process for a long while on a 110 KB answer
     from rewardlab.llm_reward.programs import answers
 
     parsed = []
@@ -749,7 +749,7 @@ def test_an_unterminated_fence_runs_to_the_end() -> None:
 
 
 def test_helpers_in_many_blocks_are_each_parsed_once(monkeypatch: pytest.MonkeyPatch) -> None:
-    """600 helpers in 600 blocks were parsed once per helper (2,000 of them took minutes)."""
+    """600 helpers in 600 blocks were parsed once per helper (quadratic in the helpers)."""
     from rewardlab.llm_reward.programs import answers
 
     parsed = []
