@@ -92,6 +92,8 @@ def resolve_config(args: argparse.Namespace) -> dict[str, Any]:
             given[key] = value
     if getattr(args, "hyperparameters", None) is not None:  # the flag's settings over the file's
         given["hyperparameters"] = {**file_hyperparameters, **args.hyperparameters}
+    if getattr(args, "recurrent", None) is not None:  # PPO's setting, the flag over any other
+        given["hyperparameters"] = {**given.get("hyperparameters", {}), "recurrent": args.recurrent}
     if args.seed is not None:
         given["seeds"] = [args.seed]
     config = {key: given.get(key, default) for key, default in DEFAULTS.items()}
@@ -149,7 +151,8 @@ def settle_compile(config: dict[str, Any]) -> None:
         return
     steps = config["steps"]
     config["compile"] = (config["algo"] == "ppo" and isinstance(steps, int) and steps >= AUTO_COMPILE_STEPS
-                         and "compile" not in config["hyperparameters"])
+                         and "compile" not in config["hyperparameters"]
+                         and not config["hyperparameters"].get("recurrent"))  # trains eagerly
     if config["compile"]:
         print(f"compiling PPO for a run of {steps:,} steps (the first run of a setting compiles for "
               "tens of seconds, later ones load it from the cache); --no-compile trains eagerly",
@@ -242,9 +245,16 @@ def check_config(config: dict[str, Any]) -> None:
         raise ValueError("--trust-program applies to a --reward-program; pass one, or drop it")
     if not isinstance(config["compile"], bool):
         raise ValueError(f"compile={config['compile']!r} must be true or false")
+    recurrent = isinstance(config["hyperparameters"], dict) and config["hyperparameters"].get("recurrent")
+    if recurrent and config["algo"] != "ppo":
+        raise ValueError(f"--recurrent {recurrent} is rewardlab's PPO's (--algo ppo), not --algo "
+                         f"{config['algo']}'s; drop it, or use --algo ppo")
     if config["compile"]:
         if config["algo"] != "ppo":
             raise ValueError(f"--compile compiles rewardlab's PPO (--algo ppo), not --algo {config['algo']}; drop it")
+        if recurrent:
+            raise ValueError(f"--compile with --recurrent {recurrent}: a recurrent policy trains eagerly; "
+                             "drop --compile, or --recurrent for a compiled policy without memory")
     if config["env_kwargs"] and config["reward_program"] and not config["trust_program"]:
         raise ValueError(
             "--env-kwargs does not reach the sandbox that trains a --reward-program yet; drop it, "
@@ -504,6 +514,9 @@ def register_train(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--fusion", help=f"how several intrinsic rewards fuse: {', '.join(FUSIONS)}")
     parser.add_argument("--intrinsic-coef", dest="intrinsic_coef", type=float)
     parser.add_argument("--num-envs", dest="num_envs", type=int)
+    parser.add_argument("--recurrent", choices=["gru", "lstm"],
+                        help="--algo ppo: a policy with memory, a GRU or LSTM core over the observation's "
+                             "features (hyperparameter recurrent; its width recurrent_hidden_size, 128)")
     parser.add_argument("--device", help="cpu or cuda (our PPO)")
     parser.add_argument("--reward-program", dest="reward_program",
                         help="train on a reward program file (e.g. a search's best_reward.py; --algo ppo), "

@@ -94,6 +94,24 @@ def test_sb3_training_logs_components_and_resumes(tmp_path):
     assert json.loads((run / "metrics.json").read_text())["num_timesteps"] == first
 
 
+def test_recurrent_flag_trains_and_saves_a_recurrent_ppo(tmp_path, capsys):
+    from rewardlab.agents import PPO
+
+    with pytest.raises(SystemExit):
+        main(["train", "--help"])
+    assert "--recurrent {gru,lstm}" in capsys.readouterr().out
+    logdir = tmp_path / "runs"
+    flags = ["--env", "CartPole-v1", "--seed", "0", "--logdir", str(logdir), "--num-envs", "8"]
+    assert train(tmp_path, "--steps", "512", "--recurrent", "lstm", *flags) == 0
+    run = logdir / "seed_0"
+    assert json.loads((run / "config.json").read_text())["hyperparameters"]["recurrent"] == "lstm"
+    model = PPO.load(run / "model.pt")
+    assert model.config.recurrent == "lstm" and model.policy.state_size == 2 * 128
+    with pytest.raises(SystemExit):
+        main(["train", "--logdir", str(tmp_path / "x"), "--recurrent", "rnn", *flags[:2]])
+    assert "invalid choice: 'rnn'" in capsys.readouterr().err
+
+
 def test_own_ppo_resume_continues_the_step_count(tmp_path):
     logdir = tmp_path / "runs"
     flags = ["--env", "CartPole-v1", "--seed", "0", "--logdir", str(logdir), "--num-envs", "8"]
@@ -118,6 +136,8 @@ def test_own_ppo_resume_continues_the_step_count(tmp_path):
         (["--env", "CartPole-v1", "--intrinsic", "rnd,bogus"], "bogus"),
         (["--env", "CartPole-v1", "--intrinsic", "rnd", "--fusion", "avg"], "product"),
         (["--env", "CartPole-v1", "--algo", "sb3-ppo", "--compile"], "--algo ppo"),
+        (["--env", "CartPole-v1", "--algo", "sb3-ppo", "--recurrent", "gru"], "--algo ppo"),
+        (["--env", "CartPole-v1", "--recurrent", "gru", "--compile"], "drop --compile"),
     ],
 )
 def test_unknown_names_list_the_valid_ones(tmp_path, capsys, flags, message):
@@ -221,6 +241,7 @@ def test_an_sb3_algorithm_that_cannot_take_the_envs_actions_is_one_line(tmp_path
     (["--steps", "2000000", "--no-compile"], False),
     (["--steps", "1000", "--compile"], True),
     (["--steps", "5000000", "--algo", "sb3-ppo"], False),  # only our PPO compiles
+    (["--steps", "2000000", "--recurrent", "gru"], False),  # a recurrent policy trains eagerly
 ])
 def test_long_ppo_runs_compile_unless_told_not_to(capsys, flags, compiled):
     from rewardlab.app.cli import build_parser
