@@ -200,8 +200,10 @@ class BatchedMiniGridEnv(BatchedEnv):
       ``seed`` and the actions. The first pool's seeds lie below 2**31 - 1 and the refreshed
       ones above, so an env made with another seed (a held-out set for evaluation) never
       starts on this one's refreshed layouts. A layout costs one MiniGrid reset, 0.3 to
-      5 ms on an idle core (``benchmarks/minigrid_throughput.py`` reports the first pool's
-      time, ``pool (s)``).
+      5 ms on an idle core for most tasks and far more where MiniGrid's generator places
+      rooms by trial and error (a pool of 4096 MultiRoom-N12-S10 layouts takes minutes:
+      pass a smaller ``layouts``); ``benchmarks/minigrid_throughput.py`` reports the first
+      pool's time, ``pool (s)``.
 
     The state of a copy is one row of bytes (:class:`~rewardlab.envs.batched_minigrid.layouts.Rows`,
     :attr:`state`): the grid's compact cell codes padded with walls, the contents of its
