@@ -27,7 +27,13 @@ import numpy as np
 
 from rewardlab.common.statistics import bootstrap_ci
 from rewardlab.llm_reward.programs.text import fenced, sanitize
-from rewardlab.llm_reward.search.records import Candidate, late_fitness, rank_key, seed_runs
+from rewardlab.llm_reward.search.records import (
+    Candidate,
+    confirmed_fitness,
+    late_fitness,
+    rank_key,
+    seed_runs,
+)
 from rewardlab.llm_reward.training import Checkpoint
 from rewardlab.llm_reward.training.failures import cut
 
@@ -40,7 +46,8 @@ HTML_FILE = "report.html"
 #: colour-blind-safe (Okabe-Ito), in the order series are drawn
 PALETTE = ("#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F0E442", "#000000")
 FINAL_COLOURS = {"best": PALETTE[0], "human": PALETTE[2], "sparse": PALETTE[3]}
-FINAL_NAMES = {"best": "best program", "human": "human reference", "sparse": "sparse reference (env's own reward)"}
+FINAL_NAMES = {"best": "best program", "human": "human reference",
+               "sparse": "the env's own reward (the sparse reference)"}
 CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
 #: the most characters of an LLM's answer shown on the page
 MAX_SHOWN_ANSWER_CHARS = 20_000
@@ -345,9 +352,12 @@ def _finalists_section(result: SearchResult) -> str:
     for c in finalists:
         cells = "".join(f"<td>{text('failed' if (c.confirmation or {}).get(s) is None else number(c.confirmation[s]))}"
                         "</td>" for s in extra)
+        bound = confirmed_fitness(c)
         rows.append(f"<tr><td>{text(c.key)}</td><td>{text(number(rank_key(c)[0]))}</td>{cells}"
+                    f"<td>{text('-' if math.isinf(bound) else number(bound))}</td>"
                     f"<td>{'yes' if c is result.best else ''}</td></tr>")
-    table = (f"<table><tr><th>finalist</th><th>search seed(s), late fitness</th>{header}<th>chosen</th></tr>"
+    table = (f"<table><tr><th>finalist</th><th>search seed(s), late fitness</th>{header}"
+             "<th>lower bound (picks)</th><th>chosen</th></tr>"
              + "".join(rows) + "</table>")
     extra_runs = result.finalist_runs
     series = []

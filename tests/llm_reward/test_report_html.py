@@ -97,8 +97,8 @@ def test_the_search_writes_one_self_contained_page_beside_report_md(run_dir: Pat
     assert "default-src 'none'" in page  # the browser would refuse any fetch or script as well
     # the plots: fitness per iteration, the final curves with bands, finalists, correlation
     assert page.count("<svg") >= 4 and "<polygon" in page and "<circle" in page
-    for shown in ("it00_s00", "it00_s01", "it00_s02", "human reference", "sparse reference", "Finalists",
-                  "upright", "centred"):
+    for shown in ("it00_s00", "it00_s01", "it00_s02", "human reference", "the env&#x27;s own reward (the sparse "
+                  "reference)", "Finalists", "lower bound (picks)", "upright", "centred"):
         assert shown in page, shown
 
 
