@@ -197,21 +197,7 @@ def serve(socket_path: str, preload: Sequence[str], warm: Sequence[Sequence[str]
     for module in preload:
         importlib.import_module(module)
     if warm:
-        # the first line on standard output must be READY: what the warm-ups print goes to stderr
-        stdout = os.dup(sys.stdout.fileno())
-        os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
-        try:
-            for function, argument in warm:
-                try:
-                    resolve(function)(argument)
-                except Exception as error:  # the jobs find out for themselves; the server serves
-                    print(f"rewardlab: the sandbox's fork server could not warm up with "
-                          f"{function}: {type(error).__name__}: {error}", file=sys.stderr,
-                          flush=True)
-        finally:
-            sys.stdout.flush()
-            os.dup2(stdout, sys.stdout.fileno())
-            os.close(stdout)
+        _warm_up(warm)
     # Imported here, in the server only: the caller imports this module for the client side.
     from rewardlab.llm_reward.sandbox.namespaces import run_isolated
     from rewardlab.llm_reward.sandbox.quota import process_handle
@@ -239,16 +225,7 @@ def serve(socket_path: str, preload: Sequence[str], warm: Sequence[Sequence[str]
             if stdin in readable and not os.read(stdin, 1):
                 return
             if listener in readable:
-                connection, _ = listener.accept()
-                # only the process that started the server, never another of its user (a
-                # process a candidate left behind held connections open, and each one held
-                # the next candidate's start for seconds)
-                room = len(requests) < MAX_PENDING_REQUESTS
-                if _peer(connection) == (owner, os.getuid()) and room:
-                    connection.setblocking(False)
-                    requests[connection] = _Request(time.monotonic() + REQUEST_TIMEOUT_S)
-                else:
-                    connection.close()
+                _accept(listener, owner, requests)
             for connection in list(requests):
                 reading = requests[connection]
                 if connection in readable:
@@ -272,24 +249,73 @@ def serve(socket_path: str, preload: Sequence[str], warm: Sequence[Sequence[str]
                     if request.get("temporary") is True and isinstance(request.get("run_dir"), str):
                         temporary[pid] = request["run_dir"]
             _report_exits(workers)
-            for pid in [pid for pid in exits if pid not in workers]:
-                os.close(exits.pop(pid))
-            for pid in [pid for pid in temporary if pid not in workers]:
-                del temporary[pid]  # reported: the caller removes the folder
+            _forget_reported(workers, exits, temporary)
     finally:
-        for connection in requests:
-            connection.close()
-        for pid in workers:
-            kill_group(pid)
-        # The caller is gone (it closed our standard input, or died: SIGKILL runs no
-        # `finally`): remove what it would have removed, the temporary run directories
-        # of the workers it was waiting for and this server's own folder.
-        _remove_orphaned({pid: temporary[pid] for pid in workers if pid in temporary})
-        for remove, path in ((os.unlink, socket_path), (os.rmdir, os.path.dirname(socket_path))):
+        _shut_down(socket_path, requests, workers, temporary)
+
+
+def _forget_reported(
+    workers: dict[int, socket.socket], exits: dict[int, int], temporary: dict[int, str]
+) -> None:
+    """Close the exit handles of the workers whose exit was reported, and forget their run
+    directories: the caller removes those."""
+    for pid in [pid for pid in exits if pid not in workers]:
+        os.close(exits.pop(pid))
+    for pid in [pid for pid in temporary if pid not in workers]:
+        del temporary[pid]
+
+
+def _accept(listener: socket.socket, owner: int, requests: dict[socket.socket, _Request]) -> None:
+    """Take the next connection as a request still coming, from the process that started the
+    server only, never another of its user (a process a candidate left behind held
+    connections open, and each one held the next candidate's start for seconds)."""
+    connection, _ = listener.accept()
+    if _peer(connection) == (owner, os.getuid()) and len(requests) < MAX_PENDING_REQUESTS:
+        connection.setblocking(False)
+        requests[connection] = _Request(time.monotonic() + REQUEST_TIMEOUT_S)
+    else:
+        connection.close()
+
+
+def _warm_up(warm: Sequence[Sequence[str]]) -> None:
+    """Call each ``(function, argument)`` of ``warm``; what they print goes to stderr, since the
+    first line on standard output must be READY."""
+    stdout = os.dup(sys.stdout.fileno())
+    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
+    try:
+        for function, argument in warm:
             try:
-                remove(path)
-            except OSError:
-                pass
+                resolve(function)(argument)
+            except Exception as error:  # the jobs find out for themselves; the server serves
+                print(f"rewardlab: the sandbox's fork server could not warm up with "
+                      f"{function}: {type(error).__name__}: {error}", file=sys.stderr,
+                      flush=True)
+    finally:
+        sys.stdout.flush()
+        os.dup2(stdout, sys.stdout.fileno())
+        os.close(stdout)
+
+
+def _shut_down(
+    socket_path: str,
+    requests: dict[socket.socket, _Request],
+    workers: dict[int, socket.socket],
+    temporary: dict[int, str],
+) -> None:
+    """The server's end: close the requests still coming and kill the workers. The caller is
+    gone (it closed our standard input, or died: SIGKILL runs no `finally`): remove what it
+    would have removed, the temporary run directories of the workers it was waiting for and
+    this server's own folder."""
+    for connection in requests:
+        connection.close()
+    for pid in workers:
+        kill_group(pid)
+    _remove_orphaned({pid: temporary[pid] for pid in workers if pid in temporary})
+    for remove, path in ((os.unlink, socket_path), (os.rmdir, os.path.dirname(socket_path))):
+        try:
+            remove(path)
+        except OSError:
+            pass
 
 
 def _remove_orphaned(run_dirs: dict[int, str]) -> None:
