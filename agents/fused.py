@@ -391,7 +391,8 @@ class PPOCompiled:
         :param make_steps: makes the rollout's steps of a policy's step and an env's steps.
         :param sampler: the policy's step.
         :param env: the env's carried steps.
-        :param example: the policy step's inputs ``(obs, noise, mean, inv_std)``, one step's.
+        :param example: the policy step's inputs ``(obs, noise, mean, inv_std)``, one step's,
+            then a recurrent policy's memory (which the rollout's steps carry before the env's).
         :param env_traces: whether ``env``'s step is known to trace.
         """
         if env_traces and "rollout" not in self.calls:
@@ -414,14 +415,14 @@ class PPOCompiled:
     ) -> None:
         """Compile the rollout's steps with the env's step inside; the recipe that names the
         graph holds the env's (:meth:`BatchedEnv.step_fingerprint`) besides the model's."""
-        obs, noise, *whitening = example
+        obs, noise, *whitening_and_memory = example
         # examples of the inputs' shapes and dtypes (the env may not be reset yet): the
         # reset states (the state's rows, one column an env) and noise of every step
         carry = env.carried_example()
         fresh = carry[0].repeat(1, module.steps)
         noise = noise.expand(module.steps, *noise.shape)
         recipe = repr((self.recipe(), module.steps, env.step_fingerprint()))
-        inputs = (obs, fresh, noise, *whitening, *carry)
+        inputs = (obs, fresh, noise, *whitening_and_memory, *carry)
         with env.traced_steps():
             self._compiled("rollout", lambda: module, inputs, recipe)
 

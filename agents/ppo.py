@@ -420,12 +420,20 @@ class PPO(Learner):
             batch_size = self.config.batch_size or max(size // 4, 1)
             vector = torch.zeros(size, device=self.device)
             per_head = torch.zeros((size, len(self.heads)), device=self.device)
-            idx = torch.arange(batch_size, device=self.device)
-            batch = (obs, actions, vector, vector, per_head, per_head, idx)
+            rollout_tensors = (obs, actions, vector, vector, per_head, per_head)
+            if self.config.recurrent is None:
+                batch = (*rollout_tensors, torch.arange(batch_size, device=self.device))
+            else:  # as _update passes them: time-major, episode ends, start memory, env indices
+                T, N = self.n_steps, self.env.num_envs
+                sequences = (c.reshape(T, N, *c.shape[1:]) for c in rollout_tensors)
+                ended = torch.zeros((T, N), dtype=torch.bool, device=self.device)
+                envs = torch.arange(max(batch_size // T, 1), device=self.device)
+                batch = (*sequences, ended, *self._memory_example(), envs)
             self._compiled.update(batch, self._loss, self.config.max_grad_norm)
             self._rollout_steps()
-            rows = size + self.env.num_envs
-            self._values(torch.zeros((rows, *obs.shape[1:]), device=self.device))
+            if self.config.recurrent is None:  # a recurrent policy's values are re-run eagerly
+                rows = size + self.env.num_envs
+                self._values(torch.zeros((rows, *obs.shape[1:]), device=self.device))
         return time.perf_counter() - start
 
     @at_own_threads
@@ -679,10 +687,16 @@ class PPO(Learner):
         if not self.config.compile:
             return self._make_rollout_steps(sampler, self._env_steps)
         noise = torch.ones(self._noise_shape(), device=self.device)
-        example = (self._rollout.obs[0], noise, *self.obs_rms.whitening)
+        example = (self._rollout.obs[0], noise, *self.obs_rms.whitening, *self._memory_example())
         return self._compiled.rollout_steps(
             self._make_rollout_steps, sampler, self._env_steps, example, self._env_steps_compile
         )
+
+    def _memory_example(self) -> tuple[torch.Tensor, ...]:
+        """A recurrent policy's memory as the rollout's steps take it (``()`` without one)."""
+        if self.config.recurrent is None:
+            return ()
+        return (self.policy.initial_state(self.env.num_envs, self.device),)
 
     def _values(self, obs: torch.Tensor) -> torch.Tensor:
         """``V(obs)`` per head, ``(B, H)``, of normalised observations; with ``compile``, the

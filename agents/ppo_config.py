@@ -113,7 +113,10 @@ class PPOConfig(LearnerConfig):
         re-runs each env's whole rollout from the memory it started with (truncated
         backpropagation over ``n_steps``), so minibatches are whole env sequences:
         ``batch_size`` must be a multiple of ``n_steps`` (``batch_size // n_steps`` envs a
-        minibatch; by default a quarter of the envs, at least one).
+        minibatch; by default a quarter of the envs, at least one). With ``compile`` the
+        same code compiles: the rollout's steps carry the memory, and the minibatch step
+        re-runs its sequences inside the compiled update (one graph step per rollout step,
+        so a long ``n_steps`` compiles for longer); the values are re-run eagerly.
     :param recurrent_hidden_size: the recurrent core's width (SB3-contrib's
         ``lstm_hidden_size``).
     :param compile: run each minibatch's update (forward, loss, backward, gradient
@@ -221,10 +224,6 @@ def check_config(config: PPOConfig) -> None:
     size = hp["recurrent_hidden_size"]
     if not isinstance(size, int) or isinstance(size, bool) or size < 1:
         fail("recurrent_hidden_size", "a positive integer")
-    if hp["recurrent"] is not None and hp["compile"]:
-        fail("compile", f"False with recurrent={hp['recurrent']!r}: a recurrent policy trains "
-             "eagerly; drop compile=True (--no-compile), or recurrent=None for a compiled policy "
-             "without memory")
     if hp["activation"] not in ("tanh", "relu"):
         fail("activation", "'tanh' or 'relu'")
     shape = hp["image_shape"]

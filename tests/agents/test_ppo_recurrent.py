@@ -153,11 +153,27 @@ def test_predict_carries_the_memory_and_save_load_keeps_it(tmp_path: Any) -> Non
 @pytest.mark.parametrize(("settings", "message"), [
     ({"recurrent": "rnn"}, "recurrent must be None, 'gru' or 'lstm'"),
     ({"recurrent": "gru", "recurrent_hidden_size": 0}, "recurrent_hidden_size must be"),
-    ({"recurrent": "gru", "compile": True}, "compile must be False with recurrent='gru'"),
 ])  # fmt: skip
 def test_bad_recurrent_settings_are_one_line(settings: dict[str, Any], message: str) -> None:
     with pytest.raises(ValueError, match=message):
         PPO(RememberTheCue(2), **settings)
+
+
+@pytest.mark.parametrize("make", [
+    lambda: RememberTheCue(len(DELAYS), delay=DELAYS),  # stepped eagerly between compiled steps
+    lambda: envs.make("CartPole-v1", num_envs=6, device="cpu", seed=0),  # stepped in the graph
+])  # fmt: skip
+def test_compiled_is_the_same_code_as_eager(make: Any) -> None:
+    models = [PPO(make(), n_steps=10, batch_size=20, n_epochs=2, recurrent="gru",
+                  recurrent_hidden_size=8, compile=compile) for compile in (False, True)]  # fmt: skip
+    models[1].warm_up()
+    for model in models:
+        model.learn(3 * 10 * 6)
+    eager, compiled = models
+    assert "update" in compiled._compiled.calls
+    assert [e["r"] for e in eager.ep_info_buffer] == [e["r"] for e in compiled.ep_info_buffer]
+    for a, b in zip(eager.policy.parameters(), compiled.policy.parameters(), strict=True):
+        torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5)
 
 
 def test_a_minibatch_of_part_of_a_sequence_is_refused() -> None:
