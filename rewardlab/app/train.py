@@ -152,7 +152,8 @@ def settle_compile(config: dict[str, Any]) -> None:
     steps = config["steps"]
     config["compile"] = (config["algo"] == "ppo" and isinstance(steps, int) and steps >= AUTO_COMPILE_STEPS
                          and "compile" not in config["hyperparameters"]
-                         and not config["hyperparameters"].get("recurrent"))  # trains eagerly
+                         # a recurrent update's graph unrolls n_steps: compiled when asked
+                         and not config["hyperparameters"].get("recurrent"))
     if config["compile"]:
         print(f"compiling PPO for a run of {steps:,} steps (the first run of a setting compiles for "
               "tens of seconds, later ones load it from the cache); --no-compile trains eagerly",
@@ -252,9 +253,6 @@ def check_config(config: dict[str, Any]) -> None:
     if config["compile"]:
         if config["algo"] != "ppo":
             raise ValueError(f"--compile compiles rewardlab's PPO (--algo ppo), not --algo {config['algo']}; drop it")
-        if recurrent:
-            raise ValueError(f"--compile with --recurrent {recurrent}: a recurrent policy trains eagerly; "
-                             "drop --compile, or --recurrent for a compiled policy without memory")
     if config["env_kwargs"] and config["reward_program"] and not config["trust_program"]:
         raise ValueError(
             "--env-kwargs does not reach the sandbox that trains a --reward-program yet; drop it, "
@@ -516,7 +514,8 @@ def register_train(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--num-envs", dest="num_envs", type=int)
     parser.add_argument("--recurrent", choices=["gru", "lstm"],
                         help="--algo ppo: a policy with memory, a GRU or LSTM core over the observation's "
-                             "features (hyperparameter recurrent; its width recurrent_hidden_size, 128)")
+                             "features (hyperparameter recurrent; its width recurrent_hidden_size, 128); "
+                             "eager unless --compile")
     parser.add_argument("--device", help="cpu or cuda (our PPO)")
     parser.add_argument("--reward-program", dest="reward_program",
                         help="train on a reward program file (e.g. a search's best_reward.py; --algo ppo), "

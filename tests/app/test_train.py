@@ -137,7 +137,6 @@ def test_own_ppo_resume_continues_the_step_count(tmp_path):
         (["--env", "CartPole-v1", "--intrinsic", "rnd", "--fusion", "avg"], "product"),
         (["--env", "CartPole-v1", "--algo", "sb3-ppo", "--compile"], "--algo ppo"),
         (["--env", "CartPole-v1", "--algo", "sb3-ppo", "--recurrent", "gru"], "--algo ppo"),
-        (["--env", "CartPole-v1", "--recurrent", "gru", "--compile"], "drop --compile"),
     ],
 )
 def test_unknown_names_list_the_valid_ones(tmp_path, capsys, flags, message):
@@ -242,6 +241,7 @@ def test_an_sb3_algorithm_that_cannot_take_the_envs_actions_is_one_line(tmp_path
     (["--steps", "1000", "--compile"], True),
     (["--steps", "5000000", "--algo", "sb3-ppo"], False),  # only our PPO compiles
     (["--steps", "2000000", "--recurrent", "gru"], False),  # a recurrent policy trains eagerly
+    (["--steps", "1000", "--recurrent", "gru", "--compile"], True),  # unless told
 ])
 def test_long_ppo_runs_compile_unless_told_not_to(capsys, flags, compiled):
     from rewardlab.app.cli import build_parser
