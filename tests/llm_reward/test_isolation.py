@@ -33,13 +33,16 @@ SECRET = "sk-caller-secret-5b7e9d"
 PRELOAD = ("rewardlab.llm_reward.sandbox.worker", "hostile_jobs")
 
 pytestmark = pytest.mark.skipif(
-    any(kernel_support().values()), reason=f"the kernel lacks isolation features: {kernel_support()}"
+    any(kernel_support().values()),
+    reason=f"the kernel lacks isolation features: {kernel_support()}",
 )
 
 
 def run(job: str, payload: dict[str, Any], run_dir: Path, **limits: Any) -> Any:
     run_dir.mkdir(parents=True, exist_ok=True)
-    return run_sandboxed(getattr(hostile_jobs, job), payload, run_dir, Limits(**{"timeout_s": 30, **limits}), PRELOAD)
+    return run_sandboxed(
+        getattr(hostile_jobs, job), payload, run_dir, Limits(**{"timeout_s": 30, **limits}), PRELOAD
+    )
 
 
 def everything_returned(result: Any, run_dir: Path) -> str:
@@ -69,16 +72,27 @@ def test_no_program_or_process_can_start(tmp_path: Path, outside: Path) -> None:
         assert report[key].startswith(("PermissionError", "OSError", "BlockingIOError")), report
     time.sleep(1.0)
     assert not marker.exists()
-    left = subprocess.run(["pgrep", "-f", str(marker)], capture_output=True, text=True).stdout.split()
+    left = subprocess.run(
+        ["pgrep", "-f", str(marker)], capture_output=True, text=True
+    ).stdout.split()
     assert not left, f"processes left behind: {left}"
 
 
-def test_files_outside_the_run_directory_can_be_neither_written_nor_read(tmp_path: Path, outside: Path) -> None:
+def test_files_outside_the_run_directory_can_be_neither_written_nor_read(
+    tmp_path: Path, outside: Path
+) -> None:
     result = run("touch_files", {"outside": str(outside)}, tmp_path / "run")
     report = result.result
     assert report is not None, result.error
     assert sorted(path.name for path in outside.iterdir()) == ["secret.txt"]
-    for key in ("write", "torch.save", "read_secret", "read_torch", "read_passwd", "list_root_home"):
+    for key in (
+        "write",
+        "torch.save",
+        "read_secret",
+        "read_torch",
+        "read_passwd",
+        "list_root_home",
+    ):
         assert not report[key].startswith("done"), (key, report[key])
     assert report["read_python"].startswith("done"), report["read_python"]
     assert SECRET not in everything_returned(result, tmp_path / "run")
@@ -95,7 +109,11 @@ def test_no_file_mode_owner_time_or_attribute_can_be_changed(tmp_path: Path, out
     for key, value in report.items():
         assert value.startswith("PermissionError"), (key, value)
     after = victim.stat()
-    assert (after.st_mode, after.st_uid, after.st_mtime_ns) == (before.st_mode, before.st_uid, before.st_mtime_ns)
+    assert (after.st_mode, after.st_uid, after.st_mtime_ns) == (
+        before.st_mode,
+        before.st_uid,
+        before.st_mtime_ns,
+    )
     assert not (tmp_path / "run" / "inside.txt").stat().st_mode & 0o7000
 
 
@@ -112,22 +130,35 @@ def test_the_callers_script_folder_is_not_readable(tmp_path: Path) -> None:
         "run_dir = Path(sys.argv[1])\n"
         "run_dir.mkdir()\n"
         "import hostile_jobs\n"
-        "run = run_sandboxed(hostile_jobs.read_the_users_folder, {'folder': sys.argv[2], 'module': 'caller', "
-        "'env_id': 'CartPole-v1'}, run_dir, Limits(timeout_s=60), ('rewardlab.llm_reward.sandbox.worker', "
-        "'hostile_jobs'))\n"
+        "run = run_sandboxed(hostile_jobs.read_the_users_folder, {'folder': sys.argv[2], "
+        "'module': 'caller', 'env_id': 'CartPole-v1'}, run_dir, Limits(timeout_s=60), "
+        "('rewardlab.llm_reward.sandbox.worker', 'hostile_jobs'))\n"
         "print(json.dumps(run.result))\n"
     )
     support = Path(__file__).resolve().parents[1] / "support"
-    environment = {**os.environ, "PYTHONPATH": os.pathsep.join([str(support), os.environ.get("PYTHONPATH", "")])}
-    done = subprocess.run([sys.executable, str(folder / "caller.py"), str(tmp_path / "run"), str(folder)],
-                          capture_output=True, text=True, env=environment, cwd=tmp_path, timeout=300)
+    environment = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(support), os.environ.get("PYTHONPATH", "")]),
+    }
+    done = subprocess.run(
+        [sys.executable, str(folder / "caller.py"), str(tmp_path / "run"), str(folder)],
+        capture_output=True,
+        text=True,
+        env=environment,
+        cwd=tmp_path,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout.strip().splitlines()[-1])
-    assert report["secret"].startswith("PermissionError") and report["listing"].startswith("PermissionError")
+    assert report["secret"].startswith("PermissionError") and report["listing"].startswith(
+        "PermissionError"
+    )
     assert SECRET not in done.stdout
 
 
-def test_no_other_process_and_no_secret_is_visible(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_no_other_process_and_no_secret_is_visible(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("REWARDLAB_API_KEY", SECRET)
     result = run("look_around", {}, tmp_path / "run")
     report = result.result
@@ -152,8 +183,12 @@ def test_no_network_of_any_kind(tmp_path: Path) -> None:
     abstract.listen(1)
     abstract.settimeout(1.0)
     server = fork_server(PRELOAD)
-    payload = {"udp_port": udp.getsockname()[1], "tcp_port": tcp.getsockname()[1],
-               "fork_server": server.socket_path, "abstract": "rewardlab-test-abstract"}
+    payload = {
+        "udp_port": udp.getsockname()[1],
+        "tcp_port": tcp.getsockname()[1],
+        "fork_server": server.socket_path,
+        "abstract": "rewardlab-test-abstract",
+    }
     try:
         result = run("use_the_network", payload, tmp_path / "run")
         report = result.result
@@ -161,7 +196,9 @@ def test_no_network_of_any_kind(tmp_path: Path) -> None:
         assert all(not value.startswith("done") for value in report.values()), report
         for listener in (udp, tcp, abstract):
             with pytest.raises(TimeoutError):
-                (listener.recv if listener is udp else listener.accept)(*((16,) if listener is udp else ()))
+                (listener.recv if listener is udp else listener.accept)(
+                    *((16,) if listener is udp else ())
+                )
     finally:
         for listener in (udp, tcp, abstract):
             listener.close()
@@ -170,10 +207,15 @@ def test_no_network_of_any_kind(tmp_path: Path) -> None:
 
 def test_signals_reach_nothing_outside(tmp_path: Path) -> None:
     server = fork_server(PRELOAD)
-    result = run("signal_others", {"caller_pid": os.getpid(), "server_pid": server.process.pid},
-                 tmp_path / "run")
+    result = run(
+        "signal_others",
+        {"caller_pid": os.getpid(), "server_pid": server.process.pid},
+        tmp_path / "run",
+    )
     assert result.result is not None, result.error
-    assert all(not value.startswith("done") or "parent" == key for key, value in result.result.items()), result.result
+    assert all(
+        not value.startswith("done") or "parent" == key for key, value in result.result.items()
+    ), result.result
     assert server.alive()
 
 
@@ -184,7 +226,12 @@ def test_forged_frames_are_that_candidates_failure_only(tmp_path: Path, depth: i
     assert result.error and result.error_kind == "crash"
     assert fork_server(PRELOAD).alive()
     # the parser itself: limits instead of RecursionError, no NaN or Infinity
-    for text in ("[" * 100_000 + "]" * 100_000, '{"a": NaN}', '{"a": Infinity}', "[" * 40 + "]" * 40):
+    for text in (
+        "[" * 100_000 + "]" * 100_000,
+        '{"a": NaN}',
+        '{"a": Infinity}',
+        "[" * 40 + "]" * 40,
+    ):
         with pytest.raises(ValueError):
             strict_json(text)
     assert strict_json('{"a": [1, 2.5, "x"]}') == {"a": [1, 2.5, "x"]}
@@ -202,7 +249,9 @@ def test_a_frame_of_many_values_is_refused_before_it_is_built() -> None:
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
-    assert peak < 50 * 2**20, f"{peak / 2**20:.0f} MB to refuse a 4 MB frame"  # json.loads: about 200 MB
+    assert peak < 50 * 2**20, (
+        f"{peak / 2**20:.0f} MB to refuse a 4 MB frame"
+    )  # json.loads: about 200 MB
     # commas and brackets inside strings are no values: a request's payload is one string
     request = json.dumps({"payload": json.dumps([[0.5] * 30] * 20_000), "x": ["a,[{"] * 10})
     assert strict_json(request)["x"] == ["a,[{"] * 10
@@ -230,10 +279,14 @@ def test_a_program_cannot_start_thousands_of_threads(tmp_path: Path) -> None:
     result = run("start_threads", {"threads": 3000}, tmp_path / "run", max_threads=64)
     assert result.result is not None, result.error
     report = result.result
-    assert report["nproc"] == [64 + WORKER_PROCESSES] * 2, report  # binds where the caller is not root
+    assert report["nproc"] == [64 + WORKER_PROCESSES] * 2, (
+        report
+    )  # binds where the caller is not root
     if task_limit() is None:
-        pytest.skip("the caller is root and may make no pids cgroup here: RLIMIT_NPROC does not bind root, "
-                    f"and nothing caps the threads (started {report['started']})")
+        pytest.skip(
+            "the caller is root and may make no pids cgroup here: RLIMIT_NPROC does not bind root, "
+            f"and nothing caps the threads (started {report['started']})"
+        )
     assert report["peak"] <= 64 and report["started"] < 64, report
     assert report["error"] and "thread" in report["error"], report
 
@@ -254,7 +307,9 @@ def test_a_result_sent_past_the_quota_is_no_result(tmp_path: Path) -> None:
     result = run("fill_then_answer", {"mb": 120}, tmp_path / "run", max_disk_mb=40)
     assert result.result is None and result.error_kind == "limit", (result.result, result.error)
     # the result was sent and the job had ended when the watchdog looked
-    sent = _outcome({"result": {"answered": True}}, False, 1.0, QUOTA_EXIT, tmp_path, Limits(max_disk_mb=40))
+    sent = _outcome(
+        {"result": {"answered": True}}, False, 1.0, QUOTA_EXIT, tmp_path, Limits(max_disk_mb=40)
+    )
     assert sent.result is None and sent.error_kind == "limit" and "quota of 40 MB" in sent.error
 
 
@@ -280,22 +335,30 @@ def test_the_caller_follows_no_link_the_program_planted(tmp_path: Path, outside:
     victim = outside / "victim.txt"
     victim.write_text("untouched")
     run_dir = tmp_path / "run"
-    result = run("plant_links", {"victim": str(victim), "secret": str(outside / "secret.txt")}, run_dir)
+    result = run(
+        "plant_links", {"victim": str(victim), "secret": str(outside / "secret.txt")}, run_dir
+    )
     assert result.result is None
     assert SECRET not in result.log_tail
     write_private(run_dir, "result.json", "{}")
     assert victim.read_text() == "untouched"
-    assert (run_dir / "result.json").read_text() == "{}" and not (run_dir / "result.json").is_symlink()
+    assert (run_dir / "result.json").read_text() == "{}" and not (
+        run_dir / "result.json"
+    ).is_symlink()
     assert read_private_tail(run_dir / "worker.log") == ""
 
 
-def test_the_caller_writes_and_ships_nothing_through_links_in_the_run_directory(tmp_path: Path, outside: Path) -> None:
+def test_the_caller_writes_and_ships_nothing_through_links_in_the_run_directory(
+    tmp_path: Path, outside: Path
+) -> None:
     from rewardlab.llm_reward.search.board import _seed_folders
     from rewardlab.llm_reward.search.executors import _plain_file_inside
 
     run_dir = tmp_path / "run"
     (run_dir / "tensorboard" / "PPO_1").mkdir(parents=True)
-    (run_dir / "tensorboard" / "PPO_2").symlink_to(outside, target_is_directory=True)  # as a worker could
+    (run_dir / "tensorboard" / "PPO_2").symlink_to(
+        outside, target_is_directory=True
+    )  # as a worker could
     assert _seed_folders(run_dir / "tensorboard") == [run_dir / "tensorboard" / "PPO_1"]
     linked = tmp_path / "linked_run"
     linked.mkdir()
@@ -323,8 +386,13 @@ def test_fitness_is_measured_by_the_caller_from_the_shipped_policy() -> None:
     model = PPO(envs.make("CartPole-v1", num_envs=2, seed=0), seed=0, **kwargs)
     snapshot = policy_snapshot(model)
     point = {"step": 16, "train_return": 1e9, "components": {"program/x": 1.0}, "reward": 1.0}
-    forged = {"seeds": [{"seed": 0, "progress": [point], "policies": [snapshot], "wall_s": 1.0}],
-              "failure": None, "peak_rss_mb": 1.0, "peak_vm_mb": 1.0, "cpu_s": 1.0}
+    forged = {
+        "seeds": [{"seed": 0, "progress": [point], "policies": [snapshot], "wall_s": 1.0}],
+        "failure": None,
+        "peak_rss_mb": 1.0,
+        "peak_vm_mb": 1.0,
+        "cpu_s": 1.0,
+    }
     description = describe("CartPole-v1")
 
     def measure(policy, seed):
@@ -334,7 +402,11 @@ def test_fitness_is_measured_by_the_caller_from_the_shipped_policy() -> None:
     honest = measure_snapshot(snapshot, description, kwargs, 4, "cpu", 10_000)
     assert failure is None and runs[0].checkpoints[0].fitness == honest[0] < 500
     # a worker reports no fitness: a point that claims one is refused, not read
-    claimed = {"seeds": [{**forged["seeds"][0], "progress": [{**point, "fitness": 1e9, "success_rate": 1.0}]}]}
+    claimed = {
+        "seeds": [
+            {**forged["seeds"][0], "progress": [{**point, "fitness": 1e9, "success_rate": 1.0}]}
+        ]
+    }
     with pytest.raises(ValueError, match="progress point holds"):
         _parse_job_result({**forged, **claimed}, measure, [0])
     # the worker cannot pick the evaluation's start states by reporting another seed
@@ -346,11 +418,16 @@ def test_fitness_is_measured_by_the_caller_from_the_shipped_policy() -> None:
     bad = {**snapshot, "policy.log_std": {"dtype": "float32", "shape": [9], "data": ""}}
     for policies in ([bad], [], [{"x": 1}]):
         with pytest.raises(ValueError):
-            _parse_job_result({**forged, "seeds": [{**forged["seeds"][0], "policies": policies}]}, measure, [0])
+            _parse_job_result(
+                {**forged, "seeds": [{**forged["seeds"][0], "policies": policies}]}, measure, [0]
+            )
     nan = dict(snapshot)
     name = next(iter(nan))
     values = torch.full(model.policy.state_dict()[name.removeprefix("policy.")].shape, float("nan"))
-    nan[name] = {**nan[name], "data": __import__("base64").b64encode(values.numpy().tobytes()).decode()}
+    nan[name] = {
+        **nan[name],
+        "data": __import__("base64").b64encode(values.numpy().tobytes()).decode(),
+    }
     with pytest.raises(ValueError, match="NaN"):
         measure_snapshot(nan, description, kwargs, 4, "cpu", 0)
 
@@ -379,7 +456,8 @@ def compute_reward(x):
                "policy.critic.0.2.weight": zeros((h, h)), "policy.critic.0.2.bias": zeros(h),
                "policy.critic.0.4.weight": zeros((1, h)), "policy.critic.0.4.bias": zeros(1)}
     policy = {name: array(value) for name, value in weights.items()}
-    policy |= {"obs_rms.mean": array(zeros(4), "float64"), "obs_rms.var": array(np.ones(4), "float64"),
+    policy |= {"obs_rms.mean": array(zeros(4), "float64"),
+               "obs_rms.var": array(np.ones(4), "float64"),
                "obs_rms.count": array(1e-4, "float64")}
     point = {"step": 2048, "train_return": 500.0, "components": {"reward": 1.0}, "reward": 1.0}
     result = {"compile_note": "", "per_state": False, "per_state_reason": "", "per_state_mode": "",
@@ -403,9 +481,20 @@ def compute_reward(x):
 def test_a_program_that_escaped_python_holds_no_channel_to_the_caller(tmp_path: Path) -> None:
     from rewardlab import llm_reward
 
-    program = llm_reward.RewardProgram(source=_FORGER, function_name="compute_reward", parameters=("x",))
-    result = llm_reward.evaluate(program, "CartPole-v1", steps=512, seeds=(0,), num_envs=4, timeout_s=120,
-                                 static_checks=False, ppo_kwargs={"n_steps": 128}, num_checkpoints=1)
+    program = llm_reward.RewardProgram(
+        source=_FORGER, function_name="compute_reward", parameters=("x",)
+    )
+    result = llm_reward.evaluate(
+        program,
+        "CartPole-v1",
+        steps=512,
+        seeds=(0,),
+        num_envs=4,
+        timeout_s=120,
+        static_checks=False,
+        ppo_kwargs={"n_steps": 128},
+        num_checkpoints=1,
+    )
     assert not result.ok and result.fitness is None, result
     assert result.failure is not None and "malformed" in result.failure.reason, result.failure
 
@@ -422,9 +511,12 @@ _GUARD_OFF = """
             builtins.setattr(builtins.getattr(names["guard"], "_st" + "ate"), "busy", True)
         frame = builtins.getattr(frame, "f_ba" + "ck")
 """
-_PROBE = """
+_PROBE = (
+    """
 def compute_reward(x):
-""" + _GUARD_OFF + """
+"""
+    + _GUARD_OFF
+    + """
     os, resource, signal = torch.os, torch.sys.modules["resource"], torch.sys.modules["signal"]
     tries = {
         "prlimit": lambda: resource.prlimit(2, resource.RLIMIT_FSIZE, (0, 0)),
@@ -444,20 +536,47 @@ def compute_reward(x):
         outcome = str(builtins.getattr(error, "errno", None))
     raise ValueError("outcome=" + outcome)
 """
+)
 
 
 def evaluate_hostile(source: str, run_dir: Path | None = None, **settings: Any) -> Any:
     """``evaluate`` on a program that skips the static checks (its guard switched off)."""
     from rewardlab import llm_reward
 
-    program = llm_reward.RewardProgram(source=source, function_name="compute_reward", parameters=("x",))
-    return llm_reward.evaluate(program, "CartPole-v1", **{
-        "steps": 128, "seeds": (0,), "num_envs": 4, "timeout_s": 120, "static_checks": False,
-        "ppo_kwargs": {"n_steps": 32}, "num_checkpoints": 1, "run_dir": run_dir, **settings})
+    program = llm_reward.RewardProgram(
+        source=source, function_name="compute_reward", parameters=("x",)
+    )
+    return llm_reward.evaluate(
+        program,
+        "CartPole-v1",
+        **{
+            "steps": 128,
+            "seeds": (0,),
+            "num_envs": 4,
+            "timeout_s": 120,
+            "static_checks": False,
+            "ppo_kwargs": {"n_steps": 32},
+            "num_checkpoints": 1,
+            "run_dir": run_dir,
+            **settings,
+        },
+    )
 
 
-@pytest.mark.parametrize("attempt", ["prlimit", "affinity", "priority", "group_priority", "stop", "group_signal",
-                                     "pidfd", "memory", "write"])
+@pytest.mark.parametrize(
+    "attempt",
+    [
+        "prlimit",
+        "affinity",
+        "priority",
+        "group_priority",
+        "stop",
+        "group_signal",
+        "pidfd",
+        "memory",
+        "write",
+    ],
+)
 def test_the_companion_cannot_act_on_the_job(tmp_path: Path, attempt: str) -> None:
     import errno
 
@@ -469,14 +588,25 @@ def test_the_companion_cannot_act_on_the_job(tmp_path: Path, attempt: str) -> No
     if failure.kind == "sandbox":
         assert "system call the sandbox refuses" in failure.reason, failure
     else:
-        assert failure.reason.endswith(("outcome=" + str(errno.EACCES), "outcome=" + str(errno.EPERM))), failure
+        assert failure.reason.endswith(
+            ("outcome=" + str(errno.EACCES), "outcome=" + str(errno.EPERM))
+        ), failure
         assert attempt == "memory", failure
     assert not (tmp_path / "run" / "planted.txt").exists()
 
 
-@pytest.mark.parametrize("job", ["misreport_per_state", "report_extra_checkpoints", "report_its_own_fitness",
-                                 "nest_folders_deeply",
-                                 "report_a_huge_step", "report_a_huge_reward", "report_a_huge_integer"])
+@pytest.mark.parametrize(
+    "job",
+    [
+        "misreport_per_state",
+        "report_extra_checkpoints",
+        "report_its_own_fitness",
+        "nest_folders_deeply",
+        "report_a_huge_step",
+        "report_a_huge_reward",
+        "report_a_huge_integer",
+    ],
+)
 def test_an_evaluation_taken_over_by_its_program_does_not_break_the_caller(
     job: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -488,23 +618,40 @@ def test_an_evaluation_taken_over_by_its_program_does_not_break_the_caller(
     from rewardlab.llm_reward.training import run as evaluation
 
     monkeypatch.setattr(evaluation, "EVALUATION_JOB", getattr(hostile_jobs, job))
-    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # where evaluate makes its run directory
-    program = llm_reward.RewardProgram.from_source("def compute_reward(next_theta):\n    return -next_theta.abs()\n")
+    monkeypatch.setattr(
+        tempfile, "tempdir", str(tmp_path)
+    )  # where evaluate makes its run directory
+    program = llm_reward.RewardProgram.from_source(
+        "def compute_reward(next_theta):\n    return -next_theta.abs()\n"
+    )
     # evaluate raised TypeError (an unhashable per-state mode) and RecursionError (removing
     # the deep folders); it played 50 checkpoints' evaluation episodes outside the worker's
     # limits; the search's TensorBoard logging raised on a step of 1e300, its reward statistics
     # (OverflowError) on rewards of 1.7e308, and evaluate itself (OverflowError) on 10**400
     huge = job.startswith("report_a_huge")
-    result = llm_reward.evaluate(program, "CartPole-v1", steps=128, num_envs=4, timeout_s=60, num_checkpoints=2,
-                                 ppo_kwargs={"n_steps": 16}, run_dir=tmp_path / "kept" if huge else None)
+    result = llm_reward.evaluate(
+        program,
+        "CartPole-v1",
+        steps=128,
+        num_envs=4,
+        timeout_s=60,
+        num_checkpoints=2,
+        ppo_kwargs={"n_steps": 16},
+        run_dir=tmp_path / "kept" if huge else None,
+    )
     if job == "report_extra_checkpoints":
-        assert not result.ok and "more than the 2 checkpoints" in result.failure.reason, result.failure
-    elif job == "report_its_own_fitness":  # the worker reports no fitness: one it sends is refused, never read
+        assert not result.ok and "more than the 2 checkpoints" in result.failure.reason, (
+            result.failure
+        )
+    elif (
+        job == "report_its_own_fitness"
+    ):  # the worker reports no fitness: one it sends is refused, never read
         assert not result.ok and "progress point holds" in result.failure.reason, result.failure
         assert not result.seeds
     elif huge:
-        assert not result.ok and ("larger than" in result.failure.reason or "step" in result.failure.reason), \
-            result.failure
+        assert not result.ok and (
+            "larger than" in result.failure.reason or "step" in result.failure.reason
+        ), result.failure
     else:
         assert result.ok, result.failure
     board.log_candidate(result)  # what the search does next (for a trained candidate)
@@ -520,7 +667,8 @@ from rewardlab.llm_reward.training import run as evaluation
 import hostile_jobs
 evaluation.EVALUATION_JOB = hostile_jobs.outlive_the_caller
 tempfile.tempdir = sys.argv[1]
-program = llm_reward.RewardProgram.from_source("def compute_reward(next_theta):\\n    return -next_theta.abs()\\n")
+program = llm_reward.RewardProgram.from_source(
+    "def compute_reward(next_theta):\\n    return -next_theta.abs()\\n")
 llm_reward.evaluate(program, "CartPole-v1", steps=128, num_envs=4, timeout_s=60)
 """
 
@@ -528,8 +676,10 @@ llm_reward.evaluate(program, "CartPole-v1", steps=128, num_envs=4, timeout_s=60)
 def test_a_caller_killed_mid_run_leaves_no_temporary_folder(tmp_path: Path) -> None:
     # /tmp held rewardlab-eval-* folders (an empty tmp/ and worker.log) after test runs that
     # killed a caller: its `finally` never ran, and the fork server killed the worker only
-    caller = subprocess.Popen([sys.executable, "-c", CALLER_KILLED_MID_RUN, str(tmp_path)],
-                              env={**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)})
+    caller = subprocess.Popen(
+        [sys.executable, "-c", CALLER_KILLED_MID_RUN, str(tmp_path)],
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)},
+    )
     try:
         deadline = time.monotonic() + 120
         while not list(tmp_path.glob("rewardlab-eval-*/worker.log")):
@@ -555,10 +705,19 @@ def test_a_ray_node_ships_a_run_whose_worker_nested_folders_deeply(
 
     monkeypatch.setattr(evaluation, "EVALUATION_JOB", hostile_jobs.nest_folders_deeply)
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
-    task = EvalTask(key="k", source="def compute_reward(next_theta):\n    return -next_theta.abs()\n",
-                    env_id="CartPole-v1", steps=64, seeds=(0,), run_dir=str(tmp_path / "unused"), num_envs=4,
-                    timeout_s=60)
-    shipped = evaluate_remotely(asdict(task))  # the Ray task, run here: rglob and its cleanup recursed
+    task = EvalTask(
+        key="k",
+        source="def compute_reward(next_theta):\n    return -next_theta.abs()\n",
+        env_id="CartPole-v1",
+        steps=64,
+        seeds=(0,),
+        run_dir=str(tmp_path / "unused"),
+        num_envs=4,
+        timeout_s=60,
+    )
+    shipped = evaluate_remotely(
+        asdict(task)
+    )  # the Ray task, run here: rglob and its cleanup recursed
     assert shipped["result"]["ok"] and "result.json" in shipped["files"]
     assert not list(tmp_path.glob("rewardlab-ray-*"))
 
@@ -574,14 +733,29 @@ def test_prescreen_text_from_the_worker_loses_its_control_characters(
     from rewardlab.llm_reward.search.records import Candidate
 
     monkeypatch.setattr(prescreen, "SCORE_JOB", hostile_jobs.escape_in_prescreen)
-    program = llm_reward.RewardProgram.from_source("def compute_reward(next_theta):\n    return -next_theta.abs()\n")
-    stored = [{"states": [[0.0] * 4], "actions": [0], "rewards": [1.0], "terminated": [False], "return": 1.0}]
+    program = llm_reward.RewardProgram.from_source(
+        "def compute_reward(next_theta):\n    return -next_theta.abs()\n"
+    )
+    stored = [
+        {
+            "states": [[0.0] * 4],
+            "actions": [0],
+            "rewards": [1.0],
+            "terminated": [False],
+            "return": 1.0,
+        }
+    ]
     score = prescreen.prescreen(program, "CartPole-v1", stored, tmp_path / "prescreen", 0.2)
     candidate = Candidate(0, 0)
     candidate.failure = score.failure
     # the next prompt, and the summary text2reward's terminal feedback shows
-    for text in (score.finding, score.failure.kind, score.failure.reason, score.failure.traceback,
-                 candidate_line(candidate)):
+    for text in (
+        score.finding,
+        score.failure.kind,
+        score.failure.reason,
+        score.failure.traceback,
+        candidate_line(candidate),
+    ):
         assert not re.search("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e]", text), repr(text)
     assert "pwned" in score.failure.reason  # the text itself stays, as feedback
 
@@ -593,9 +767,21 @@ def test_prescreen_returns_no_float_holds_are_that_programs_failure(
     from rewardlab.llm_reward.search import prescreen
 
     monkeypatch.setattr(prescreen, "SCORE_JOB", hostile_jobs.huge_integers_in_prescreen)
-    program = llm_reward.RewardProgram.from_source("def compute_reward(next_theta):\n    return -next_theta.abs()\n")
-    stored = [{"states": [[0.0] * 4], "actions": [0], "rewards": [1.0], "terminated": [False], "return": 1.0}] * 2
-    score = prescreen.prescreen(program, "CartPole-v1", stored, tmp_path / "prescreen", 0.2)  # raised OverflowError
+    program = llm_reward.RewardProgram.from_source(
+        "def compute_reward(next_theta):\n    return -next_theta.abs()\n"
+    )
+    stored = [
+        {
+            "states": [[0.0] * 4],
+            "actions": [0],
+            "rewards": [1.0],
+            "terminated": [False],
+            "return": 1.0,
+        }
+    ] * 2
+    score = prescreen.prescreen(
+        program, "CartPole-v1", stored, tmp_path / "prescreen", 0.2
+    )  # raised OverflowError
     assert not score.passed and "malformed returns" in score.finding, score
 
 
@@ -619,7 +805,7 @@ def test_remove_tree_removes_what_rmtree_cannot(tmp_path: Path) -> None:
     remove_tree(folder)  # nothing there: nothing to do
 
 
-SLEEPER = '''import torch
+SLEEPER = """import torch
 
 
 def compute_reward(x):
@@ -631,18 +817,32 @@ def compute_reward(x):
     except Exception:
         pass
     return torch.ones_like(x), {"alive": torch.ones_like(x)}
-'''
+"""
 
 
-def test_a_sleeper_program_through_rewardlab_train_does_no_harm(tmp_path: Path, outside: Path) -> None:
+def test_a_sleeper_program_through_rewardlab_train_does_no_harm(
+    tmp_path: Path, outside: Path
+) -> None:
     from rewardlab.app.cli import main
     from rewardlab.llm_reward.programs.loading import reward_file_text
 
     marker = outside / "marker"
     program = tmp_path / "best_reward.py"
-    program.write_text(reward_file_text(SLEEPER.replace("MARKER", repr(str(marker))), "CartPole-v1", ["sleeper"]))
-    common = ["train", "--env", "CartPole-v1", "--reward-program", str(program), "--steps", "128",
-              "--num-envs", "4", "--no-progress"]
+    program.write_text(
+        reward_file_text(SLEEPER.replace("MARKER", repr(str(marker))), "CartPole-v1", ["sleeper"])
+    )
+    common = [
+        "train",
+        "--env",
+        "CartPole-v1",
+        "--reward-program",
+        str(program),
+        "--steps",
+        "128",
+        "--num-envs",
+        "4",
+        "--no-progress",
+    ]
     code = main([*common, "--logdir", str(tmp_path / "sandboxed")])
     assert not marker.exists(), "the program wrote outside its sandbox"
     assert code == 2  # the sandbox stopped it, and the command says so
@@ -652,15 +852,19 @@ def test_a_sleeper_program_through_rewardlab_train_does_no_harm(tmp_path: Path, 
 
 
 # ------------------------------------------------------------- default deny for the program
-_INOTIFY = """
+_INOTIFY = (
+    """
 def compute_reward(x):
-""" + _GUARD_OFF + """
+"""
+    + _GUARD_OFF
+    + """
     ctypes = builtins.getattr(builtins, "__imp" + "ort__")("ctypes")
     libc = ctypes.CDLL(None, use_errno=True)
     instance = libc.inotify_init1(0)
     watch = libc.inotify_add_watch(instance, FOLDER.encode(), 0xFFF)
     raise ValueError("watch=" + str(watch))
 """
+)
 
 
 def test_a_program_cannot_watch_a_folder_it_may_not_read(tmp_path: Path, outside: Path) -> None:
@@ -673,9 +877,12 @@ def test_a_program_cannot_watch_a_folder_it_may_not_read(tmp_path: Path, outside
     assert "watch=" not in result.failure.reason + result.failure.traceback
 
 
-_CAUGHT = """
+_CAUGHT = (
+    """
 def compute_reward(x):
-""" + _GUARD_OFF + """
+"""
+    + _GUARD_OFF
+    + """
     resource = torch.sys.modules["resource"]
     attempts = {"socket": lambda: torch.sys.modules["socket"].socket(),
                 "fork": lambda: torch.os.fork(),
@@ -687,6 +894,7 @@ def compute_reward(x):
         pass  # refused: carry on as a good candidate
     return x, {"x": x}
 """
+)
 
 
 @pytest.mark.parametrize("attempt", ["socket", "fork", "write", "raise_limit"])
@@ -697,9 +905,12 @@ def test_a_refused_call_the_program_catches_fails_the_candidate(attempt: str) ->
     assert "system call the sandbox refuses" in result.failure.reason
 
 
-_SIGNAL_FLOOD = """
+_SIGNAL_FLOOD = (
+    """
 def compute_reward(x):
-""" + _GUARD_OFF + """
+"""
+    + _GUARD_OFF
+    + """
     os, signal = torch.os, torch.sys.modules["signal"]
     signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGRTMIN])
     for _ in builtins.range(200_000):
@@ -709,6 +920,7 @@ def compute_reward(x):
         queued += 1
     raise ValueError("queued=" + builtins.str(queued))
 """
+)
 
 
 def test_a_program_queues_few_signals(tmp_path: Path) -> None:
@@ -734,7 +946,10 @@ def _callers_own(what: str, tries: int) -> int:
                 os.close(handle)
         return got
     # blocked in every thread of this process (see the test), and taken back before it is unblocked
-    got = sum(libc.sigqueue(os.getpid(), int(CALLERS_SIGNAL), ctypes.c_void_p(0)) == 0 for _ in range(tries))
+    got = sum(
+        libc.sigqueue(os.getpid(), int(CALLERS_SIGNAL), ctypes.c_void_p(0)) == 0
+        for _ in range(tries)
+    )
     while signal.sigtimedwait([CALLERS_SIGNAL], 0) is not None:
         pass
     return got
@@ -751,16 +966,28 @@ def test_a_worker_cannot_take_the_callers_kernel_objects(tmp_path: Path, what: s
 
     run_dir = tmp_path / "run"
     outcome: dict[str, Any] = {}
-    # the signals are sent to the whole process: a thread an earlier test left running (TensorBoard's
-    # writers, thread pools) does not block them, so they need a handler there or they end the process
+    # the signals are sent to the whole process: a thread an earlier test left running
+    # (TensorBoard's writers, thread pools) does not block them, so they need a handler there or
+    # they end the process
     previous = signal.signal(CALLERS_SIGNAL, lambda *_: None)
-    signal.pthread_sigmask(signal.SIG_BLOCK, [CALLERS_SIGNAL])  # before the thread starts: it inherits the mask
-    worker = threading.Thread(target=lambda: outcome.update(run=run(
-        "hold_kernel_objects", {"what": what, "most": 200_000 if what == "signals" else 1000}, run_dir)))
+    signal.pthread_sigmask(
+        signal.SIG_BLOCK, [CALLERS_SIGNAL]
+    )  # before the thread starts: it inherits the mask
+    worker = threading.Thread(
+        target=lambda: outcome.update(
+            run=run(
+                "hold_kernel_objects",
+                {"what": what, "most": 200_000 if what == "signals" else 1000},
+                run_dir,
+            )
+        )
+    )
     worker.start()
     try:
         deadline = time.monotonic() + 60
-        while "held" not in read_private_tail(run_dir / "worker.log") and time.monotonic() < deadline:
+        while (
+            "held" not in read_private_tail(run_dir / "worker.log") and time.monotonic() < deadline
+        ):
             time.sleep(0.02)
         callers = _callers_own(what, 16)
     finally:
@@ -780,7 +1007,10 @@ def test_a_worker_gets_a_cpu_quota_of_its_threads(tmp_path: Path) -> None:
     from rewardlab.llm_reward.sandbox.cgroups import CGROUP_PREFIX, CPU_PERIOD_US, cpu_limit
 
     if cpu_limit() is None:
-        pytest.skip("no cpu cgroup can be made here (the search logs that a candidate's CPU share is unbounded)")
+        pytest.skip(
+            "no cpu cgroup can be made here (the search logs that a candidate's CPU share is "
+            "unbounded)"
+        )
     result = run("report_cpu_cgroup", {}, tmp_path / "run", threads=2)
     report = result.result
     assert report is not None, result.error
@@ -789,7 +1019,9 @@ def test_a_worker_gets_a_cpu_quota_of_its_threads(tmp_path: Path) -> None:
 
 
 # ------------------------------------------------------------------ readable roots
-def test_a_folder_on_the_import_path_is_not_readable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_folder_on_the_import_path_is_not_readable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # Ray puts the driver script's folder on each worker's sys.path: a .env beside the
     # script was readable (red-team finding); only what was imported from there is
     from rewardlab.llm_reward.sandbox.readable import readable_roots
@@ -805,7 +1037,9 @@ def test_a_folder_on_the_import_path_is_not_readable(tmp_path: Path, monkeypatch
     finally:
         sys.modules.pop("user_module_x", None)
     secret = str((folder / ".env").resolve())
-    assert not [root for root in roots if secret == root or secret.startswith(root.rstrip("/") + "/")], roots
+    assert not [
+        root for root in roots if secret == root or secret.startswith(root.rstrip("/") + "/")
+    ], roots
     assert str((folder / "user_module_x.py").resolve()) in roots
 
 
@@ -817,8 +1051,11 @@ def test_the_installation_prefix_is_readable_only_in_its_libraries(tmp_path: Pat
     prefixes = {Path(sys.prefix).resolve(), Path(sys.base_prefix).resolve()}
     for root in map(Path, readable_roots()):
         assert not any(prefix == root or prefix.is_relative_to(root) for prefix in prefixes), root
-    outside = [Path(sys.prefix) / "pyvenv.cfg", Path(sys.prefix) / "bin" / "activate",
-               *sorted(Path(sys.base_prefix).glob("include/python3*/Python.h"))]
+    outside = [
+        Path(sys.prefix) / "pyvenv.cfg",
+        Path(sys.prefix) / "bin" / "activate",
+        *sorted(Path(sys.base_prefix).glob("include/python3*/Python.h")),
+    ]
     outside = [str(path) for path in outside if path.is_file()]
     if not outside:
         pytest.skip("this installation has no file in its prefix outside its libraries")
@@ -827,7 +1064,9 @@ def test_the_installation_prefix_is_readable_only_in_its_libraries(tmp_path: Pat
     assert report is not None, result.error
     for path in [*outside, "listing"]:
         assert report[path].startswith("PermissionError"), (path, report[path])
-    assert report["stdlib"].startswith("done") and report["site-packages"].startswith("done"), report
+    assert report["stdlib"].startswith("done") and report["site-packages"].startswith("done"), (
+        report
+    )
 
 
 RAY_LIKE_CALLER = """
@@ -852,12 +1091,19 @@ def test_a_secret_beside_a_driver_script_on_the_import_path_is_not_readable(tmp_
     (folder / ".env").write_text(SECRET)
     support = Path(__file__).resolve().parents[1] / "support"
     path = os.pathsep.join([str(support), str(folder), os.environ.get("PYTHONPATH", "")])
-    done = subprocess.run([sys.executable, "-c", RAY_LIKE_CALLER, str(tmp_path / "run"), str(folder)],
-                          capture_output=True, text=True, env={**os.environ, "PYTHONPATH": path},
-                          cwd=tmp_path, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-c", RAY_LIKE_CALLER, str(tmp_path / "run"), str(folder)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": path},
+        cwd=tmp_path,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout.strip().splitlines()[-1])
-    assert report["secret"].startswith("PermissionError") and report["listing"].startswith("PermissionError")
+    assert report["secret"].startswith("PermissionError") and report["listing"].startswith(
+        "PermissionError"
+    )
     assert SECRET not in done.stdout
 
 
@@ -884,19 +1130,26 @@ print(closed, flush=True)
 def test_a_process_left_behind_cannot_stall_the_next_candidate(tmp_path: Path) -> None:
     # a process of the same user held connections to the fork server's socket without a
     # request: each held the server for its 2 s, and the next candidate waited for them all
-    server = fork_server(("rewardlab.llm_reward.sandbox.worker", "hostile_jobs", *PRELOAD))  # the one run() uses
-    stranger = subprocess.Popen([sys.executable, "-c", STRANGER, server.socket_path], stdout=subprocess.PIPE,
-                                text=True)
+    server = fork_server(
+        ("rewardlab.llm_reward.sandbox.worker", "hostile_jobs", *PRELOAD)
+    )  # the one run() uses
+    stranger = subprocess.Popen(
+        [sys.executable, "-c", STRANGER, server.socket_path], stdout=subprocess.PIPE, text=True
+    )
     try:
         assert stranger.stdout.readline().strip() == "connected"
         # its result comes at most 5 s past its time: 20 connections held for 2 s each are 40 s
         result = run("look_around", {}, tmp_path / "run", timeout_s=5)
         assert result.result is not None, result.error
-        closed = stranger.stdout.read()  # what readline buffered too; the stranger gives up after 20 s
+        closed = (
+            stranger.stdout.read()
+        )  # what readline buffered too; the stranger gives up after 20 s
     finally:
         stranger.kill()
         stranger.wait()
-    assert closed.strip() == "20"  # the server hung up on each: it serves the process that started it only
+    assert (
+        closed.strip() == "20"
+    )  # the server hung up on each: it serves the process that started it only
     assert server.alive()
 
 
@@ -937,12 +1190,15 @@ def compute_reward(x):
 
 def test_a_stalled_programs_checkpoints_are_kept(tmp_path: Path) -> None:
     # the job sent its result only at its end: a timeout lost every checkpoint before it
-    result = evaluate_hostile(_STALLS, steps=640, num_checkpoints=10, timeout_s=8,
-                              ppo_kwargs={"n_steps": 16})
+    result = evaluate_hostile(
+        _STALLS, steps=640, num_checkpoints=10, timeout_s=8, ppo_kwargs={"n_steps": 16}
+    )
     assert result.failure is not None and result.failure.kind == "timeout", result.failure
     kept = result.seeds[0].checkpoints
     assert 1 <= len(kept) < 10 and result.seeds[0].wall_s is None, result.seeds
-    assert all(point.step > 0 and point.fitness > 0 for point in kept), kept  # measured by the caller
+    assert all(point.step > 0 and point.fitness > 0 for point in kept), (
+        kept
+    )  # measured by the caller
 
 
 def test_a_companion_that_stays_on_fails_its_candidate_and_keeps_the_checkpoints(
@@ -957,9 +1213,16 @@ def test_a_companion_that_stays_on_fails_its_candidate_and_keeps_the_checkpoints
     monkeypatch.setattr(evaluation, "REWARD_COMPANION", hostile_jobs.linger_after_close)
     source = "def compute_reward(next_theta):\n    return -next_theta.abs()\n"
     run_dir = tmp_path / "run"
-    result = llm_reward.evaluate(llm_reward.RewardProgram.from_source(source), "CartPole-v1", steps=128,
-                                 num_envs=4, timeout_s=60, ppo_kwargs={"n_steps": 16}, num_checkpoints=2,
-                                 run_dir=run_dir)
+    result = llm_reward.evaluate(
+        llm_reward.RewardProgram.from_source(source),
+        "CartPole-v1",
+        steps=128,
+        num_envs=4,
+        timeout_s=60,
+        ppo_kwargs={"n_steps": 16},
+        num_checkpoints=2,
+        run_dir=run_dir,
+    )
     assert not result.ok and result.failure is not None, result
     assert "did not end within" in result.failure.reason, result.failure
     assert len(result.seeds[0].checkpoints) == 2

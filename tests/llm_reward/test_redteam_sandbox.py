@@ -18,7 +18,8 @@ from rewardlab.llm_reward.sandbox.seccomp import notification_supported
 from rewardlab.llm_reward.sandbox.support import kernel_support
 
 pytestmark = pytest.mark.skipif(
-    any(kernel_support().values()), reason=f"the kernel lacks isolation features: {kernel_support()}"
+    any(kernel_support().values()),
+    reason=f"the kernel lacks isolation features: {kernel_support()}",
 )
 
 _GUARD_OFF = """
@@ -38,10 +39,23 @@ def evaluate_hostile(source: str, **settings: Any) -> Any:
     """``evaluate`` on a program that skips the static checks (its guard switched off)."""
     from rewardlab import llm_reward
 
-    program = llm_reward.RewardProgram(source=source, function_name="compute_reward", parameters=("x",))
-    return llm_reward.evaluate(program, "CartPole-v1", **{
-        "steps": 64, "seeds": (0,), "num_envs": 4, "timeout_s": 120, "static_checks": False,
-        "ppo_kwargs": {"n_steps": 16}, "num_checkpoints": 1, **settings})
+    program = llm_reward.RewardProgram(
+        source=source, function_name="compute_reward", parameters=("x",)
+    )
+    return llm_reward.evaluate(
+        program,
+        "CartPole-v1",
+        **{
+            "steps": 64,
+            "seeds": (0,),
+            "num_envs": 4,
+            "timeout_s": 120,
+            "static_checks": False,
+            "ppo_kwargs": {"n_steps": 16},
+            "num_checkpoints": 1,
+            **settings,
+        },
+    )
 
 
 # ------------------------------------------------------------ a refused call is named
@@ -71,7 +85,9 @@ _REFUSED = {
 }
 
 
-@pytest.mark.skipif(not notification_supported(), reason="the kernel or libseccomp has no seccomp user notification")
+@pytest.mark.skipif(
+    not notification_supported(), reason="the kernel or libseccomp has no seccomp user notification"
+)
 @pytest.mark.parametrize("call", sorted(_REFUSED))
 def test_a_refused_call_fails_the_candidate_by_name(call: str) -> None:
     source = "def compute_reward(x):\n" + _GUARD_OFF + _REFUSED[call] + "    return x, {'x': x}\n"
@@ -91,7 +107,9 @@ def test_a_companion_that_stays_on_after_the_training_fails_the_candidate() -> N
 
     os_module._exit = stay
 """
-    result = evaluate_hostile("def compute_reward(x):\n" + _GUARD_OFF + stay + "    return x, {'x': x}\n")
+    result = evaluate_hostile(
+        "def compute_reward(x):\n" + _GUARD_OFF + stay + "    return x, {'x': x}\n"
+    )
     assert not result.ok and result.failure is not None, result
     assert "did not end within" in result.failure.reason, result.failure
 
@@ -105,17 +123,27 @@ _WRITE_A_FILE = """
 """
 
 
-@pytest.mark.skipif(not notification_supported(), reason="the kernel or libseccomp has no seccomp user notification")
+@pytest.mark.skipif(
+    not notification_supported(), reason="the kernel or libseccomp has no seccomp user notification"
+)
 def test_the_guard_switched_off_from_inside_leaves_the_kernels_refusal_by_name() -> None:
     # the guard lives in the program's own interpreter, so the program can switch it off;
     # it only words the feedback of a program that does not fight it
-    guarded = "def compute_reward(x):\n    builtins = torch.sys.modules['builtins']\n" + _WRITE_A_FILE
+    guarded = (
+        "def compute_reward(x):\n    builtins = torch.sys.modules['builtins']\n" + _WRITE_A_FILE
+    )
     result = evaluate_hostile(guarded + "    return x, {'x': x}\n")
     assert result.failure is not None and result.failure.kind == "sandbox", result.failure
-    assert "tried to open the file 'out.txt' (line 5)" in result.failure.reason, result.failure.reason
+    assert "tried to open the file 'out.txt' (line 5)" in result.failure.reason, (
+        result.failure.reason
+    )
     # switched off: the same attempt fails the candidate all the same, named by the kernel
-    result = evaluate_hostile("def compute_reward(x):\n" + _GUARD_OFF + _WRITE_A_FILE + "    return x, {'x': x}\n")
-    assert not result.ok and result.failure is not None and result.failure.kind == "sandbox", result.failure
+    result = evaluate_hostile(
+        "def compute_reward(x):\n" + _GUARD_OFF + _WRITE_A_FILE + "    return x, {'x': x}\n"
+    )
+    assert not result.ok and result.failure is not None and result.failure.kind == "sandbox", (
+        result.failure
+    )
     assert "refuses, openat (" in result.failure.reason, result.failure.reason
 
 
@@ -177,18 +205,26 @@ _AT_THE_END = {
 }
 
 
-@pytest.mark.skipif(not notification_supported(), reason="the kernel or libseccomp has no seccomp user notification")
+@pytest.mark.skipif(
+    not notification_supported(), reason="the kernel or libseccomp has no seccomp user notification"
+)
 @pytest.mark.parametrize("when", sorted(_AT_THE_END))
 def test_a_refused_call_at_the_end_fails_the_candidate_by_name(when: str) -> None:
-    source = "def compute_reward(x):\n" + _GUARD_OFF + _AT_THE_END[when] + "    return x, {'x': x}\n"
+    source = (
+        "def compute_reward(x):\n" + _GUARD_OFF + _AT_THE_END[when] + "    return x, {'x': x}\n"
+    )
     result = evaluate_hostile(source)
     assert not result.ok and result.fitness is None, result
     assert result.failure is not None and result.failure.kind == "sandbox", result.failure
     named = "refuses, setsid (" in result.failure.reason
-    assert named or ("racing" in when and "withdrawn" in result.failure.reason), result.failure.reason
+    assert named or ("racing" in when and "withdrawn" in result.failure.reason), (
+        result.failure.reason
+    )
 
 
-@pytest.mark.skipif(not notification_supported(), reason="the kernel or libseccomp has no seccomp user notification")
+@pytest.mark.skipif(
+    not notification_supported(), reason="the kernel or libseccomp has no seccomp user notification"
+)
 def test_the_job_hears_of_the_refused_call_and_the_call_never_runs() -> None:
     import ctypes
     import errno
@@ -220,7 +256,9 @@ def test_the_job_hears_of_the_refused_call_and_the_call_never_runs() -> None:
     assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 3, status
 
 
-def test_where_the_kernel_cannot_notify_a_refused_call_kills_the_process(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_where_the_kernel_cannot_notify_a_refused_call_kills_the_process(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     import ctypes
     import os
     import signal
@@ -261,9 +299,12 @@ def test_syscall_names_come_from_the_machines_table() -> None:
 # thread of the program: libseccomp's default for a foreign architecture kills only the
 # calling thread, so the attempt vanished with the thread and the program answered on as a
 # good candidate.
-_FOREIGN_TABLE = """
+_FOREIGN_TABLE = (
+    """
 def compute_reward(x):
-""" + _GUARD_OFF + """
+"""
+    + _GUARD_OFF
+    + """
     ctypes, mmap = load("ctypes"), load("mmap")
     code = builtins.bytes([0xB8, 0x14, 0, 0, 0, 0xCD, 0x80, 0xC3])  # mov eax, 20; int 0x80; ret
     page = mmap.mmap(-1, 4096, prot=mmap.PROT_READ | mmap.PROT_WRITE | mmap.PROT_EXEC)
@@ -280,6 +321,7 @@ def compute_reward(x):
     torch.sys.modules["time"].sleep(0.2)
     return x, {"x": x}
 """
+)
 
 
 @pytest.mark.skipif(platform.machine() != "x86_64", reason="the attack's machine code is x86_64's")
@@ -312,11 +354,15 @@ def test_a_chatty_program_leaves_a_bounded_log(tmp_path: Any) -> None:
 # /proc was readable whole: /proc/self/mountinfo listed the host's mount points (users'
 # folders, data disks, the machine's own layout) and /proc/self/cgroup the host's cgroup
 # path, which a program could send back in its failure text to the report and the model.
-_PROC = """
+_PROC = (
+    """
 def compute_reward(x):
-""" + _GUARD_OFF + """
+"""
+    + _GUARD_OFF
+    + """
     seen = []
-    for name in ["mountinfo", "mounts", "mountstats", "cgroup", "environ", "status", "stat", "maps"]:
+    names = ["mountinfo", "mounts", "mountstats", "cgroup", "environ", "status", "stat", "maps"]
+    for name in names:
         try:
             with builtins.open("/proc/self/" + name, "rb") as file:
                 file.read(64)
@@ -331,6 +377,7 @@ def compute_reward(x):
         pass
     raise ValueError("seen=" + ",".join(seen))
 """
+)
 
 
 def test_the_program_reads_nothing_of_the_machines_layout() -> None:
@@ -346,9 +393,12 @@ def test_the_program_reads_nothing_of_the_machines_layout() -> None:
 # socket's folder) in sys.argv and sys.orig_argv, all of them again in the environment
 # block the process started with (which /proc/self/environ shows), and the machine's
 # host name in uname.
-_CALLERS_SETTINGS = """
+_CALLERS_SETTINGS = (
+    """
 def compute_reward(x):
-""" + _GUARD_OFF + """
+"""
+    + _GUARD_OFF
+    + """
     ctypes, sys, os = load("ctypes"), torch.sys, torch.os
     libc = ctypes.CDLL(None)
     start = ctypes.c_void_p.in_dll(libc, "program_invocation_name").value
@@ -359,7 +409,8 @@ def compute_reward(x):
         "environ": builtins.repr(builtins.dict(os.environ)),
         "argv": builtins.repr(sys.argv) + builtins.repr(sys.orig_argv),
         "path": [*sys.path, *sys.path_importer_cache],  # whole entries
-        "block": ctypes.string_at(start, end - start).decode("latin-1") if start and end > start else "",
+        "block": (ctypes.string_at(start, end - start).decode("latin-1")
+                  if start and end > start else ""),
     }
     seen = [view + ":" + builtins.str(index) for view, text in views.items()
             for index, marker in builtins.enumerate(MARKERS) if marker in text]
@@ -367,6 +418,7 @@ def compute_reward(x):
         seen.append("hostname")
     raise ValueError("seen=" + ",".join(seen))
 """
+)
 
 
 def test_the_program_finds_none_of_the_callers_settings_in_its_process() -> None:
@@ -377,10 +429,15 @@ def test_the_program_finds_none_of_the_callers_settings_in_its_process() -> None
     from rewardlab.llm_reward.sandbox.readable import readable_roots
 
     roots = readable_roots(kernel_views=False)
-    hidden = [path for path in sys.path if path and not any(
-        path == root or path.startswith(root + os.sep) for root in roots)]
+    hidden = [
+        path
+        for path in sys.path
+        if path and not any(path == root or path.startswith(root + os.sep) for root in roots)
+    ]
     markers = ["rewardlab-forkserver-", os.environ["PATH"], *hidden]
-    source = _CALLERS_SETTINGS.replace("MARKERS", repr(markers)).replace("HOST", repr(socket.gethostname()))
+    source = _CALLERS_SETTINGS.replace("MARKERS", repr(markers)).replace(
+        "HOST", repr(socket.gethostname())
+    )
     result = evaluate_hostile(source)
     assert result.failure is not None and "seen=" in result.failure.reason, result.failure
     seen = result.failure.reason.rsplit("seen=", 1)[1].split(",")
