@@ -179,3 +179,15 @@ def test_compiled_is_the_same_code_as_eager(make: Any) -> None:
 def test_a_minibatch_of_part_of_a_sequence_is_refused() -> None:
     with pytest.raises(ValueError, match="batch_size=10 is not a multiple of n_steps=4"):
         PPO(RememberTheCue(4), n_steps=4, batch_size=10, recurrent="gru")
+
+
+def test_a_recurrent_core_reads_minigrids_view_through_the_cnn(tmp_path: Any) -> None:
+    env = envs.make("MiniGrid-Empty-5x5-v0", num_envs=4, seed=0)
+    model = PPO(env, n_steps=8, image_shape=[7, 7, 3], recurrent="gru", recurrent_hidden_size=16)
+    model.learn(2 * 8 * 4)
+    assert type(model.policy.reader).__name__ == "ImageEncoder"
+    model.save(tmp_path / "model.pt")
+    loaded = PPO.load(tmp_path / "model.pt", env=envs.make("MiniGrid-Empty-5x5-v0", num_envs=4))
+    obs = env.reset()[0]
+    assert torch.equal(loaded.predict(obs)[1], model.predict(obs)[1])
+    loaded.learn(8 * 4, reset_num_timesteps=False)
