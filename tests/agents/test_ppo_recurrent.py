@@ -105,11 +105,13 @@ def test_a_recurrent_policy_remembers_the_cue_where_one_without_memory_cannot() 
     assert success(None, 0) < 0.75
 
 
-@pytest.mark.parametrize("names", ["count", "rnd", "rnd,episodic"])
-def test_every_bonus_trains_a_recurrent_policy_with_its_own_head(names: str) -> None:
+@pytest.mark.parametrize(("names", "fusion"), [
+    *((name, "sum") for name in intrinsic.registered()), ("rnd,episodic", "noveld"),
+])  # fmt: skip
+def test_every_bonus_trains_a_recurrent_policy_with_its_own_head(names: str, fusion: str) -> None:
     env = envs.make("DeepSea-v0", num_envs=8, size=6, seed=0)
     module = intrinsic.make(names, env.single_observation_space, env.single_action_space,
-                            num_envs=8, seed=0)  # fmt: skip
+                            num_envs=8, seed=0, fusion=fusion)  # fmt: skip
     logged: list[dict[str, float]] = []
     model = PPO(env, n_steps=6, n_epochs=2, recurrent="gru", recurrent_hidden_size=16,
                 intrinsic=module)  # fmt: skip
