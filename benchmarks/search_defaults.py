@@ -40,6 +40,7 @@ from typing import Any
 
 from benchmarks.machine import describe_machine, recorded_args
 from rewardlab.llm_reward.search import SearchConfig, search
+from rewardlab.llm_reward.search.budgets import SOLVED
 from rewardlab.llm_reward.search.report import summary
 
 #: the code whose figures this benchmark measures (see benchmarks/freshness.py)
@@ -65,8 +66,6 @@ TASKS = {
     "Hopper-Backward-v0": "Hop backwards, staying upright, until the torso's x position is at most -2 m.",
     "Ant-TurnInPlace-v0": "Turn in place counter-clockwise by a full turn.",
 }
-#: the 5-seed mean a solved task reaches
-SOLVED = {"CartPole-v1": 475.0, "MountainCar-v0": -150.0, "Acrobot-v1": -100.0, "Pendulum-v1": -400.0}
 
 
 def run(env_id: str, proposer: str, args: argparse.Namespace, early_stopping: bool = True,
