@@ -208,7 +208,15 @@ def main(argv: Sequence[str] | None = None) -> None:
     machine = describe_machine()
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / f"{args.name}.json").write_text(
-        json.dumps({"args": recorded_args(args), "machine": machine, "rows": rows}, indent=2) + "\n"
+        json.dumps(
+            {
+                "args": {**recorded_args(args), "runs": [Path(run).name for run in args.runs]},
+                "machine": machine,
+                "rows": rows,
+            },
+            indent=2,
+        )
+        + "\n"
     )
     text = markdown(rows, machine)
     (RESULTS / f"{args.name}.md").write_text(text)
