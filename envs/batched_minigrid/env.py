@@ -400,6 +400,14 @@ class BatchedMiniGridEnv(BatchedEnv):
         if self.reuse is None or self._starts < self.reuse * self._refresh_chunk:
             return
         self._starts -= self.reuse * self._refresh_chunk
+        if not self._next_chunk.done():
+            # the swap waits, so that a run stays deterministic: the user can make it rarer
+            note_once(
+                f"{self.gymnasium_id}: the step waits for MiniGrid to make new layouts ({self.reuse} "
+                f"episode starts a layout, reuse={self.reuse}); pass a larger reuse, or reuse=None "
+                "for a fixed pool (a smaller layouts= makes it sooner)",
+                stacklevel=4,  # the line that stepped, above step's threads wrapper (envs.core)
+            )
         chunk, seeds = self._next_chunk.result(), self._next_seeds  # made ahead, while stepping
         self._next_chunk = self._make_chunk(self._source)
         full = self._full_rows

@@ -3,6 +3,8 @@ observation, reward, terminated and truncated, step for step."""
 
 from __future__ import annotations
 
+import time
+import warnings
 from collections import Counter
 
 import gymnasium
@@ -18,6 +20,7 @@ from minigrid.envs import MultiRoomEnv  # noqa: E402
 from user_envs import write_key_rooms  # noqa: E402
 
 from rewardlab import envs  # noqa: E402
+from rewardlab.envs import minigrid as minigrid_helpers  # noqa: E402
 from rewardlab.envs.batched_minigrid import BATCHED_IDS, BatchedMiniGridEnv, layouts  # noqa: E402
 from rewardlab.envs.batched_minigrid.env import view_offsets  # noqa: E402
 from rewardlab.envs.gymnasium_env import GymnasiumBatchedEnv  # noqa: E402
@@ -249,6 +252,36 @@ def test_make_builds_the_batched_env_and_autoresets_from_the_pool():
             assert (env._layouts == row).all(1).any()
         assert torch.equal(info["final_obs"][~ended], obs[~ended])
     assert ends > 0
+
+
+def test_a_step_that_waits_for_new_layouts_says_so_once(monkeypatch):
+    """A task whose generator is slower than its episodes (MultiRoom-N12-S10) holds the step
+    up at each refresh: one line says so and what to pass, and the run is what it would be."""
+    make_layouts = BatchedMiniGridEnv._make_layouts
+
+    def slow(self, source, seeds, rows):
+        time.sleep(0.3)
+        return make_layouts(self, source, seeds, rows)
+
+    monkeypatch.setattr(BatchedMiniGridEnv, "_make_layouts", slow)
+    monkeypatch.setattr(minigrid_helpers, "_SAID", set())  # what this process said already
+    runs = []
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for _ in range(2):
+            env = BatchedMiniGridEnv(
+                64, env_id="MiniGrid-Empty-5x5-v0", layouts=64, reuse=1, seed=0, max_episode_steps=1
+            )
+            env.reset()
+            for _ in range(3):  # every step ends all 64 episodes, a refresh each
+                env.step(torch.full((64,), 2))
+            runs.append((env.layout_seeds.copy(), env.state.clone()))
+            env.close()
+    said = [w for w in caught if "waits for MiniGrid to make new layouts" in str(w.message)]
+    assert len(said) == 1 and "reuse=1); pass a larger reuse, or reuse=None" in str(said[0].message)
+    assert said[0].filename == __file__  # the line that stepped
+    assert (runs[0][0] == runs[1][0]).all() and torch.equal(runs[0][1], runs[1][1])
+    assert (runs[0][0] >= 2**31 - 1).all()  # the three refreshes replaced every layout
 
 
 def test_the_pool_refreshes_from_new_seeds_deterministically():
