@@ -82,8 +82,11 @@ class Preset:
         :return: the settings the preset decided, as ``key=value``.
         """
         decided = []
+        recurrent = (given.get("hyperparameters") or {}).get("recurrent")
         for key, value in self.settings_for(config["env"]).items():
-            if key not in given:
+            # the benchmarks' runs compiled a feed-forward policy; a recurrent update unrolls
+            # the rollout into its graph, which rewardlab train compiles only when asked
+            if key not in given and not (key == "compile" and recurrent):
                 config[key] = value
                 decided.append(f"{key}={_text(value)}")
         chosen = given.get("hyperparameters") or {}

@@ -314,8 +314,13 @@ def check_env_is_made(config: dict[str, Any]) -> None:
         check_action_space(config["algo"], config["env"], env.action_space)
     else:
         from rewardlab import envs
+        from rewardlab.envs.minigrid import is_minigrid_id
 
-        env = envs.make(config["env"], num_envs=1, **config["env_kwargs"])
+        kwargs = dict(config["env_kwargs"])
+        envs.check_id(config["env"])  # imports the id's module, which is_minigrid_id reads
+        if is_minigrid_id(config["env"]):  # one layout: a pool costs minutes on MultiRoom-N12
+            kwargs.setdefault("layouts", 1)
+        env = envs.make(config["env"], num_envs=1, **kwargs)
         obs, _ = env.reset(seed=0)
         env.close()
     if potential is not None:

@@ -770,6 +770,11 @@ def test_minigrid_with_a_bonus_trains_with_the_benchmarks_preset(tmp_path, capsy
     # a user's MiniGrid task is of the family too
     assert preset_for("my_tasks:MiniGrid-KeyRooms-v0", "ppo", ["episodic"]) is MINIGRID_BONUS
     assert preset_for("my_tasks:KeyRooms-v0", "ppo", ["episodic"]) is None
+    # a recurrent policy keeps the preset's settings but trains eagerly unless told to compile
+    recurrent = resolved("--env", "MiniGrid-KeyCorridorS4R3-v0", "--intrinsic", "episodic", "--recurrent", "gru")
+    assert recurrent["num_envs"] == 512 and recurrent["compile"] is False
+    assert resolved("--env", "MiniGrid-KeyCorridorS4R3-v0", "--intrinsic", "episodic", "--recurrent", "gru",
+                    "--compile")["compile"] is True  # fmt: skip
     # without a bonus, or for another learner, no preset
     assert resolved("--env", "MiniGrid-KeyCorridorS4R3-v0")["num_envs"] is None
     assert resolved("--env", "MiniGrid-KeyCorridorS4R3-v0", "--algo", "hra")["hyperparameters"] == {}
@@ -843,3 +848,22 @@ def test_an_env_without_a_success_rule_logs_no_success_rate(tmp_path, capsys):
     assert not scalars(tmp_path / "seed_0", "rollout/success_rate")
     metrics = json.loads((tmp_path / "seed_0" / "metrics.json").read_text())
     assert metrics["eval_success_rate"] is None and "; success" not in capsys.readouterr().out
+
+
+def test_the_config_check_makes_a_minigrid_env_of_one_layout(monkeypatch):
+    # a pool of 4096 layouts costs minutes on MultiRoom-N12-S10; the check needs one env
+    pytest.importorskip("minigrid")
+    from rewardlab.app.train import DEFAULTS, check_env_is_made
+
+    made = []
+    real = envs.make
+
+    def make(env_id, **kwargs):
+        made.append(kwargs)
+        return real(env_id, **kwargs)
+
+    monkeypatch.setattr(envs, "make", make)
+    check_env_is_made({**DEFAULTS, "env": "MiniGrid-DoorKey-5x5-v0", "algo": "ppo", "env_kwargs": {}})
+    check_env_is_made({**DEFAULTS, "env": "MiniGrid-DoorKey-5x5-v0", "algo": "ppo", "env_kwargs": {"layouts": 3}})
+    check_env_is_made({**DEFAULTS, "env": "CartPole-v1", "algo": "ppo", "env_kwargs": {}})
+    assert made == [{"num_envs": 1, "layouts": 1}, {"num_envs": 1, "layouts": 3}, {"num_envs": 1}]
