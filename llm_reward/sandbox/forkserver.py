@@ -116,7 +116,14 @@ class ForkServer:
         :param request: the worker's instructions (JSON data).
         """
         connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        connection.connect(self.socket_path)
+        if len(os.fsencode(self.socket_path)) < 100 or not hasattr(os, "O_PATH"):
+            connection.connect(self.socket_path)
+        else:  # a socket's path is limited to 107 bytes: through the folder's descriptor
+            folder = os.open(self._directory, os.O_PATH)
+            try:
+                connection.connect(f"/proc/self/fd/{folder}/{os.path.basename(self.socket_path)}")
+            finally:
+                os.close(folder)
         send_message(connection.sendall, request)
         return connection
 
@@ -204,7 +211,9 @@ def serve(socket_path: str, preload: Sequence[str], warm: Sequence[Sequence[str]
     from rewardlab.llm_reward.sandbox.worker import worker_main
 
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    listener.bind(socket_path)
+    # relative to the server's working folder, the socket's own: a socket's path is limited
+    # to 107 bytes, which a deep temporary folder exceeds
+    listener.bind(os.path.relpath(socket_path))
     listener.listen(64)
     os.write(sys.stdout.fileno(), READY)
     devnull = os.open(os.devnull, os.O_WRONLY)

@@ -14,6 +14,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -1241,3 +1242,20 @@ def _processes_in(folder: Path) -> list[int]:
         except OSError:
             continue
     return found
+
+
+def test_a_deep_temporary_folder_still_serves_workers(tmp_path, monkeypatch):
+    """A socket's path is limited to 107 bytes: a fork server whose folder lies deeper (a long
+    TMPDIR) still starts and serves."""
+    from rewardlab.llm_reward.sandbox.forkserver import ForkServer
+
+    deep = tmp_path / ("d" * 60) / ("e" * 60)
+    deep.mkdir(parents=True)
+    monkeypatch.setattr(tempfile, "tempdir", str(deep))
+    server = ForkServer(preload=())
+    try:
+        assert len(server.socket_path) > 107
+        connection = server.connect({"ping": True})
+        connection.close()
+    finally:
+        server.close()
