@@ -21,6 +21,7 @@ import importlib.util
 import os
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -63,3 +64,14 @@ def _notes_said_anew() -> None:
     from rewardlab.envs import minigrid
 
     minigrid._SAID.clear()
+
+
+@pytest.fixture(scope="module")
+def one_thread() -> Iterator[None]:
+    """A module that asks for it (``pytest.mark.usefixtures("one_thread")``) runs at one torch
+    thread, the caller's count restored after: small networks run fastest on one thread, and
+    the suite shares two cores."""
+    from rewardlab.common.threads import torch_threads
+
+    with torch_threads(1):
+        yield

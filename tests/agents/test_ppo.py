@@ -99,13 +99,8 @@ LINEAR_CRITIC = dict(
 )  # fmt: skip
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread() -> Any:
-    """Small networks run fastest on one thread, and the suite shares two cores."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+# small networks run fastest on one thread (tests/conftest.py)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 # ----------------------------------------------------------------------------- GAE

@@ -11,12 +11,8 @@ from rewardlab.agents.ppo import PPO
 SIZE, NUM_ENVS = 6, 8
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+# small networks run fastest on one thread (tests/conftest.py)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def deepsea():

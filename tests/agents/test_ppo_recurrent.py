@@ -18,12 +18,8 @@ from rewardlab.agents.evaluation import play_episodes
 DELAYS = [1, 2, 3, 1, 2, 3]
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread() -> Any:
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+# small networks run fastest on one thread (tests/conftest.py)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def recording(model: PPO) -> list[torch.Tensor]:

@@ -7,7 +7,6 @@ import math
 
 import numpy as np
 import pytest
-import torch
 from stable_baselines3 import DQN, PPO, SAC
 from stable_baselines3.common.callbacks import BaseCallback, CallbackList
 from stable_baselines3.common.env_util import make_vec_env
@@ -24,12 +23,8 @@ from rewardlab.agents.sb3_intrinsic import (
 GAMMA, LAMBDA, COEF = 0.9, 0.8, 0.5
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+# small networks run fastest on one thread (tests/conftest.py)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def frozen_lake(n_envs: int):

@@ -15,13 +15,8 @@ from rewardlab import intrinsic
 from rewardlab.intrinsic import E3B, RND, Count, EpisodicCount, Hybrid, IntrinsicModule
 from rewardlab.intrinsic.base import Batch
 
-
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+# small networks run fastest on one thread (tests/conftest.py)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 # ------------------------------------------------------------------- EpisodicCount

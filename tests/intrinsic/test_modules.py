@@ -16,14 +16,8 @@ from rewardlab.envs import WholeNumberBox
 from rewardlab.intrinsic import RND, Count, DecaySchedule, Hybrid, IntrinsicModule, Surprise
 from rewardlab.intrinsic.base import Batch
 
-
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Tiny networks run fastest on one thread, above all on a shared machine."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+# small networks run fastest on one thread (tests/conftest.py)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def one_hot(indices: list[int], size: int) -> torch.Tensor:
