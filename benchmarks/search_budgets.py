@@ -35,7 +35,7 @@ from typing import Any
 from benchmarks.machine import describe_machine, recorded_args
 from rewardlab.llm_reward import evaluate, reference_programs
 from rewardlab.llm_reward.programs.references import SHAPING
-from rewardlab.llm_reward.search.budgets import Budget, default_budget, learner_discount
+from rewardlab.llm_reward.search.budgets import SOLVED, Budget, default_budget, learner_discount
 
 #: the code whose figures this benchmark measures (see benchmarks/freshness.py)
 MEASURES = (
@@ -49,8 +49,6 @@ MEASURES = (
 
 RESULTS = Path(__file__).parent / "results"
 CLASSIC = ("CartPole-v1", "Acrobot-v1", "MountainCar-v0", "Pendulum-v1")
-#: the 5-seed mean a solved task reaches (issue targets; Gymnasium's own thresholds where they exist)
-SOLVED = {"CartPole-v1": 475.0, "MountainCar-v0": -150.0, "Acrobot-v1": -100.0, "Pendulum-v1": -400.0}
 
 
 MODES = {"on": (True,), "off": (False,), "both": (False, True)}
