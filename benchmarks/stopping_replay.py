@@ -29,18 +29,11 @@ from typing import Any
 from benchmarks.machine import describe_machine, recorded_args
 from rewardlab.llm_reward.search.records import journaled_run
 from rewardlab.llm_reward.search.store import JOURNAL_FILE
-from rewardlab.llm_reward.training import TrainingRun
-from rewardlab.llm_reward.training.stopping import StopRule, population, rung_indices, rung_value
+from rewardlab.llm_reward.training.stopping import StopRule, population, rung_indices
 
 MEASURES = ("llm_reward/training/stopping.py",)
 RESULTS = Path(__file__).parent / "results"
 RULES = {"level": False, "level and trend": True}
-
-
-def _values(run: TrainingRun) -> list[float]:
-    """What the rungs compare, per checkpoint of the run's first seed (what its stopper sees)."""
-    points = run.seeds[0].checkpoints if run.seeds else run.curve
-    return [rung_value(point.fitness, point.partial_success) for point in points]
 
 
 def _stops(values: Sequence[float], rule: StopRule) -> bool:
@@ -69,7 +62,7 @@ def replay(run_dir: Path) -> dict[str, Any]:
     for record in records:
         if record.get("type") == "evaluation":
             iteration = int(str(record["key"])[2:4])
-            candidates.setdefault(iteration, []).append(_values(journaled_run(record)))
+            candidates.setdefault(iteration, []).append(journaled_run(record).rung_values())
     best = {
         record.get("candidate")
         for record in records
@@ -78,9 +71,9 @@ def replay(run_dir: Path) -> dict[str, Any]:
     good: dict[str, list[list[float]]] = {"best": [], "human": []}
     for record in records:
         if record.get("type") == "final" and record.get("label") in good:
-            good[record["label"]].append(_values(journaled_run(record)))
+            good[record["label"]].append(journaled_run(record).rung_values())
         elif record.get("type") == "finalist" and record.get("candidate") in best:
-            good["best"].append(_values(journaled_run(record)))
+            good["best"].append(journaled_run(record).rung_values())
     good = {
         label: [values for values in runs if len(values) == checkpoints]
         for label, runs in good.items()

@@ -92,7 +92,7 @@ from rewardlab.llm_reward.search.store import RunStore
 from rewardlab.llm_reward.search.verdict import normalized_score
 from rewardlab.llm_reward.training import Failure, TrainingRun
 from rewardlab.llm_reward.training.checking import check_answer
-from rewardlab.llm_reward.training.stopping import StopRule, population, rung_indices, rung_value
+from rewardlab.llm_reward.training.stopping import StopRule, population, rung_indices
 
 __all__ = ["SearchConfig", "SearchResult", "best_candidate", "search"]
 
@@ -279,14 +279,7 @@ class _Search:
         if not self.config.early_stopping:
             return None
         rungs = rung_indices(self.config.num_checkpoints)
-        curves = []
-        for candidate in history:
-            result = candidate.result
-            if result is None:
-                continue
-            # the first seed's checkpoints: what each candidate's own stopper saw
-            points = result.seeds[0].checkpoints if result.seeds else result.curve
-            curves.append([rung_value(point.fitness, point.partial_success) for point in points])
+        curves = [c.result.rung_values() for c in history if c.result is not None]
         return StopRule(rungs, population(curves, rungs), self.config.num_checkpoints)
 
     def _ask(self, messages: list[dict[str, str]]) -> Completion:

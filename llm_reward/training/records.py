@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from rewardlab.llm_reward.training.failures import MAX_REASON_CHARS, Failure, cut
-from rewardlab.llm_reward.training.stopping import Stop
+from rewardlab.llm_reward.training.stopping import Stop, rung_value
 
 __all__ = ["Budget", "Checkpoint", "Progress", "SeedRun", "TrainingRun", "is_number"]
 
@@ -214,6 +214,12 @@ class TrainingRun:
     compiled: bool = False
     compile_note: str = ""
     stopped: Stop | None = None
+
+    def rung_values(self) -> list[float]:
+        """What early stopping's rungs compare, per checkpoint of the first seed (what its own
+        stopper saw): :func:`~rewardlab.llm_reward.training.stopping.rung_value`."""
+        points = self.seeds[0].checkpoints if self.seeds else self.curve
+        return [rung_value(point.fitness, point.partial_success) for point in points]
 
     def to_dict(self) -> dict[str, Any]:
         """The record as plain data."""
