@@ -44,7 +44,7 @@ from rewardlab.app.trainers import (
     load_program,
     potential_for,
 )
-from rewardlab.common.compile_budget import AUTO_COMPILE_STEPS
+from rewardlab.common.compile_budget import AUTO_COMPILE_STEPS, compiles
 from rewardlab.common.seeds import check_seeds
 from rewardlab.common.toml import tomllib
 
@@ -150,7 +150,7 @@ def settle_compile(config: dict[str, Any]) -> None:
     if config["compile"] is not None:
         return
     steps = config["steps"]
-    config["compile"] = (config["algo"] == "ppo" and isinstance(steps, int) and steps >= AUTO_COMPILE_STEPS
+    config["compile"] = (config["algo"] == "ppo" and isinstance(steps, int) and compiles(steps)
                          and "compile" not in config["hyperparameters"]
                          # a recurrent update's graph unrolls n_steps: compiled when asked
                          and not config["hyperparameters"].get("recurrent"))

@@ -1,13 +1,11 @@
 """When a training compiles PPO: runs of at least :data:`AUTO_COMPILE_STEPS` env steps.
 
-Compiling costs 33-50 s on a fresh cache (about 1-2 s from the cache later) and trains 3.4x
-(CartPole-v1, 72k -> 247k steps/s) to 4.2x (Acrobot-v1, 26k -> 111k) faster on one core
-(``benchmarks/results/ppo_speed_xeon_jax.md``), and 2.7x on MiniGrid with a count bonus
-(``benchmarks/results/intrinsic_minigrid.md``): a run breaks even on a fresh cache at about
-3.4M, 1.7M and 1.1M steps, and on a filled cache within the first 50k-200k. Below the
-threshold a run starts at once, eagerly, as short runs and quick starts should: ``rewardlab
-train``'s runs and a search's candidates (whose fork server, on a busy machine, compiled for
-minutes before the first candidate trained).
+Compiling costs about a minute on a fresh cache and a second or two from the cache later
+(``benchmarks/results/cold_start.md``), and trains several times faster than eagerly
+(``benchmarks/results/ppo_speed_xeon_jax.md``, ``intrinsic_minigrid.md``): below the
+threshold a run starts at once, eagerly, as short runs and quick starts should.
+``rewardlab train`` asks it of one run; a search of the steps its trainings add up to
+(one compile serves them all).
 
     >>> compiles(60_000), compiles(3_000_000)
     (False, True)
