@@ -271,11 +271,17 @@ def confirmed_fitness(candidate: Candidate) -> float:
     values = seed_fitness(candidate)
     if any(math.isinf(value) for value in values):
         return -math.inf
-    mean = sum(values) / len(values)
+    return sum(values) / len(values) - standard_error(values)
+
+
+def standard_error(values: Sequence[float]) -> float:
+    """The standard error of the mean of ``values``: their sample deviation over the square
+    root of their count; 0 for fewer than two."""
     if len(values) < 2:
-        return mean
+        return 0.0
+    mean = sum(values) / len(values)
     variance = sum((value - mean) ** 2 for value in values) / (len(values) - 1)
-    return mean - math.sqrt(variance / len(values))
+    return math.sqrt(variance / len(values))
 
 
 def best_of(candidates: Sequence[Candidate]) -> Candidate | None:

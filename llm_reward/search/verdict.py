@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from rewardlab.llm_reward.search.budgets import solve_threshold
-from rewardlab.llm_reward.search.records import FinalScore, SearchResult
+from rewardlab.llm_reward.search.records import FinalScore, SearchResult, standard_error
 
 __all__ = ["RAISE_STEPS", "SeedFailures", "Verdict", "normalized_score", "references_tied",
            "seed_failures", "verdict"]
@@ -43,17 +43,10 @@ class Verdict:
     steps: int | None = None
 
 
-def _standard_error(score: FinalScore) -> float:
-    """The standard error of ``score``'s mean, from its seeds' sample deviation (its ``std``
-    is the population one: n / (n - 1) apart in variance)."""
-    seeds = len(score.values)
-    return 0.0 if seeds < 2 or score.std is None else score.std / math.sqrt(seeds - 1)
-
-
 def _apart(first: FinalScore, second: FinalScore) -> tuple[float, float]:
     """``(difference of the means, standard error of that difference)``; both means known."""
     assert first.mean is not None and second.mean is not None
-    return first.mean - second.mean, math.hypot(_standard_error(first), _standard_error(second))
+    return first.mean - second.mean, math.hypot(standard_error(first.values), standard_error(second.values))
 
 
 def normalized_score(final: Mapping[str, FinalScore]) -> float | None:
